@@ -1,0 +1,237 @@
+//! Generated documentation of the wire contract: a JSON Schema per message type and an
+//! AsyncAPI 3 document for every topic of the catalogue. The files are committed under
+//! `schemas/`; a test fails when they are stale (`RECRAWL_BLESS=1 cargo test -p
+//! recrawl-schemas` rewrites them).
+
+use schemars::{schema_for, JsonSchema};
+use serde_json::{json, Map, Value};
+
+use crate::envelope::{kafka_headers, Format, Message, MAGIC, SCHEMA_VERSION};
+use crate::messages::*;
+use crate::topics::{TopicCatalogue, DEFAULT_TOPIC_PREFIX};
+
+/// `PagePick` → `page-pick`.
+pub fn kebab_name(type_name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in type_name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// Path of a message's JSON Schema relative to the `schemas/` directory.
+pub fn schema_path(type_name: &str) -> String {
+    format!("json/{}.schema.json", kebab_name(type_name))
+}
+
+struct Described {
+    name: &'static str,
+    format: Format,
+    schema: Value,
+}
+
+fn describe<M: Message + JsonSchema>() -> Described {
+    let schema = serde_json::to_value(schema_for!(M)).unwrap_or(Value::Null);
+    Described { name: M::NAME, format: M::FORMAT, schema }
+}
+
+fn message_types() -> Vec<Described> {
+    vec![
+        describe::<PagePick>(),
+        describe::<FetchResult>(),
+        describe::<DiscoveredLinks>(),
+        describe::<ChangeEvent>(),
+        describe::<PageEstimate>(),
+        describe::<GroupDistribution>(),
+    ]
+}
+
+fn pretty(value: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Every generated file as (path relative to `schemas/`, contents).
+pub fn generated_files(catalogue: &TopicCatalogue) -> Vec<(String, String)> {
+    let types = message_types();
+    let mut files: Vec<(String, String)> =
+        types.iter().map(|t| (schema_path(t.name), pretty(&t.schema))).collect();
+    files.push(("asyncapi.json".to_owned(), pretty(&asyncapi(catalogue, &types))));
+    files
+}
+
+fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
+    let mut channels = Map::new();
+    let mut operations = Map::new();
+    let mut messages = Map::new();
+    for topic in &catalogue.topics {
+        let address = format!("{DEFAULT_TOPIC_PREFIX}{}", topic.name);
+        let mut topic_configuration = json!({ "cleanup.policy": [topic.cleanup_policy.as_str()] });
+        if let Some(retention) = topic.retention_ms {
+            topic_configuration["retention.ms"] = json!(retention);
+        }
+        let described = types.iter().find(|t| t.name == topic.payload);
+        let message = match described {
+            Some(t) => {
+                let headers: Map<String, Value> = header_schema(t.format);
+                json!({
+                    "name": t.name,
+                    "contentType": t.format.content_type(),
+                    "summary": format!(
+                        "{} in a recrawl envelope: bytes [0x{MAGIC:02x}, {}, {}, {}] then the {} body.",
+                        t.name, t.format as u8, SCHEMA_VERSION >> 8, SCHEMA_VERSION & 0xff, t.format.name()
+                    ),
+                    "payload": { "$ref": format!("./{}", schema_path(t.name)) },
+                    "headers": { "type": "object", "properties": headers },
+                })
+            }
+            None if topic.payload == "raw" => json!({
+                "name": "DeadLetter",
+                "contentType": "application/octet-stream",
+                "summary": "The original message's bytes, unchanged.",
+                "payload": { "type": "string", "format": "binary" },
+                "headers": { "type": "object", "properties": {
+                    "recrawl-dlq-reason": { "type": "string", "description": "why the stage rejected the message" },
+                    "recrawl-dlq-stage": { "type": "string", "description": "the stage that rejected it" },
+                    "recrawl-dlq-topic": { "type": "string", "description": "topic it was read from" },
+                    "recrawl-dlq-partition": { "type": "string", "description": "partition it was read from" },
+                    "recrawl-dlq-offset": { "type": "string", "description": "offset it was read from" },
+                }},
+            }),
+            None => json!({
+                "name": topic.payload,
+                "contentType": Format::Bincode.content_type(),
+                "summary": format!("{}: a stage's internal state in a recrawl bincode envelope; not a public contract. A null value deletes the key.", topic.payload),
+                "payload": { "type": "string", "format": "binary" },
+            }),
+        };
+        let message_name = message["name"].as_str().unwrap_or(&topic.payload).to_owned();
+        let mut message = message;
+        message["bindings"] = json!({ "kafka": { "key": { "type": "string", "description": topic.key }, "bindingVersion": "0.5.0" } });
+        messages.insert(message_name.clone(), message);
+        channels.insert(
+            topic.name.clone(),
+            json!({
+                "address": address,
+                "description": topic.description,
+                "messages": { message_name.clone(): { "$ref": format!("#/components/messages/{message_name}") } },
+                "bindings": { "kafka": {
+                    "topic": address,
+                    "partitions": topic.partitions,
+                    "replicas": catalogue.replication_factor,
+                    "topicConfiguration": topic_configuration,
+                    "bindingVersion": "0.5.0",
+                }},
+            }),
+        );
+        for (action, parties) in [("send", &topic.producers), ("receive", &topic.consumers)] {
+            for party in parties {
+                operations.insert(
+                    format!("{party}-{action}s-{}", topic.name),
+                    json!({ "action": action, "channel": { "$ref": format!("#/channels/{}", topic.name) } }),
+                );
+            }
+        }
+    }
+    json!({
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "recrawl",
+            "version": SCHEMA_VERSION.to_string(),
+            "description": "The Kafka topics of the recrawl pipeline. Addresses use the default prefix `recrawl.`; every stage takes --topic-prefix. Generated from deploy/topics.toml and the message types; do not edit.",
+        },
+        "channels": channels,
+        "operations": operations,
+        "components": { "messages": messages },
+    })
+}
+
+fn header_schema(format: Format) -> Map<String, Value> {
+    let mut headers = Map::new();
+    let values = match format {
+        Format::Bincode => kafka_headers::<PagePick>(),
+        Format::Json => kafka_headers::<ChangeEvent>(),
+    };
+    for (name, value) in values {
+        headers.insert(name.to_owned(), json!({ "type": "string", "const": value }));
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::envelope::{decode, encode};
+    use crate::messages::samples;
+
+    fn schemas_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn bless() -> bool {
+        std::env::var_os("RECRAWL_BLESS").is_some()
+    }
+
+    #[test]
+    fn kebab_names() {
+        assert_eq!(kebab_name("PagePick"), "page-pick");
+        assert_eq!(schema_path("GroupDistribution"), "json/group-distribution.schema.json");
+    }
+
+    #[test]
+    fn generated_schemas_and_asyncapi_are_current() {
+        let mut stale = Vec::new();
+        for (path, contents) in generated_files(&TopicCatalogue::builtin()) {
+            let file = schemas_dir().join(&path);
+            if bless() {
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                std::fs::write(&file, &contents).unwrap();
+            } else if std::fs::read_to_string(&file).ok().as_deref() != Some(contents.as_str()) {
+                stale.push(path);
+            }
+        }
+        assert!(stale.is_empty(), "stale generated files {stale:?}: run RECRAWL_BLESS=1 cargo test -p recrawl-schemas");
+    }
+
+    #[test]
+    fn asyncapi_describes_every_topic_with_its_policy() {
+        let catalogue = TopicCatalogue::builtin();
+        let doc = asyncapi(&catalogue, &message_types());
+        for topic in &catalogue.topics {
+            let binding = &doc["channels"][&topic.name]["bindings"]["kafka"];
+            assert_eq!(binding["partitions"], json!(topic.partitions), "{}", topic.name);
+            assert_eq!(binding["topicConfiguration"]["cleanup.policy"][0], json!(topic.cleanup_policy.as_str()));
+        }
+        let event = &doc["components"]["messages"]["ChangeEvent"];
+        assert_eq!(event["contentType"], json!("application/vnd.recrawl+json"));
+        assert_eq!(event["payload"]["$ref"], json!("./json/change-event.schema.json"));
+    }
+
+    /// Decodes the committed encodings of the current schema version: a change to a type
+    /// that breaks reading what is already on the topics fails here.
+    #[test]
+    fn golden_fixtures_decode() {
+        fn check<M: Message + PartialEq + std::fmt::Debug>(sample: M) {
+            let path = schemas_dir().join(format!("fixtures/v{SCHEMA_VERSION}/{}.bin", kebab_name(M::NAME)));
+            if bless() {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, encode(&sample).unwrap()).unwrap();
+            }
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(decode::<M>(&bytes).unwrap(), sample, "{}", path.display());
+            assert_eq!(encode(&sample).unwrap(), bytes, "{} encodes differently now", M::NAME);
+        }
+        check(samples::page_pick());
+        check(samples::fetch_result());
+        check(samples::discovered_links());
+        check(samples::change_event());
+        check(samples::page_estimate());
+        check(samples::group_distribution());
+    }
+}

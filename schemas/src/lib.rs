@@ -1,0 +1,14 @@
+//! recrawl's wire contract: one type per Kafka message, the envelope every payload
+//! travels in, the URL key used for joins, and the topic catalogue (`deploy/topics.toml`)
+//! from which the AsyncAPI document and JSON Schemas are generated.
+
+pub mod catalogue;
+pub mod envelope;
+pub mod messages;
+pub mod topics;
+pub mod url_key;
+
+pub use envelope::{decode, encode, EnvelopeError, Format, Message, SCHEMA_VERSION};
+pub use messages::*;
+pub use topics::{TopicCatalogue, TopicError, TopicNames, TopicSpec};
+pub use url_key::{host_of, normalise_url, url_key, UrlError};

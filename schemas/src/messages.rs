@@ -1,0 +1,409 @@
+//! One type per Kafka message. Field documentation here becomes the `description` of the
+//! generated JSON Schemas, so it is written for the analysts who read those.
+//!
+//! Bincode payloads are positional: never reorder fields, and bump
+//! [`SCHEMA_VERSION`](crate::SCHEMA_VERSION) on any change. No `skip_serializing_if` or
+//! `flatten` here: bincode cannot round-trip them.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::envelope::{Format, Message};
+
+/// Why the scheduler picked a URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PickReason {
+    /// The URL was fetched before; picked to refresh the stored copy.
+    Refresh,
+    /// The URL has never been fetched; picked from the discovery frontier.
+    Discovery,
+}
+
+/// A URL the scheduler chose for one period. Topic `fetch`, keyed by host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PagePick {
+    /// The normalised absolute URL to fetch.
+    pub url: String,
+    /// xxh3-64 of `url`, 16 hex digits.
+    pub url_key: String,
+    /// Host (with port when not the default) of `url`; the topic key.
+    pub host: String,
+    /// Group the URL belongs to for the estimator's distributions.
+    pub group: String,
+    /// The scheduling period this pick belongs to.
+    pub period: u64,
+    /// Refresh of a known page, or discovery of a new one.
+    pub reason: PickReason,
+    /// The scheduler's score for the pick, (T − t)·s − p·g in periods.
+    pub score: f64,
+}
+
+impl Message for PagePick {
+    const NAME: &'static str = "PagePick";
+    const FORMAT: Format = Format::Bincode;
+}
+
+/// What came of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FetchOutcome {
+    /// HTTP 2xx with a body within the size cap.
+    Downloaded,
+    /// HTTP 304: counts as a download whose content equals the previous one.
+    NotModified,
+    /// The server answered with a status that is not 2xx or 304.
+    HttpError,
+    /// No complete answer within the request timeout.
+    Timeout,
+    /// The connection could not be made (refused, DNS, TLS).
+    ConnectError,
+    /// More redirects than the fetch stage allows.
+    TooManyRedirects,
+    /// The body exceeded the fetch stage's size cap.
+    BodyTooLarge,
+    /// Any other transport error; `error` says what.
+    OtherError,
+}
+
+impl FetchOutcome {
+    /// A download in the sense of the estimator: a usable body (2xx or 304).
+    pub fn is_download(self) -> bool {
+        matches!(self, Self::Downloaded | Self::NotModified)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Downloaded => "downloaded",
+            Self::NotModified => "not_modified",
+            Self::HttpError => "http_error",
+            Self::Timeout => "timeout",
+            Self::ConnectError => "connect_error",
+            Self::TooManyRedirects => "too_many_redirects",
+            Self::BodyTooLarge => "body_too_large",
+            Self::OtherError => "other_error",
+        }
+    }
+}
+
+/// The outcome of fetching one pick. Topic `fetch-results`, keyed by URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FetchResult {
+    /// The URL that was picked (normalised).
+    pub url: String,
+    /// xxh3-64 of `url`, 16 hex digits.
+    pub url_key: String,
+    /// Host of `url`.
+    pub host: String,
+    /// Group of `url`, copied from the pick.
+    pub group: String,
+    /// The period of the pick this result answers.
+    pub period: u64,
+    /// What came of the request.
+    pub outcome: FetchOutcome,
+    /// The final HTTP status, when the server answered.
+    pub http_status: Option<u16>,
+    /// Wall time from sending the request to the end of the body, milliseconds.
+    pub latency_ms: f64,
+    /// Body length in bytes (0 when there is no body).
+    pub size_bytes: u64,
+    /// The body as received (empty unless `outcome` is `downloaded`).
+    #[serde(with = "serde_bytes")]
+    #[schemars(with = "Vec<u8>")]
+    pub body: Vec<u8>,
+    /// The `Content-Type` response header.
+    pub content_type: Option<String>,
+    /// The `ETag` response header.
+    pub etag: Option<String>,
+    /// The `Last-Modified` response header.
+    pub last_modified: Option<String>,
+    /// The URL after redirects, when it differs from `url`.
+    pub final_url: Option<String>,
+    /// A human-readable reason for a failed request.
+    pub error: Option<String>,
+    /// When the request finished, Unix milliseconds.
+    pub fetched_at_ms: i64,
+}
+
+impl Message for FetchResult {
+    const NAME: &'static str = "FetchResult";
+    const FORMAT: Format = Format::Bincode;
+}
+
+/// A link found on a fetched page. Topic `links`, keyed by the linked URL so that the
+/// scheduler instance owning that URL counts its in-degree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DiscoveredLinks {
+    /// The linked URL (normalised, fragment dropped).
+    pub url: String,
+    /// xxh3-64 of `url`.
+    pub url_key: String,
+    /// Host of `url`.
+    pub host: String,
+    /// The page the link was found on; `None` for a seed URL.
+    pub source_url: Option<String>,
+    /// xxh3-64 of `source_url`.
+    pub source_key: Option<String>,
+    /// How many times the source page links to `url`.
+    pub occurrences: u32,
+    /// The period in which the source page was fetched (or the seed was loaded).
+    pub period: u64,
+}
+
+impl Message for DiscoveredLinks {
+    const NAME: &'static str = "DiscoveredLinks";
+    const FORMAT: Format = Format::Bincode;
+}
+
+/// Degrees of change between the previous and the current download, each in [0, 1]
+/// (0 identical, 1 completely different). A metric is `null` when this version of the
+/// diff stage does not compute it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ChangeDegrees {
+    /// Byte-wise: 0 when the raw bodies are identical (equal xxh3-128), else 1.
+    pub bw: f64,
+    /// TF·IDF cosine distance of the visible text.
+    pub cos: Option<f64>,
+    /// Word distance: 1 − 2·|common words| / (m + n).
+    pub wd: Option<f64>,
+    /// Edit distance on words: insertions + deletions over (m + n).
+    pub ed: Option<f64>,
+    /// k-word shingling Jaccard distance.
+    pub shingle: Option<f64>,
+    /// The improved edit distance (add, copy, drop, shrink, replace, move).
+    pub ied: Option<f64>,
+}
+
+/// One request's effect on a page's stored copy. Topic `change-events` (JSON), keyed by
+/// URL. Every request produces one, including failed ones (`downloaded: false`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ChangeEvent {
+    /// The requested URL (normalised).
+    pub url: String,
+    /// xxh3-64 of `url`.
+    pub url_key: String,
+    /// Host of `url`.
+    pub host: String,
+    /// Group of `url`.
+    pub group: String,
+    /// The period of the request.
+    pub period: u64,
+    /// True when the request returned a usable body (2xx, or 304 Not Modified).
+    pub downloaded: bool,
+    /// What came of the request.
+    pub outcome: FetchOutcome,
+    /// The final HTTP status, when the server answered.
+    pub http_status: Option<u16>,
+    /// Fetch wall time in milliseconds, for the scheduler's server response times.
+    pub latency_ms: f64,
+    /// Body size in bytes of this download (0 when not downloaded).
+    pub size_bytes: u64,
+    /// `size_bytes` minus the previous download's size; null without both downloads.
+    pub size_delta: Option<i64>,
+    /// True when this is the first download of the URL the diff stage has seen.
+    pub first_download: bool,
+    /// Whether the content differs from the previous download; null when this request
+    /// is not a download or there is no previous download to compare with.
+    pub changed: Option<bool>,
+    /// xxh3-128 of the body, 32 hex digits; null when not downloaded.
+    pub content_hash: Option<String>,
+    /// xxh3-128 of the previous download's body; null when there is none.
+    pub previous_content_hash: Option<String>,
+    /// Degrees of change; null unless `changed` is non-null.
+    pub degrees: Option<ChangeDegrees>,
+    /// When the request finished, Unix milliseconds.
+    pub fetched_at_ms: i64,
+}
+
+impl Message for ChangeEvent {
+    const NAME: &'static str = "ChangeEvent";
+    const FORMAT: Format = Format::Json;
+}
+
+/// The latest request of a page, forwarded so the scheduler can update staleness,
+/// size and server response time without reading the change-event topic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LastRequest {
+    /// Period of the request.
+    pub period: u64,
+    /// Whether it was a download.
+    pub downloaded: bool,
+    /// Whether the content changed (null when not compared).
+    pub changed: Option<bool>,
+    /// Body size in bytes.
+    pub size_bytes: u64,
+    /// Fetch wall time in milliseconds.
+    pub latency_ms: f64,
+}
+
+/// Per-URL counters and rates as `spec/estimator.md` §2 defines them. Topic `estimates`,
+/// keyed by URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PageEstimate {
+    /// The URL (normalised).
+    pub url: String,
+    /// xxh3-64 of `url`.
+    pub url_key: String,
+    /// Host of `url`.
+    pub host: String,
+    /// Group of `url`.
+    pub group: String,
+    /// The period of the request this estimate includes last.
+    pub period: u64,
+    /// The latest request.
+    pub last_request: LastRequest,
+    /// K: crawls (periods) of the group so far, counted from the group's first request.
+    pub crawls: u64,
+    /// Period of the URL's first request.
+    pub first_request_period: u64,
+    /// Requests (downloads and failures).
+    pub requests: u64,
+    /// Downloads.
+    pub successes: u64,
+    /// Failed requests.
+    pub failures: u64,
+    /// Downloads whose content differed from the previous download.
+    pub changes: u64,
+    /// requests / (last − first + 1).
+    pub request_rate: f64,
+    /// DR: successes / requests.
+    pub download_rate: f64,
+    /// requests / K.
+    pub download_recall: f64,
+    /// MR: changes / (successes − 1); null with fewer than two downloads.
+    pub modification_rate: Option<f64>,
+    /// (successes − 1) / (K − 1); null with no download or K = 1.
+    pub change_recall: Option<f64>,
+}
+
+impl Message for PageEstimate {
+    const NAME: &'static str = "PageEstimate";
+    const FORMAT: Format = Format::Bincode;
+}
+
+/// A group's DR and MR histograms over the 12 bins of `spec/estimator.md` §3
+/// ({0}, 0.01–0.09, 0.10–0.19, …, 0.90–0.99, {1}), counted over one estimator
+/// instance's partitions. Topic `distributions` (JSON), keyed by group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GroupDistribution {
+    /// The group.
+    pub group: String,
+    /// The period the histograms were computed at.
+    pub period: u64,
+    /// The estimates-topic partitions whose URLs these counts cover.
+    pub partitions: Vec<i32>,
+    /// Eligible URLs per DR bin.
+    pub download_rate_bins: [u64; 12],
+    /// Eligible URLs per MR bin.
+    pub modification_rate_bins: [u64; 12],
+}
+
+impl Message for GroupDistribution {
+    const NAME: &'static str = "GroupDistribution";
+    const FORMAT: Format = Format::Json;
+}
+
+/// Fixed sample values: the golden fixtures and the envelope tests use them.
+#[cfg(test)]
+pub mod samples {
+    use super::*;
+
+    pub fn page_pick() -> PagePick {
+        PagePick {
+            url: "http://example.com/a.html".into(),
+            url_key: crate::url_key("http://example.com/a.html"),
+            host: "example.com".into(),
+            group: "example.com".into(),
+            period: 42,
+            reason: PickReason::Refresh,
+            score: 12.5,
+        }
+    }
+
+    pub fn fetch_result() -> FetchResult {
+        FetchResult {
+            url: "http://example.com/a.html".into(),
+            url_key: crate::url_key("http://example.com/a.html"),
+            host: "example.com".into(),
+            group: "example.com".into(),
+            period: 42,
+            outcome: FetchOutcome::Downloaded,
+            http_status: Some(200),
+            latency_ms: 12.25,
+            size_bytes: 11,
+            body: b"<p>hello</p>"[..11].to_vec(),
+            content_type: Some("text/html".into()),
+            etag: Some("\"v1\"".into()),
+            last_modified: None,
+            final_url: None,
+            error: None,
+            fetched_at_ms: 1_780_000_000_000,
+        }
+    }
+
+    pub fn discovered_links() -> DiscoveredLinks {
+        DiscoveredLinks {
+            url: "http://example.com/b.html".into(),
+            url_key: crate::url_key("http://example.com/b.html"),
+            host: "example.com".into(),
+            source_url: Some("http://example.com/a.html".into()),
+            source_key: Some(crate::url_key("http://example.com/a.html")),
+            occurrences: 2,
+            period: 42,
+        }
+    }
+
+    pub fn change_event() -> ChangeEvent {
+        ChangeEvent {
+            url: "http://example.com/a.html".into(),
+            url_key: crate::url_key("http://example.com/a.html"),
+            host: "example.com".into(),
+            group: "example.com".into(),
+            period: 42,
+            downloaded: true,
+            outcome: FetchOutcome::Downloaded,
+            http_status: Some(200),
+            latency_ms: 12.25,
+            size_bytes: 11,
+            size_delta: Some(-3),
+            first_download: false,
+            changed: Some(true),
+            content_hash: Some("00112233445566778899aabbccddeeff".into()),
+            previous_content_hash: Some("ffeeddccbbaa99887766554433221100".into()),
+            degrees: Some(ChangeDegrees { bw: 1.0, cos: None, wd: None, ed: None, shingle: None, ied: None }),
+            fetched_at_ms: 1_780_000_000_000,
+        }
+    }
+
+    pub fn page_estimate() -> PageEstimate {
+        PageEstimate {
+            url: "http://example.com/a.html".into(),
+            url_key: crate::url_key("http://example.com/a.html"),
+            host: "example.com".into(),
+            group: "example.com".into(),
+            period: 42,
+            last_request: LastRequest { period: 42, downloaded: true, changed: Some(false), size_bytes: 11, latency_ms: 12.25 },
+            crawls: 16,
+            first_request_period: 27,
+            requests: 12,
+            successes: 9,
+            failures: 3,
+            changes: 2,
+            request_rate: 0.75,
+            download_rate: 0.75,
+            download_recall: 0.75,
+            modification_rate: Some(0.25),
+            change_recall: Some(8.0 / 15.0),
+        }
+    }
+
+    pub fn group_distribution() -> GroupDistribution {
+        GroupDistribution {
+            group: "example.com".into(),
+            period: 42,
+            partitions: vec![0, 2],
+            download_rate_bins: [3, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2, 9],
+            modification_rate_bins: [4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 6],
+        }
+    }
+}

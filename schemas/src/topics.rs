@@ -1,0 +1,186 @@
+//! The topic catalogue, `deploy/topics.toml`: names, partitions, cleanup policies, keys
+//! and payloads. `recrawl topics create` applies it; the AsyncAPI document is generated
+//! from it; stages check at start that the topics they use are co-partitioned as it says.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+/// The catalogue shipped with this build.
+pub const BUILTIN_TOPICS_TOML: &str = include_str!("../../deploy/topics.toml");
+pub const DEFAULT_TOPIC_PREFIX: &str = "recrawl.";
+
+pub const FETCH: &str = "fetch";
+pub const FETCH_RESULTS: &str = "fetch-results";
+pub const LINKS: &str = "links";
+pub const CHANGE_EVENTS: &str = "change-events";
+pub const ESTIMATES: &str = "estimates";
+pub const DISTRIBUTIONS: &str = "distributions";
+pub const DEAD_LETTER: &str = "dead-letter";
+
+#[derive(Debug, Error)]
+pub enum TopicError {
+    #[error("topic catalogue does not parse: {0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("topic catalogue: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanupPolicy {
+    Delete,
+    Compact,
+}
+
+impl CleanupPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delete => "delete",
+            Self::Compact => "compact",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicSpec {
+    /// Name without the prefix.
+    pub name: String,
+    pub description: String,
+    pub partitions: i32,
+    pub cleanup_policy: CleanupPolicy,
+    pub retention_ms: Option<i64>,
+    /// What the Kafka key holds.
+    pub key: String,
+    /// The payload type name ([`Message::NAME`](crate::Message::NAME)) or `raw`.
+    pub payload: String,
+    pub producers: Vec<String>,
+    pub consumers: Vec<String>,
+    /// A topic whose partition count this one must equal.
+    pub copartitioned_with: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicCatalogue {
+    pub replication_factor: i32,
+    #[serde(rename = "topic")]
+    pub topics: Vec<TopicSpec>,
+}
+
+impl TopicCatalogue {
+    pub fn parse(text: &str) -> Result<Self, TopicError> {
+        let catalogue: Self = toml::from_str(text)?;
+        catalogue.validate()?;
+        Ok(catalogue)
+    }
+
+    pub fn builtin() -> Self {
+        // A unit test parses the same text, so this cannot fail in a tested build.
+        Self::parse(BUILTIN_TOPICS_TOML).expect("deploy/topics.toml is valid")
+    }
+
+    pub fn get(&self, name: &str) -> Option<&TopicSpec> {
+        self.topics.iter().find(|t| t.name == name)
+    }
+
+    fn validate(&self) -> Result<(), TopicError> {
+        let invalid = |msg: String| Err(TopicError::Invalid(msg));
+        if self.replication_factor < 1 {
+            return invalid(format!("replication_factor {} must be at least 1", self.replication_factor));
+        }
+        let mut by_name = HashMap::new();
+        for topic in &self.topics {
+            if by_name.insert(topic.name.as_str(), topic).is_some() {
+                return invalid(format!("topic {:?} is defined twice", topic.name));
+            }
+            if topic.partitions < 1 {
+                return invalid(format!("topic {:?}: partitions {} must be at least 1", topic.name, topic.partitions));
+            }
+        }
+        for topic in &self.topics {
+            if let Some(other) = &topic.copartitioned_with {
+                let Some(other_topic) = by_name.get(other.as_str()) else {
+                    return invalid(format!("topic {:?} is co-partitioned with unknown topic {other:?}", topic.name));
+                };
+                if other_topic.partitions != topic.partitions {
+                    return invalid(format!(
+                        "topic {:?} has {} partitions but must match {other:?} ({})",
+                        topic.name, topic.partitions, other_topic.partitions
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Full topic names under a prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicNames {
+    prefix: String,
+}
+
+impl TopicNames {
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self { prefix: prefix.into() }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn name(&self, short: &str) -> String {
+        format!("{}{short}", self.prefix)
+    }
+
+    /// The changelog topic of a stage.
+    pub fn state(&self, stage: &str) -> String {
+        self.name(&format!("state.{stage}"))
+    }
+}
+
+impl Default for TopicNames {
+    fn default() -> Self {
+        Self::new(DEFAULT_TOPIC_PREFIX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_catalogue_is_valid_and_complete() {
+        let catalogue = TopicCatalogue::parse(BUILTIN_TOPICS_TOML).unwrap();
+        for name in [FETCH, FETCH_RESULTS, LINKS, CHANGE_EVENTS, ESTIMATES, DISTRIBUTIONS, DEAD_LETTER] {
+            assert!(catalogue.get(name).is_some(), "{name} missing");
+        }
+        for stage in ["diff", "estimator", "scheduler"] {
+            let state = catalogue.get(&format!("state.{stage}")).unwrap();
+            assert_eq!(state.cleanup_policy, CleanupPolicy::Compact);
+            assert!(state.copartitioned_with.is_some());
+        }
+    }
+
+    #[test]
+    fn rejects_mismatched_copartitioning_and_unknown_fields() {
+        let text = BUILTIN_TOPICS_TOML.replacen("partitions = 6\ncleanup_policy = \"compact\"", "partitions = 3\ncleanup_policy = \"compact\"", 1);
+        let err = TopicCatalogue::parse(&text).unwrap_err().to_string();
+        assert!(err.contains("state.diff") && err.contains("must match"), "{err}");
+        let text = format!("{BUILTIN_TOPICS_TOML}\nsurprise = 1\n");
+        assert!(TopicCatalogue::parse(&text).is_err());
+        let text = BUILTIN_TOPICS_TOML.replacen("partitions = 6", "partitions = 0", 1);
+        assert!(TopicCatalogue::parse(&text).unwrap_err().to_string().contains("at least 1"));
+    }
+
+    #[test]
+    fn names_carry_the_prefix() {
+        let names = TopicNames::new("prod.recrawl.");
+        assert_eq!(names.name(FETCH), "prod.recrawl.fetch");
+        assert_eq!(names.state("diff"), "prod.recrawl.state.diff");
+        assert_eq!(TopicNames::default().name(CHANGE_EVENTS), "recrawl.change-events");
+    }
+}
