@@ -1,1 +1,26 @@
+//! The runtime every recrawl stage uses: configuration (flags and env), the Kafka clients,
+//! the at-least-once processing loop with partitioned state restored from a changelog,
+//! dead-lettering, Prometheus metrics, the health server, tracing and clean shutdown.
+//! Stages provide a [`runtime::Stage`]; everything Kafka-shaped lives here.
 
+pub mod admin;
+pub mod config;
+pub mod http;
+pub mod kafka;
+pub mod metrics;
+pub mod runtime;
+pub mod service;
+pub mod state;
+
+pub use config::{KafkaArgs, ServiceArgs};
+pub use metrics::StageMetrics;
+pub use runtime::{InputRecord, OutputRecord, Stage, StageContext};
+pub use state::StateStore;
+
+/// Unix time in milliseconds.
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,198 @@
+//! Flags shared by every stage. Every flag is also an environment variable; clap rejects
+//! unknown flags and invalid values at start with a message naming the flag, and
+//! [`KafkaArgs::validate`] rejects combinations that would break the at-least-once loop.
+
+use std::net::SocketAddr;
+
+use clap::{Args, ValueEnum};
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("--kafka-option {0:?}: expected key=value")]
+    KafkaOptionSyntax(String),
+    #[error("--kafka-option {0}: set by recrawl itself ({1}); use the recrawl flag instead")]
+    ReservedKafkaOption(String, &'static str),
+    #[error("--drain-timeout-ms {drain_ms} must be below the consumer session timeout ({session_ms} ms, session.timeout.ms) so a drained stage is not evicted mid-drain")]
+    DrainTooLong { drain_ms: u64, session_ms: u64 },
+    #[error("--kafka-option session.timeout.ms={0:?} is not a number")]
+    SessionTimeout(String),
+    #[error("--batch-size must be at least 1")]
+    BatchSize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Gzip => "gzip",
+            Self::Snappy => "snappy",
+            Self::Lz4 => "lz4",
+            Self::Zstd => "zstd",
+        }
+    }
+}
+
+/// librdkafka default, used when no `session.timeout.ms` is passed through.
+const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
+
+fn parse_kafka_option(raw: &str) -> Result<(String, String), ConfigError> {
+    let (key, value) = raw.split_once('=').ok_or_else(|| ConfigError::KafkaOptionSyntax(raw.to_owned()))?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(ConfigError::KafkaOptionSyntax(raw.to_owned()));
+    }
+    let reserved = match key {
+        "bootstrap.servers" | "metadata.broker.list" => Some("--brokers"),
+        "group.id" => Some("--group-id"),
+        "enable.auto.offset.store" => Some("offsets are stored after outputs are acknowledged"),
+        "compression.type" | "compression.codec" => Some("--compression"),
+        _ => None,
+    };
+    if let Some(flag) = reserved {
+        return Err(ConfigError::ReservedKafkaOption(key.to_owned(), flag));
+    }
+    Ok((key.to_owned(), value.trim().to_owned()))
+}
+
+/// Kafka connection and loop settings.
+#[derive(Debug, Clone, Args)]
+pub struct KafkaArgs {
+    /// Bootstrap brokers, host:port[,host:port].
+    #[arg(long, env = "RECRAWL_BROKERS")]
+    pub brokers: String,
+    /// Prefix of every topic name.
+    #[arg(long, env = "RECRAWL_TOPIC_PREFIX", default_value = recrawl_schemas::topics::DEFAULT_TOPIC_PREFIX)]
+    pub topic_prefix: String,
+    /// Consumer group (default: recrawl-<stage>).
+    #[arg(long, env = "RECRAWL_GROUP_ID")]
+    pub group_id: Option<String>,
+    /// A librdkafka property passed to every client, key=value; repeatable
+    /// (in the environment, separate several with ';'). TLS and SASL go here:
+    /// security.protocol, ssl.*, sasl.*.
+    #[arg(long = "kafka-option", env = "RECRAWL_KAFKA_OPTIONS", value_delimiter = ';', value_parser = parse_kafka_option)]
+    pub kafka_options: Vec<(String, String)>,
+    /// Producer compression.
+    #[arg(long, env = "RECRAWL_COMPRESSION", value_enum, default_value = "lz4")]
+    pub compression: Compression,
+    /// Most input messages handled in one batch (outputs of a batch are acknowledged
+    /// before its offsets are stored).
+    #[arg(long, env = "RECRAWL_BATCH_SIZE", default_value_t = 500)]
+    pub batch_size: usize,
+    /// How long a batch waits for more messages after the first, milliseconds.
+    #[arg(long, env = "RECRAWL_BATCH_LINGER_MS", default_value_t = 5)]
+    pub batch_linger_ms: u64,
+    /// On SIGTERM/SIGINT, how long the in-flight batch may take to finish before the
+    /// stage commits what is done and exits, milliseconds.
+    #[arg(long, env = "RECRAWL_DRAIN_TIMEOUT_MS", default_value_t = 10_000)]
+    pub drain_timeout_ms: u64,
+}
+
+impl KafkaArgs {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.batch_size == 0 {
+            return Err(ConfigError::BatchSize);
+        }
+        let session_ms = match self.kafka_options.iter().rev().find(|(k, _)| k == "session.timeout.ms") {
+            Some((_, v)) => v.parse().map_err(|_| ConfigError::SessionTimeout(v.clone()))?,
+            None => DEFAULT_SESSION_TIMEOUT_MS,
+        };
+        if self.drain_timeout_ms >= session_ms {
+            return Err(ConfigError::DrainTooLong { drain_ms: self.drain_timeout_ms, session_ms });
+        }
+        Ok(())
+    }
+
+    pub fn topics(&self) -> recrawl_schemas::TopicNames {
+        recrawl_schemas::TopicNames::new(self.topic_prefix.clone())
+    }
+
+    pub fn group_for(&self, stage: &str) -> String {
+        self.group_id.clone().unwrap_or_else(|| format!("recrawl-{stage}"))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// Process settings: the health/metrics server and logging.
+#[derive(Debug, Clone, Args)]
+pub struct ServiceArgs {
+    /// Address of the /metrics, /healthz and /readyz server (port 0 picks a free one).
+    #[arg(long, env = "RECRAWL_HTTP_LISTEN", default_value = "127.0.0.1:0")]
+    pub http_listen: SocketAddr,
+    /// Log format.
+    #[arg(long, env = "RECRAWL_LOG_FORMAT", value_enum, default_value = "human")]
+    pub log_format: LogFormat,
+    /// Log filter, tracing-subscriber EnvFilter syntax.
+    #[arg(long, env = "RECRAWL_LOG", default_value = "info")]
+    pub log: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        service: ServiceArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        Cli::try_parse_from(std::iter::once("stage").chain(args.iter().copied())).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parses_options_and_defaults() {
+        let cli = parse(&["--brokers", "b:9092", "--kafka-option", "security.protocol=SASL_SSL", "--kafka-option", "sasl.mechanism=PLAIN"]).unwrap();
+        assert_eq!(cli.kafka.kafka_options, vec![
+            ("security.protocol".to_owned(), "SASL_SSL".to_owned()),
+            ("sasl.mechanism".to_owned(), "PLAIN".to_owned()),
+        ]);
+        assert_eq!(cli.kafka.topic_prefix, "recrawl.");
+        assert_eq!(cli.kafka.group_for("diff"), "recrawl-diff");
+        assert_eq!(cli.kafka.compression, Compression::Lz4);
+        assert!(cli.kafka.validate().is_ok());
+    }
+
+    #[test]
+    fn rejects_bad_settings_naming_them() {
+        let err = parse(&["--brokers", "b:1", "--kafka-option", "novalue"]).unwrap_err();
+        assert!(err.contains("--kafka-option") && err.contains("novalue"), "{err}");
+        let err = parse(&["--brokers", "b:1", "--kafka-option", "group.id=x"]).unwrap_err();
+        assert!(err.contains("group.id") && err.contains("--group-id"), "{err}");
+        let err = parse(&["--brokers", "b:1", "--compression", "brotli"]).unwrap_err();
+        assert!(err.contains("--compression") && err.contains("brotli"), "{err}");
+        let err = parse(&["--brokers", "b:1", "--surprise"]).unwrap_err();
+        assert!(err.contains("--surprise"), "{err}");
+        let err = parse(&["--brokers", "b:1", "--http-listen", "nowhere"]).unwrap_err();
+        assert!(err.contains("--http-listen"), "{err}");
+        let err = parse(&[]).unwrap_err();
+        assert!(err.contains("--brokers"), "{err}");
+    }
+
+    #[test]
+    fn rejects_a_drain_longer_than_the_session() {
+        let cli = parse(&["--brokers", "b:1", "--kafka-option", "session.timeout.ms=6000", "--drain-timeout-ms", "7000"]).unwrap();
+        assert_eq!(cli.kafka.validate(), Err(ConfigError::DrainTooLong { drain_ms: 7000, session_ms: 6000 }));
+        let cli = parse(&["--brokers", "b:1", "--batch-size", "0"]).unwrap();
+        assert_eq!(cli.kafka.validate(), Err(ConfigError::BatchSize));
+    }
+}

@@ -1,0 +1,509 @@
+//! Fetching one scheduled page. Every request ends in a [`FetchResult`], failures included,
+//! because the estimator's download rates count failed requests as much as downloads.
+
+use std::error::Error as StdError;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
+use reqwest::header::{HeaderMap, HeaderName, CONTENT_TYPE, ETAG, LAST_MODIFIED};
+use reqwest::{redirect, Client, Response, StatusCode};
+use thiserror::Error;
+use url::Url;
+
+/// How the fetcher talks to servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchConfig {
+    /// Limit on a whole request: connecting, redirects, headers and body.
+    pub request_timeout: Duration,
+    /// Limit on opening one connection.
+    pub connect_timeout: Duration,
+    /// Redirects followed before giving up with `TooManyRedirects`.
+    pub max_redirects: usize,
+    /// Largest (decoded) body kept; longer bodies end as `BodyTooLarge`.
+    pub max_body_bytes: u64,
+    /// Sent as `User-Agent` so that site operators can tell who is crawling.
+    pub user_agent: String,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            max_redirects: 5,
+            max_body_bytes: 8 * 1024 * 1024,
+            user_agent: "recrawl/0.1 (+https://github.com/recrawl)".to_owned(),
+        }
+    }
+}
+
+/// The fetcher could not be built from its configuration.
+#[derive(Debug, Error)]
+pub enum FetchSetupError {
+    #[error("cannot build the HTTP client")]
+    Client(#[from] reqwest::Error),
+}
+
+/// Fetches picks over HTTP(S). Cheap to clone: clones share one connection pool.
+#[derive(Debug, Clone)]
+pub struct Fetcher {
+    client: Client,
+    max_body_bytes: u64,
+}
+
+impl Fetcher {
+    /// Builds the HTTP client; fails on an unusable configuration, such as a user agent that
+    /// is not a valid header value.
+    pub fn new(config: FetchConfig) -> Result<Self, FetchSetupError> {
+        let client = Client::builder()
+            .use_rustls_tls()
+            .user_agent(config.user_agent)
+            .timeout(config.request_timeout)
+            .connect_timeout(config.connect_timeout)
+            .redirect(redirect::Policy::limited(config.max_redirects))
+            .gzip(true)
+            .build()?;
+        Ok(Self { client, max_body_bytes: config.max_body_bytes })
+    }
+
+    /// Fetches `pick.url` and reports what came of it; failures are outcomes, not errors.
+    ///
+    /// The body is kept only for `Downloaded`. `size_bytes` counts the body bytes received:
+    /// for a body abandoned part-way (`BodyTooLarge`, or a timeout while reading) that is
+    /// how far it got, and it is 0 when an oversized `Content-Length` was refused before
+    /// reading. Bodies of non-2xx answers are not read, so for those `latency_ms` ends at
+    /// the response headers.
+    pub async fn fetch(&self, pick: &PagePick) -> FetchResult {
+        let mut result = FetchResult {
+            url: pick.url.clone(),
+            url_key: pick.url_key.clone(),
+            host: pick.host.clone(),
+            group: pick.group.clone(),
+            period: pick.period,
+            // Placeholder: set from the request's result below.
+            outcome: FetchOutcome::OtherError,
+            http_status: None,
+            latency_ms: 0.0,
+            size_bytes: 0,
+            body: Vec::new(),
+            content_type: None,
+            etag: None,
+            last_modified: None,
+            final_url: None,
+            error: None,
+            fetched_at_ms: 0,
+        };
+        let started = Instant::now();
+        result.outcome = match self.request(pick, &mut result).await {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                result.error = Some(describe_with_causes(&failure));
+                failure.outcome()
+            }
+        };
+        result.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        result.fetched_at_ms = unix_millis_now();
+        tracing::debug!(
+            url = %result.url,
+            outcome = result.outcome.as_str(),
+            status = ?result.http_status,
+            latency_ms = result.latency_ms,
+            error = ?result.error,
+            "fetched"
+        );
+        result
+    }
+
+    /// Sends the request and fills in what the response tells; the body only on success.
+    async fn request(&self, pick: &PagePick, result: &mut FetchResult) -> Result<FetchOutcome, FetchFailure> {
+        let url = Url::parse(&pick.url)
+            .map_err(|source| FetchFailure::UnparsableUrl { url: pick.url.clone(), source })?;
+        let mut response = self.client.get(url.clone()).send().await?;
+        let status = response.status();
+        result.http_status = Some(status.as_u16());
+        record_headers(response.headers(), result);
+        if response.url() != &url {
+            result.final_url = Some(response.url().to_string());
+        }
+        if status == StatusCode::NOT_MODIFIED {
+            return Ok(FetchOutcome::NotModified);
+        }
+        if !status.is_success() {
+            return Err(FetchFailure::Status(status));
+        }
+        result.body = self.read_body(&mut response, &mut result.size_bytes).await?;
+        Ok(FetchOutcome::Downloaded)
+    }
+
+    /// Reads the body chunk by chunk so that an oversized one is dropped as soon as it
+    /// passes the cap instead of after it has all arrived. `received` counts the bytes read,
+    /// also when reading fails part-way.
+    async fn read_body(&self, response: &mut Response, received: &mut u64) -> Result<Vec<u8>, FetchFailure> {
+        let cap = self.max_body_bytes;
+        // Absent for compressed bodies, whose decoded size is only known by reading them.
+        let announced = response.content_length();
+        if let Some(announced) = announced.filter(|&length| length > cap) {
+            return Err(FetchFailure::AnnouncedBodyTooLarge { announced, cap });
+        }
+        // Within the cap by now, so the announced length is a safe allocation.
+        let mut body =
+            Vec::with_capacity(announced.and_then(|length| usize::try_from(length).ok()).unwrap_or(0));
+        while let Some(chunk) = response.chunk().await? {
+            *received = received.saturating_add(chunk.len() as u64);
+            if *received > cap {
+                return Err(FetchFailure::BodyTooLarge { cap });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+}
+
+/// Why a request did not end in a download; mapped onto a [`FetchOutcome`].
+#[derive(Debug, Error)]
+enum FetchFailure {
+    #[error("cannot parse the URL {url:?}")]
+    UnparsableUrl {
+        url: String,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error("the server answered {0}")]
+    Status(StatusCode),
+    #[error("Content-Length {announced} exceeds the body cap of {cap} bytes")]
+    AnnouncedBodyTooLarge { announced: u64, cap: u64 },
+    #[error("the body grew past the cap of {cap} bytes")]
+    BodyTooLarge { cap: u64 },
+    #[error(transparent)]
+    Transport(#[from] reqwest::Error),
+}
+
+impl FetchFailure {
+    fn outcome(&self) -> FetchOutcome {
+        match self {
+            Self::UnparsableUrl { .. } => FetchOutcome::OtherError,
+            Self::Status(_) => FetchOutcome::HttpError,
+            Self::AnnouncedBodyTooLarge { .. } | Self::BodyTooLarge { .. } => FetchOutcome::BodyTooLarge,
+            Self::Transport(error) => transport_outcome(error),
+        }
+    }
+}
+
+fn transport_outcome(error: &reqwest::Error) -> FetchOutcome {
+    if error.is_redirect() {
+        // The limited redirect policy's only error is exceeding the limit.
+        FetchOutcome::TooManyRedirects
+    } else if error.is_connect() {
+        // Checked before timeouts: a connect timeout means no connection was made, which is
+        // what `ConnectError` stands for; `Timeout` is left to servers that accept and stall.
+        FetchOutcome::ConnectError
+    } else if error.is_timeout() {
+        FetchOutcome::Timeout
+    } else {
+        FetchOutcome::OtherError
+    }
+}
+
+/// The error and its causes on one line: reqwest's own message names only the failing
+/// step ("error sending request"), while the reason ("Connection refused") is in the causes.
+fn describe_with_causes(error: &dyn StdError) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(current) = cause {
+        let cause_text = current.to_string();
+        // Some layers repeat their inner error's message in their own.
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        cause = current.source();
+    }
+    text
+}
+
+fn record_headers(headers: &HeaderMap, result: &mut FetchResult) {
+    result.content_type = header_text(headers, CONTENT_TYPE);
+    result.etag = header_text(headers, ETAG);
+    result.last_modified = header_text(headers, LAST_MODIFIED);
+}
+
+/// A header's value, or `None` when absent or not UTF-8.
+fn header_text(headers: &HeaderMap, name: HeaderName) -> Option<String> {
+    let value = headers.get(name)?;
+    std::str::from_utf8(value.as_bytes()).ok().map(str::to_owned)
+}
+
+/// Milliseconds since the Unix epoch; a clock set before 1970 reads as 0 rather than failing
+/// a fetch that otherwise worked.
+fn unix_millis_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since_epoch| i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::net::SocketAddr;
+
+    use axum::body::{Body, Bytes};
+    use axum::extract::Path;
+    use axum::http::header::CONTENT_ENCODING;
+    use axum::http::HeaderValue;
+    use axum::response::{IntoResponse, Redirect};
+    use axum::routing::get;
+    use axum::Router;
+    use futures::stream::{self, StreamExt};
+    use recrawl_schemas::{host_of, normalise_url, url_key, PickReason};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    const SMALL_CAP: u64 = 1024;
+
+    /// Serves `router` on an ephemeral loopback port. The listener is bound before this
+    /// returns, so requests queue in its backlog until the server task accepts them.
+    async fn serve(router: Router) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        address
+    }
+
+    fn pick_for(raw_url: &str) -> PagePick {
+        let url = normalise_url(raw_url).unwrap();
+        PagePick {
+            url_key: url_key(&url),
+            host: host_of(&url).unwrap(),
+            group: "test-group".to_owned(),
+            period: 7,
+            reason: PickReason::Discovery,
+            score: 1.5,
+            url,
+        }
+    }
+
+    /// Short limits, so that a broken test fails in seconds rather than hanging.
+    fn test_config() -> FetchConfig {
+        FetchConfig {
+            request_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+            max_redirects: 2,
+            max_body_bytes: SMALL_CAP,
+            ..FetchConfig::default()
+        }
+    }
+
+    async fn fetch_from(router: Router, path: &str) -> FetchResult {
+        let address = serve(router).await;
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        fetcher.fetch(&pick_for(&format!("http://{address}{path}"))).await
+    }
+
+    fn streamed_body(chunk_sizes: &'static [usize], then_stall: bool) -> Body {
+        let chunks =
+            stream::iter(chunk_sizes).map(|&size| Ok::<_, Infallible>(Bytes::from(vec![b'x'; size])));
+        if then_stall {
+            Body::from_stream(chunks.chain(stream::pending()))
+        } else {
+            Body::from_stream(chunks)
+        }
+    }
+
+    #[tokio::test]
+    async fn downloads_body_and_validators() {
+        let router = Router::new().route(
+            "/page",
+            get(|| async {
+                (
+                    [
+                        (CONTENT_TYPE, "text/html; charset=utf-8"),
+                        (ETAG, "\"v1\""),
+                        (LAST_MODIFIED, "Wed, 21 Oct 2015 07:28:00 GMT"),
+                    ],
+                    "<p>hello</p>",
+                )
+            }),
+        );
+        let address = serve(router).await;
+        let pick = pick_for(&format!("http://{address}/page"));
+        let before_ms = unix_millis_now();
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick).await;
+        let after_ms = unix_millis_now();
+
+        assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
+        assert_eq!(result.http_status, Some(200));
+        assert_eq!(result.body, b"<p>hello</p>");
+        assert_eq!(result.size_bytes, 12);
+        assert_eq!(result.content_type.as_deref(), Some("text/html; charset=utf-8"));
+        assert_eq!(result.etag.as_deref(), Some("\"v1\""));
+        assert_eq!(result.last_modified.as_deref(), Some("Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert_eq!(result.final_url, None);
+        assert_eq!(result.error, None);
+        assert_eq!(
+            (&result.url, &result.url_key, &result.host, &result.group, result.period),
+            (&pick.url, &pick.url_key, &pick.host, &pick.group, pick.period)
+        );
+        assert!(result.latency_ms > 0.0 && result.latency_ms.is_finite(), "{}", result.latency_ms);
+        assert!((before_ms..=after_ms).contains(&result.fetched_at_ms));
+    }
+
+    #[tokio::test]
+    async fn error_statuses_are_http_errors_without_body() {
+        let router = Router::new()
+            .route("/missing", get(|| async { (StatusCode::NOT_FOUND, "no such page") }))
+            .route("/broken", get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "oops") }));
+        let address = serve(router).await;
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        for (path, status) in [("/missing", 404), ("/broken", 500)] {
+            let result = fetcher.fetch(&pick_for(&format!("http://{address}{path}"))).await;
+            assert_eq!(result.outcome, FetchOutcome::HttpError, "{path}");
+            assert_eq!(result.http_status, Some(status));
+            assert!(result.body.is_empty());
+            assert_eq!(result.size_bytes, 0);
+            let error = result.error.unwrap_or_default();
+            assert!(error.contains(&status.to_string()), "{error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn not_modified_is_a_download_without_body() {
+        let router =
+            Router::new().route("/same", get(|| async { (StatusCode::NOT_MODIFIED, [(ETAG, "\"v1\"")]) }));
+        let result = fetch_from(router, "/same").await;
+        assert_eq!(result.outcome, FetchOutcome::NotModified);
+        assert_eq!(result.http_status, Some(304));
+        assert_eq!(result.etag.as_deref(), Some("\"v1\""));
+        assert!(result.body.is_empty());
+        assert_eq!(result.error, None);
+    }
+
+    /// `/hop/{n}` redirects `n` more times before answering.
+    fn redirect_chain() -> Router {
+        Router::new().route(
+            "/hop/{remaining}",
+            get(|Path(remaining): Path<u32>| async move {
+                match remaining.checked_sub(1) {
+                    Some(next) => Redirect::temporary(&format!("/hop/{next}")).into_response(),
+                    None => "arrived".into_response(),
+                }
+            }),
+        )
+    }
+
+    #[tokio::test]
+    async fn redirects_within_the_limit_are_followed() {
+        let address = serve(redirect_chain()).await;
+        let result =
+            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/hop/2"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
+        assert_eq!(result.body, b"arrived");
+        assert_eq!(result.final_url, Some(format!("http://{address}/hop/0")));
+    }
+
+    #[tokio::test]
+    async fn redirects_past_the_limit_are_too_many() {
+        let result = fetch_from(redirect_chain(), "/hop/3").await;
+        assert_eq!(result.outcome, FetchOutcome::TooManyRedirects);
+        assert_eq!(result.http_status, None);
+        assert!(result.error.unwrap_or_default().contains("redirect"));
+    }
+
+    #[tokio::test]
+    async fn gzip_bodies_are_decoded() {
+        // "hello from gzip", gzip-compressed.
+        const GZIPPED: [u8; 35] = [
+            31, 139, 8, 0, 0, 0, 0, 0, 2, 3, 203, 72, 205, 201, 201, 87, 72, 43, 202, 207, 85, 72, 175, 202,
+            44, 0, 0, 100, 170, 142, 181, 15, 0, 0, 0,
+        ];
+        let router =
+            Router::new().route("/zipped", get(|| async { ([(CONTENT_ENCODING, "gzip")], &GZIPPED[..]) }));
+        let result = fetch_from(router, "/zipped").await;
+        assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
+        assert_eq!(result.body, b"hello from gzip");
+        assert_eq!(result.size_bytes, 15);
+    }
+
+    #[tokio::test]
+    async fn oversized_content_length_is_refused_before_reading() {
+        let router = Router::new().route("/big", get(|| async { vec![b'x'; SMALL_CAP as usize + 1] }));
+        let result = fetch_from(router, "/big").await;
+        assert_eq!(result.outcome, FetchOutcome::BodyTooLarge);
+        assert_eq!(result.size_bytes, 0);
+        assert!(result.body.is_empty());
+        assert!(result.error.unwrap_or_default().contains("Content-Length 1025"));
+    }
+
+    #[tokio::test]
+    async fn streamed_body_is_abandoned_once_past_the_cap() {
+        // The stream stalls after passing the cap, so a reader that waited for the end
+        // would report a timeout instead.
+        let router = Router::new().route("/endless", get(|| async { streamed_body(&[600, 600], true) }));
+        let result = fetch_from(router, "/endless").await;
+        assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
+        assert!(result.size_bytes > SMALL_CAP && result.size_bytes <= 1200, "{}", result.size_bytes);
+        assert!(result.body.is_empty());
+    }
+
+    #[tokio::test]
+    async fn streamed_body_exactly_at_the_cap_is_kept() {
+        let router = Router::new().route("/full", get(|| async { streamed_body(&[512, 512], false) }));
+        let result = fetch_from(router, "/full").await;
+        assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
+        assert_eq!(result.size_bytes, SMALL_CAP);
+        assert_eq!(result.body.len() as u64, SMALL_CAP);
+    }
+
+    #[tokio::test]
+    async fn unanswered_request_times_out() {
+        let router = Router::new().route("/stall", get(std::future::pending::<&'static str>));
+        let address = serve(router).await;
+        let request_timeout = Duration::from_millis(200);
+        let fetcher = Fetcher::new(FetchConfig { request_timeout, ..test_config() }).unwrap();
+        let result = fetcher.fetch(&pick_for(&format!("http://{address}/stall"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Timeout, "{:?}", result.error);
+        assert_eq!(result.http_status, None);
+        assert!(result.latency_ms >= request_timeout.as_secs_f64() * 1000.0, "{}", result.latency_ms);
+    }
+
+    #[tokio::test]
+    async fn closed_port_is_a_connect_error() {
+        let closed_address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        let result = fetcher.fetch(&pick_for(&format!("http://{closed_address}/"))).await;
+        assert_eq!(result.outcome, FetchOutcome::ConnectError, "{:?}", result.error);
+        assert_eq!(result.http_status, None);
+        let error = result.error.unwrap_or_default();
+        assert!(error.to_lowercase().contains("connection refused"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn unparsable_pick_url_is_other_error() {
+        let pick = PagePick { url: "not a url".to_owned(), ..pick_for("http://127.0.0.1/") };
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick).await;
+        assert_eq!(result.outcome, FetchOutcome::OtherError);
+        assert_eq!(result.url, "not a url");
+        assert!(result.error.unwrap_or_default().contains("not a url"));
+    }
+
+    #[tokio::test]
+    async fn non_utf8_header_values_are_skipped() {
+        let router = Router::new().route(
+            "/odd",
+            get(|| async {
+                let etag = HeaderValue::from_bytes(b"\"\xff\"").unwrap();
+                ([(ETAG, etag), (LAST_MODIFIED, HeaderValue::from_static("yesterday"))], "body")
+            }),
+        );
+        let result = fetch_from(router, "/odd").await;
+        assert_eq!(result.outcome, FetchOutcome::Downloaded);
+        assert_eq!(result.etag, None);
+        assert_eq!(result.last_modified.as_deref(), Some("yesterday"));
+    }
+
+    #[test]
+    fn invalid_user_agent_is_a_setup_error() {
+        let config = FetchConfig { user_agent: "line\nbreak".to_owned(), ..FetchConfig::default() };
+        assert!(matches!(Fetcher::new(config), Err(FetchSetupError::Client(_))));
+    }
+}

@@ -1,0 +1,445 @@
+//! Link extraction from fetched HTML: the discovery half of the crawl.
+//!
+//! The page is streamed through lol_html rather than parsed into a DOM, so memory stays flat
+//! however large the body is, and malformed markup can only end extraction early, never panic.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use lol_html::html_content::Element;
+use lol_html::{element, HtmlRewriter, Settings};
+use recrawl_schemas::url_key::normalise_parsed;
+use url::Url;
+
+/// Which links [`extract_links`] keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkFilter {
+    /// Keep links that carry a query string; query URLs can multiply without bound
+    /// (calendars, session ids, sort orders), so a crawl may want to ignore them.
+    pub allow_query: bool,
+    /// At most this many distinct links per page.
+    pub max_links: usize,
+}
+
+impl Default for LinkFilter {
+    fn default() -> Self {
+        Self { allow_query: true, max_links: 1000 }
+    }
+}
+
+/// One distinct link found on a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtractedLink {
+    /// The absolute, normalised URL (fragment dropped).
+    pub url: String,
+    /// How many times the page links to `url`.
+    pub occurrences: u32,
+}
+
+/// Finds the http(s) links of an HTML page: `<a href>`, `<area href>` and
+/// `<meta http-equiv="refresh">` targets, resolved against the page URL or the first
+/// `<base href>` that precedes them, and normalised.
+///
+/// Links come back in order of first occurrence, one entry per distinct URL. Once
+/// `filter.max_links` distinct URLs are kept, new URLs are ignored but repeats of kept ones
+/// are still counted. Markup the parser gives up on ends extraction with what was found so far.
+pub fn extract_links(page_url: &Url, html: &[u8], filter: &LinkFilter) -> Vec<ExtractedLink> {
+    let mut collector = LinkCollector::new(page_url, filter);
+    let settings = Settings {
+        element_content_handlers: vec![element!(
+            "a[href], area[href], base[href], meta[http-equiv][content]",
+            |el| {
+                collector.visit(el);
+                Ok(())
+            }
+        )],
+        // Strict mode aborts on markup a browser might parse differently; that protects
+        // rewriters, but a reader loses nothing by guessing, so keep going.
+        strict: false,
+        // Attribute values are decoded as UTF-8 unless the page declares otherwise; a
+        // Latin-1 page's "café" must not turn into a replacement character.
+        adjust_charset_on_meta_tag: true,
+        ..Settings::new()
+    };
+    let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
+    let parsed = rewriter.write(html).and_then(|()| rewriter.end());
+    if let Err(error) = parsed {
+        tracing::debug!(page = %page_url, %error, "link extraction stopped early");
+    }
+    collector.links
+}
+
+/// Accumulates links while lol_html walks the page.
+struct LinkCollector<'a> {
+    filter: &'a LinkFilter,
+    base: Url,
+    /// Only the first `<base href>` counts, as in browsers.
+    base_seen: bool,
+    links: Vec<ExtractedLink>,
+    index_by_url: HashMap<String, usize>,
+}
+
+impl<'a> LinkCollector<'a> {
+    fn new(page_url: &Url, filter: &'a LinkFilter) -> Self {
+        Self {
+            filter,
+            base: page_url.clone(),
+            base_seen: false,
+            links: Vec::new(),
+            index_by_url: HashMap::new(),
+        }
+    }
+
+    fn visit(&mut self, element: &Element<'_, '_>) {
+        match element.tag_name().as_str() {
+            "a" | "area" => {
+                if let Some(href) = element.get_attribute("href") {
+                    self.record(&decode_character_references(&href));
+                }
+            }
+            "base" => self.set_base(element),
+            "meta" if is_refresh(element) => {
+                if let Some(content) = element.get_attribute("content") {
+                    if let Some(target) = refresh_target(&decode_character_references(&content)) {
+                        self.record(target);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn set_base(&mut self, element: &Element<'_, '_>) {
+        if self.base_seen {
+            return;
+        }
+        self.base_seen = true;
+        let Some(href) = element.get_attribute("href") else { return };
+        // The base resolves against the page URL; an unusable one leaves the page URL in force.
+        if let Ok(base) = self.base.join(&decode_character_references(&href)) {
+            self.base = base;
+        }
+    }
+
+    fn record(&mut self, reference: &str) {
+        let Ok(mut url) = self.base.join(reference) else { return };
+        if normalise_parsed(&mut url).is_err() {
+            return;
+        }
+        if url.query().is_some() && !self.filter.allow_query {
+            return;
+        }
+        let url = String::from(url);
+        if let Some(&index) = self.index_by_url.get(&url) {
+            if let Some(link) = self.links.get_mut(index) {
+                link.occurrences = link.occurrences.saturating_add(1);
+            }
+        } else if self.links.len() < self.filter.max_links {
+            self.index_by_url.insert(url.clone(), self.links.len());
+            self.links.push(ExtractedLink { url, occurrences: 1 });
+        }
+    }
+}
+
+fn is_refresh(meta: &Element<'_, '_>) -> bool {
+    meta.get_attribute("http-equiv").is_some_and(|value| value.eq_ignore_ascii_case("refresh"))
+}
+
+/// The URL in a refresh `content` value such as `5; url='next.html'`, parsed the way HTML's
+/// declarative refresh does; `None` when the value only reloads the page or is malformed.
+fn refresh_target(content: &str) -> Option<&str> {
+    let after_space = content.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let rest = after_space.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if rest.len() == after_space.len() {
+        return None;
+    }
+    let separated = rest.is_empty()
+        || rest.starts_with([';', ','])
+        || rest.starts_with(|c: char| c.is_ascii_whitespace());
+    if !separated {
+        return None;
+    }
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let rest = rest.strip_prefix([';', ',']).unwrap_or(rest);
+    let rest = strip_url_label(rest.trim_start_matches(|c: char| c.is_ascii_whitespace()));
+    let target = match rest.strip_prefix(['\'', '"']) {
+        Some(quoted) => {
+            let quote = &rest[..1];
+            quoted.split_once(quote).map_or(quoted, |(inside, _)| inside)
+        }
+        None => rest,
+    };
+    (!target.is_empty()).then_some(target)
+}
+
+/// Drops a leading `url =` (any case, optional spaces); the label is optional in HTML.
+fn strip_url_label(value: &str) -> &str {
+    let labelled = value.get(..3).is_some_and(|label| label.eq_ignore_ascii_case("url"));
+    if !labelled {
+        return value;
+    }
+    let after_label = value[3..].trim_start_matches(|c: char| c.is_ascii_whitespace());
+    match after_label.strip_prefix('=') {
+        Some(target) => target.trim_start_matches(|c: char| c.is_ascii_whitespace()),
+        None => value,
+    }
+}
+
+/// Decodes character references in an attribute value: lol_html hands values over raw, and
+/// `&amp;` between query parameters is how valid HTML writes `&`. Numeric references and the
+/// named ones that occur in URLs are handled; anything else stays as written.
+fn decode_character_references(raw: &str) -> Cow<'_, str> {
+    if !raw.contains('&') {
+        return Cow::Borrowed(raw);
+    }
+    let mut decoded = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(ampersand) = rest.find('&') {
+        decoded.push_str(&rest[..ampersand]);
+        let after = &rest[ampersand + 1..];
+        match decode_reference(after) {
+            Some((character, consumed)) => {
+                decoded.push(character);
+                rest = &after[consumed..];
+            }
+            None => {
+                decoded.push('&');
+                rest = after;
+            }
+        }
+    }
+    decoded.push_str(rest);
+    Cow::Owned(decoded)
+}
+
+/// Decodes the reference right after an `&`: the character and the number of bytes it spans.
+fn decode_reference(after_ampersand: &str) -> Option<(char, usize)> {
+    if let Some(numeric) = after_ampersand.strip_prefix('#') {
+        let (radix, prefix_len) = match numeric.as_bytes().first() {
+            Some(b'x' | b'X') => (16, 1),
+            _ => (10, 0),
+        };
+        let digits = &numeric[prefix_len..];
+        let digit_count = digits.bytes().take_while(|b| char::from(*b).is_digit(radix)).count();
+        if digit_count == 0 {
+            return None;
+        }
+        // HTML turns out-of-range, surrogate and NUL code points into U+FFFD.
+        let character = u32::from_str_radix(&digits[..digit_count], radix)
+            .ok()
+            .and_then(char::from_u32)
+            .filter(|&c| c != '\0')
+            .unwrap_or(char::REPLACEMENT_CHARACTER);
+        let semicolon = usize::from(digits[digit_count..].starts_with(';'));
+        return Some((character, 1 + prefix_len + digit_count + semicolon));
+    }
+    // (name, character, whether HTML also accepts it without the `;`)
+    const NAMED: [(&str, char, bool); 5] = [
+        ("amp", '&', true),
+        ("lt", '<', true),
+        ("gt", '>', true),
+        ("quot", '"', true),
+        ("apos", '\'', false),
+    ];
+    for (name, character, legacy) in NAMED {
+        let Some(tail) = after_ampersand.strip_prefix(name) else { continue };
+        if tail.starts_with(';') {
+            return Some((character, name.len() + 1));
+        }
+        // Old names may omit the `;`, but inside attributes HTML leaves them alone when they
+        // could be the start of a query parameter such as `&amp=1` or `&ltd`.
+        let continues_name = tail.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'=');
+        if legacy && !continues_name {
+            return Some((character, name.len()));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page() -> Url {
+        Url::parse("http://example.com/dir/page.html").unwrap()
+    }
+
+    fn urls(links: &[ExtractedLink]) -> Vec<&str> {
+        links.iter().map(|link| link.url.as_str()).collect()
+    }
+
+    fn extract(html: &str) -> Vec<ExtractedLink> {
+        extract_links(&page(), html.as_bytes(), &LinkFilter::default())
+    }
+
+    #[test]
+    fn resolves_relative_absolute_parent_and_fragment_links() {
+        let links = extract(
+            r##"<p><a href="other.html">o</a> <a href="/root">r</a>
+            <a href="HTTPS://Example.ORG:443/x#frag">abs</a> <a href="../up.html">up</a>
+            <a href="#top">self</a> <a href="//cdn.example.net/lib">scheme-relative</a>"##,
+        );
+        assert_eq!(
+            urls(&links),
+            [
+                "http://example.com/dir/other.html",
+                "http://example.com/root",
+                "https://example.org/x",
+                "http://example.com/up.html",
+                "http://example.com/dir/page.html",
+                "http://cdn.example.net/lib",
+            ]
+        );
+    }
+
+    #[test]
+    fn area_links_and_upper_case_markup_are_read() {
+        let links = extract(r#"<MAP><AREA HREF="/map-target"></MAP><A HREF="/upper">u</A>"#);
+        assert_eq!(urls(&links), ["http://example.com/map-target", "http://example.com/upper"]);
+    }
+
+    #[test]
+    fn first_base_href_changes_resolution_of_later_links() {
+        let links = extract(
+            r#"<a href="before.html">b</a>
+            <base href="http://other.example/sub/"><base href="http://ignored.example/">
+            <a href="after.html">a</a><a href="/rooted">r</a>"#,
+        );
+        assert_eq!(
+            urls(&links),
+            [
+                "http://example.com/dir/before.html",
+                "http://other.example/sub/after.html",
+                "http://other.example/rooted",
+            ]
+        );
+    }
+
+    #[test]
+    fn relative_base_href_resolves_against_the_page() {
+        let links = extract(r#"<base href="/other/"><a href="x.html">x</a>"#);
+        assert_eq!(urls(&links), ["http://example.com/other/x.html"]);
+    }
+
+    #[test]
+    fn meta_refresh_targets_are_links() {
+        let links = extract(
+            r#"<meta http-equiv="Refresh" content="5; URL='/quoted.html'">
+            <meta http-equiv="refresh" content="0;url=plain.html">
+            <meta http-equiv="REFRESH" content="3, Url = &quot;/spaced&quot;">
+            <meta http-equiv="refresh" content="1; /unlabelled">
+            <meta http-equiv="refresh" content="30">
+            <meta http-equiv="content-type" content="0; url=/not-a-refresh">
+            <meta name="refresh" content="0; url=/no-http-equiv">
+            <meta http-equiv="refresh" content="soon; url=/no-delay">"#,
+        );
+        assert_eq!(
+            urls(&links),
+            [
+                "http://example.com/quoted.html",
+                "http://example.com/dir/plain.html",
+                "http://example.com/spaced",
+                "http://example.com/unlabelled",
+            ]
+        );
+    }
+
+    #[test]
+    fn repeats_are_counted_in_order_of_first_occurrence() {
+        let links = extract(
+            r##"<a href="/b">1</a><a href="/a">2</a><a href="/b#x">3</a>
+            <a href="http://example.com/b">4</a><a href="/a">5</a><a href="/c">6</a>"##,
+        );
+        let counted: Vec<(&str, u32)> =
+            links.iter().map(|link| (link.url.as_str(), link.occurrences)).collect();
+        assert_eq!(
+            counted,
+            [("http://example.com/b", 3), ("http://example.com/a", 2), ("http://example.com/c", 1)]
+        );
+    }
+
+    #[test]
+    fn non_http_schemes_are_skipped() {
+        let links = extract(
+            r#"<a href="mailto:someone@example.com">m</a><a href="javascript:void(0)">j</a>
+            <a href="ftp://example.com/file">f</a><a href="data:text/html,hi">d</a>
+            <a href="tel:+123">t</a><a href="https://example.com/kept">k</a>"#,
+        );
+        assert_eq!(urls(&links), ["https://example.com/kept"]);
+    }
+
+    #[test]
+    fn query_links_are_dropped_unless_allowed() {
+        let html = br#"<a href="/plain">p</a><a href="/search?q=x&amp;page=2">s</a>"#;
+        let without_query = LinkFilter { allow_query: false, ..LinkFilter::default() };
+        assert_eq!(urls(&extract_links(&page(), html, &without_query)), ["http://example.com/plain"]);
+        assert_eq!(
+            urls(&extract_links(&page(), html, &LinkFilter::default())),
+            ["http://example.com/plain", "http://example.com/search?q=x&page=2"]
+        );
+    }
+
+    #[test]
+    fn max_links_caps_distinct_links_but_repeats_still_count() {
+        let html = br#"<a href="/1">1</a><a href="/2">2</a><a href="/3">3</a><a href="/1">1</a>"#;
+        let filter = LinkFilter { max_links: 2, ..LinkFilter::default() };
+        let links = extract_links(&page(), html, &filter);
+        assert_eq!(urls(&links), ["http://example.com/1", "http://example.com/2"]);
+        assert_eq!(links[0].occurrences, 2);
+        let none = LinkFilter { max_links: 0, ..LinkFilter::default() };
+        assert!(extract_links(&page(), html, &none).is_empty());
+    }
+
+    #[test]
+    fn character_references_in_hrefs_are_decoded() {
+        let links = extract(
+            r#"<a href="/q?a=1&amp;b=2&#38;c=3&#x26;d=4">q</a><a href="/q?x=1&copy=2&amp=3">legacy</a>
+            <a href="/q?once=&amp;amp;">decoded once</a>"#,
+        );
+        assert_eq!(
+            urls(&links),
+            [
+                "http://example.com/q?a=1&b=2&c=3&d=4",
+                "http://example.com/q?x=1&copy=2&amp=3",
+                "http://example.com/q?once=&amp;",
+            ]
+        );
+    }
+
+    #[test]
+    fn declared_charset_decodes_non_ascii_hrefs() {
+        let html = b"<meta charset=\"windows-1252\"><a href=\"/caf\xe9\">c</a>";
+        let links = extract_links(&page(), html, &LinkFilter::default());
+        assert_eq!(urls(&links), ["http://example.com/caf%C3%A9"]);
+    }
+
+    #[test]
+    fn garbage_and_broken_markup_do_not_panic() {
+        let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        assert!(extract_links(&page(), &garbage, &LinkFilter::default()).is_empty());
+
+        let broken = b"<a href=\"/ok\">x</a><a href=\"\xff\xfe/bad\"<<<>\x00<a href='/unclosed";
+        let links = extract_links(&page(), broken, &LinkFilter::default());
+        assert_eq!(links.first().map(|link| link.url.as_str()), Some("http://example.com/ok"));
+    }
+
+    #[test]
+    fn ambiguous_markup_does_not_end_extraction() {
+        // lol_html's strict mode would abort on this select/xmp nesting.
+        let links =
+            extract(r#"<a href="/before">b</a><select><xmp>text</xmp></select><a href="/after">a</a>"#);
+        assert_eq!(urls(&links), ["http://example.com/before", "http://example.com/after"]);
+    }
+
+    #[test]
+    fn refresh_content_parsing() {
+        assert_eq!(refresh_target("5; url=a.html"), Some("a.html"));
+        assert_eq!(refresh_target(" 0.5 ,URL = \"b c\" trailing"), Some("b c"));
+        assert_eq!(refresh_target("1;url='unterminated"), Some("unterminated"));
+        assert_eq!(refresh_target("2 urlish.html"), Some("urlish.html"));
+        assert_eq!(refresh_target("5"), None);
+        assert_eq!(refresh_target("5;"), None);
+        assert_eq!(refresh_target("url=a.html"), None);
+        assert_eq!(refresh_target("5x; url=a.html"), None);
+    }
+}
