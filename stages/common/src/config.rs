@@ -45,7 +45,7 @@ impl Compression {
 /// librdkafka default, used when no `session.timeout.ms` is passed through.
 const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
 
-fn parse_kafka_option(raw: &str) -> Result<(String, String), ConfigError> {
+pub fn parse_kafka_option(raw: &str) -> Result<(String, String), ConfigError> {
     let (key, value) = raw.split_once('=').ok_or_else(|| ConfigError::KafkaOptionSyntax(raw.to_owned()))?;
     let key = key.trim();
     if key.is_empty() {

@@ -482,12 +482,13 @@ impl<S: Stage> Loop<S> {
             for partition in revoked {
                 self.store.drop_partition(partition);
             }
-            for &partition in &sorted {
-                if !self.store.is_loaded(partition) {
-                    let started = Instant::now();
-                    let values = self.restore(partition).await?;
+            let missing: Vec<i32> = sorted.iter().copied().filter(|p| !self.store.is_loaded(*p)).collect();
+            if !missing.is_empty() {
+                let started = Instant::now();
+                let restored = self.restore(missing).await?;
+                self.ctx.metrics.restore_seconds.observe(started.elapsed().as_secs_f64());
+                for (partition, values) in restored {
                     tracing::info!(partition, keys = values.len(), elapsed = ?started.elapsed(), "state restored");
-                    self.ctx.metrics.restore_seconds.observe(started.elapsed().as_secs_f64());
                     self.store.insert_partition(partition, values);
                     self.stage.on_restored(partition, &self.store);
                 }
@@ -502,51 +503,66 @@ impl<S: Stage> Loop<S> {
         Ok(())
     }
 
-    async fn restore(&self, partition: i32) -> Result<HashMap<String, S::State>, RuntimeError> {
+    /// Reads changelog partitions `partitions` from the beginning to their high
+    /// watermarks with one reader; the latest value of each key wins, a tombstone deletes.
+    async fn restore(&self, partitions: Vec<i32>) -> Result<Vec<(i32, HashMap<String, S::State>)>, RuntimeError> {
         let topic = self.topics.state(self.stage.name());
         let config = reader_config(&self.args, &format!("{}-restore", self.args.group_for(self.stage.name())));
         let errors = self.ctx.metrics.errors.clone();
         tokio::task::spawn_blocking(move || {
-            let restore_error = |reason: String| RuntimeError::Restore { topic: topic.clone(), partition, reason };
-            let reader: BaseConsumer = config.create().map_err(|e| restore_error(e.to_string()))?;
-            let (low, high) =
-                reader.fetch_watermarks(&topic, partition, METADATA_TIMEOUT).map_err(|e| restore_error(e.to_string()))?;
-            let mut values = HashMap::new();
-            if high <= low {
-                return Ok(values);
-            }
+            let restore_error =
+                |partition: i32, reason: String| RuntimeError::Restore { topic: topic.clone(), partition, reason };
+            let first = partitions.first().copied().unwrap_or(0);
+            let reader: BaseConsumer = config.create().map_err(|e| restore_error(first, e.to_string()))?;
+            let mut restored: HashMap<i32, HashMap<String, S::State>> = HashMap::new();
+            // Offset to read up to (exclusive), for the partitions that hold anything.
+            let mut pending: HashMap<i32, i64> = HashMap::new();
             let mut list = TopicPartitionList::new();
-            list.add_partition_offset(&topic, partition, Offset::Beginning).map_err(|e| restore_error(e.to_string()))?;
-            reader.assign(&list).map_err(|e| restore_error(e.to_string()))?;
+            for &partition in &partitions {
+                restored.insert(partition, HashMap::new());
+                let (low, high) = reader
+                    .fetch_watermarks(&topic, partition, METADATA_TIMEOUT)
+                    .map_err(|e| restore_error(partition, e.to_string()))?;
+                if high > low {
+                    pending.insert(partition, high);
+                    list.add_partition_offset(&topic, partition, Offset::Beginning)
+                        .map_err(|e| restore_error(partition, e.to_string()))?;
+                }
+            }
+            if !pending.is_empty() {
+                reader.assign(&list).map_err(|e| restore_error(first, e.to_string()))?;
+            }
             let deadline = Instant::now() + RESTORE_TIMEOUT;
-            loop {
+            while !pending.is_empty() {
                 if Instant::now() > deadline {
-                    return Err(restore_error(format!("changelog not read to offset {high} within {RESTORE_TIMEOUT:?}")));
+                    let partition = pending.keys().next().copied().unwrap_or(first);
+                    return Err(restore_error(partition, format!("changelog not read to its end within {RESTORE_TIMEOUT:?}")));
                 }
                 let Some(message) = reader.poll(Duration::from_millis(200)) else { continue };
-                let message = message.map_err(|e| restore_error(e.to_string()))?;
+                let message = message.map_err(|e| restore_error(first, e.to_string()))?;
+                let partition = message.partition();
+                let Some(values) = restored.get_mut(&partition) else { continue };
                 if let Some(key) = message.key().and_then(|k| std::str::from_utf8(k).ok()) {
-                    match message.payload() {
+                    match message.payload().map(decode::<S::State>) {
                         None => {
                             values.remove(key);
                         }
-                        Some(payload) => match decode::<S::State>(payload) {
-                            Ok(value) => {
-                                values.insert(key.to_owned(), value);
-                            }
-                            Err(error) => {
-                                // A record this build cannot read is skipped, not fatal:
-                                // the key's state restarts and is rebuilt from new input.
-                                errors.with_label_values(&["restore_decode"]).inc();
-                                tracing::warn!(key, %error, "skipping unreadable changelog record");
-                            }
-                        },
+                        Some(Ok(value)) => {
+                            values.insert(key.to_owned(), value);
+                        }
+                        Some(Err(error)) => {
+                            // A record this build cannot read is skipped, not fatal: the
+                            // key's state restarts and is rebuilt from new input.
+                            errors.with_label_values(&["restore_decode"]).inc();
+                            tracing::warn!(key, %error, "skipping unreadable changelog record");
+                        }
                     }
                 }
-                if message.offset() + 1 >= high {
-                    return Ok(values);
+                if pending.get(&partition).is_some_and(|high| message.offset() + 1 >= *high) {
+                    pending.remove(&partition);
                 }
             }
+            Ok(restored.into_iter().collect())
         })
         .await?
     }

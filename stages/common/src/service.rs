@@ -2,6 +2,7 @@
 //! and the exit code.
 
 use std::future::Future;
+use std::io::IsTerminal;
 
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -13,7 +14,10 @@ use crate::runtime::StageContext;
 /// Installs the tracing subscriber; a bad `--log` filter is reported naming the flag.
 pub fn init_tracing(args: &ServiceArgs) -> anyhow::Result<()> {
     let filter = EnvFilter::try_new(&args.log).map_err(|e| anyhow::anyhow!("--log {:?}: {e}", args.log))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
     let installed = match args.log_format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

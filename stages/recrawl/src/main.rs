@@ -1,1 +1,104 @@
-fn main() {}
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use recrawl::observe::{Observer, OBSERVABLE};
+use recrawl_common::admin::{create_topics, TopicOutcome};
+use recrawl_common::KafkaArgs;
+use recrawl_schemas::TopicCatalogue;
+
+/// recrawl: keeps copies of web pages fresh by predicting change and scheduling fetches
+/// where they buy the most freshness.
+#[derive(Debug, Parser)]
+#[command(name = "recrawl", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the whole pipeline locally: embedded Kafka, a demo website, the four stages.
+    Demo(recrawl::demo::DemoArgs),
+    /// Topic administration.
+    Topics {
+        #[command(subcommand)]
+        command: TopicsCommand,
+    },
+    /// Run one stage (the same entry point as its own binary, recrawl-NAME).
+    Stage {
+        #[command(subcommand)]
+        stage: StageCommand,
+    },
+    /// Print a topic's messages as JSON lines, from the beginning, until interrupted.
+    Tail {
+        /// Topic without prefix: fetch, fetch-results, links, change-events, estimates,
+        /// distributions, dead-letter.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(OBSERVABLE))]
+        topic: String,
+        #[command(flatten)]
+        kafka: KafkaArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TopicsCommand {
+    /// Create the topics of the catalogue (existing ones are left as they are).
+    Create {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        /// Topic catalogue (default: the deploy/topics.toml built into this binary).
+        #[arg(long, env = "RECRAWL_TOPICS_FILE")]
+        file: Option<PathBuf>,
+        /// Override the catalogue's replication factor.
+        #[arg(long)]
+        replication_factor: Option<i32>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum StageCommand {
+    Fetch(recrawl_fetch::FetchArgs),
+    Diff(recrawl_diff::DiffArgs),
+    Estimator(recrawl_estimator::EstimatorArgs),
+    Scheduler(recrawl_scheduler::SchedulerArgs),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Demo(args) => recrawl::demo::run(args).await.map(|_| ()),
+        Command::Topics { command: TopicsCommand::Create { kafka, file, replication_factor } } => {
+            let catalogue = match file {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path).with_context(|| format!("--file {}", path.display()))?;
+                    TopicCatalogue::parse(&text).with_context(|| format!("--file {}", path.display()))?
+                }
+                None => TopicCatalogue::builtin(),
+            };
+            for (topic, outcome) in create_topics(&kafka, &catalogue, replication_factor).await? {
+                let said = match outcome {
+                    TopicOutcome::Created => "created",
+                    TopicOutcome::AlreadyExists => "exists",
+                };
+                println!("{said:>8} {topic}");
+            }
+            Ok(())
+        }
+        Command::Stage { stage } => match stage {
+            StageCommand::Fetch(args) => recrawl_fetch::main(args).await,
+            StageCommand::Diff(args) => recrawl_diff::main(args).await,
+            StageCommand::Estimator(args) => recrawl_estimator::main(args).await,
+            StageCommand::Scheduler(args) => recrawl_scheduler::main(args).await,
+        },
+        Command::Tail { topic, kafka } => {
+            let observer = Observer::new(&kafka, &[topic.as_str()]).await?;
+            loop {
+                tokio::select! {
+                    observed = observer.next() => println!("{}", observed?.to_json()),
+                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The `recrawl` launcher and admin tool: the demo, topic administration, `tail`, and
+//! the four stages runnable as subcommands. The library part is shared with the
+//! end-to-end tests.
+
+pub mod demo;
+pub mod observe;
+pub mod site;

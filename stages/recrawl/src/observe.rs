@@ -1,0 +1,216 @@
+//! Reading the pipeline from the outside: a consumer outside every group that reads the
+//! topics from the beginning and decodes each message. The demo's progress lines,
+//! `recrawl tail` and the end-to-end tests all watch the pipeline through this.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message as _};
+use rdkafka::{Offset, TopicPartitionList};
+use recrawl_common::admin::{self, AdminError};
+use recrawl_common::kafka::reader_config;
+use recrawl_common::KafkaArgs;
+use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
+use recrawl_schemas::{
+    decode, ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick,
+};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ObserveError {
+    #[error("creating the observer: {0}")]
+    Client(KafkaError),
+    #[error(transparent)]
+    Topics(#[from] AdminError),
+    #[error("assigning partitions: {0}")]
+    Assign(KafkaError),
+    #[error("consuming: {0}")]
+    Consume(KafkaError),
+    #[error("metadata probe: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    #[error("unknown topic {0:?}: expected one of fetch, fetch-results, links, change-events, estimates, distributions, dead-letter")]
+    UnknownTopic(String),
+}
+
+/// One decoded message of a pipeline topic.
+#[derive(Debug, Clone)]
+pub enum Observed {
+    Pick(PagePick),
+    Result(FetchResult),
+    Link(DiscoveredLinks),
+    Change(ChangeEvent),
+    Estimate(PageEstimate),
+    Distribution(GroupDistribution),
+    DeadLetter { key: Vec<u8>, reason: String, stage: String, source_topic: String },
+    /// A message that does not decode as its topic's payload.
+    Undecodable { topic: String, error: String },
+}
+
+impl Observed {
+    /// The message as JSON, for `recrawl tail`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let value = match self {
+            Self::Pick(m) => serde_json::to_value(m),
+            Self::Result(m) => {
+                // Bodies are large and binary; tail shows their size instead.
+                let mut m = m.clone();
+                m.body.clear();
+                serde_json::to_value(m)
+            }
+            Self::Link(m) => serde_json::to_value(m),
+            Self::Change(m) => serde_json::to_value(m),
+            Self::Estimate(m) => serde_json::to_value(m),
+            Self::Distribution(m) => serde_json::to_value(m),
+            Self::DeadLetter { key, reason, stage, source_topic } => Ok(serde_json::json!({
+                "key": String::from_utf8_lossy(key), "reason": reason, "stage": stage, "topic": source_topic,
+            })),
+            Self::Undecodable { topic, error } => Ok(serde_json::json!({ "undecodable": topic, "error": error })),
+        };
+        value.unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
+    }
+}
+
+/// Topic names (without prefix) an [`Observer`] can watch.
+pub const OBSERVABLE: [&str; 7] = [FETCH, FETCH_RESULTS, LINKS, CHANGE_EVENTS, ESTIMATES, DISTRIBUTIONS, DEAD_LETTER];
+
+pub struct Observer {
+    consumer: StreamConsumer,
+    prefix: String,
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observer").field("prefix", &self.prefix).finish_non_exhaustive()
+    }
+}
+
+impl Observer {
+    /// Watches `short_topics` (names without prefix) from their beginning.
+    pub async fn new(args: &KafkaArgs, short_topics: &[&str]) -> Result<Self, ObserveError> {
+        for topic in short_topics {
+            if !OBSERVABLE.contains(topic) {
+                return Err(ObserveError::UnknownTopic((*topic).to_owned()));
+            }
+        }
+        let consumer: StreamConsumer =
+            reader_config(args, "recrawl-observer").create().map_err(ObserveError::Client)?;
+        let names = args.topics();
+        let full: Vec<String> = short_topics.iter().map(|t| names.name(t)).collect();
+        let counts = {
+            let client_config = reader_config(args, "recrawl-observer-metadata");
+            let full = full.clone();
+            tokio::task::spawn_blocking(move || {
+                let probe: rdkafka::consumer::BaseConsumer = client_config.create().map_err(ObserveError::Client)?;
+                Ok::<_, ObserveError>(admin::topic_partitions(probe.client(), &full, Duration::from_secs(30))?)
+            })
+            .await??
+        };
+        let mut list = TopicPartitionList::new();
+        for topic in &full {
+            for partition in 0..counts.get(topic).copied().unwrap_or(0) {
+                list.add_partition_offset(topic, partition, Offset::Beginning).map_err(ObserveError::Assign)?;
+            }
+        }
+        consumer.assign(&list).map_err(ObserveError::Assign)?;
+        Ok(Self { consumer, prefix: names.prefix().to_owned() })
+    }
+
+    /// The next message, decoded.
+    pub async fn next(&self) -> Result<Observed, ObserveError> {
+        let message = self.consumer.recv().await.map_err(ObserveError::Consume)?;
+        let topic = message.topic();
+        let short = topic.strip_prefix(self.prefix.as_str()).unwrap_or(topic);
+        let payload = message.payload().unwrap_or_default();
+        let undecodable = |error: String| Observed::Undecodable { topic: topic.to_owned(), error };
+        Ok(match short {
+            FETCH => decode(payload).map(Observed::Pick).unwrap_or_else(|e| undecodable(e.to_string())),
+            FETCH_RESULTS => decode(payload).map(Observed::Result).unwrap_or_else(|e| undecodable(e.to_string())),
+            LINKS => decode(payload).map(Observed::Link).unwrap_or_else(|e| undecodable(e.to_string())),
+            CHANGE_EVENTS => decode(payload).map(Observed::Change).unwrap_or_else(|e| undecodable(e.to_string())),
+            ESTIMATES => decode(payload).map(Observed::Estimate).unwrap_or_else(|e| undecodable(e.to_string())),
+            DISTRIBUTIONS => decode(payload).map(Observed::Distribution).unwrap_or_else(|e| undecodable(e.to_string())),
+            _ => {
+                let header = |name: &str| {
+                    message
+                        .headers()
+                        .and_then(|h| h.iter().find(|x| x.key == name).and_then(|x| x.value))
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .unwrap_or_default()
+                };
+                Observed::DeadLetter {
+                    key: message.key().unwrap_or_default().to_vec(),
+                    reason: header("recrawl-dlq-reason"),
+                    stage: header("recrawl-dlq-stage"),
+                    source_topic: header("recrawl-dlq-topic"),
+                }
+            }
+        })
+    }
+}
+
+/// Per-period counts for the demo's progress lines.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeriodTally {
+    pub picks: u64,
+    pub fetched: u64,
+    pub failed: u64,
+    pub changes: u64,
+    pub compared: u64,
+    pub degree_sum: f64,
+}
+
+impl PeriodTally {
+    /// Every pick of the period has its change event.
+    pub fn is_complete(&self) -> bool {
+        self.picks > 0 && self.fetched >= self.picks
+    }
+
+    /// Mean byte-wise change degree over the downloads that had a previous version.
+    pub fn mean_degree(&self) -> Option<f64> {
+        (self.compared > 0).then(|| self.degree_sum / self.compared as f64)
+    }
+}
+
+/// Folds observed messages into per-period tallies.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub periods: BTreeMap<u64, PeriodTally>,
+    pub dead_letters: u64,
+}
+
+impl Tally {
+    pub fn record(&mut self, observed: &Observed) {
+        match observed {
+            Observed::Pick(pick) => self.periods.entry(pick.period).or_default().picks += 1,
+            Observed::Change(event) => {
+                let period = self.periods.entry(event.period).or_default();
+                period.fetched += 1;
+                if !event.downloaded {
+                    period.failed += 1;
+                }
+                if let Some(changed) = event.changed {
+                    period.compared += 1;
+                    period.changes += u64::from(changed);
+                    period.degree_sum += event.degrees.as_ref().map_or(0.0, |d| d.bw);
+                }
+            }
+            Observed::DeadLetter { .. } | Observed::Undecodable { .. } => self.dead_letters += 1,
+            _ => {}
+        }
+    }
+
+    pub fn totals(&self) -> PeriodTally {
+        let mut total = PeriodTally::default();
+        for period in self.periods.values() {
+            total.picks += period.picks;
+            total.fetched += period.fetched;
+            total.failed += period.failed;
+            total.changes += period.changes;
+            total.compared += period.compared;
+            total.degree_sum += period.degree_sum;
+        }
+        total
+    }
+}
