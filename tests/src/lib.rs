@@ -1,1 +1,130 @@
+//! Harness for the end-to-end tests: a broker (librdkafka's mock cluster, or the
+//! independent broker named by `RECRAWL_TEST_BROKERS`), topics under a per-test prefix,
+//! and the stages run in-process through the same `run(config, ctx)` their binaries call.
 
+use std::future::Future;
+use std::time::Duration;
+
+use clap::{Args, Parser};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use recrawl_common::runtime::RuntimeError;
+use recrawl_common::{unix_ms, KafkaArgs, StageContext};
+use recrawl_schemas::TopicCatalogue;
+use tokio::task::JoinHandle;
+
+pub const EXTERNAL_BROKERS_ENV: &str = "RECRAWL_TEST_BROKERS";
+
+/// The broker a test runs against. The mock cluster is `!Send`: keep this on the test's
+/// own task.
+pub enum Broker {
+    Mock(MockCluster<'static, DefaultProducerContext>),
+    External(String),
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Mock(mock) => write!(f, "Mock({})", mock.bootstrap_servers()),
+            Self::External(brokers) => write!(f, "External({brokers})"),
+        }
+    }
+}
+
+impl Broker {
+    pub fn start() -> Self {
+        match std::env::var(EXTERNAL_BROKERS_ENV) {
+            Ok(brokers) if !brokers.is_empty() => Self::External(brokers),
+            _ => Self::Mock(MockCluster::new(1).expect("mock cluster")),
+        }
+    }
+
+    pub fn bootstrap(&self) -> String {
+        match self {
+            Self::Mock(mock) => mock.bootstrap_servers(),
+            Self::External(brokers) => brokers.clone(),
+        }
+    }
+
+    /// Creates the catalogue's topics under `kafka`'s prefix, with `partitions` for every
+    /// multi-partition topic (co-partitioning is kept).
+    pub async fn create_topics(&self, kafka: &KafkaArgs, partitions: i32) {
+        let mut catalogue = TopicCatalogue::builtin();
+        for topic in &mut catalogue.topics {
+            if topic.partitions > 1 {
+                topic.partitions = partitions;
+            }
+        }
+        match self {
+            Self::Mock(mock) => {
+                recrawl::demo::create_topics_on_mock(mock, &catalogue, &kafka.topics()).expect("mock topics");
+            }
+            Self::External(_) => {
+                recrawl_common::admin::create_topics(kafka, &catalogue, Some(1)).await.expect("topics");
+            }
+        }
+    }
+}
+
+/// A topic prefix no other test (or earlier run against the same broker) uses.
+pub fn unique_prefix(test: &str) -> String {
+    format!("t{}-{}-{test}.", std::process::id(), unix_ms())
+}
+
+#[derive(Debug, Parser)]
+struct Wrapped<A: Args> {
+    #[command(flatten)]
+    args: A,
+}
+
+/// Parses a stage's arguments exactly as its binary would.
+pub fn parse_args<A: Args>(argv: &[String]) -> A {
+    Wrapped::<A>::try_parse_from(std::iter::once("stage".to_owned()).chain(argv.iter().cloned()))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .args
+}
+
+/// The Kafka flags every stage of a test gets.
+pub fn kafka_flags(brokers: &str, prefix: &str) -> Vec<String> {
+    ["--brokers", brokers, "--topic-prefix", prefix, "--drain-timeout-ms", "5000"].map(str::to_owned).to_vec()
+}
+
+/// A stage running on the test's runtime.
+#[derive(Debug)]
+pub struct RunningStage {
+    pub name: &'static str,
+    pub ctx: StageContext,
+    handle: JoinHandle<Result<(), RuntimeError>>,
+}
+
+impl RunningStage {
+    pub fn spawn<F, Fut>(name: &'static str, run: F) -> Self
+    where
+        F: FnOnce(StageContext) -> Fut,
+        Fut: Future<Output = Result<(), RuntimeError>> + Send + 'static,
+    {
+        let ctx = StageContext::new(name);
+        let handle = tokio::spawn(run(ctx.clone()));
+        Self { name, ctx, handle }
+    }
+
+    /// Waits until the stage has its assignment and restored state.
+    pub async fn ready(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        // Readiness is a flag the loop sets; it is only observable by looking again.
+        while !self.ctx.health.is_ready() {
+            assert!(!self.handle.is_finished(), "{} stopped before it was ready", self.name);
+            assert!(tokio::time::Instant::now() < deadline, "{} not ready within 60 s", self.name);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Signals shutdown and returns how the stage ended.
+    pub async fn stop(self) -> Result<(), RuntimeError> {
+        self.ctx.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.handle)
+            .await
+            .unwrap_or_else(|_| panic!("{} did not stop within 30 s", self.name))
+            .unwrap_or_else(|e| panic!("{} panicked: {e}", self.name))
+    }
+}

@@ -1,0 +1,247 @@
+//! The four stages against a broker and a loopback website, for several periods.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use recrawl::observe::{Observed, Observer};
+use recrawl::site::{DemoSite, SiteConfig};
+use recrawl_common::{unix_ms, KafkaArgs};
+use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
+use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
+use recrawl_schemas::{ChangeEvent, FetchResult, PageEstimate, PagePick, PickReason};
+
+const PERIOD_MS: u64 = 1000;
+
+/// Everything seen on the topics, by kind.
+#[derive(Debug, Default)]
+struct Seen {
+    picks: Vec<PagePick>,
+    results: Vec<FetchResult>,
+    changes: Vec<ChangeEvent>,
+    estimates: Vec<PageEstimate>,
+    links: Vec<recrawl_schemas::DiscoveredLinks>,
+    dead_letters: Vec<(String, String)>,
+    /// Messages on a pipeline topic that are not valid payloads (the injected garbage).
+    undecodable: Vec<String>,
+}
+
+impl Seen {
+    fn record(&mut self, observed: Observed) {
+        match observed {
+            Observed::Pick(p) => self.picks.push(p),
+            Observed::Result(r) => self.results.push(r),
+            Observed::Change(c) => self.changes.push(c),
+            Observed::Estimate(e) => self.estimates.push(e),
+            Observed::Link(l) => self.links.push(l),
+            Observed::DeadLetter { reason, stage, .. } => self.dead_letters.push((stage, reason)),
+            Observed::Undecodable { topic, .. } => self.undecodable.push(topic),
+            other => panic!("unexpected message {other:?}"),
+        }
+    }
+
+    fn picks_per_period(&self) -> BTreeMap<u64, usize> {
+        let mut counts = BTreeMap::new();
+        for pick in &self.picks {
+            *counts.entry(pick.period).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Every pick has its change event and its estimate.
+    fn all_picks_processed(&self) -> bool {
+        let done: std::collections::HashSet<(&str, u64)> =
+            self.estimates.iter().map(|e| (e.url.as_str(), e.period)).collect();
+        self.picks.iter().all(|p| done.contains(&(p.url.as_str(), p.period)))
+    }
+}
+
+async fn observe_until(observer: &Observer, seen: &mut Seen, what: &str, done: impl Fn(&Seen) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while !done(seen) {
+        match tokio::time::timeout_at(deadline, observer.next()).await {
+            Ok(observed) => seen.record(observed.expect("observer")),
+            Err(_) => panic!("timed out waiting for {what}; picks per period {:?}", seen.picks_per_period()),
+        }
+    }
+}
+
+fn flags_with(base: &[String], extra: &[&str]) -> Vec<String> {
+    base.iter().cloned().chain(extra.iter().map(|s| (*s).to_owned())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_stages_fetch_detect_changes_and_estimate() {
+    let broker = Broker::start();
+    let prefix = unique_prefix("pipeline");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 3).await;
+
+    let change_every = vec![1, 2, 0, 3];
+    let site = DemoSite::start(SiteConfig { pages: 4, change_every: change_every.clone(), failing_pages: 1, links_per_page: 2 })
+        .await
+        .expect("site");
+    let urls = site.all_urls();
+    let m = urls.len();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, urls.join("\n")).expect("seeds");
+
+    // A malformed message ahead of the real traffic: it must be dead-lettered, not stop diff.
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let garbage_topic = kafka.topics().name(FETCH_RESULTS);
+    producer
+        .send(FutureRecord::to(&garbage_topic).key("http://bad.example/").payload("{not an envelope}"), Duration::from_secs(10))
+        .await
+        .expect("garbage produced");
+
+    let fetch = RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(&flags), ctx));
+    let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
+    let estimator = RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&flags), ctx));
+    for stage in [&fetch, &diff, &estimator] {
+        stage.ready().await;
+    }
+    let epoch = (unix_ms() + 1500).to_string();
+    let scheduler_flags = flags_with(
+        &flags,
+        &["--period-ms", &PERIOD_MS.to_string(), "--epoch-unix-ms", &epoch, "--picks-per-period", &m.to_string(),
+          "--seeds", &seeds.display().to_string()],
+    );
+    let scheduler = RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
+
+    let observer = Observer::new(&kafka, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
+        .await
+        .expect("observer");
+    let mut seen = Seen::default();
+    observe_until(&observer, &mut seen, "five periods picked in full", |s| {
+        s.picks_per_period().values().filter(|&&n| n == m).count() >= 5
+    })
+    .await;
+    scheduler.stop().await.expect("scheduler stops cleanly");
+    observe_until(&observer, &mut seen, "every pick processed", Seen::all_picks_processed).await;
+    for stage in [fetch, diff, estimator] {
+        let name = stage.name;
+        stage.stop().await.unwrap_or_else(|e| panic!("{name} did not stop cleanly: {e}"));
+    }
+    // Reading the topics to the end after the stop: nothing more may have been produced
+    // than what the assertions below account for.
+
+    // The scheduler never picked more than m per period.
+    let per_period = seen.picks_per_period();
+    assert!(per_period.values().all(|&n| n <= m), "picks per period {per_period:?} exceed m = {m}");
+
+    // Every pick was fetched once, and every fetch produced one change event.
+    let key = |url: &str, period: u64| (url.to_owned(), period);
+    let mut results: HashMap<(String, u64), usize> = HashMap::new();
+    for r in &seen.results {
+        *results.entry(key(&r.url, r.period)).or_default() += 1;
+    }
+    let mut changes: HashMap<(String, u64), &ChangeEvent> = HashMap::new();
+    for c in &seen.changes {
+        assert!(changes.insert(key(&c.url, c.period), c).is_none(), "two change events for {} in {}", c.url, c.period);
+    }
+    for pick in &seen.picks {
+        assert_eq!(results.get(&key(&pick.url, pick.period)), Some(&1), "pick {} in {} fetched once", pick.url, pick.period);
+        assert!(changes.contains_key(&key(&pick.url, pick.period)), "pick {} in {} has no change event", pick.url, pick.period);
+    }
+    assert_eq!(seen.changes.len(), seen.picks.len(), "a change event without a pick");
+
+    // The site's own log says which version each request got; every change made on the
+    // site shows up as `changed` on the next download, which is the next period's
+    // (every URL is picked in every full period).
+    let served = site.served();
+    let mut detected = 0;
+    for (index, every) in change_every.iter().enumerate() {
+        let url = format!("{}/page/{index}.html", site.base_url());
+        let versions: Vec<u32> =
+            served.iter().filter(|s| url.ends_with(&s.path)).map(|s| s.version).collect();
+        let mut events: Vec<&ChangeEvent> = seen.changes.iter().filter(|c| c.url == url).collect();
+        events.sort_by_key(|c| c.period);
+        assert_eq!(versions.len(), events.len(), "{url}: requests served vs change events");
+        assert!(events.iter().all(|e| e.downloaded), "{url}: every request downloads");
+        assert_eq!(events[0].changed, None, "{url}: the first download compares with nothing");
+        for i in 1..events.len() {
+            let site_changed = versions[i] != versions[i - 1];
+            assert_eq!(events[i].changed, Some(site_changed), "{url} period {}", events[i].period);
+            if site_changed {
+                detected += 1;
+                assert_eq!(events[i].period, events[i - 1].period + 1, "{url}: change detected a period late");
+            }
+        }
+        if *every == 0 {
+            assert!(events.iter().all(|e| e.changed != Some(true)), "{url} never changes");
+        }
+    }
+    assert!(detected >= 5, "only {detected} changes detected: the test did not exercise detection");
+
+    // The estimator's DR for the always-failing page is 0; for the home page 1.
+    let latest = |url: &str| {
+        seen.estimates.iter().filter(|e| e.url == url).max_by_key(|e| e.period).unwrap_or_else(|| panic!("no estimate for {url}"))
+    };
+    let broken = latest(&format!("{}/broken/0.html", site.base_url()));
+    assert!(broken.requests >= 5, "{broken:?}");
+    assert_eq!((broken.successes, broken.download_rate), (0, 0.0));
+    assert_eq!(broken.modification_rate, None);
+    let home = latest(&site.home_url());
+    assert_eq!(home.download_rate, 1.0);
+    assert_eq!(home.modification_rate, Some(0.0));
+
+    // The malformed message went to the dead-letter topic with its reason.
+    assert_eq!(seen.undecodable, vec![garbage_topic.clone()]);
+    assert_eq!(seen.dead_letters.len(), 1, "{:?}", seen.dead_letters);
+    let (stage, reason) = &seen.dead_letters[0];
+    assert_eq!(stage, "diff");
+    assert!(reason.contains("magic"), "{reason}");
+    drop(broker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_follows_links_and_never_exceeds_m() {
+    let broker = Broker::start();
+    let prefix = unique_prefix("discovery");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let site = DemoSite::start(SiteConfig { pages: 12, change_every: vec![2], failing_pages: 0, links_per_page: 3 })
+        .await
+        .expect("site");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, format!("# the home page only\n{}\n", site.home_url())).expect("seeds");
+    let m = 3;
+
+    let stages = [
+        RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(&flags), ctx)),
+        RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx)),
+        RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&flags), ctx)),
+    ];
+    for stage in &stages {
+        stage.ready().await;
+    }
+    let epoch = (unix_ms() + 1500).to_string();
+    let scheduler_flags = flags_with(
+        &flags,
+        &["--period-ms", &PERIOD_MS.to_string(), "--epoch-unix-ms", &epoch, "--picks-per-period", &m.to_string(),
+          "--seeds", &seeds.display().to_string()],
+    );
+    let scheduler = RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
+    let observer = Observer::new(&kafka, &[FETCH, LINKS, ESTIMATES]).await.expect("observer");
+    let mut seen = Seen::default();
+    observe_until(&observer, &mut seen, "six periods of picks", |s| s.picks_per_period().len() >= 6).await;
+    scheduler.stop().await.expect("scheduler stops cleanly");
+    for stage in stages {
+        stage.stop().await.expect("stage stops cleanly");
+    }
+
+    let per_period = seen.picks_per_period();
+    assert!(per_period.values().all(|&n| n <= m), "{per_period:?}");
+    assert!(per_period.values().filter(|&&n| n == m).count() >= 3, "the budget was used: {per_period:?}");
+    let home = site.home_url();
+    assert!(seen.links.iter().any(|l| l.source_url.as_deref() == Some(home.as_str())), "links extracted from home");
+    let discovered: Vec<&PagePick> =
+        seen.picks.iter().filter(|p| p.reason == PickReason::Discovery && p.url != home).collect();
+    assert!(!discovered.is_empty(), "pages found only through links were picked: {:?}", seen.picks);
+    assert!(discovered.iter().all(|p| p.url.starts_with(&site.base_url())));
+    drop(broker);
+}
