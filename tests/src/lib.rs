@@ -32,7 +32,12 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
+    /// Starts the mock cluster, or names the external broker. Also turns on logging to
+    /// the test output when `RECRAWL_TEST_LOG` holds a filter (e.g. `info`).
     pub fn start() -> Self {
+        if let Ok(filter) = std::env::var("RECRAWL_TEST_LOG") {
+            let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+        }
         match std::env::var(EXTERNAL_BROKERS_ENV) {
             Ok(brokers) if !brokers.is_empty() => Self::External(brokers),
             _ => Self::Mock(MockCluster::new(1).expect("mock cluster")),
@@ -86,7 +91,7 @@ pub fn parse_args<A: Args>(argv: &[String]) -> A {
 
 /// The Kafka flags every stage of a test gets.
 pub fn kafka_flags(brokers: &str, prefix: &str) -> Vec<String> {
-    ["--brokers", brokers, "--topic-prefix", prefix, "--drain-timeout-ms", "5000"].map(str::to_owned).to_vec()
+    ["--brokers", brokers, "--topic-prefix", prefix, "--drain-timeout-ms", "3000", "--kafka-option", "session.timeout.ms=6000"].map(str::to_owned).to_vec()
 }
 
 /// A stage running on the test's runtime.

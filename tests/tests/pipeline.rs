@@ -48,11 +48,17 @@ impl Seen {
         counts
     }
 
-    /// Every pick has its change event and its estimate.
+    /// Every pick has been seen with its fetch result, change event and estimate (the
+    /// topics are read independently, so each is checked).
     fn all_picks_processed(&self) -> bool {
-        let done: std::collections::HashSet<(&str, u64)> =
-            self.estimates.iter().map(|e| (e.url.as_str(), e.period)).collect();
-        self.picks.iter().all(|p| done.contains(&(p.url.as_str(), p.period)))
+        use std::collections::HashSet;
+        let results: HashSet<(&str, u64)> = self.results.iter().map(|r| (r.url.as_str(), r.period)).collect();
+        let changes: HashSet<(&str, u64)> = self.changes.iter().map(|c| (c.url.as_str(), c.period)).collect();
+        let estimates: HashSet<(&str, u64)> = self.estimates.iter().map(|e| (e.url.as_str(), e.period)).collect();
+        self.picks.iter().all(|p| {
+            let key = (p.url.as_str(), p.period);
+            results.contains(&key) && changes.contains(&key) && estimates.contains(&key)
+        })
     }
 }
 

@@ -73,7 +73,8 @@ pub struct KafkaArgs {
     /// Prefix of every topic name.
     #[arg(long, env = "RECRAWL_TOPIC_PREFIX", default_value = recrawl_schemas::topics::DEFAULT_TOPIC_PREFIX)]
     pub topic_prefix: String,
-    /// Consumer group (default: recrawl-<stage>).
+    /// Consumer group (default: the topic prefix followed by the stage name, e.g.
+    /// recrawl.diff, so pipelines under different prefixes never share a group).
     #[arg(long, env = "RECRAWL_GROUP_ID")]
     pub group_id: Option<String>,
     /// A librdkafka property passed to every client, key=value; repeatable
@@ -95,6 +96,12 @@ pub struct KafkaArgs {
     /// stage commits what is done and exits, milliseconds.
     #[arg(long, env = "RECRAWL_DRAIN_TIMEOUT_MS", default_value_t = 10_000)]
     pub drain_timeout_ms: u64,
+    /// After a state restore has read a changelog to its high watermark, keep reading
+    /// until nothing new arrives for this long, milliseconds. Covers brokers that
+    /// under-report the watermark (tansu 0.6 does after multi-record batches); 0 trusts
+    /// the watermark.
+    #[arg(long, env = "RECRAWL_RESTORE_SETTLE_MS", default_value_t = 250)]
+    pub restore_settle_ms: u64,
 }
 
 impl KafkaArgs {
@@ -117,7 +124,7 @@ impl KafkaArgs {
     }
 
     pub fn group_for(&self, stage: &str) -> String {
-        self.group_id.clone().unwrap_or_else(|| format!("recrawl-{stage}"))
+        self.group_id.clone().unwrap_or_else(|| format!("{}{stage}", self.topic_prefix))
     }
 }
 
@@ -167,7 +174,7 @@ mod tests {
             ("sasl.mechanism".to_owned(), "PLAIN".to_owned()),
         ]);
         assert_eq!(cli.kafka.topic_prefix, "recrawl.");
-        assert_eq!(cli.kafka.group_for("diff"), "recrawl-diff");
+        assert_eq!(cli.kafka.group_for("diff"), "recrawl.diff");
         assert_eq!(cli.kafka.compression, Compression::Lz4);
         assert!(cli.kafka.validate().is_ok());
     }

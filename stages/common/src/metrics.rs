@@ -86,9 +86,10 @@ mod tests {
         metrics.errors.with_label_values(&["decode"]).inc_by(2);
         metrics.consumer_lag.with_label_values(&["t", "0"]).set(7);
         let text = metrics.render();
-        assert!(text.contains(r#"recrawl_messages_in_total{stage="diff",topic="recrawl.fetch-results"} 1"#), "{text}");
+        // The series' own labels come sorted, the constant stage label after them.
+        assert!(text.contains(r#"recrawl_messages_in_total{topic="recrawl.fetch-results",stage="diff"} 1"#), "{text}");
         assert!(text.contains(r#"recrawl_errors_total{kind="decode",stage="diff"} 2"#), "{text}");
-        assert!(text.contains(r#"recrawl_consumer_lag{partition="0",stage="diff",topic="t"} 7"#), "{text}");
-        assert!(text.contains("recrawl_batch_processing_seconds_bucket"), "{text}");
+        assert!(text.contains(r#"recrawl_consumer_lag{partition="0",topic="t",stage="diff"} 7"#), "{text}");
+        assert!(text.contains(r#"recrawl_batch_processing_seconds_bucket{stage="diff",le="0.001"}"#), "{text}");
     }
 }

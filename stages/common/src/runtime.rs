@@ -509,6 +509,7 @@ impl<S: Stage> Loop<S> {
         let topic = self.topics.state(self.stage.name());
         let config = reader_config(&self.args, &format!("{}-restore", self.args.group_for(self.stage.name())));
         let errors = self.ctx.metrics.errors.clone();
+        let settle_ms = self.args.restore_settle_ms;
         tokio::task::spawn_blocking(move || {
             let restore_error =
                 |partition: i32, reason: String| RuntimeError::Restore { topic: topic.clone(), partition, reason };
@@ -533,12 +534,24 @@ impl<S: Stage> Loop<S> {
                 reader.assign(&list).map_err(|e| restore_error(first, e.to_string()))?;
             }
             let deadline = Instant::now() + RESTORE_TIMEOUT;
-            while !pending.is_empty() {
+            let settle = Duration::from_millis(settle_ms);
+            let reading = !pending.is_empty();
+            loop {
+                let at_watermarks = pending.is_empty();
+                if at_watermarks && (!reading || settle.is_zero()) {
+                    break;
+                }
                 if Instant::now() > deadline {
                     let partition = pending.keys().next().copied().unwrap_or(first);
                     return Err(restore_error(partition, format!("changelog not read to its end within {RESTORE_TIMEOUT:?}")));
                 }
-                let Some(message) = reader.poll(Duration::from_millis(200)) else { continue };
+                let wait = if at_watermarks { settle } else { Duration::from_millis(200) };
+                let Some(message) = reader.poll(wait) else {
+                    if at_watermarks {
+                        break;
+                    }
+                    continue;
+                };
                 let message = message.map_err(|e| restore_error(first, e.to_string()))?;
                 let partition = message.partition();
                 let Some(values) = restored.get_mut(&partition) else { continue };

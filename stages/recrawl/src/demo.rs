@@ -93,6 +93,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoSummary> {
         batch_size: 500,
         batch_linger_ms: 5,
         drain_timeout_ms: 10_000,
+        restore_settle_ms: 250,
     };
     let catalogue = TopicCatalogue::builtin();
     let created = match &mock {
