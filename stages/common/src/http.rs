@@ -89,3 +89,36 @@ async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn serves_metrics_liveness_and_readiness() {
+        let metrics = StageMetrics::new("fetch");
+        metrics.errors.with_label_values(&["decode"]).inc();
+        let health = Health::default();
+        let shutdown = CancellationToken::new();
+        let addr = serve("127.0.0.1:0".parse().unwrap(), metrics, health.clone(), shutdown.clone()).await.unwrap();
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let get = |path: &'static str| {
+            let client = client.clone();
+            async move {
+                let response = client.get(format!("http://{addr}{path}")).send().await.unwrap();
+                (response.status().as_u16(), response.text().await.unwrap())
+            }
+        };
+        assert_eq!(get("/healthz").await.0, 200);
+        assert_eq!(get("/readyz").await.0, 503);
+        health.set_ready(true);
+        assert_eq!(get("/readyz").await.0, 200);
+        let (status, body) = get("/metrics").await;
+        assert_eq!(status, 200);
+        assert!(body.contains(r#"recrawl_errors_total{kind="decode",stage="fetch"} 1"#), "{body}");
+        health.set_failed();
+        assert_eq!(get("/healthz").await.0, 503);
+        assert_eq!(get("/readyz").await.0, 503);
+        shutdown.cancel();
+    }
+}

@@ -1,0 +1,65 @@
+//! The `recrawl` binary as a user runs it: the demo with its child processes, and
+//! start-up rejection of bad settings.
+
+use std::process::Command;
+
+fn recrawl() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_recrawl"));
+    // The demo must not pick up a broker or prefix from the environment of the test run.
+    for (key, _) in std::env::vars() {
+        if key.starts_with("RECRAWL_") {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
+#[test]
+fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
+    let logs = tempfile::tempdir().expect("tempdir");
+    let output = recrawl()
+        .args(["demo", "--periods", "3", "--period-ms", "1000", "--pages", "4", "--picks-per-period", "6"])
+        .arg("--log-dir")
+        .arg(logs.path())
+        .output()
+        .expect("demo runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let period_lines: Vec<&str> =
+        stdout.lines().filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok())).collect();
+    assert_eq!(period_lines.len(), 3, "{stdout}");
+    let summary = stdout.lines().find(|l| l.starts_with("summary:")).expect("summary line");
+    for stage in ["fetch", "diff", "estimator", "scheduler"] {
+        assert!(summary.contains(&format!("{stage} exit 0")), "{summary}");
+        let log = std::fs::read_to_string(logs.path().join(format!("{stage}.log"))).expect("stage log");
+        assert!(log.contains("SIGTERM: draining") && log.contains("stopped cleanly"), "{stage}:\n{log}");
+    }
+    // Something flowed: picks were published and fetched.
+    let totals: Vec<u64> = period_lines
+        .iter()
+        .map(|l| l.split_whitespace().nth(2).and_then(|w| w.parse().ok()).expect("fetched column"))
+        .collect();
+    assert!(totals.iter().sum::<u64>() > 0, "{stdout}");
+}
+
+#[test]
+fn a_stage_rejects_bad_settings_at_start_naming_them() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["stage", "diff", "--brokers", "127.0.0.1:1", "--kafka-option", "no.such.property=1"], "no.such.property"),
+        (&["stage", "diff", "--brokers", "127.0.0.1:1", "--kafka-option", "group.id=x"], "--group-id"),
+        (&["stage", "scheduler", "--brokers", "127.0.0.1:1", "--horizon", "weekly"], "--horizon"),
+        (&["stage", "fetch", "--brokers", "127.0.0.1:1", "--concurrency", "0"], "--concurrency"),
+    ];
+    for (args, named) in cases {
+        let output = recrawl().args(args).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} started");
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
+    let output = recrawl()
+        .args(["stage", "scheduler", "--brokers", "127.0.0.1:1", "--seeds", "/nonexistent/seeds.txt"])
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--seeds /nonexistent/seeds.txt"));
+}
