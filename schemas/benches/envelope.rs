@@ -1,0 +1,76 @@
+//! Envelope codec on a typical fetch result (48 KiB body) and change event. Baseline in
+//! the same run: the same values through serde_json without the envelope.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use recrawl_schemas::{decode, encode, ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult};
+use std::hint::black_box;
+
+fn fetch_result() -> FetchResult {
+    let body: Vec<u8> = (0..48 * 1024).map(|i| b"<p>lorem ipsum dolor sit amet</p>\n"[i % 34]).collect();
+    FetchResult {
+        url: "http://example.com/some/page.html".into(),
+        url_key: recrawl_schemas::url_key("http://example.com/some/page.html"),
+        host: "example.com".into(),
+        group: "example.com".into(),
+        period: 1234,
+        outcome: FetchOutcome::Downloaded,
+        http_status: Some(200),
+        latency_ms: 35.5,
+        size_bytes: body.len() as u64,
+        body,
+        content_type: Some("text/html; charset=utf-8".into()),
+        etag: Some("\"abc\"".into()),
+        last_modified: Some("Sat, 21 Nov 2026 10:00:00 GMT".into()),
+        final_url: None,
+        error: None,
+        fetched_at_ms: 1_795_000_000_000,
+    }
+}
+
+fn change_event() -> ChangeEvent {
+    ChangeEvent {
+        url: "http://example.com/some/page.html".into(),
+        url_key: recrawl_schemas::url_key("http://example.com/some/page.html"),
+        host: "example.com".into(),
+        group: "example.com".into(),
+        period: 1234,
+        downloaded: true,
+        outcome: FetchOutcome::Downloaded,
+        http_status: Some(200),
+        latency_ms: 35.5,
+        size_bytes: 49152,
+        size_delta: Some(12),
+        first_download: false,
+        changed: Some(true),
+        content_hash: Some("00112233445566778899aabbccddeeff".into()),
+        previous_content_hash: Some("ffeeddccbbaa99887766554433221100".into()),
+        degrees: Some(ChangeDegrees { bw: 1.0, cos: None, wd: None, ed: None, shingle: None, ied: None }),
+        fetched_at_ms: 1_795_000_000_000,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let result = fetch_result();
+    let encoded = encode(&result).expect("encode");
+    let json = serde_json::to_vec(&result).expect("json");
+    let mut group = c.benchmark_group("fetch_result_48KiB");
+    group.throughput(Throughput::Bytes(result.body.len() as u64));
+    group.bench_function("envelope_encode", |b| b.iter(|| encode(black_box(&result))));
+    group.bench_function("envelope_decode", |b| b.iter(|| decode::<FetchResult>(black_box(&encoded))));
+    group.bench_function("baseline_json_decode", |b| {
+        b.iter(|| serde_json::from_slice::<FetchResult>(black_box(&json)))
+    });
+    group.finish();
+
+    let event = change_event();
+    let encoded = encode(&event).expect("encode");
+    let json = serde_json::to_vec(&event).expect("json");
+    let mut group = c.benchmark_group("change_event");
+    group.bench_function("envelope_encode", |b| b.iter(|| encode(black_box(&event))));
+    group.bench_function("envelope_decode", |b| b.iter(|| decode::<ChangeEvent>(black_box(&encoded))));
+    group.bench_function("baseline_json_decode", |b| b.iter(|| serde_json::from_slice::<ChangeEvent>(black_box(&json))));
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
