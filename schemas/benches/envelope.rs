@@ -68,7 +68,9 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("change_event");
     group.bench_function("envelope_encode", |b| b.iter(|| encode(black_box(&event))));
     group.bench_function("envelope_decode", |b| b.iter(|| decode::<ChangeEvent>(black_box(&encoded))));
-    group.bench_function("baseline_json_decode", |b| b.iter(|| serde_json::from_slice::<ChangeEvent>(black_box(&json))));
+    group.bench_function("baseline_json_decode", |b| {
+        b.iter(|| serde_json::from_slice::<ChangeEvent>(black_box(&json)))
+    });
     group.finish();
 }
 

@@ -196,7 +196,10 @@ mod tests {
                 stale.push(path);
             }
         }
-        assert!(stale.is_empty(), "stale generated files {stale:?}: run RECRAWL_BLESS=1 cargo test -p recrawl-schemas");
+        assert!(
+            stale.is_empty(),
+            "stale generated files {stale:?}: run RECRAWL_BLESS=1 cargo test -p recrawl-schemas"
+        );
     }
 
     #[test]
@@ -206,7 +209,10 @@ mod tests {
         for topic in &catalogue.topics {
             let binding = &doc["channels"][&topic.name]["bindings"]["kafka"];
             assert_eq!(binding["partitions"], json!(topic.partitions), "{}", topic.name);
-            assert_eq!(binding["topicConfiguration"]["cleanup.policy"][0], json!(topic.cleanup_policy.as_str()));
+            assert_eq!(
+                binding["topicConfiguration"]["cleanup.policy"][0],
+                json!(topic.cleanup_policy.as_str())
+            );
         }
         let event = &doc["components"]["messages"]["ChangeEvent"];
         assert_eq!(event["contentType"], json!("application/vnd.recrawl+json"));

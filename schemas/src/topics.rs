@@ -97,13 +97,19 @@ impl TopicCatalogue {
                 return invalid(format!("topic {:?} is defined twice", topic.name));
             }
             if topic.partitions < 1 {
-                return invalid(format!("topic {:?}: partitions {} must be at least 1", topic.name, topic.partitions));
+                return invalid(format!(
+                    "topic {:?}: partitions {} must be at least 1",
+                    topic.name, topic.partitions
+                ));
             }
         }
         for topic in &self.topics {
             if let Some(other) = &topic.copartitioned_with {
                 let Some(other_topic) = by_name.get(other.as_str()) else {
-                    return invalid(format!("topic {:?} is co-partitioned with unknown topic {other:?}", topic.name));
+                    return invalid(format!(
+                        "topic {:?} is co-partitioned with unknown topic {other:?}",
+                        topic.name
+                    ));
                 };
                 if other_topic.partitions != topic.partitions {
                     return invalid(format!(
@@ -167,7 +173,11 @@ mod tests {
 
     #[test]
     fn rejects_mismatched_copartitioning_and_unknown_fields() {
-        let text = BUILTIN_TOPICS_TOML.replacen("partitions = 6\ncleanup_policy = \"compact\"", "partitions = 3\ncleanup_policy = \"compact\"", 1);
+        let text = BUILTIN_TOPICS_TOML.replacen(
+            "partitions = 6\ncleanup_policy = \"compact\"",
+            "partitions = 3\ncleanup_policy = \"compact\"",
+            1,
+        );
         let err = TopicCatalogue::parse(&text).unwrap_err().to_string();
         assert!(err.contains("state.diff") && err.contains("must match"), "{err}");
         let text = format!("{BUILTIN_TOPICS_TOML}\nsurprise = 1\n");

@@ -91,7 +91,18 @@ pub fn parse_args<A: Args>(argv: &[String]) -> A {
 
 /// The Kafka flags every stage of a test gets.
 pub fn kafka_flags(brokers: &str, prefix: &str) -> Vec<String> {
-    ["--brokers", brokers, "--topic-prefix", prefix, "--drain-timeout-ms", "3000", "--kafka-option", "session.timeout.ms=6000"].map(str::to_owned).to_vec()
+    [
+        "--brokers",
+        brokers,
+        "--topic-prefix",
+        prefix,
+        "--drain-timeout-ms",
+        "3000",
+        "--kafka-option",
+        "session.timeout.ms=6000",
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 /// A stage running on the test's runtime.

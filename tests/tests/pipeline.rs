@@ -54,7 +54,8 @@ impl Seen {
         use std::collections::HashSet;
         let results: HashSet<(&str, u64)> = self.results.iter().map(|r| (r.url.as_str(), r.period)).collect();
         let changes: HashSet<(&str, u64)> = self.changes.iter().map(|c| (c.url.as_str(), c.period)).collect();
-        let estimates: HashSet<(&str, u64)> = self.estimates.iter().map(|e| (e.url.as_str(), e.period)).collect();
+        let estimates: HashSet<(&str, u64)> =
+            self.estimates.iter().map(|e| (e.url.as_str(), e.period)).collect();
         self.picks.iter().all(|p| {
             let key = (p.url.as_str(), p.period);
             results.contains(&key) && changes.contains(&key) && estimates.contains(&key)
@@ -85,9 +86,14 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     broker.create_topics(&kafka, 3).await;
 
     let change_every = vec![1, 2, 0, 3];
-    let site = DemoSite::start(SiteConfig { pages: 4, change_every: change_every.clone(), failing_pages: 1, links_per_page: 2 })
-        .await
-        .expect("site");
+    let site = DemoSite::start(SiteConfig {
+        pages: 4,
+        change_every: change_every.clone(),
+        failing_pages: 1,
+        links_per_page: 2,
+    })
+    .await
+    .expect("site");
     let urls = site.all_urls();
     let m = urls.len();
     let dir = tempfile::tempdir().expect("tempdir");
@@ -98,7 +104,10 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
     let garbage_topic = kafka.topics().name(FETCH_RESULTS);
     producer
-        .send(FutureRecord::to(&garbage_topic).key("http://bad.example/").payload("{not an envelope}"), Duration::from_secs(10))
+        .send(
+            FutureRecord::to(&garbage_topic).key("http://bad.example/").payload("{not an envelope}"),
+            Duration::from_secs(10),
+        )
         .await
         .expect("garbage produced");
 
@@ -111,10 +120,19 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     let epoch = (unix_ms() + 1500).to_string();
     let scheduler_flags = flags_with(
         &flags,
-        &["--period-ms", &PERIOD_MS.to_string(), "--epoch-unix-ms", &epoch, "--picks-per-period", &m.to_string(),
-          "--seeds", &seeds.display().to_string()],
+        &[
+            "--period-ms",
+            &PERIOD_MS.to_string(),
+            "--epoch-unix-ms",
+            &epoch,
+            "--picks-per-period",
+            &m.to_string(),
+            "--seeds",
+            &seeds.display().to_string(),
+        ],
     );
-    let scheduler = RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
+    let scheduler =
+        RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
 
     let observer = Observer::new(&kafka, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
         .await
@@ -145,11 +163,27 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     }
     let mut changes: HashMap<(String, u64), &ChangeEvent> = HashMap::new();
     for c in &seen.changes {
-        assert!(changes.insert(key(&c.url, c.period), c).is_none(), "two change events for {} in {}", c.url, c.period);
+        assert!(
+            changes.insert(key(&c.url, c.period), c).is_none(),
+            "two change events for {} in {}",
+            c.url,
+            c.period
+        );
     }
     for pick in &seen.picks {
-        assert_eq!(results.get(&key(&pick.url, pick.period)), Some(&1), "pick {} in {} fetched once", pick.url, pick.period);
-        assert!(changes.contains_key(&key(&pick.url, pick.period)), "pick {} in {} has no change event", pick.url, pick.period);
+        assert_eq!(
+            results.get(&key(&pick.url, pick.period)),
+            Some(&1),
+            "pick {} in {} fetched once",
+            pick.url,
+            pick.period
+        );
+        assert!(
+            changes.contains_key(&key(&pick.url, pick.period)),
+            "pick {} in {} has no change event",
+            pick.url,
+            pick.period
+        );
     }
     assert_eq!(seen.changes.len(), seen.picks.len(), "a change event without a pick");
 
@@ -172,7 +206,11 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
             assert_eq!(events[i].changed, Some(site_changed), "{url} period {}", events[i].period);
             if site_changed {
                 detected += 1;
-                assert_eq!(events[i].period, events[i - 1].period + 1, "{url}: change detected a period late");
+                assert_eq!(
+                    events[i].period,
+                    events[i - 1].period + 1,
+                    "{url}: change detected a period late"
+                );
             }
         }
         if *every == 0 {
@@ -183,7 +221,11 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
 
     // The estimator's DR for the always-failing page is 0; for the home page 1.
     let latest = |url: &str| {
-        seen.estimates.iter().filter(|e| e.url == url).max_by_key(|e| e.period).unwrap_or_else(|| panic!("no estimate for {url}"))
+        seen.estimates
+            .iter()
+            .filter(|e| e.url == url)
+            .max_by_key(|e| e.period)
+            .unwrap_or_else(|| panic!("no estimate for {url}"))
     };
     let broken = latest(&format!("{}/broken/0.html", site.base_url()));
     assert!(broken.requests >= 5, "{broken:?}");
@@ -209,9 +251,10 @@ async fn discovery_follows_links_and_never_exceeds_m() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let site = DemoSite::start(SiteConfig { pages: 12, change_every: vec![2], failing_pages: 0, links_per_page: 3 })
-        .await
-        .expect("site");
+    let site =
+        DemoSite::start(SiteConfig { pages: 12, change_every: vec![2], failing_pages: 0, links_per_page: 3 })
+            .await
+            .expect("site");
     let dir = tempfile::tempdir().expect("tempdir");
     let seeds = dir.path().join("seeds.txt");
     std::fs::write(&seeds, format!("# the home page only\n{}\n", site.home_url())).expect("seeds");
@@ -228,10 +271,19 @@ async fn discovery_follows_links_and_never_exceeds_m() {
     let epoch = (unix_ms() + 1500).to_string();
     let scheduler_flags = flags_with(
         &flags,
-        &["--period-ms", &PERIOD_MS.to_string(), "--epoch-unix-ms", &epoch, "--picks-per-period", &m.to_string(),
-          "--seeds", &seeds.display().to_string()],
+        &[
+            "--period-ms",
+            &PERIOD_MS.to_string(),
+            "--epoch-unix-ms",
+            &epoch,
+            "--picks-per-period",
+            &m.to_string(),
+            "--seeds",
+            &seeds.display().to_string(),
+        ],
     );
-    let scheduler = RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
+    let scheduler =
+        RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
     let observer = Observer::new(&kafka, &[FETCH, LINKS, ESTIMATES]).await.expect("observer");
     let mut seen = Seen::default();
     observe_until(&observer, &mut seen, "six periods of picks", |s| s.picks_per_period().len() >= 6).await;
@@ -244,7 +296,10 @@ async fn discovery_follows_links_and_never_exceeds_m() {
     assert!(per_period.values().all(|&n| n <= m), "{per_period:?}");
     assert!(per_period.values().filter(|&&n| n == m).count() >= 3, "the budget was used: {per_period:?}");
     let home = site.home_url();
-    assert!(seen.links.iter().any(|l| l.source_url.as_deref() == Some(home.as_str())), "links extracted from home");
+    assert!(
+        seen.links.iter().any(|l| l.source_url.as_deref() == Some(home.as_str())),
+        "links extracted from home"
+    );
     let discovered: Vec<&PagePick> =
         seen.picks.iter().filter(|p| p.reason == PickReason::Discovery && p.url != home).collect();
     assert!(!discovered.is_empty(), "pages found only through links were picked: {:?}", seen.picks);

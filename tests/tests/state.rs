@@ -43,7 +43,10 @@ async fn produce(producer: &FutureProducer, topic: &str, result: &FetchResult) {
         headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
     }
     producer
-        .send(FutureRecord::to(topic).key(&result.url).payload(&payload).headers(headers), Duration::from_secs(10))
+        .send(
+            FutureRecord::to(topic).key(&result.url).payload(&payload).headers(headers),
+            Duration::from_secs(10),
+        )
         .await
         .expect("produced");
 }
@@ -99,10 +102,18 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {
-        assert_eq!((event.period, event.changed, event.first_download), (2, Some(false), false), "{}", event.url);
+        assert_eq!(
+            (event.period, event.changed, event.first_download),
+            (2, Some(false), false),
+            "{}",
+            event.url
+        );
     }
     let second_keys = second.ctx.metrics.state_keys.get();
-    assert!(second_keys > 0 && second_keys < URLS as i64, "the second instance holds part of the state: {second_keys}");
+    assert!(
+        second_keys > 0 && second_keys < URLS as i64,
+        "the second instance holds part of the state: {second_keys}"
+    );
 
     // The first leaves; the second takes everything. A replay of period 2 with another
     // body is ignored, period 3 compares with period 2's content.
@@ -115,21 +126,26 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     produce(&producer, &topic, &result(0, 2, "replayed")).await;
-    let truncated = FutureRecord::to(&topic).key("http://site0.example/page.html").payload(b"\xc5\x01".as_slice());
+    let truncated =
+        FutureRecord::to(&topic).key("http://site0.example/page.html").payload(b"\xc5\x01".as_slice());
     producer.send(truncated, Duration::from_secs(10)).await.expect("produced");
     for i in 0..URLS {
         produce(&producer, &topic, &result(i, 3, if i % 2 == 0 { "beta" } else { "alpha" })).await;
     }
     events_until(&observer, &mut events, &mut dead, 3 * URLS, 1).await;
     for event in &events[2 * URLS..] {
-        let index: usize = event.host.trim_start_matches("site").trim_end_matches(".example").parse().expect("index");
+        let index: usize =
+            event.host.trim_start_matches("site").trim_end_matches(".example").parse().expect("index");
         assert_eq!((event.period, event.changed), (3, Some(index % 2 == 0)), "{}", event.url);
     }
     assert_eq!(events.len(), 3 * URLS, "replays produced no events");
     assert_eq!(dead, 1);
     let metrics = second.ctx.metrics.render();
     let dead_letter_series = metrics.lines().find(|l| l.starts_with("recrawl_dead_letters_total{"));
-    assert!(dead_letter_series.is_some_and(|l| l.contains("stage=\"diff\"") && l.ends_with(" 1")), "{metrics}");
+    assert!(
+        dead_letter_series.is_some_and(|l| l.contains("stage=\"diff\"") && l.ends_with(" 1")),
+        "{metrics}"
+    );
     second.stop().await.expect("second instance stops cleanly");
     drop(broker);
 }

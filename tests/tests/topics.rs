@@ -27,10 +27,12 @@ async fn topics_create_applies_the_catalogue_once() {
 
     let names = catalogue_topic_names(&catalogue, &kafka.topics());
     let probe: BaseConsumer = reader_config(&kafka, "probe").create().expect("client");
-    let counts = tokio::task::spawn_blocking(move || topic_partitions(probe.client(), &names, Duration::from_secs(30)))
-        .await
-        .expect("join")
-        .expect("metadata");
+    let counts = tokio::task::spawn_blocking(move || {
+        topic_partitions(probe.client(), &names, Duration::from_secs(30))
+    })
+    .await
+    .expect("join")
+    .expect("metadata");
     for spec in &catalogue.topics {
         assert_eq!(counts.get(&kafka.topics().name(&spec.name)), Some(&spec.partitions), "{}", spec.name);
     }

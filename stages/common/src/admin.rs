@@ -43,11 +43,13 @@ pub async fn create_topics(
     catalogue: &TopicCatalogue,
     replication_factor: Option<i32>,
 ) -> Result<Vec<(String, TopicOutcome)>, AdminError> {
-    let admin: AdminClient<DefaultClientContext> = base_config(args, &[]).create().map_err(AdminError::Client)?;
+    let admin: AdminClient<DefaultClientContext> =
+        base_config(args, &[]).create().map_err(AdminError::Client)?;
     let names = args.topics();
     let replication = replication_factor.unwrap_or(catalogue.replication_factor);
     let full_names: Vec<String> = catalogue.topics.iter().map(|t| names.name(&t.name)).collect();
-    let retention: Vec<Option<String>> = catalogue.topics.iter().map(|t| t.retention_ms.map(|r| r.to_string())).collect();
+    let retention: Vec<Option<String>> =
+        catalogue.topics.iter().map(|t| t.retention_ms.map(|r| r.to_string())).collect();
     let new_topics: Vec<NewTopic<'_>> = catalogue
         .topics
         .iter()
@@ -103,7 +105,12 @@ pub fn check_copartitioned(counts: &HashMap<String, i32>, group: &[String]) -> R
     for topic in rest {
         let found = counts.get(topic).copied().ok_or_else(|| AdminError::Missing(topic.clone()))?;
         if found != expected {
-            return Err(AdminError::NotCopartitioned { topic: topic.clone(), found, other: first.clone(), expected });
+            return Err(AdminError::NotCopartitioned {
+                topic: topic.clone(),
+                found,
+                other: first.clone(),
+                expected,
+            });
         }
     }
     Ok(())

@@ -168,11 +168,22 @@ mod tests {
 
     #[test]
     fn parses_options_and_defaults() {
-        let cli = parse(&["--brokers", "b:9092", "--kafka-option", "security.protocol=SASL_SSL", "--kafka-option", "sasl.mechanism=PLAIN"]).unwrap();
-        assert_eq!(cli.kafka.kafka_options, vec![
-            ("security.protocol".to_owned(), "SASL_SSL".to_owned()),
-            ("sasl.mechanism".to_owned(), "PLAIN".to_owned()),
-        ]);
+        let cli = parse(&[
+            "--brokers",
+            "b:9092",
+            "--kafka-option",
+            "security.protocol=SASL_SSL",
+            "--kafka-option",
+            "sasl.mechanism=PLAIN",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.kafka.kafka_options,
+            vec![
+                ("security.protocol".to_owned(), "SASL_SSL".to_owned()),
+                ("sasl.mechanism".to_owned(), "PLAIN".to_owned()),
+            ]
+        );
         assert_eq!(cli.kafka.topic_prefix, "recrawl.");
         assert_eq!(cli.kafka.group_for("diff"), "recrawl.diff");
         assert_eq!(cli.kafka.compression, Compression::Lz4);
@@ -197,7 +208,15 @@ mod tests {
 
     #[test]
     fn rejects_a_drain_longer_than_the_session() {
-        let cli = parse(&["--brokers", "b:1", "--kafka-option", "session.timeout.ms=6000", "--drain-timeout-ms", "7000"]).unwrap();
+        let cli = parse(&[
+            "--brokers",
+            "b:1",
+            "--kafka-option",
+            "session.timeout.ms=6000",
+            "--drain-timeout-ms",
+            "7000",
+        ])
+        .unwrap();
         assert_eq!(cli.kafka.validate(), Err(ConfigError::DrainTooLong { drain_ms: 7000, session_ms: 6000 }));
         let cli = parse(&["--brokers", "b:1", "--batch-size", "0"]).unwrap();
         assert_eq!(cli.kafka.validate(), Err(ConfigError::BatchSize));

@@ -100,7 +100,8 @@ mod tests {
         metrics.errors.with_label_values(&["decode"]).inc();
         let health = Health::default();
         let shutdown = CancellationToken::new();
-        let addr = serve("127.0.0.1:0".parse().unwrap(), metrics, health.clone(), shutdown.clone()).await.unwrap();
+        let addr =
+            serve("127.0.0.1:0".parse().unwrap(), metrics, health.clone(), shutdown.clone()).await.unwrap();
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let get = |path: &'static str| {
             let client = client.clone();

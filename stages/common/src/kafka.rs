@@ -32,7 +32,11 @@ pub fn base_config(args: &KafkaArgs, defaults: &[(&str, &str)]) -> ClientConfig 
 pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
     let mut config = base_config(
         args,
-        &[("auto.offset.reset", "earliest"), ("enable.auto.commit", "true"), ("statistics.interval.ms", "5000")],
+        &[
+            ("auto.offset.reset", "earliest"),
+            ("enable.auto.commit", "true"),
+            ("statistics.interval.ms", "5000"),
+        ],
     );
     config.set("group.id", group).set("enable.auto.offset.store", "false");
     config
@@ -40,7 +44,8 @@ pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
 
 /// An idempotent producer that waits for all in-sync replicas.
 pub fn producer_config(args: &KafkaArgs) -> ClientConfig {
-    let mut config = base_config(args, &[("acks", "all"), ("enable.idempotence", "true"), ("linger.ms", "5")]);
+    let mut config =
+        base_config(args, &[("acks", "all"), ("enable.idempotence", "true"), ("linger.ms", "5")]);
     config.set("compression.type", args.compression.as_str());
     config
 }

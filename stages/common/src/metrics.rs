@@ -22,8 +22,11 @@ pub struct StageMetrics {
 
 impl StageMetrics {
     pub fn new(stage: &str) -> Self {
-        let registry = Registry::new_custom(Some("recrawl".into()), Some([("stage".to_owned(), stage.to_owned())].into()))
-            .unwrap_or_default();
+        let registry = Registry::new_custom(
+            Some("recrawl".into()),
+            Some([("stage".to_owned(), stage.to_owned())].into()),
+        )
+        .unwrap_or_default();
         // Metric definitions are constants, so registration only fails on a duplicate
         // name, which the unit test below would catch.
         fn register<T: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: T) -> T {
@@ -31,26 +34,49 @@ impl StageMetrics {
             metric
         }
         let counter = |name: &str, help: &str, labels: &[&str]| {
-            register(&registry, IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| panic!("{name}: {e}")))
+            register(
+                &registry,
+                IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| panic!("{name}: {e}")),
+            )
         };
         let histogram = |name: &str, help: &str, buckets: Vec<f64>| {
-            register(&registry, Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).unwrap_or_else(|e| panic!("{name}: {e}")))
+            register(
+                &registry,
+                Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+                    .unwrap_or_else(|e| panic!("{name}: {e}")),
+            )
         };
-        let gauge = |name: &str, help: &str| register(&registry, IntGauge::new(name, help).unwrap_or_else(|e| panic!("{name}: {e}")));
+        let gauge = |name: &str, help: &str| {
+            register(&registry, IntGauge::new(name, help).unwrap_or_else(|e| panic!("{name}: {e}")))
+        };
         Self {
             messages_in: counter("messages_in_total", "Input messages consumed, by topic.", &["topic"]),
-            messages_out: counter("messages_out_total", "Messages produced and acknowledged, by topic.", &["topic"]),
+            messages_out: counter(
+                "messages_out_total",
+                "Messages produced and acknowledged, by topic.",
+                &["topic"],
+            ),
             batch_seconds: histogram(
                 "batch_processing_seconds",
                 "Time from a batch's first message to its offsets being stored.",
                 prometheus::exponential_buckets(0.001, 2.0, 16).unwrap_or_default(),
             ),
             errors: counter("errors_total", "Errors, by kind.", &["kind"]),
-            dead_letters: counter("dead_letters_total", "Input messages sent to the dead-letter topic, by topic.", &["topic"]),
+            dead_letters: counter(
+                "dead_letters_total",
+                "Input messages sent to the dead-letter topic, by topic.",
+                &["topic"],
+            ),
             consumer_lag: register(
                 &registry,
-                IntGaugeVec::new(Opts::new("consumer_lag", "Messages behind the high watermark, from librdkafka statistics."), &["topic", "partition"])
-                    .unwrap_or_else(|e| panic!("consumer_lag: {e}")),
+                IntGaugeVec::new(
+                    Opts::new(
+                        "consumer_lag",
+                        "Messages behind the high watermark, from librdkafka statistics.",
+                    ),
+                    &["topic", "partition"],
+                )
+                .unwrap_or_else(|e| panic!("consumer_lag: {e}")),
             ),
             assigned_partitions: gauge("assigned_partitions", "Input partitions assigned to this instance."),
             state_keys: gauge("state_keys", "Keys held in partitioned state."),
@@ -87,9 +113,15 @@ mod tests {
         metrics.consumer_lag.with_label_values(&["t", "0"]).set(7);
         let text = metrics.render();
         // The series' own labels come sorted, the constant stage label after them.
-        assert!(text.contains(r#"recrawl_messages_in_total{topic="recrawl.fetch-results",stage="diff"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"recrawl_messages_in_total{topic="recrawl.fetch-results",stage="diff"} 1"#),
+            "{text}"
+        );
         assert!(text.contains(r#"recrawl_errors_total{kind="decode",stage="diff"} 2"#), "{text}");
         assert!(text.contains(r#"recrawl_consumer_lag{partition="0",topic="t",stage="diff"} 7"#), "{text}");
-        assert!(text.contains(r#"recrawl_batch_processing_seconds_bucket{stage="diff",le="0.001"}"#), "{text}");
+        assert!(
+            text.contains(r#"recrawl_batch_processing_seconds_bucket{stage="diff",le="0.001"}"#),
+            "{text}"
+        );
     }
 }

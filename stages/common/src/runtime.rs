@@ -27,7 +27,9 @@ use rdkafka::message::{BorrowedMessage, Header, Headers, Message as _, OwnedHead
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
-use recrawl_schemas::envelope::{check_kafka_headers, kafka_headers, CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER};
+use recrawl_schemas::envelope::{
+    check_kafka_headers, kafka_headers, CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER,
+};
 use recrawl_schemas::{decode, encode, EnvelopeError, Message, TopicNames};
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
@@ -259,7 +261,11 @@ pub struct StageContext {
 
 impl StageContext {
     pub fn new(stage: &str) -> Self {
-        Self { metrics: StageMetrics::new(stage), health: Health::default(), shutdown: CancellationToken::new() }
+        Self {
+            metrics: StageMetrics::new(stage),
+            health: Health::default(),
+            shutdown: CancellationToken::new(),
+        }
     }
 }
 
@@ -285,8 +291,9 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
         .create_with_context(StageConsumerContext::new(ctx.metrics.clone()))
         .map_err(|source| RuntimeError::Client { client: "consumer", source })?;
     let consumer = Arc::new(consumer);
-    let producer: FutureProducer =
-        producer_config(args).create().map_err(|source| RuntimeError::Client { client: "producer", source })?;
+    let producer: FutureProducer = producer_config(args)
+        .create()
+        .map_err(|source| RuntimeError::Client { client: "producer", source })?;
 
     let input_topics: Vec<String> = stage.input_topics().iter().map(|t| topics.name(t)).collect();
     let mut copartitioned = input_topics.clone();
@@ -374,7 +381,9 @@ impl<S: Stage> Loop<S> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.args.batch_linger_ms);
         while batch.len() < self.args.batch_size {
             match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
-                Ok(message) => batch.push(InputRecord::from_message(&message.map_err(RuntimeError::Consume)?)),
+                Ok(message) => {
+                    batch.push(InputRecord::from_message(&message.map_err(RuntimeError::Consume)?))
+                }
                 Err(_) => break,
             }
         }
@@ -410,7 +419,8 @@ impl<S: Stage> Loop<S> {
             let changelog = self.topics.state(self.stage.name());
             for (partition, key, value) in self.store.take_dirty() {
                 let payload = value.map(encode).transpose().map_err(StageError::from)?;
-                let headers = kafka_headers::<S::State>().map(|(name, value)| (name, value.into_bytes())).into();
+                let headers =
+                    kafka_headers::<S::State>().map(|(name, value)| (name, value.into_bytes())).into();
                 out.records.push(OutputRecord {
                     topic: changelog.clone(),
                     key: key.into_bytes(),
@@ -478,7 +488,8 @@ impl<S: Stage> Loop<S> {
         let mut sorted: Vec<i32> = partitions.iter().copied().collect();
         sorted.sort_unstable();
         if self.stage.stateful() {
-            let revoked: Vec<i32> = self.store.loaded_partitions().filter(|p| !partitions.contains(p)).collect();
+            let revoked: Vec<i32> =
+                self.store.loaded_partitions().filter(|p| !partitions.contains(p)).collect();
             for partition in revoked {
                 self.store.drop_partition(partition);
             }
@@ -505,14 +516,21 @@ impl<S: Stage> Loop<S> {
 
     /// Reads changelog partitions `partitions` from the beginning to their high
     /// watermarks with one reader; the latest value of each key wins, a tombstone deletes.
-    async fn restore(&self, partitions: Vec<i32>) -> Result<Vec<(i32, HashMap<String, S::State>)>, RuntimeError> {
+    async fn restore(
+        &self,
+        partitions: Vec<i32>,
+    ) -> Result<Vec<(i32, HashMap<String, S::State>)>, RuntimeError> {
         let topic = self.topics.state(self.stage.name());
-        let config = reader_config(&self.args, &format!("{}-restore", self.args.group_for(self.stage.name())));
+        let config =
+            reader_config(&self.args, &format!("{}-restore", self.args.group_for(self.stage.name())));
         let errors = self.ctx.metrics.errors.clone();
         let settle_ms = self.args.restore_settle_ms;
         tokio::task::spawn_blocking(move || {
-            let restore_error =
-                |partition: i32, reason: String| RuntimeError::Restore { topic: topic.clone(), partition, reason };
+            let restore_error = |partition: i32, reason: String| RuntimeError::Restore {
+                topic: topic.clone(),
+                partition,
+                reason,
+            };
             let first = partitions.first().copied().unwrap_or(0);
             let reader: BaseConsumer = config.create().map_err(|e| restore_error(first, e.to_string()))?;
             let mut restored: HashMap<i32, HashMap<String, S::State>> = HashMap::new();
@@ -543,7 +561,10 @@ impl<S: Stage> Loop<S> {
                 }
                 if Instant::now() > deadline {
                     let partition = pending.keys().next().copied().unwrap_or(first);
-                    return Err(restore_error(partition, format!("changelog not read to its end within {RESTORE_TIMEOUT:?}")));
+                    return Err(restore_error(
+                        partition,
+                        format!("changelog not read to its end within {RESTORE_TIMEOUT:?}"),
+                    ));
                 }
                 let wait = if at_watermarks { settle } else { Duration::from_millis(200) };
                 let Some(message) = reader.poll(wait) else {
@@ -588,7 +609,9 @@ impl<S: Stage> Loop<S> {
             match consumer.commit_consumer_state(CommitMode::Sync) {
                 Ok(()) => tracing::info!("offsets committed"),
                 Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-                Err(error) => tracing::warn!(%error, "final commit failed; uncommitted input will be replayed"),
+                Err(error) => {
+                    tracing::warn!(%error, "final commit failed; uncommitted input will be replayed")
+                }
             }
             if let Err(error) = producer.flush(FLUSH_TIMEOUT) {
                 tracing::warn!(%error, "producer flush incomplete");

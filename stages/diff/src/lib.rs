@@ -74,13 +74,19 @@ impl Stage for Diff {
                 }
             };
             if record.key_str() != Some(result.url.as_str()) {
-                out.dead_letter(&record, format!("key {:?} is not the result's URL {:?}", record.key_str(), result.url));
+                out.dead_letter(
+                    &record,
+                    format!("key {:?} is not the result's URL {:?}", record.key_str(), result.url),
+                );
                 continue;
             }
             if state.get(record.partition, &result.url).is_some_and(|s| result.period <= s.last_period) {
                 continue;
             }
-            let page = state.get_or_insert_with(record.partition, &result.url, || DiffState { last_period: 0, version: None });
+            let page = state.get_or_insert_with(record.partition, &result.url, || DiffState {
+                last_period: 0,
+                version: None,
+            });
             let (event, kept) = compare(page.version.as_ref(), &result);
             page.last_period = result.period;
             page.version = kept;

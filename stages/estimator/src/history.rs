@@ -66,7 +66,8 @@ impl PageHistory {
             request_rate: ratio(requests, span),
             download_rate: ratio(self.successes as f64, requests),
             download_recall: requests / crawls as f64,
-            modification_rate: (self.successes >= 2).then(|| self.changes as f64 / (self.successes - 1) as f64),
+            modification_rate: (self.successes >= 2)
+                .then(|| self.changes as f64 / (self.successes - 1) as f64),
             change_recall: (self.successes >= 1 && crawls >= 2)
                 .then(|| (self.successes - 1) as f64 / (crawls - 1) as f64),
         }

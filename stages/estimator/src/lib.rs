@@ -60,7 +60,12 @@ pub struct Estimator {
 }
 
 impl Estimator {
-    fn apply(&mut self, event: &ChangeEvent, partition: i32, state: &mut StateStore<EstimatorState>) -> Option<PageEstimate> {
+    fn apply(
+        &mut self,
+        event: &ChangeEvent,
+        partition: i32,
+        state: &mut StateStore<EstimatorState>,
+    ) -> Option<PageEstimate> {
         let entry = state.get_or_insert_with(partition, &event.url, || EstimatorState {
             host: event.host.clone(),
             group: event.group.clone(),
@@ -137,7 +142,10 @@ impl Stage for Estimator {
                 }
             };
             if record.key_str() != Some(event.url.as_str()) {
-                out.dead_letter(&record, format!("key {:?} is not the event's URL {:?}", record.key_str(), event.url));
+                out.dead_letter(
+                    &record,
+                    format!("key {:?} is not the event's URL {:?}", record.key_str(), event.url),
+                );
                 continue;
             }
             if let Some(estimate) = self.apply(&event, record.partition, state) {

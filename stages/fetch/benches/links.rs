@@ -25,7 +25,9 @@ fn bench(c: &mut Criterion) {
     assert_eq!(extract_links(&base, &html, &filter).len(), 1000);
     let mut group = c.benchmark_group("links_100KiB_1000_links");
     group.throughput(Throughput::Bytes(html.len() as u64));
-    group.bench_function("extract_links", |b| b.iter(|| extract_links(black_box(&base), black_box(&html), &filter)));
+    group.bench_function("extract_links", |b| {
+        b.iter(|| extract_links(black_box(&base), black_box(&html), &filter))
+    });
     group.bench_function("baseline_tokenise_only", |b| {
         b.iter(|| {
             let mut rewriter = HtmlRewriter::new(Settings::new(), |_: &[u8]| {});

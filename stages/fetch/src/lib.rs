@@ -71,7 +71,8 @@ struct FetchMetrics {
 
 impl FetchMetrics {
     fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
-        let outcomes = IntCounterVec::new(Opts::new("fetch_requests_total", "Requests by outcome."), &["outcome"])?;
+        let outcomes =
+            IntCounterVec::new(Opts::new("fetch_requests_total", "Requests by outcome."), &["outcome"])?;
         let latency = HistogramVec::new(
             HistogramOpts::new("fetch_latency_seconds", "Request wall time by outcome.")
                 .buckets(prometheus::exponential_buckets(0.005, 2.0, 14)?),
@@ -100,7 +101,9 @@ impl Fetch {
         if !result.outcome.is_download() || !is_html(result.content_type.as_deref()) {
             return Ok(());
         }
-        let Ok(page_url) = url::Url::parse(result.final_url.as_deref().unwrap_or(&result.url)) else { return Ok(()) };
+        let Ok(page_url) = url::Url::parse(result.final_url.as_deref().unwrap_or(&result.url)) else {
+            return Ok(());
+        };
         for link in extract_links(&page_url, &result.body, &self.link_filter) {
             let Ok(host) = host_of(&link.url) else { continue };
             let discovered = DiscoveredLinks {
@@ -154,7 +157,10 @@ impl Stage for Fetch {
         for record in batch {
             match record.decode::<PagePick>() {
                 Ok(pick) if record.key_str() == Some(pick.host.as_str()) => picks.push(pick),
-                Ok(pick) => out.dead_letter(&record, format!("key {:?} is not the pick's host {:?}", record.key_str(), pick.host)),
+                Ok(pick) => out.dead_letter(
+                    &record,
+                    format!("key {:?} is not the pick's host {:?}", record.key_str(), pick.host),
+                ),
                 Err(reason) => out.dead_letter(&record, reason),
             }
         }

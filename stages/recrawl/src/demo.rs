@@ -206,7 +206,12 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 
 /// Starts a stage as a child process of this executable (`recrawl stage NAME`), which
 /// runs the same entry point as the stage's own binary.
-fn spawn_stage(name: &'static str, kafka: &KafkaArgs, extra: &[String], log_dir: &Path) -> anyhow::Result<StageProcess> {
+fn spawn_stage(
+    name: &'static str,
+    kafka: &KafkaArgs,
+    extra: &[String],
+    log_dir: &Path,
+) -> anyhow::Result<StageProcess> {
     let exe = std::env::current_exe().context("locating the recrawl executable")?;
     let http = free_port()?;
     let log = std::fs::File::create(log_dir.join(format!("{name}.log")))?;
@@ -263,7 +268,10 @@ async fn watch(
     let mut tally = Tally::default();
     let mut next_to_print = 0u64;
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
-    println!("{:>6} {:>6} {:>8} {:>7} {:>8} {:>12}", "period", "picks", "fetched", "failed", "changes", "mean degree");
+    println!(
+        "{:>6} {:>6} {:>8} {:>7} {:>8} {:>12}",
+        "period", "picks", "fetched", "failed", "changes", "mean degree"
+    );
     let period_start = |p: u64| epoch_unix_ms + (p * args.period_ms) as i64;
     while next_to_print < args.periods {
         tokio::select! {

@@ -71,7 +71,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Topics { command: TopicsCommand::Create { kafka, file, replication_factor } } => {
             let catalogue = match file {
                 Some(path) => {
-                    let text = std::fs::read_to_string(&path).with_context(|| format!("--file {}", path.display()))?;
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("--file {}", path.display()))?;
                     TopicCatalogue::parse(&text).with_context(|| format!("--file {}", path.display()))?
                 }
                 None => TopicCatalogue::builtin(),

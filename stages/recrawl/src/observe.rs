@@ -12,7 +12,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use recrawl_common::admin::{self, AdminError};
 use recrawl_common::kafka::reader_config;
 use recrawl_common::KafkaArgs;
-use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
+use recrawl_schemas::topics::{
+    CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
+};
 use recrawl_schemas::{
     decode, ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick,
 };
@@ -43,9 +45,17 @@ pub enum Observed {
     Change(ChangeEvent),
     Estimate(PageEstimate),
     Distribution(GroupDistribution),
-    DeadLetter { key: Vec<u8>, reason: String, stage: String, source_topic: String },
+    DeadLetter {
+        key: Vec<u8>,
+        reason: String,
+        stage: String,
+        source_topic: String,
+    },
     /// A message that does not decode as its topic's payload.
-    Undecodable { topic: String, error: String },
+    Undecodable {
+        topic: String,
+        error: String,
+    },
 }
 
 impl Observed {
@@ -66,14 +76,17 @@ impl Observed {
             Self::DeadLetter { key, reason, stage, source_topic } => Ok(serde_json::json!({
                 "key": String::from_utf8_lossy(key), "reason": reason, "stage": stage, "topic": source_topic,
             })),
-            Self::Undecodable { topic, error } => Ok(serde_json::json!({ "undecodable": topic, "error": error })),
+            Self::Undecodable { topic, error } => {
+                Ok(serde_json::json!({ "undecodable": topic, "error": error }))
+            }
         };
         value.unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
     }
 }
 
 /// Topic names (without prefix) an [`Observer`] can watch.
-pub const OBSERVABLE: [&str; 7] = [FETCH, FETCH_RESULTS, LINKS, CHANGE_EVENTS, ESTIMATES, DISTRIBUTIONS, DEAD_LETTER];
+pub const OBSERVABLE: [&str; 7] =
+    [FETCH, FETCH_RESULTS, LINKS, CHANGE_EVENTS, ESTIMATES, DISTRIBUTIONS, DEAD_LETTER];
 
 pub struct Observer {
     consumer: StreamConsumer,
@@ -102,15 +115,21 @@ impl Observer {
             let client_config = reader_config(args, "recrawl-observer-metadata");
             let full = full.clone();
             tokio::task::spawn_blocking(move || {
-                let probe: rdkafka::consumer::BaseConsumer = client_config.create().map_err(ObserveError::Client)?;
-                Ok::<_, ObserveError>(admin::topic_partitions(probe.client(), &full, Duration::from_secs(30))?)
+                let probe: rdkafka::consumer::BaseConsumer =
+                    client_config.create().map_err(ObserveError::Client)?;
+                Ok::<_, ObserveError>(admin::topic_partitions(
+                    probe.client(),
+                    &full,
+                    Duration::from_secs(30),
+                )?)
             })
             .await??
         };
         let mut list = TopicPartitionList::new();
         for topic in &full {
             for partition in 0..counts.get(topic).copied().unwrap_or(0) {
-                list.add_partition_offset(topic, partition, Offset::Beginning).map_err(ObserveError::Assign)?;
+                list.add_partition_offset(topic, partition, Offset::Beginning)
+                    .map_err(ObserveError::Assign)?;
             }
         }
         consumer.assign(&list).map_err(ObserveError::Assign)?;
@@ -126,11 +145,19 @@ impl Observer {
         let undecodable = |error: String| Observed::Undecodable { topic: topic.to_owned(), error };
         Ok(match short {
             FETCH => decode(payload).map(Observed::Pick).unwrap_or_else(|e| undecodable(e.to_string())),
-            FETCH_RESULTS => decode(payload).map(Observed::Result).unwrap_or_else(|e| undecodable(e.to_string())),
+            FETCH_RESULTS => {
+                decode(payload).map(Observed::Result).unwrap_or_else(|e| undecodable(e.to_string()))
+            }
             LINKS => decode(payload).map(Observed::Link).unwrap_or_else(|e| undecodable(e.to_string())),
-            CHANGE_EVENTS => decode(payload).map(Observed::Change).unwrap_or_else(|e| undecodable(e.to_string())),
-            ESTIMATES => decode(payload).map(Observed::Estimate).unwrap_or_else(|e| undecodable(e.to_string())),
-            DISTRIBUTIONS => decode(payload).map(Observed::Distribution).unwrap_or_else(|e| undecodable(e.to_string())),
+            CHANGE_EVENTS => {
+                decode(payload).map(Observed::Change).unwrap_or_else(|e| undecodable(e.to_string()))
+            }
+            ESTIMATES => {
+                decode(payload).map(Observed::Estimate).unwrap_or_else(|e| undecodable(e.to_string()))
+            }
+            DISTRIBUTIONS => {
+                decode(payload).map(Observed::Distribution).unwrap_or_else(|e| undecodable(e.to_string()))
+            }
             _ => {
                 let header = |name: &str| {
                     message

@@ -83,30 +83,18 @@ impl DemoSite {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            log: Mutex::new(Log {
-                page_counts: vec![0; config.pages],
-                served: Vec::new(),
-            }),
+            log: Mutex::new(Log { page_counts: vec![0; config.pages], served: Vec::new() }),
             config,
         });
         let shutdown = CancellationToken::new();
-        let app = Router::new()
-            .fallback(handle)
-            .with_state(Arc::clone(&shared));
+        let app = Router::new().fallback(handle).with_state(Arc::clone(&shared));
         let stop = shutdown.clone().cancelled_owned();
         tokio::spawn(async move {
-            if let Err(err) = axum::serve(listener, app)
-                .with_graceful_shutdown(stop)
-                .await
-            {
+            if let Err(err) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
                 tracing::warn!(%addr, error = %err, "demo site server failed");
             }
         });
-        Ok(DemoSite {
-            addr,
-            shared,
-            shutdown,
-        })
+        Ok(DemoSite { addr, shared, shutdown })
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash.
@@ -157,10 +145,7 @@ impl Shared {
 
     fn change_every(&self, page: usize) -> u32 {
         let every = &self.config.change_every;
-        page.checked_rem(every.len())
-            .and_then(|k| every.get(k))
-            .copied()
-            .unwrap_or(0)
+        page.checked_rem(every.len()).and_then(|k| every.get(k)).copied().unwrap_or(0)
     }
 
     /// Counts the request and logs it under one lock, so versions and log
@@ -182,11 +167,7 @@ impl Shared {
             },
             _ => 0,
         };
-        log.served.push(Served {
-            path: path.to_owned(),
-            status: route.status().as_u16(),
-            version,
-        });
+        log.served.push(Served { path: path.to_owned(), status: route.status().as_u16(), version });
         version
     }
 }
@@ -249,12 +230,7 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     match route {
         Route::Home => (status, content_type, home_html(&shared.config)).into_response(),
         Route::Page(i) => {
-            let body = page_html(
-                i,
-                version,
-                shared.config.pages,
-                shared.config.links_per_page,
-            );
+            let body = page_html(i, version, shared.config.pages, shared.config.links_per_page);
             let etag = format!("\"{i}-{version}\"");
             (status, content_type, [(header::ETAG, etag)], body).into_response()
         }
@@ -264,12 +240,10 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
             format!("<!doctype html><title>Error</title><p>Broken page {j} always fails.</p>\n"),
         )
             .into_response(),
-        Route::NotFound => (
-            status,
-            content_type,
-            "<!doctype html><title>Not found</title><p>No such page.</p>\n",
-        )
-            .into_response(),
+        Route::NotFound => {
+            (status, content_type, "<!doctype html><title>Not found</title><p>No such page.</p>\n")
+                .into_response()
+        }
     }
 }
 
@@ -278,14 +252,10 @@ fn home_html(config: &SiteConfig) -> String {
         "<!doctype html>\n<html><head><title>Demo site</title></head><body>\n<h1>Demo site</h1>\n<ul>\n",
     );
     for i in 0..config.pages {
-        html.push_str(&format!(
-            "<li><a href=\"page/{i}.html\">Page {i}</a></li>\n"
-        ));
+        html.push_str(&format!("<li><a href=\"page/{i}.html\">Page {i}</a></li>\n"));
     }
     for j in 0..config.failing_pages {
-        html.push_str(&format!(
-            "<li><a href=\"broken/{j}.html\">Broken {j}</a></li>\n"
-        ));
+        html.push_str(&format!("<li><a href=\"broken/{j}.html\">Broken {j}</a></li>\n"));
     }
     html.push_str("</ul>\n</body></html>\n");
     html
@@ -296,16 +266,9 @@ fn page_html(i: usize, version: u32, pages: usize, links_per_page: usize) -> Str
         "<!doctype html>\n<html><head><title>Page {i}</title></head><body>\n<h1>Page {i}</h1>\n<p>{}</p>\n<ul>\n",
         page_text(i, version)
     );
-    for (k, j) in link_targets(i, pages, links_per_page)
-        .into_iter()
-        .enumerate()
-    {
+    for (k, j) in link_targets(i, pages, links_per_page).into_iter().enumerate() {
         // Both relative forms appear so crawlers must resolve hrefs properly.
-        let href = if k % 2 == 0 {
-            format!("../page/{j}.html")
-        } else {
-            format!("/page/{j}.html")
-        };
+        let href = if k % 2 == 0 { format!("../page/{j}.html") } else { format!("/page/{j}.html") };
         html.push_str(&format!("<li><a href=\"{href}\">Page {j}</a></li>\n"));
     }
     html.push_str("<li><a href=\"../\">Home</a></li>\n</ul>\n</body></html>\n");
@@ -383,29 +346,19 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn config(pages: usize, change_every: Vec<u32>) -> SiteConfig {
-        SiteConfig {
-            pages,
-            change_every,
-            failing_pages: 2,
-            links_per_page: 3,
-        }
+        SiteConfig { pages, change_every, failing_pages: 2, links_per_page: 3 }
     }
 
     fn client() -> reqwest::Client {
         // no_proxy: a proxy from the environment must never see test traffic.
-        reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .expect("client")
+        reqwest::Client::builder().no_proxy().build().expect("client")
     }
 
     async fn get(client: &reqwest::Client, url: &str) -> (u16, Option<String>, String) {
         let resp = client.get(url).send().await.expect("request");
         let status = resp.status().as_u16();
-        let etag = resp
-            .headers()
-            .get(reqwest::header::ETAG)
-            .map(|v| v.to_str().expect("etag ascii").to_owned());
+        let etag =
+            resp.headers().get(reqwest::header::ETAG).map(|v| v.to_str().expect("etag ascii").to_owned());
         (status, etag, resp.text().await.expect("body"))
     }
 
@@ -441,10 +394,8 @@ mod tests {
         let (status, etag, body) = get(&client(), &site.home_url()).await;
         assert_eq!(status, 200);
         assert_eq!(etag, None);
-        let linked: BTreeSet<String> = hrefs(&body)
-            .iter()
-            .map(|h| resolve(&site.base_url(), "/", h))
-            .collect();
+        let linked: BTreeSet<String> =
+            hrefs(&body).iter().map(|h| resolve(&site.base_url(), "/", h)).collect();
         let expected: BTreeSet<String> = site.all_urls().into_iter().skip(1).collect();
         assert_eq!(expected.len(), 7);
         assert_eq!(linked, expected);
@@ -485,10 +436,7 @@ mod tests {
             responses.push((etag.expect("page has etag"), body));
         }
         let etags: Vec<&str> = responses.iter().map(|(e, _)| e.as_str()).collect();
-        assert_eq!(
-            etags,
-            ["\"1-0\"", "\"1-0\"", "\"1-1\"", "\"1-1\"", "\"1-2\""]
-        );
+        assert_eq!(etags, ["\"1-0\"", "\"1-0\"", "\"1-1\"", "\"1-1\"", "\"1-2\""]);
         let bodies: Vec<&str> = responses.iter().map(|(_, b)| b.as_str()).collect();
         assert_eq!(bodies[0], bodies[1]);
         assert_ne!(bodies[1], bodies[2]);
@@ -529,18 +477,9 @@ mod tests {
     #[tokio::test]
     async fn broken_page_answers_500_as_html() {
         let site = DemoSite::start(config(2, vec![1])).await.expect("start");
-        let resp = client()
-            .get(format!("{}/broken/1.html", site.base_url()))
-            .send()
-            .await
-            .expect("request");
+        let resp = client().get(format!("{}/broken/1.html", site.base_url())).send().await.expect("request");
         assert_eq!(resp.status().as_u16(), 500);
-        assert_eq!(
-            resp.headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .expect("content type"),
-            HTML
-        );
+        assert_eq!(resp.headers().get(reqwest::header::CONTENT_TYPE).expect("content type"), HTML);
         assert!(!resp.text().await.expect("body").is_empty());
     }
 
@@ -558,16 +497,9 @@ mod tests {
             "/broken/2.html",
             "/page/1.htm",
         ] {
-            assert_eq!(
-                get(&client, &format!("{base}{path}")).await.0,
-                404,
-                "{path}"
-            );
+            assert_eq!(get(&client, &format!("{base}{path}")).await.0, 404, "{path}");
         }
-        assert!(site
-            .served()
-            .iter()
-            .all(|s| s.status == 404 && s.version == 0));
+        assert!(site.served().iter().all(|s| s.status == 404 && s.version == 0));
         assert_eq!(site.served().len(), 7);
     }
 
@@ -576,21 +508,11 @@ mod tests {
         let site = DemoSite::start(config(2, vec![1])).await.expect("start");
         let client = client();
         let base = site.base_url();
-        for path in [
-            "/",
-            "/page/0.html",
-            "/broken/0.html",
-            "/page/0.html",
-            "/x?y=1",
-            "/page/1.html",
-        ] {
+        for path in ["/", "/page/0.html", "/broken/0.html", "/page/0.html", "/x?y=1", "/page/1.html"] {
             get(&client, &format!("{base}{path}")).await;
         }
-        let log: Vec<(String, u16, u32)> = site
-            .served()
-            .into_iter()
-            .map(|s| (s.path, s.status, s.version))
-            .collect();
+        let log: Vec<(String, u16, u32)> =
+            site.served().into_iter().map(|s| (s.path, s.status, s.version)).collect();
         let expected = [
             ("/", 200, 0),
             ("/page/0.html", 200, 0),
@@ -599,10 +521,8 @@ mod tests {
             ("/x", 404, 0),
             ("/page/1.html", 200, 0),
         ];
-        let expected: Vec<(String, u16, u32)> = expected
-            .iter()
-            .map(|&(p, s, v)| (p.to_owned(), s, v))
-            .collect();
+        let expected: Vec<(String, u16, u32)> =
+            expected.iter().map(|&(p, s, v)| (p.to_owned(), s, v)).collect();
         assert_eq!(log, expected);
     }
 
@@ -621,12 +541,8 @@ mod tests {
             let (status, etag, _) = joined.expect("task");
             assert_eq!(status, 200);
             let etag = etag.expect("etag");
-            let version: usize = etag
-                .trim_matches('"')
-                .strip_prefix("0-")
-                .expect("page 0 etag")
-                .parse()
-                .expect("version");
+            let version: usize =
+                etag.trim_matches('"').strip_prefix("0-").expect("page 0 etag").parse().expect("version");
             per_version[version] += 1;
         }
         assert_eq!(per_version, [3, 3, 3, 3, 3, 3, 2]);

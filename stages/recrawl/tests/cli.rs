@@ -25,8 +25,10 @@ fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
         .expect("demo runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let period_lines: Vec<&str> =
-        stdout.lines().filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok())).collect();
+    let period_lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok()))
+        .collect();
     assert_eq!(period_lines.len(), 3, "{stdout}");
     let summary = stdout.lines().find(|l| l.starts_with("summary:")).expect("summary line");
     for stage in ["fetch", "diff", "estimator", "scheduler"] {
@@ -45,7 +47,10 @@ fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
 #[test]
 fn a_stage_rejects_bad_settings_at_start_naming_them() {
     let cases: [(&[&str], &str); 4] = [
-        (&["stage", "diff", "--brokers", "127.0.0.1:1", "--kafka-option", "no.such.property=1"], "no.such.property"),
+        (
+            &["stage", "diff", "--brokers", "127.0.0.1:1", "--kafka-option", "no.such.property=1"],
+            "no.such.property",
+        ),
         (&["stage", "diff", "--brokers", "127.0.0.1:1", "--kafka-option", "group.id=x"], "--group-id"),
         (&["stage", "scheduler", "--brokers", "127.0.0.1:1", "--horizon", "weekly"], "--horizon"),
         (&["stage", "fetch", "--brokers", "127.0.0.1:1", "--concurrency", "0"], "--concurrency"),

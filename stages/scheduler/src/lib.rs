@@ -69,15 +69,19 @@ pub enum SeedError {
 /// Reads a seed file into normalised URLs; a bad line is an error naming it.
 pub fn read_seeds(path: &std::path::Path) -> Result<Vec<String>, SeedError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| SeedError::Read { path: shown.clone(), source })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| SeedError::Read { path: shown.clone(), source })?;
     let mut seeds = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
-        let url = normalise_url(line)
-            .map_err(|e| SeedError::Url { path: shown.clone(), line: index + 1, reason: e.to_string() })?;
+        let url = normalise_url(line).map_err(|e| SeedError::Url {
+            path: shown.clone(),
+            line: index + 1,
+            reason: e.to_string(),
+        })?;
         seeds.push(url);
     }
     Ok(seeds)
@@ -112,7 +116,10 @@ struct SchedulerMetrics {
 
 impl SchedulerMetrics {
     fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
-        let picks = IntCounterVec::new(Opts::new("scheduler_picks_total", "Picks published, by reason."), &["reason"])?;
+        let picks = IntCounterVec::new(
+            Opts::new("scheduler_picks_total", "Picks published, by reason."),
+            &["reason"],
+        )?;
         let period = IntGauge::new("scheduler_period", "The latest period picks were published for.")?;
         registry.register(Box::new(picks.clone()))?;
         registry.register(Box::new(period.clone()))?;
@@ -148,11 +155,20 @@ impl Scheduler {
         entry.in_links.push(source);
     }
 
-    fn apply_estimate(&self, estimate: &PageEstimate, partition: i32, state: &mut StateStore<SchedulerState>) {
-        if state.get(partition, &estimate.url).is_some_and(|s| s.last_estimate_period >= Some(estimate.period)) {
+    fn apply_estimate(
+        &self,
+        estimate: &PageEstimate,
+        partition: i32,
+        state: &mut StateStore<SchedulerState>,
+    ) {
+        if state
+            .get(partition, &estimate.url)
+            .is_some_and(|s| s.last_estimate_period >= Some(estimate.period))
+        {
             return;
         }
-        let entry = state.get_or_insert_with(partition, &estimate.url, || new_entry(&estimate.host, estimate.period));
+        let entry =
+            state.get_or_insert_with(partition, &estimate.url, || new_entry(&estimate.host, estimate.period));
         entry.group.clone_from(&estimate.group);
         entry.last_estimate_period = Some(estimate.period);
         let request = &estimate.last_request;
@@ -164,7 +180,12 @@ impl Scheduler {
     }
 
     /// The picks for `period` among the URLs of `assignment`.
-    fn picks(&self, period: u64, state: &StateStore<SchedulerState>, assignment: &Assignment) -> Vec<PagePick> {
+    fn picks(
+        &self,
+        period: u64,
+        state: &StateStore<SchedulerState>,
+        assignment: &Assignment,
+    ) -> Vec<PagePick> {
         let m = quota(self.picks_per_period, &assignment.partitions, assignment.total);
         // g_i: mean milliseconds per byte over the host's downloaded pages.
         let mut per_host: HashMap<&str, (f64, u32)> = HashMap::new();
@@ -181,8 +202,10 @@ impl Scheduler {
             .iter()
             .enumerate()
             .map(|(index, (url, page))| {
-                let ms_per_byte = per_host.get(page.host.as_str()).map_or(0.0, |(sum, n)| sum / f64::from(*n));
-                let cost_periods = self.cost_weight * page.size_bytes as f64 * ms_per_byte / self.period_ms as f64;
+                let ms_per_byte =
+                    per_host.get(page.host.as_str()).map_or(0.0, |(sum, n)| sum / f64::from(*n));
+                let cost_periods =
+                    self.cost_weight * page.size_bytes as f64 * ms_per_byte / self.period_ms as f64;
                 let s = staleness(period, page.last_download_period, page.discovered_period);
                 (score(remaining, s, cost_periods), (*url, index))
             })
@@ -198,7 +221,11 @@ impl Scheduler {
                     host: page.host.clone(),
                     group: page.group.clone(),
                     period,
-                    reason: if page.last_estimate_period.is_some() { PickReason::Refresh } else { PickReason::Discovery },
+                    reason: if page.last_estimate_period.is_some() {
+                        PickReason::Refresh
+                    } else {
+                        PickReason::Discovery
+                    },
                     score,
                 }
             })
@@ -248,8 +275,13 @@ impl Stage for Scheduler {
         for record in batch {
             if record.topic == links_topic {
                 match record.decode::<DiscoveredLinks>() {
-                    Ok(link) if record.key_str() == Some(link.url.as_str()) => self.apply_link(&link, record.partition, state),
-                    Ok(link) => out.dead_letter(&record, format!("key {:?} is not the link's URL {:?}", record.key_str(), link.url)),
+                    Ok(link) if record.key_str() == Some(link.url.as_str()) => {
+                        self.apply_link(&link, record.partition, state)
+                    }
+                    Ok(link) => out.dead_letter(
+                        &record,
+                        format!("key {:?} is not the link's URL {:?}", record.key_str(), link.url),
+                    ),
                     Err(reason) => out.dead_letter(&record, reason),
                 }
             } else {
@@ -257,7 +289,10 @@ impl Stage for Scheduler {
                     Ok(estimate) if record.key_str() == Some(estimate.url.as_str()) => {
                         self.apply_estimate(&estimate, record.partition, state)
                     }
-                    Ok(estimate) => out.dead_letter(&record, format!("key {:?} is not the estimate's URL {:?}", record.key_str(), estimate.url)),
+                    Ok(estimate) => out.dead_letter(
+                        &record,
+                        format!("key {:?} is not the estimate's URL {:?}", record.key_str(), estimate.url),
+                    ),
                     Err(reason) => out.dead_letter(&record, reason),
                 }
             }

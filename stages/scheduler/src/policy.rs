@@ -146,10 +146,8 @@ mod tests {
     #[test]
     fn quotas_of_disjoint_owners_sum_to_m() {
         for (m, total) in [(10, 7), (3, 7), (7, 7), (100, 7)] {
-            let split: usize = [vec![0, 2, 4], vec![1], vec![3, 5, 6]]
-                .iter()
-                .map(|owned| quota(m, owned, total))
-                .sum();
+            let split: usize =
+                [vec![0, 2, 4], vec![1], vec![3, 5, 6]].iter().map(|owned| quota(m, owned, total)).sum();
             let all: Vec<i32> = (0..total).collect();
             assert_eq!(quota(m, &all, total), m, "m = {m}, total = {total}");
             assert_eq!(split, m, "m = {m}");
