@@ -1,6 +1,7 @@
 //! The four stages against a broker and a loopback website, for several periods.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -73,8 +74,30 @@ async fn observe_until(observer: &Observer, seen: &mut Seen, what: &str, done: i
     }
 }
 
-fn flags_with(base: &[String], extra: &[&str]) -> Vec<String> {
-    base.iter().cloned().chain(extra.iter().map(|s| (*s).to_owned())).collect()
+/// Starts fetch, diff and estimator, waits until they are ready, then the scheduler
+/// with period 0 starting shortly after.
+async fn start_pipeline(flags: &[String], m: usize, seeds: &Path) -> ([RunningStage; 3], RunningStage) {
+    let stages = [
+        RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(flags), ctx)),
+        RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(flags), ctx)),
+        RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(flags), ctx)),
+    ];
+    for stage in &stages {
+        stage.ready().await;
+    }
+    let epoch = unix_ms() + 1500;
+    let mut scheduler_flags = flags.to_vec();
+    for (flag, value) in [
+        ("--period-ms", PERIOD_MS.to_string()),
+        ("--epoch-unix-ms", epoch.to_string()),
+        ("--picks-per-period", m.to_string()),
+        ("--seeds", seeds.display().to_string()),
+    ] {
+        scheduler_flags.extend([flag.to_owned(), value]);
+    }
+    let scheduler =
+        RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
+    (stages, scheduler)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,28 +134,7 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
         .await
         .expect("garbage produced");
 
-    let fetch = RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(&flags), ctx));
-    let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
-    let estimator = RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&flags), ctx));
-    for stage in [&fetch, &diff, &estimator] {
-        stage.ready().await;
-    }
-    let epoch = (unix_ms() + 1500).to_string();
-    let scheduler_flags = flags_with(
-        &flags,
-        &[
-            "--period-ms",
-            &PERIOD_MS.to_string(),
-            "--epoch-unix-ms",
-            &epoch,
-            "--picks-per-period",
-            &m.to_string(),
-            "--seeds",
-            &seeds.display().to_string(),
-        ],
-    );
-    let scheduler =
-        RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
+    let (stages, scheduler) = start_pipeline(&flags, m, &seeds).await;
 
     let observer = Observer::new(&kafka, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
         .await
@@ -144,7 +146,7 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     .await;
     scheduler.stop().await.expect("scheduler stops cleanly");
     observe_until(&observer, &mut seen, "every pick processed", Seen::all_picks_processed).await;
-    for stage in [fetch, diff, estimator] {
+    for stage in stages {
         let name = stage.name;
         stage.stop().await.unwrap_or_else(|e| panic!("{name} did not stop cleanly: {e}"));
     }
@@ -260,30 +262,7 @@ async fn discovery_follows_links_and_never_exceeds_m() {
     std::fs::write(&seeds, format!("# the home page only\n{}\n", site.home_url())).expect("seeds");
     let m = 3;
 
-    let stages = [
-        RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(&flags), ctx)),
-        RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx)),
-        RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&flags), ctx)),
-    ];
-    for stage in &stages {
-        stage.ready().await;
-    }
-    let epoch = (unix_ms() + 1500).to_string();
-    let scheduler_flags = flags_with(
-        &flags,
-        &[
-            "--period-ms",
-            &PERIOD_MS.to_string(),
-            "--epoch-unix-ms",
-            &epoch,
-            "--picks-per-period",
-            &m.to_string(),
-            "--seeds",
-            &seeds.display().to_string(),
-        ],
-    );
-    let scheduler =
-        RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
+    let (stages, scheduler) = start_pipeline(&flags, m, &seeds).await;
     let observer = Observer::new(&kafka, &[FETCH, LINKS, ESTIMATES]).await.expect("observer");
     let mut seen = Seen::default();
     observe_until(&observer, &mut seen, "six periods of picks", |s| s.picks_per_period().len() >= 6).await;

@@ -191,6 +191,28 @@ impl Emitter {
         });
     }
 
+    /// Decodes `record` as `M` and checks that its Kafka key is `key_of(&message)`
+    /// (the field the producer keyed it by); otherwise dead-letters it with the reason.
+    pub fn decode_keyed<M: Message>(
+        &mut self,
+        record: &InputRecord,
+        key_of: impl Fn(&M) -> &str,
+    ) -> Option<M> {
+        match record.decode::<M>() {
+            Ok(message) if record.key_str() == Some(key_of(&message)) => Some(message),
+            Ok(message) => {
+                let reason =
+                    format!("key {:?} is not the {}'s {:?}", record.key_str(), M::NAME, key_of(&message));
+                self.dead_letter(record, reason);
+                None
+            }
+            Err(reason) => {
+                self.dead_letter(record, reason);
+                None
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.records.len()
     }

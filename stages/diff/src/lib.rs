@@ -66,20 +66,7 @@ impl Stage for Diff {
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         for record in batch {
-            let result = match record.decode::<FetchResult>() {
-                Ok(result) => result,
-                Err(reason) => {
-                    out.dead_letter(&record, reason);
-                    continue;
-                }
-            };
-            if record.key_str() != Some(result.url.as_str()) {
-                out.dead_letter(
-                    &record,
-                    format!("key {:?} is not the result's URL {:?}", record.key_str(), result.url),
-                );
-                continue;
-            }
+            let Some(result) = out.decode_keyed(&record, |r: &FetchResult| &r.url) else { continue };
             if state.get(record.partition, &result.url).is_some_and(|s| result.period <= s.last_period) {
                 continue;
             }

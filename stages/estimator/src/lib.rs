@@ -134,20 +134,7 @@ impl Stage for Estimator {
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         for record in batch {
-            let event = match record.decode::<ChangeEvent>() {
-                Ok(event) => event,
-                Err(reason) => {
-                    out.dead_letter(&record, reason);
-                    continue;
-                }
-            };
-            if record.key_str() != Some(event.url.as_str()) {
-                out.dead_letter(
-                    &record,
-                    format!("key {:?} is not the event's URL {:?}", record.key_str(), event.url),
-                );
-                continue;
-            }
+            let Some(event) = out.decode_keyed(&record, |e: &ChangeEvent| &e.url) else { continue };
             if let Some(estimate) = self.apply(&event, record.partition, state) {
                 out.send(ESTIMATES, &estimate.url, &estimate)?;
             }

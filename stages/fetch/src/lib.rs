@@ -121,6 +121,25 @@ impl Fetch {
     }
 }
 
+/// Groups picks by URL, keeping offset (and so period) order within each group. A stage
+/// that fell behind can hold the same URL for several periods in one batch: those are
+/// fetched one after the other, so the site sees them in period order; distinct URLs are
+/// fetched concurrently.
+fn chain_by_url(picks: Vec<PagePick>) -> Vec<Vec<PagePick>> {
+    let mut chains: Vec<Vec<PagePick>> = Vec::new();
+    let mut chain_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for pick in picks {
+        match chain_of.get(&pick.url) {
+            Some(&index) => chains[index].push(pick),
+            None => {
+                chain_of.insert(pick.url.clone(), chains.len());
+                chains.push(vec![pick]);
+            }
+        }
+    }
+    chains
+}
+
 fn is_html(content_type: Option<&str>) -> bool {
     content_type.is_none_or(|ct| {
         let ct = ct.to_ascii_lowercase();
@@ -153,29 +172,26 @@ impl Stage for Fetch {
         _state: &mut StateStore<NoState>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
-        let mut picks = Vec::with_capacity(batch.len());
-        for record in batch {
-            match record.decode::<PagePick>() {
-                Ok(pick) if record.key_str() == Some(pick.host.as_str()) => picks.push(pick),
-                Ok(pick) => out.dead_letter(
-                    &record,
-                    format!("key {:?} is not the pick's host {:?}", record.key_str(), pick.host),
-                ),
-                Err(reason) => out.dead_letter(&record, reason),
-            }
-        }
+        let picks: Vec<PagePick> =
+            batch.iter().filter_map(|record| out.decode_keyed(record, |p: &PagePick| &p.host)).collect();
         // Owned picks and a cloned client (an Arc inside) keep the futures free of
         // borrowed lifetimes, which the stage's Send future requires.
         let fetcher = self.fetcher.clone();
-        let results: Vec<FetchResult> = futures::stream::iter(picks)
-            .map(move |pick| {
+        let results: Vec<Vec<FetchResult>> = futures::stream::iter(chain_by_url(picks))
+            .map(move |chain| {
                 let fetcher = fetcher.clone();
-                async move { fetcher.fetch(&pick).await }
+                async move {
+                    let mut results = Vec::with_capacity(chain.len());
+                    for pick in &chain {
+                        results.push(fetcher.fetch(pick).await);
+                    }
+                    results
+                }
             })
             .buffered(self.concurrency)
             .collect()
             .await;
-        for result in &results {
+        for result in results.iter().flatten() {
             self.emit(result, out)?;
         }
         Ok(())
@@ -212,6 +228,29 @@ pub async fn main(args: FetchArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn picks_of_one_url_chain_in_period_order() {
+        let pick = |url: &str, period| PagePick {
+            url: url.to_owned(),
+            url_key: url_key(url),
+            host: "h".into(),
+            group: "h".into(),
+            period,
+            reason: recrawl_schemas::PickReason::Refresh,
+            score: 0.0,
+        };
+        let chains = chain_by_url(vec![pick("http://h/a", 1), pick("http://h/b", 1), pick("http://h/a", 2)]);
+        let shape: Vec<Vec<(String, u64)>> =
+            chains.iter().map(|c| c.iter().map(|p| (p.url.clone(), p.period)).collect()).collect();
+        assert_eq!(
+            shape,
+            vec![
+                vec![("http://h/a".to_owned(), 1), ("http://h/a".to_owned(), 2)],
+                vec![("http://h/b".to_owned(), 1)],
+            ]
+        );
+    }
 
     #[test]
     fn html_detection_accepts_missing_and_html_types() {

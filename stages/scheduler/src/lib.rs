@@ -274,27 +274,11 @@ impl Stage for Scheduler {
         let links_topic = out.topics().name(LINKS);
         for record in batch {
             if record.topic == links_topic {
-                match record.decode::<DiscoveredLinks>() {
-                    Ok(link) if record.key_str() == Some(link.url.as_str()) => {
-                        self.apply_link(&link, record.partition, state)
-                    }
-                    Ok(link) => out.dead_letter(
-                        &record,
-                        format!("key {:?} is not the link's URL {:?}", record.key_str(), link.url),
-                    ),
-                    Err(reason) => out.dead_letter(&record, reason),
+                if let Some(link) = out.decode_keyed(&record, |l: &DiscoveredLinks| &l.url) {
+                    self.apply_link(&link, record.partition, state);
                 }
-            } else {
-                match record.decode::<PageEstimate>() {
-                    Ok(estimate) if record.key_str() == Some(estimate.url.as_str()) => {
-                        self.apply_estimate(&estimate, record.partition, state)
-                    }
-                    Ok(estimate) => out.dead_letter(
-                        &record,
-                        format!("key {:?} is not the estimate's URL {:?}", record.key_str(), estimate.url),
-                    ),
-                    Err(reason) => out.dead_letter(&record, reason),
-                }
+            } else if let Some(estimate) = out.decode_keyed(&record, |e: &PageEstimate| &e.url) {
+                self.apply_estimate(&estimate, record.partition, state);
             }
         }
         Ok(())
