@@ -237,3 +237,57 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::{
+        ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick, PickReason,
+    };
+
+    proptest! {
+        /// Whatever arrives on a topic, decoding returns a value or a typed error.
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = decode::<PagePick>(&bytes);
+            let _ = decode::<FetchResult>(&bytes);
+            let _ = decode::<DiscoveredLinks>(&bytes);
+            let _ = decode::<ChangeEvent>(&bytes);
+            let _ = decode::<PageEstimate>(&bytes);
+            let _ = decode::<GroupDistribution>(&bytes);
+        }
+
+        /// The same behind a valid header, so the payload decoders themselves are hit.
+        #[test]
+        fn arbitrary_payloads_behind_a_valid_header_never_panic(
+            format in 1u8..=2,
+            body in proptest::collection::vec(any::<u8>(), 0..256),
+        ) {
+            let mut bytes = vec![MAGIC, format, 0, 1];
+            bytes.extend_from_slice(&body);
+            let _ = decode::<PagePick>(&bytes);
+            let _ = decode::<FetchResult>(&bytes);
+            let _ = decode::<ChangeEvent>(&bytes);
+            let _ = decode::<PageEstimate>(&bytes);
+        }
+
+        #[test]
+        fn picks_round_trip(url in "\\PC{0,80}", period in any::<u64>(), score in any::<f64>(), discovery in any::<bool>()) {
+            let pick = PagePick {
+                url_key: crate::url_key(&url),
+                host: url.chars().take(10).collect(),
+                group: "g".into(),
+                url,
+                period,
+                reason: if discovery { PickReason::Discovery } else { PickReason::Refresh },
+                score,
+            };
+            let decoded = decode::<PagePick>(&encode(&pick).unwrap()).unwrap();
+            // Compare bit patterns: NaN scores must survive too.
+            prop_assert_eq!(decoded.score.to_bits(), pick.score.to_bits());
+            prop_assert_eq!((decoded.url, decoded.period, decoded.reason), (pick.url, pick.period, pick.reason));
+        }
+    }
+}

@@ -111,3 +111,46 @@ impl ConsumerContext for StageConsumerContext {
         self.rebalanced.notify_one();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use rdkafka::producer::BaseProducer;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+    }
+
+    /// librdkafka refuses these settings at client creation when it was built without
+    /// OpenSSL (TLS, SASL SCRAM) or zstd, so creating the client proves the build has them.
+    #[test]
+    fn the_build_supports_tls_sasl_and_zstd() {
+        let cli = Cli::parse_from([
+            "stage",
+            "--brokers",
+            "127.0.0.1:1",
+            "--compression",
+            "zstd",
+            "--kafka-option",
+            "security.protocol=SASL_SSL",
+            "--kafka-option",
+            "sasl.mechanism=SCRAM-SHA-512",
+            "--kafka-option",
+            "sasl.username=user",
+            "--kafka-option",
+            "sasl.password=secret",
+            "--kafka-option",
+            "ssl.endpoint.identification.algorithm=https",
+        ]);
+        let producer: Result<BaseProducer, _> = producer_config(&cli.kafka).create();
+        assert!(producer.is_ok(), "{:?}", producer.err());
+        let mut unknown = producer_config(&cli.kafka);
+        unknown.set("no.such.property", "1");
+        let error = unknown.create::<BaseProducer>().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("no.such.property"), "{error}");
+    }
+}

@@ -44,6 +44,34 @@ fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
     assert!(totals.iter().sum::<u64>() > 0, "{stdout}");
 }
 
+/// `--brokers` points the demo at an existing Kafka (CI: tansu) instead of the embedded one.
+#[test]
+fn demo_uses_an_existing_kafka_given_brokers() {
+    let Ok(brokers) = std::env::var("RECRAWL_TEST_BROKERS") else {
+        eprintln!("skipped: set RECRAWL_TEST_BROKERS to an independent broker (CI runs it against tansu)");
+        return;
+    };
+    let prefix = format!("demo{}.", std::process::id());
+    let output = recrawl()
+        .args([
+            "demo",
+            "--brokers",
+            &brokers,
+            "--topic-prefix",
+            &prefix,
+            "--periods",
+            "2",
+            "--period-ms",
+            "1000",
+        ])
+        .output()
+        .expect("demo runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains(&format!("Kafka at {brokers}\n")), "not the embedded broker: {stdout}");
+    assert!(stdout.contains("summary:"), "{stdout}");
+}
+
 #[test]
 fn a_stage_rejects_bad_settings_at_start_naming_them() {
     let cases: [(&[&str], &str); 4] = [
