@@ -212,14 +212,6 @@ impl Emitter {
             }
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.records.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
-    }
 }
 
 /// The partitions of the input topics this instance owns.

@@ -21,7 +21,7 @@ use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH};
 use recrawl_schemas::{TopicCatalogue, TopicNames};
 use tokio::process::{Child, Command};
 
-use crate::observe::{Observer, PeriodTally, Tally};
+use crate::observe::{Observer, Tally};
 use crate::site::{DemoSite, SiteConfig};
 
 pub const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
@@ -56,15 +56,6 @@ pub struct DemoArgs {
     pub log_dir: Option<PathBuf>,
 }
 
-/// What a demo run did.
-#[derive(Debug)]
-pub struct DemoSummary {
-    pub periods: Vec<(u64, PeriodTally)>,
-    pub dead_letters: u64,
-    pub stage_exits: Vec<(&'static str, Option<i32>)>,
-    pub log_dir: PathBuf,
-}
-
 struct StageProcess {
     name: &'static str,
     child: Child,
@@ -72,7 +63,7 @@ struct StageProcess {
 }
 
 /// Runs the demo, printing progress to stdout.
-pub async fn run(args: DemoArgs) -> anyhow::Result<DemoSummary> {
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     // The mock cluster is !Send; it lives on this task for the whole run.
     let mock = match &args.brokers {
         Some(_) => None,
@@ -170,12 +161,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoSummary> {
     if stage_exits.iter().any(|(_, code)| *code != Some(0)) {
         bail!("a stage did not stop cleanly; see its log in {}", log_dir.display());
     }
-    Ok(DemoSummary {
-        periods: tally.periods.into_iter().collect(),
-        dead_letters: tally.dead_letters,
-        stage_exits,
-        log_dir,
-    })
+    Ok(())
 }
 
 /// librdkafka's mock broker has no CreateTopics handler, so the embedded broker gets its

@@ -67,7 +67,7 @@ enum StageCommand {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Demo(args) => recrawl::demo::run(args).await.map(|_| ()),
+        Command::Demo(args) => recrawl::demo::run(args).await,
         Command::Topics { command: TopicsCommand::Create { kafka, file, replication_factor } } => {
             let catalogue = match file {
                 Some(path) => {
