@@ -365,3 +365,78 @@ pub async fn main(args: SchedulerArgs) -> anyhow::Result<()> {
     let service = args.service.clone();
     run_service(STAGE, &service, |ctx| run(args, ctx)).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scheduler(m: usize) -> Scheduler {
+        Scheduler {
+            picks_per_period: m,
+            period_ms: 1000,
+            epoch_unix_ms: 0,
+            horizon: Horizon::Rolling(10),
+            cost_weight: 1.0,
+            pending_seeds: Vec::new(),
+            next_period: 0,
+            metrics: SchedulerMetrics::register(&prometheus::Registry::new()).unwrap(),
+        }
+    }
+
+    fn downloaded(host: &str, period: u64, size_bytes: u64, latency_ms: f64) -> SchedulerState {
+        SchedulerState {
+            last_estimate_period: Some(period),
+            last_download_period: Some(period),
+            size_bytes,
+            latency_ms,
+            ..new_entry(host, 0)
+        }
+    }
+
+    #[test]
+    fn equally_stale_pages_go_to_the_faster_server_and_new_pages_are_discoveries() {
+        let mut state = StateStore::default();
+        // Same size, same staleness; the slow server needs 2 s per page (2 periods).
+        *state.get_or_insert_with(0, "http://slow/a", || new_entry("slow", 0)) =
+            downloaded("slow", 3, 1000, 2000.0);
+        *state.get_or_insert_with(0, "http://fast/a", || new_entry("fast", 0)) =
+            downloaded("fast", 3, 1000, 10.0);
+        state.get_or_insert_with(1, "http://fast/new", || new_entry("fast", 6));
+        let assignment = Assignment { partitions: vec![0, 1], total: 2 };
+
+        let picks = scheduler(1).picks(7, &state, &assignment);
+        assert_eq!(picks.len(), 1);
+        assert_eq!(picks[0].url, "http://fast/a");
+        assert_eq!(picks[0].reason, PickReason::Refresh);
+        // s = 7 − 3 − 1 = 3, T − t = 10, cost = 1000 B · 0.01 ms/B / 1000 ms = 0.01 periods.
+        assert!((picks[0].score - (30.0 - 0.01)).abs() < 1e-9, "{}", picks[0].score);
+
+        let picks = scheduler(3).picks(7, &state, &assignment);
+        let urls: Vec<&str> = picks.iter().map(|p| p.url.as_str()).collect();
+        assert_eq!(urls, ["http://fast/a", "http://slow/a", "http://fast/new"]);
+        assert_eq!(picks[2].reason, PickReason::Discovery);
+    }
+
+    #[test]
+    fn an_instance_picks_only_its_partitions_share() {
+        let mut state = StateStore::default();
+        for i in 0..10 {
+            state.get_or_insert_with(0, &format!("http://h/{i}"), || new_entry("h", 0));
+        }
+        // m = 5 over 4 partitions: partition 0 carries 5/4 + 1 = 2.
+        let picks = scheduler(5).picks(3, &state, &Assignment { partitions: vec![0], total: 4 });
+        assert_eq!(picks.len(), 2);
+    }
+
+    #[test]
+    fn seed_files_are_normalised_and_bad_lines_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seeds.txt");
+        std::fs::write(&path, "# comment\nHTTP://Example.com:80/a#x\n\n  https://b.example/  # trailing\n")
+            .unwrap();
+        assert_eq!(read_seeds(&path).unwrap(), ["http://example.com/a", "https://b.example/"]);
+        std::fs::write(&path, "http://ok.example/\nftp://nope.example/\n").unwrap();
+        let error = read_seeds(&path).unwrap_err().to_string();
+        assert!(error.contains("line 2") && error.contains("ftp"), "{error}");
+    }
+}
