@@ -148,19 +148,23 @@ pub struct ServiceArgs {
     pub log: String,
 }
 
+/// A stage's shared flags as a command line, for the crate's tests.
+#[cfg(test)]
+#[derive(Debug, clap::Parser)]
+pub(crate) struct TestCli {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub service: ServiceArgs,
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
 
     use super::*;
 
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(flatten)]
-        kafka: KafkaArgs,
-        #[command(flatten)]
-        service: ServiceArgs,
-    }
+    type Cli = TestCli;
 
     fn parse(args: &[&str]) -> Result<Cli, String> {
         Cli::try_parse_from(std::iter::once("stage").chain(args.iter().copied())).map_err(|e| e.to_string())

@@ -118,12 +118,7 @@ mod tests {
     use rdkafka::producer::BaseProducer;
 
     use super::*;
-
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(flatten)]
-        kafka: KafkaArgs,
-    }
+    use crate::config::TestCli as Cli;
 
     /// librdkafka refuses these settings at client creation when it was built without
     /// OpenSSL (TLS, SASL SCRAM) or zstd, so creating the client proves the build has them.
