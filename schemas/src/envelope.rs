@@ -10,6 +10,11 @@ pub const MAGIC: u8 = 0xC5;
 /// Version of every message and state type in this crate; bump on any incompatible change.
 pub const SCHEMA_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 4;
+/// Largest bincode body accepted. bincode allocates a collection's claimed length before
+/// reading it, so without a limit a corrupt length prefix aborts the process on
+/// allocation; with it, the claim fails as a decode error. The fetch stage's body cap
+/// stays below this.
+pub const MAX_BINCODE_BODY: usize = 64 << 20;
 pub const CONTENT_TYPE_HEADER: &str = "content-type";
 pub const SCHEMA_VERSION_HEADER: &str = "schema-version";
 
@@ -72,8 +77,12 @@ pub enum EnvelopeError {
     Encode { name: &'static str, reason: String },
 }
 
-fn bincode_config() -> bincode::config::Configuration {
-    bincode::config::standard()
+fn bincode_config() -> bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<MAX_BINCODE_BODY>,
+> {
+    bincode::config::standard().with_limit::<MAX_BINCODE_BODY>()
 }
 
 /// Encodes `message` with its envelope header.
@@ -85,6 +94,13 @@ pub fn encode<M: Message>(message: &M) -> Result<Vec<u8>, EnvelopeError> {
         Format::Bincode => {
             bincode::serde::encode_into_std_write(message, &mut out, bincode_config())
                 .map_err(|e| encode_error(e.to_string()))?;
+            // Encoding does not enforce the limit; refuse here what decoding would refuse.
+            if out.len() - HEADER_LEN > MAX_BINCODE_BODY {
+                return Err(encode_error(format!(
+                    "{} bytes exceed the {MAX_BINCODE_BODY}-byte limit",
+                    out.len() - HEADER_LEN
+                )));
+            }
         }
         Format::Json => serde_json::to_writer(&mut out, message).map_err(|e| encode_error(e.to_string()))?,
     }
@@ -218,6 +234,22 @@ mod tests {
         let mut garbage_json = json[..4].to_vec();
         garbage_json.extend_from_slice(b"{\"url\":");
         assert!(matches!(decode::<ChangeEvent>(&garbage_json), Err(EnvelopeError::Payload { .. })));
+    }
+
+    #[test]
+    fn a_huge_length_prefix_is_an_error_not_an_allocation() {
+        // A pick whose URL claims 2^62 bytes (varint marker 0xFD + 8 bytes): without the
+        // limit bincode allocates that much before reading and the process aborts.
+        let mut bytes = vec![MAGIC, Format::Bincode as u8, 0, 1, 0xFD];
+        bytes.extend_from_slice(&(1u64 << 62).to_le_bytes());
+        assert!(matches!(decode::<PagePick>(&bytes), Err(EnvelopeError::Payload { .. })));
+    }
+
+    #[test]
+    fn payloads_over_the_limit_are_refused_when_encoding() {
+        let mut result = samples::fetch_result();
+        result.body = vec![0; MAX_BINCODE_BODY + 1];
+        assert!(matches!(encode(&result), Err(EnvelopeError::Encode { .. })));
     }
 
     #[test]

@@ -39,8 +39,10 @@ pub struct FetchArgs {
     /// Redirects followed before giving up.
     #[arg(long, env = "RECRAWL_FETCH_MAX_REDIRECTS", default_value_t = 5)]
     pub max_redirects: usize,
-    /// Bodies larger than this are abandoned (outcome body_too_large).
-    #[arg(long, env = "RECRAWL_FETCH_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
+    /// Bodies larger than this are abandoned (outcome body_too_large); at most 48 MiB,
+    /// below the envelope's payload limit.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1..=48 * 1024 * 1024))]
     pub max_body_bytes: u64,
     /// User-Agent header.
     #[arg(long, env = "RECRAWL_FETCH_USER_AGENT", default_value = "recrawl/0.1")]
