@@ -58,7 +58,7 @@ impl PageHistory {
     pub fn rates(&self, crawls: u64) -> Rates {
         let requests = self.requests as f64;
         let span = match (self.first_request, self.last_request) {
-            (Some(first), Some(last)) => (last - first + 1) as f64,
+            (Some(first), Some(last)) => (last - first) as f64 + 1.0,
             _ => 0.0,
         };
         let crawls = crawls.max(1);
@@ -160,6 +160,15 @@ mod tests {
         let once = replay_figure("a");
         assert_eq!(once.rates(1).change_recall, None, "K = 1 has no comparison");
         assert_eq!(PageHistory::default().rates(3).request_rate, 0.0);
+    }
+
+    #[test]
+    fn extreme_periods_do_not_overflow() {
+        let mut page = PageHistory::default();
+        page.record(0, Observation { downloaded: true, changed: None });
+        page.record(u64::MAX, Observation { downloaded: true, changed: Some(true) });
+        let rates = page.rates(u64::MAX);
+        assert!(rates.request_rate > 0.0 && rates.request_rate < 1e-18);
     }
 
     #[test]

@@ -77,7 +77,8 @@ impl Estimator {
         }
         let first_request = entry.history.first_request.unwrap_or(event.period);
         let group_first = self.groups.observe(&entry.group, first_request);
-        let crawls = event.period.saturating_sub(group_first) + 1;
+        // Periods come from input: saturate rather than overflow on a garbled one.
+        let crawls = event.period.saturating_sub(group_first).saturating_add(1);
         let rates = entry.history.rates(crawls);
         let history = &entry.history;
         Some(PageEstimate {

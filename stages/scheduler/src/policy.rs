@@ -39,7 +39,7 @@ impl Horizon {
     pub fn remaining(self, period: u64) -> f64 {
         match self {
             Self::Rolling(window) => window as f64,
-            Self::Fixed(horizon) => (horizon - period % (horizon + 1)) as f64,
+            Self::Fixed(horizon) => (horizon - period % horizon.saturating_add(1)) as f64,
         }
     }
 }
@@ -49,8 +49,9 @@ impl Horizon {
 /// before it.
 pub fn staleness(period: u64, last_download: Option<u64>, discovered: u64) -> f64 {
     match last_download {
-        Some(downloaded) => period.saturating_sub(downloaded + 1) as f64,
-        None => (period.saturating_sub(discovered) + 1) as f64,
+        // Periods come from input: saturate rather than overflow on a garbled one.
+        Some(downloaded) => period.saturating_sub(downloaded.saturating_add(1)) as f64,
+        None => period.saturating_sub(discovered) as f64 + 1.0,
     }
 }
 
@@ -130,6 +131,13 @@ mod tests {
             top_m(&mut picked, m);
             assert_eq!(picked, sorted, "m = {m}");
         }
+    }
+
+    #[test]
+    fn extreme_periods_do_not_overflow() {
+        assert_eq!(staleness(u64::MAX, Some(u64::MAX), 0), 0.0);
+        assert_eq!(staleness(u64::MAX, None, 0), u64::MAX as f64 + 1.0);
+        assert_eq!(Horizon::Fixed(u64::MAX).remaining(u64::MAX), u64::MAX as f64);
     }
 
     #[test]
