@@ -263,6 +263,9 @@ pub trait Stage: Send + 'static {
 
     /// Called after the stage's state for `partition` was restored.
     fn on_restored(&mut self, _partition: i32, _state: &StateStore<Self::State>) {}
+
+    /// Called before the state of a revoked `partition` is dropped.
+    fn on_revoked(&mut self, _partition: i32, _state: &StateStore<Self::State>) {}
 }
 
 /// What a stage run needs from its process: metrics, health flags, shutdown signal.
@@ -505,6 +508,7 @@ impl<S: Stage> Loop<S> {
             let revoked: Vec<i32> =
                 self.store.loaded_partitions().filter(|p| !partitions.contains(p)).collect();
             for partition in revoked {
+                self.stage.on_revoked(partition, &self.store);
                 self.store.drop_partition(partition);
             }
             let missing: Vec<i32> = sorted.iter().copied().filter(|p| !self.store.is_loaded(*p)).collect();

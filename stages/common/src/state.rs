@@ -48,6 +48,11 @@ impl<S> StateStore<S> {
         self.partitions.iter().flat_map(|(p, keys)| keys.iter().map(move |(k, v)| (*p, k.as_str(), v)))
     }
 
+    /// The keys and values of one partition.
+    pub fn partition(&self, partition: i32) -> impl Iterator<Item = (&str, &S)> {
+        self.partitions.get(&partition).into_iter().flat_map(|keys| keys.iter().map(|(k, v)| (k.as_str(), v)))
+    }
+
     pub fn len(&self) -> usize {
         self.partitions.values().map(HashMap::len).sum()
     }
