@@ -2,6 +2,7 @@
 //! into a change event (content hash, changed or not, degree of change).
 
 pub mod change;
+pub mod text;
 
 use clap::Args;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
