@@ -2,7 +2,7 @@
 //! the same run: the same values through serde_json without the envelope.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use recrawl_schemas::{decode, encode, ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult};
+use recrawl_schemas::{decode, encode, ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult, IedOps};
 use std::hint::black_box;
 
 fn fetch_result() -> FetchResult {
@@ -39,12 +39,31 @@ fn change_event() -> ChangeEvent {
         http_status: Some(200),
         latency_ms: 35.5,
         size_bytes: 49152,
-        size_delta: Some(12),
-        first_download: false,
+        previous_size_bytes: Some(4084),
+        update_size: Some(12),
+        first_seen: false,
         changed: Some(true),
+        text_changed: Some(true),
         content_hash: Some("00112233445566778899aabbccddeeff".into()),
         previous_content_hash: Some("ffeeddccbbaa99887766554433221100".into()),
-        degrees: Some(ChangeDegrees { bw: 1.0, cos: None, wd: None, ed: None, shingle: None, ied: None }),
+        text_hash: Some("0123456789abcdef".into()),
+        encoding: Some("UTF-8".into()),
+        words: Some(1012),
+        previous_words: Some(1000),
+        degrees: Some(ChangeDegrees {
+            bw: 1.0,
+            cos: Some(0.01),
+            wd: Some(0.02),
+            ed: Some(0.03),
+            sh: Some(0.1),
+            sh_k: Some(10),
+            ied: 0.02,
+            ied_cost: 20.25,
+            ied_ops: IedOps { add: 12, copy: 3, drop: 0, shrink: 0, replace: 6, moves: 0 },
+            ied_s: 0.75,
+            ied_t: 0.75,
+            truncated: false,
+        }),
         fetched_at_ms: 1_795_000_000_000,
     }
 }

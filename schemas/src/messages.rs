@@ -155,23 +155,57 @@ impl Message for DiscoveredLinks {
     const FORMAT: Format = Format::Bincode;
 }
 
+/// How many of each IED edit operation turned the old word sequence into the new one
+/// (`spec/change-degree.md` §3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct IedOps {
+    /// Words inserted that did not occur in the old version (cost 1 each).
+    pub add: u64,
+    /// Words inserted that already occurred (cost s each).
+    pub copy: u64,
+    /// Words deleted that no longer occur (cost 1 each).
+    pub drop: u64,
+    /// Words deleted that still occur elsewhere (cost s each).
+    pub shrink: u64,
+    /// Words replaced by another at the same position (cost 1 each).
+    pub replace: u64,
+    /// Words that changed position (cost t each).
+    #[serde(rename = "move")]
+    pub moves: u64,
+}
+
 /// Degrees of change between the previous and the current download, each in [0, 1]
-/// (0 identical, 1 completely different). A metric is `null` when this version of the
-/// diff stage does not compute it.
+/// (0 identical, 1 completely different), as `spec/change-degree.md` defines them. All but
+/// BW compare the word sequences of the visible text; a metric switched off in the stage's
+/// configuration is null.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChangeDegrees {
     /// Byte-wise: 0 when the raw bodies are identical (equal xxh3-128), else 1.
     pub bw: f64,
-    /// TF·IDF cosine distance of the visible text.
+    /// TF·IDF cosine distance, IDF from the documents the diff instance holds.
     pub cos: Option<f64>,
-    /// Word distance: 1 − 2·|common words| / (m + n).
+    /// Word distance: 1 − 2·|common words| / (m + n), a multiset intersection.
     pub wd: Option<f64>,
-    /// Edit distance on words: insertions + deletions over (m + n).
+    /// Edit distance on words: insertions plus deletions over m + n.
     pub ed: Option<f64>,
-    /// k-word shingling Jaccard distance.
-    pub shingle: Option<f64>,
-    /// The improved edit distance (add, copy, drop, shrink, replace, move).
-    pub ied: Option<f64>,
+    /// k-word shingling: Jaccard distance of the sets of k-word windows (wrapping).
+    pub sh: Option<f64>,
+    /// The window length k of `sh`.
+    pub sh_k: Option<u32>,
+    /// The improved edit distance: `ied_cost` / max(m, n), capped at 1 (the steps can cost
+    /// more than max(m, n) on short, heavily rewritten documents).
+    pub ied: f64,
+    /// δ_E, the weighted cost of `ied_ops`.
+    pub ied_cost: f64,
+    /// The operations IED found.
+    pub ied_ops: IedOps,
+    /// IED's copy and shrink cost s.
+    pub ied_s: f64,
+    /// IED's move cost t.
+    pub ied_t: f64,
+    /// True when a version had more words than the stage compares and only the first ones
+    /// were compared.
+    pub truncated: bool,
 }
 
 /// One request's effect on a page's stored copy. Topic `change-events` (JSON), keyed by
@@ -196,19 +230,38 @@ pub struct ChangeEvent {
     pub http_status: Option<u16>,
     /// Fetch wall time in milliseconds, for the scheduler's server response times.
     pub latency_ms: f64,
-    /// Body size in bytes of this download (0 when not downloaded).
+    /// Body size in bytes of this download (a 304's is the stored copy's); 0 when not
+    /// downloaded.
     pub size_bytes: u64,
-    /// `size_bytes` minus the previous download's size; null without both downloads.
-    pub size_delta: Option<i64>,
-    /// True when this is the first download of the URL the diff stage has seen.
-    pub first_download: bool,
-    /// Whether the content differs from the previous download; null when this request
-    /// is not a download or there is no previous download to compare with.
+    /// Body size in bytes of the previous download; null when there is none.
+    pub previous_size_bytes: Option<u64>,
+    /// `size_bytes` − `previous_size_bytes` when this request is a download compared with
+    /// a previous one; else null.
+    pub update_size: Option<i64>,
+    /// True on the first download of the URL the diff stage has seen: nothing to compare
+    /// with, so `changed` and `degrees` are null.
+    pub first_seen: bool,
+    /// Whether the raw body differs from the previous download; null when this request is
+    /// not a download or there is no previous download to compare with.
     pub changed: Option<bool>,
+    /// Whether the visible text differs (markup-only edits leave it false); null as
+    /// `changed`.
+    pub text_changed: Option<bool>,
     /// xxh3-128 of the body, 32 hex digits; null when not downloaded.
     pub content_hash: Option<String>,
     /// xxh3-128 of the previous download's body; null when there is none.
     pub previous_content_hash: Option<String>,
+    /// xxh3-64 of the visible text with whitespace normalised, 16 hex digits; null when
+    /// not downloaded.
+    pub text_hash: Option<String>,
+    /// The character encoding the body was decoded with (WHATWG name); null when not
+    /// downloaded or unchanged since the previous download (304).
+    pub encoding: Option<String>,
+    /// Words in the visible text of this download (a 304's: the stored copy's); null when
+    /// not downloaded.
+    pub words: Option<u64>,
+    /// Words in the previous download's visible text; null when there is none.
+    pub previous_words: Option<u64>,
     /// Degrees of change; null unless `changed` is non-null.
     pub degrees: Option<ChangeDegrees>,
     /// When the request finished, Unix milliseconds.
@@ -365,12 +418,31 @@ pub mod samples {
             http_status: Some(200),
             latency_ms: 12.25,
             size_bytes: 11,
-            size_delta: Some(-3),
-            first_download: false,
+            previous_size_bytes: Some(14),
+            update_size: Some(-3),
+            first_seen: false,
             changed: Some(true),
+            text_changed: Some(true),
             content_hash: Some("00112233445566778899aabbccddeeff".into()),
             previous_content_hash: Some("ffeeddccbbaa99887766554433221100".into()),
-            degrees: Some(ChangeDegrees { bw: 1.0, cos: None, wd: None, ed: None, shingle: None, ied: None }),
+            text_hash: Some("0123456789abcdef".into()),
+            encoding: Some("EUC-KR".into()),
+            words: Some(10),
+            previous_words: Some(9),
+            degrees: Some(ChangeDegrees {
+                bw: 1.0,
+                cos: Some(0.125),
+                wd: Some(0.25),
+                ed: Some(0.375),
+                sh: Some(0.5),
+                sh_k: Some(10),
+                ied: 0.57,
+                ied_cost: 5.7,
+                ied_ops: IedOps { add: 2, copy: 3, drop: 0, shrink: 4, replace: 0, moves: 1 },
+                ied_s: 0.4,
+                ied_t: 0.9,
+                truncated: false,
+            }),
             fetched_at_ms: 1_780_000_000_000,
         }
     }

@@ -13,6 +13,9 @@ use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
 use recrawl_schemas::{encode, url_key, ChangeEvent, FetchOutcome, FetchResult};
 
 const URLS: usize = 8;
+const ORIGINAL: &str = "<p>one two three alpha</p>";
+/// One word of four replaced.
+const EDITED: &str = "<p>one two three <b>beta</b></p>";
 
 fn result(index: usize, period: u64, body: &str) -> FetchResult {
     let url = format!("http://site{index}.example/page.html");
@@ -88,22 +91,22 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     let first = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     first.ready().await;
     for i in 0..URLS {
-        produce(&producer, &topic, &result(i, 1, "alpha")).await;
+        produce(&producer, &topic, &result(i, 1, ORIGINAL)).await;
     }
     events_until(&observer, &mut events, &mut dead, URLS, 0).await;
-    assert!(events.iter().all(|e| e.first_download && e.changed.is_none()));
+    assert!(events.iter().all(|e| e.first_seen && e.changed.is_none()));
 
     // A second instance joins: the partitions it takes bring their state along, so
     // period 2 (same bodies) is unchanged for every URL, whichever instance sees it.
     let second = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     second.ready().await;
     for i in 0..URLS {
-        produce(&producer, &topic, &result(i, 2, "alpha")).await;
+        produce(&producer, &topic, &result(i, 2, ORIGINAL)).await;
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {
         assert_eq!(
-            (event.period, event.changed, event.first_download),
+            (event.period, event.changed, event.first_seen),
             (2, Some(false), false),
             "{}",
             event.url
@@ -130,13 +133,17 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
         FutureRecord::to(&topic).key("http://site0.example/page.html").payload(b"\xc5\x01".as_slice());
     producer.send(truncated, Duration::from_secs(10)).await.expect("produced");
     for i in 0..URLS {
-        produce(&producer, &topic, &result(i, 3, if i % 2 == 0 { "beta" } else { "alpha" })).await;
+        produce(&producer, &topic, &result(i, 3, if i % 2 == 0 { EDITED } else { ORIGINAL })).await;
     }
     events_until(&observer, &mut events, &mut dead, 3 * URLS, 1).await;
     for event in &events[2 * URLS..] {
         let index: usize =
             event.host.trim_start_matches("site").trim_end_matches(".example").parse().expect("index");
         assert_eq!((event.period, event.changed), (3, Some(index % 2 == 0)), "{}", event.url);
+        // The restored version carries the old words, not only a hash.
+        let degrees = event.degrees.as_ref().expect("compared");
+        let expected_ied = if index % 2 == 0 { 0.25 } else { 0.0 };
+        assert_eq!((degrees.ied, degrees.ied_ops.replace), (expected_ied, u64::from(index % 2 == 0)));
     }
     assert_eq!(events.len(), 3 * URLS, "replays produced no events");
     assert_eq!(dead, 1);
@@ -150,5 +157,44 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
         dead_letter_series.is_some_and(|l| l.contains("stage=\"diff\"") && l.ends_with(" 1")),
         "{metrics}"
     );
+    drop(broker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_compares_with_versions_restored_after_a_restart() {
+    let broker = Broker::start();
+    let prefix = unique_prefix("restart");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let topic = kafka.topics().name(FETCH_RESULTS);
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let observer = Observer::new(&kafka, &[CHANGE_EVENTS, DEAD_LETTER]).await.expect("observer");
+    let (mut events, mut dead) = (Vec::new(), 0);
+
+    let before = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
+    before.ready().await;
+    for i in 0..URLS {
+        produce(&producer, &topic, &result(i, 1, ORIGINAL)).await;
+    }
+    events_until(&observer, &mut events, &mut dead, URLS, 0).await;
+    before.stop().await.expect("stops cleanly");
+
+    // A new process: nothing in memory, everything from the changelog.
+    let after = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
+    after.ready().await;
+    assert_eq!(after.ctx.metrics.state_keys.get(), URLS as i64, "every URL's version restored");
+    for i in 0..URLS {
+        produce(&producer, &topic, &result(i, 2, EDITED)).await;
+    }
+    events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
+    for event in &events[URLS..] {
+        assert!(!event.first_seen, "{}", event.url);
+        assert_eq!((event.changed, event.text_changed, event.previous_words), (Some(true), Some(true), Some(4)));
+        let degrees = event.degrees.as_ref().expect("compared");
+        assert_eq!((degrees.ied, degrees.ied_ops.replace, degrees.ed), (0.25, 1, Some(0.25)), "{}", event.url);
+        assert!(degrees.cos.is_some_and(|d| d > 0.0), "COS's corpus was rebuilt from the restored versions");
+    }
+    after.stop().await.expect("stops cleanly");
     drop(broker);
 }

@@ -1,37 +1,106 @@
-//! Change detection on a 100 KiB body. Baseline in the same run: xxh3-128 of the body
-//! alone, the floor for any content comparison.
+//! The improved edit distance and the stage's comparison (`spec/change-degree.md` §5),
+//! on the paper's changes: each of the six kinds, the changed words in one cluster.
+//!
+//! - `ied_1000_words_5pct/<kind>`: from visible text to result (both texts split into
+//!   words and hashed, LCS, IED), the paper's typical page.
+//! - `ied_8192_words_25pct/<kind>`: on word hashes, the paper's largest case; the baseline
+//!   in the same run is `textbook_dp_lcs`, the O(m·n) dynamic programme alone.
+//! - `all_metrics_1000_words_5pct`: IED and the four word baselines together.
+//! - `stage_apply_1000_words`: one fetch result through the stage's code: charset, visible
+//!   text, words, every metric, the document-frequency update.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use recrawl_diff::change::{compare, PageVersion};
+use recrawl_diff::change::{DiffSettings, Differ};
+use recrawl_diff::criteria::{change_pair, change_pair_of, ChangeKind};
+use recrawl_diff::degree::{ied, IedCosts};
+use recrawl_diff::lcs::reference;
+use recrawl_diff::text::{word_hashes, CaseFold};
 use recrawl_schemas::{FetchOutcome, FetchResult};
 use std::hint::black_box;
-use xxhash_rust::xxh3::xxh3_128;
 
-fn bench(c: &mut Criterion) {
-    let body: Vec<u8> = (0..100 * 1024u32).map(|i| (i % 251) as u8).collect();
-    let result = FetchResult {
+fn text_pair(kind: ChangeKind, n: usize, x: usize) -> (String, String) {
+    let (old, new) = change_pair_of(kind, n, x, |tag, i| format!("{tag}{i}"));
+    (old.join(" "), new.join(" "))
+}
+
+fn fetch_result(period: u64, text: &str) -> FetchResult {
+    let body = format!(
+        "<!doctype html><html><head><meta charset=utf-8><title>page</title>\
+         <script>var tracking = 1;</script></head><body><p>{text}</p></body></html>"
+    );
+    FetchResult {
         url: "http://example.com/a.html".into(),
         url_key: recrawl_schemas::url_key("http://example.com/a.html"),
         host: "example.com".into(),
         group: "example.com".into(),
-        period: 2,
+        period,
         outcome: FetchOutcome::Downloaded,
         http_status: Some(200),
         latency_ms: 10.0,
         size_bytes: body.len() as u64,
-        body: body.clone(),
-        content_type: None,
+        body: body.into_bytes(),
+        content_type: Some("text/html; charset=utf-8".into()),
         etag: None,
         last_modified: None,
         final_url: None,
         error: None,
         fetched_at_ms: 0,
-    };
-    let previous = PageVersion { content_hash: 7, size_bytes: 10, period: 1 };
-    let mut group = c.benchmark_group("diff_100KiB");
-    group.throughput(Throughput::Bytes(body.len() as u64));
-    group.bench_function("compare", |b| b.iter(|| compare(black_box(Some(&previous)), black_box(&result))));
-    group.bench_function("baseline_xxh3_128", |b| b.iter(|| xxh3_128(black_box(&body))));
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let costs = IedCosts::default();
+    let mut group = c.benchmark_group("ied_1000_words_5pct");
+    group.throughput(Throughput::Elements(1));
+    for kind in ChangeKind::ALL {
+        let (old, new) = text_pair(kind, 1000, 50);
+        group.bench_function(kind.name(), |b| {
+            b.iter(|| {
+                let a = word_hashes(black_box(&old), CaseFold::None);
+                let b = word_hashes(black_box(&new), CaseFold::None);
+                ied(&a, &b, costs)
+            })
+        });
+    }
+    // The floor: splitting and hashing the two texts alone.
+    let (old, new) = text_pair(ChangeKind::Replace, 1000, 50);
+    group.bench_function("words_only", |b| {
+        b.iter(|| (word_hashes(black_box(&old), CaseFold::None), word_hashes(black_box(&new), CaseFold::None)))
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("ied_8192_words_25pct");
+    group.throughput(Throughput::Elements(1));
+    for kind in ChangeKind::ALL {
+        let (old, new) = change_pair(kind, 8192, 2048);
+        group.bench_function(kind.name(), |b| b.iter(|| ied(black_box(&old), black_box(&new), costs)));
+    }
+    // The DP's cost does not depend on the kind; one pair stands for all.
+    let (old, new) = change_pair(ChangeKind::Move, 8192, 2048);
+    group.sample_size(10);
+    group.bench_function("textbook_dp_lcs", |b| b.iter(|| reference::lcs(black_box(&old), black_box(&new))));
+    group.finish();
+
+    let differ = Differ::new(DiffSettings::default());
+    let (old, new) = change_pair(ChangeKind::Replace, 1000, 50);
+    c.bench_function("all_metrics_1000_words_5pct", |b| {
+        b.iter(|| differ.degrees(black_box(&old), black_box(&new), true, false))
+    });
+
+    let (old_text, new_text) = text_pair(ChangeKind::Replace, 1000, 50);
+    let (first, second) = (fetch_result(1, &old_text), fetch_result(2, &new_text));
+    let mut differ = Differ::new(DiffSettings::default());
+    let mut kept = None;
+    differ.apply(&mut kept, &first);
+    let stored = kept.clone();
+    let mut group = c.benchmark_group("stage_apply_1000_words");
+    group.throughput(Throughput::Bytes(second.body.len() as u64));
+    group.bench_function("changed", |b| {
+        b.iter(|| {
+            let mut kept = stored.clone();
+            differ.apply(&mut kept, black_box(&second))
+        })
+    });
     group.finish();
 }
 

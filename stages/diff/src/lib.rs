@@ -1,20 +1,67 @@
 //! The diff stage: keeps the previous version of every page and turns each fetch result
-//! into a change event (content hash, changed or not, degree of change).
+//! into a change event: content and text hashes, and how much the visible text changed
+//! by IED and five baselines (`spec/change-degree.md`).
 
 pub mod change;
+pub mod criteria;
+pub mod degree;
+pub mod lcs;
+pub mod offline;
+pub mod report;
 pub mod text;
 
-use clap::Args;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{FetchResult, Format, Message};
+use recrawl_schemas::{ChangeEvent, FetchResult, Format, Message};
 use serde::{Deserialize, Serialize};
 
-use crate::change::{compare, PageVersion};
+use crate::change::{Baselines, DiffSettings, Differ, PageVersion};
+use crate::degree::IedCosts;
+use crate::text::CaseFold;
 
 pub const STAGE: &str = "diff";
+
+/// A baseline metric that can be switched on (IED and BW always run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Baseline {
+    Cos,
+    Wd,
+    Ed,
+    Sh,
+}
+
+pub(crate) fn unit_interval(value: &str) -> Result<f64, String> {
+    let parsed: f64 = value.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&parsed) {
+        Ok(parsed)
+    } else {
+        Err(format!("{parsed} is not in [0, 1]"))
+    }
+}
+
+/// How versions are compared; shared by the stage and the offline commands.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// IED's copy and shrink cost s, in [0, 1].
+    #[arg(long = "ied-s", visible_alias = "s", env = "RECRAWL_DIFF_IED_S", default_value_t = 0.75, value_parser = unit_interval)]
+    pub s: f64,
+    /// IED's move cost t, in [0, 1].
+    #[arg(long = "ied-t", visible_alias = "t", env = "RECRAWL_DIFF_IED_T", default_value_t = 0.75, value_parser = unit_interval)]
+    pub t: f64,
+    /// k of k-word shingling.
+    #[arg(long = "shingle-k", visible_alias = "k", env = "RECRAWL_DIFF_SHINGLE_K", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub k: u32,
+    /// Case folding before words are hashed.
+    #[arg(long, env = "RECRAWL_DIFF_CASE_FOLD", value_enum, default_value_t = CaseFold::None)]
+    pub case_fold: CaseFold,
+}
 
 #[derive(Debug, Clone, Args)]
 pub struct DiffArgs {
@@ -22,6 +69,43 @@ pub struct DiffArgs {
     pub kafka: KafkaArgs,
     #[command(flatten)]
     pub service: ServiceArgs,
+    #[command(flatten)]
+    pub compare: CompareArgs,
+    /// Baseline metrics computed besides IED and BW (comma-separated).
+    #[arg(long, env = "RECRAWL_DIFF_METRICS", value_enum, value_delimiter = ',',
+          default_values_t = [Baseline::Cos, Baseline::Wd, Baseline::Ed, Baseline::Sh])]
+    pub metrics: Vec<Baseline>,
+    /// Words of a page kept and compared: bounds state size and the work a huge page costs.
+    #[arg(long, env = "RECRAWL_DIFF_MAX_WORDS", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_words: u64,
+}
+
+impl DiffArgs {
+    pub fn settings(&self) -> DiffSettings {
+        let on = |b: Baseline| self.metrics.contains(&b);
+        DiffSettings {
+            baselines: Baselines {
+                cos: on(Baseline::Cos),
+                wd: on(Baseline::Wd),
+                ed: on(Baseline::Ed),
+                sh: on(Baseline::Sh),
+            },
+            max_words: self.max_words as usize,
+            ..self.compare.settings()
+        }
+    }
+}
+
+impl CompareArgs {
+    pub fn settings(&self) -> DiffSettings {
+        DiffSettings {
+            shingle_k: self.k,
+            costs: IedCosts { s: self.s, t: self.t },
+            case_fold: self.case_fold,
+            ..DiffSettings::default()
+        }
+    }
 }
 
 /// What the diff stage keeps per URL (changelog `state.diff`).
@@ -38,8 +122,79 @@ impl Message for DiffState {
     const FORMAT: Format = Format::Bincode;
 }
 
-#[derive(Debug, Default)]
-pub struct Diff;
+#[derive(Debug, Clone)]
+struct DiffMetrics {
+    events: IntCounterVec,
+    degrees: HistogramVec,
+    compare_seconds: Histogram,
+    corpus_documents: IntGauge,
+    corpus_words: IntGauge,
+}
+
+impl DiffMetrics {
+    fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
+        let events = IntCounterVec::new(
+            Opts::new(
+                "diff_events_total",
+                "Change events by result: first_seen, changed, text_unchanged (markup only), unchanged, not_downloaded.",
+            ),
+            &["result"],
+        )?;
+        let degrees = HistogramVec::new(
+            HistogramOpts::new("diff_change_degree", "Degree of change of changed downloads, by metric.")
+                .buckets(vec![0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0]),
+            &["metric"],
+        )?;
+        let compare_seconds = Histogram::with_opts(
+            HistogramOpts::new("diff_compare_seconds", "Time to decode, extract and compare one download.")
+                .buckets(prometheus::exponential_buckets(0.000_01, 4.0, 10)?),
+        )?;
+        let corpus_documents =
+            IntGauge::new("diff_corpus_documents", "Documents in COS's document frequencies.")?;
+        let corpus_words = IntGauge::new("diff_corpus_words", "Distinct words in COS's document frequencies.")?;
+        registry.register(Box::new(events.clone()))?;
+        registry.register(Box::new(degrees.clone()))?;
+        registry.register(Box::new(compare_seconds.clone()))?;
+        registry.register(Box::new(corpus_documents.clone()))?;
+        registry.register(Box::new(corpus_words.clone()))?;
+        Ok(Self { events, degrees, compare_seconds, corpus_documents, corpus_words })
+    }
+
+    fn record(&self, event: &ChangeEvent) {
+        let result = match (event.downloaded, event.first_seen, event.changed, event.text_changed) {
+            (false, ..) => "not_downloaded",
+            (true, true, ..) => "first_seen",
+            (true, false, Some(true), Some(false)) => "text_unchanged",
+            (true, false, Some(true), _) => "changed",
+            _ => "unchanged",
+        };
+        self.events.with_label_values(&[result]).inc();
+        if let Some(degrees) = event.degrees.as_ref().filter(|_| event.changed == Some(true)) {
+            for (name, read) in criteria::METRICS {
+                if let Some(value) = read(degrees) {
+                    self.degrees.with_label_values(&[name]).observe(value);
+                }
+            }
+        }
+    }
+
+    fn corpus(&self, differ: &Differ) {
+        self.corpus_documents.set(differ.corpus().documents() as i64);
+        self.corpus_words.set(differ.corpus().vocabulary() as i64);
+    }
+}
+
+#[derive(Debug)]
+pub struct Diff {
+    differ: Differ,
+    metrics: DiffMetrics,
+}
+
+impl Diff {
+    pub fn new(settings: DiffSettings, registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
+        Ok(Self { differ: Differ::new(settings), metrics: DiffMetrics::register(registry)? })
+    }
+}
 
 impl Stage for Diff {
     type State = DiffState;
@@ -75,22 +230,66 @@ impl Stage for Diff {
                 last_period: 0,
                 version: None,
             });
-            let (event, kept) = compare(page.version.as_ref(), &result);
+            let started = Instant::now();
+            let event = self.differ.apply(&mut page.version, &result);
             page.last_period = result.period;
-            page.version = kept;
+            self.metrics.compare_seconds.observe(started.elapsed().as_secs_f64());
+            self.metrics.record(&event);
             out.send(CHANGE_EVENTS, &event.url, &event)?;
         }
+        self.metrics.corpus(&self.differ);
         Ok(())
+    }
+
+    fn on_restored(&mut self, partition: i32, state: &StateStore<DiffState>) {
+        for (_, page) in state.partition(partition) {
+            if let Some(version) = &page.version {
+                self.differ.hold(version);
+            }
+        }
+    }
+
+    fn on_revoked(&mut self, partition: i32, state: &StateStore<DiffState>) {
+        for (_, page) in state.partition(partition) {
+            if let Some(version) = &page.version {
+                self.differ.release(version);
+            }
+        }
     }
 }
 
 /// Runs the diff stage until `ctx.shutdown`.
 pub async fn run(args: DiffArgs, ctx: StageContext) -> Result<(), RuntimeError> {
-    run_stage(Diff, &args.kafka, ctx).await
+    let diff = Diff::new(args.settings(), ctx.metrics.registry())
+        .map_err(|e| StageError::Other(format!("registering diff metrics: {e}")))?;
+    run_stage(diff, &args.kafka, ctx).await
 }
 
 /// The process entry point shared by `recrawl-diff` and `recrawl stage diff`.
 pub async fn main(args: DiffArgs) -> anyhow::Result<()> {
     let service = args.service.clone();
     run_service(STAGE, &service, |ctx| run(args, ctx)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::WordHashes;
+
+    #[test]
+    fn the_state_round_trips_through_the_envelope() {
+        let state = DiffState {
+            last_period: 4,
+            version: Some(PageVersion {
+                content_hash: u128::MAX - 1,
+                text_hash: 8,
+                size_bytes: 9,
+                period: 4,
+                word_count: 3,
+                words: WordHashes(vec![1, u64::MAX, 42]),
+            }),
+        };
+        let bytes = recrawl_schemas::encode(&state).expect("encode");
+        assert_eq!(recrawl_schemas::decode::<DiffState>(&bytes).expect("decode"), state);
+    }
 }

@@ -1,0 +1,610 @@
+//! Degrees of change between two word-hash sequences (`spec/change-degree.md`): the
+//! improved edit distance IED and the word-based baselines COS, WD, ED and k-SH. BW works
+//! on raw bytes and lives with the page versions. Every degree is in [0, 1]: 0 identical,
+//! 1 completely different; two empty documents are identical, an empty and a non-empty one
+//! completely different.
+
+use std::cmp::Ordering;
+use std::ops::Range;
+
+use recrawl_schemas::IedOps;
+
+use crate::lcs::{lcs, PrehashedMap};
+
+/// IED's operation costs: copy and shrink cost `s`, move costs `t` (add, drop, replace 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IedCosts {
+    pub s: f64,
+    pub t: f64,
+}
+
+impl Default for IedCosts {
+    /// The paper's experiments: s = t = 0.75.
+    fn default() -> Self {
+        Self { s: 0.75, t: 0.75 }
+    }
+}
+
+/// The improved edit distance of two documents.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ied {
+    pub ops: IedOps,
+    /// δ_E, the weighted cost of `ops`.
+    pub cost: f64,
+    /// δ_E / max(m, n), at most 1.
+    pub degree: f64,
+    /// Length of the longest common subsequence the operations were derived from.
+    pub lcs: usize,
+}
+
+/// IED of `a` (old) and `b` (new).
+pub fn ied(a: &[u64], b: &[u64], costs: IedCosts) -> Ied {
+    ied_from_lcs(a, b, &lcs(a, b), costs)
+}
+
+/// One side's words outside the LCS, sorted by (word, position), with what has become of
+/// each during the steps.
+struct Leftover {
+    entries: Vec<(u64, u32)>,
+    alive: Vec<bool>,
+    /// Copy (for B′) or shrink (for A′) candidate.
+    candidate: Vec<bool>,
+}
+
+impl Leftover {
+    fn new(words: &[u64], in_lcs: &[bool]) -> Self {
+        let mut entries: Vec<(u64, u32)> =
+            words.iter().zip(in_lcs).enumerate().filter(|(_, (_, &kept))| !kept).map(|(i, (&w, _))| (w, i as u32)).collect();
+        entries.sort_unstable();
+        let len = entries.len();
+        Self { entries, alive: vec![true; len], candidate: vec![false; len] }
+    }
+
+    /// Ranges of entries with the same word.
+    fn groups(&self) -> Vec<(u64, Range<usize>)> {
+        let mut groups = Vec::new();
+        let mut start = 0;
+        for i in 1..=self.entries.len() {
+            if i == self.entries.len() || self.entries[i].0 != self.entries[start].0 {
+                groups.push((self.entries[start].0, start..i));
+                start = i;
+            }
+        }
+        groups
+    }
+
+    /// Removes the first `count` entries of `range` that satisfy `select`.
+    fn remove_first(&mut self, range: Range<usize>, count: usize, select: impl Fn(&Self, usize) -> bool) {
+        let mut left = count;
+        for i in range {
+            if left == 0 {
+                break;
+            }
+            if self.alive[i] && select(self, i) {
+                self.alive[i] = false;
+                self.candidate[i] = false;
+                left -= 1;
+            }
+        }
+    }
+
+    fn alive_in(&self, range: Range<usize>) -> usize {
+        self.alive[range].iter().filter(|&&a| a).count()
+    }
+
+    fn candidates_in(&self, range: Range<usize>) -> usize {
+        range.filter(|&i| self.alive[i] && self.candidate[i]).count()
+    }
+
+    /// Marks copy/shrink candidates: occurrences of words that occur at least twice in the
+    /// whole document, except the first when every occurrence is left over (that one is an
+    /// add or drop).
+    fn mark_candidates(&mut self, groups: &[(u64, Range<usize>)], total: &PrehashedMap<u32>) {
+        for (word, range) in groups {
+            let occurrences = total.get(word).copied().unwrap_or(0) as usize;
+            if occurrences < 2 {
+                continue;
+            }
+            let mut skip_first = self.alive_in(range.clone()) == occurrences;
+            for i in range.clone().filter(|&i| self.alive[i]) {
+                if skip_first {
+                    skip_first = false;
+                } else {
+                    self.candidate[i] = true;
+                }
+            }
+        }
+    }
+
+    /// Alive candidates as (position, entry), by position.
+    fn candidates_by_position(&self) -> Vec<(u32, usize)> {
+        let mut list: Vec<(u32, usize)> = (0..self.entries.len())
+            .filter(|&i| self.alive[i] && self.candidate[i])
+            .map(|i| (self.entries[i].1, i))
+            .collect();
+        list.sort_unstable();
+        list
+    }
+
+    /// Settles the remaining candidates (copies in B′, shrinks in A′); how many.
+    fn settle_candidates(&mut self) -> u64 {
+        let mut settled = 0;
+        for i in 0..self.entries.len() {
+            if self.alive[i] && self.candidate[i] {
+                self.alive[i] = false;
+                settled += 1;
+            }
+        }
+        settled
+    }
+
+    fn alive_positions(&self) -> Vec<u32> {
+        let mut positions: Vec<u32> =
+            (0..self.entries.len()).filter(|&i| self.alive[i]).map(|i| self.entries[i].1).collect();
+        positions.sort_unstable();
+        positions
+    }
+}
+
+/// Calls `both` for every word present in both sorted group lists.
+fn join_groups(
+    a: &[(u64, Range<usize>)],
+    b: &[(u64, Range<usize>)],
+    mut both: impl FnMut(u64, Range<usize>, Range<usize>),
+) {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
+            Ordering::Equal => {
+                both(a[i].0, a[i].1.clone(), b[j].1.clone());
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+/// Counts of equal values in two ascending lists, calling `matched` with each pair's
+/// payloads.
+fn join_positions(a: &[(u32, usize)], b: &[(u32, usize)], mut matched: impl FnMut(usize, usize)) {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
+            Ordering::Equal => {
+                matched(a[i].1, b[j].1);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+/// IED's steps 2–5 given an LCS of `a` and `b` (step 1).
+pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts) -> Ied {
+    let (m, n) = (a.len(), b.len());
+    let mut ops = IedOps::default();
+    let (mut a_in_lcs, mut b_in_lcs) = (vec![false; m], vec![false; n]);
+    for &(i, j) in pairs {
+        a_in_lcs[i as usize] = true;
+        b_in_lcs[j as usize] = true;
+    }
+    let mut a_rest = Leftover::new(a, &a_in_lcs);
+    let mut b_rest = Leftover::new(b, &b_in_lcs);
+    let (a_groups, b_groups) = (a_rest.groups(), b_rest.groups());
+
+    // c_A(w) and c_B(w), needed only for the leftover words: usually a few among
+    // thousands, so a 4096-bit filter spares most of the map lookups.
+    let leftover_words = a_groups.len() + b_groups.len();
+    let (mut count_a, mut count_b) =
+        (PrehashedMap::with_capacity_and_hasher(leftover_words, Default::default()), PrehashedMap::default());
+    let mut filter = [0u64; 64];
+    let slot = |word: u64| ((word >> 52) as usize / 64, 1u64 << (word >> 52 & 63));
+    for (word, _) in a_groups.iter().chain(&b_groups) {
+        count_a.insert(*word, 0u32);
+        let (index, bit) = slot(*word);
+        filter[index] |= bit;
+    }
+    count_b.clone_from(&count_a);
+    if leftover_words > 0 {
+        for (words, counts) in [(a, &mut count_a), (b, &mut count_b)] {
+            for &word in words {
+                let (index, bit) = slot(word);
+                if filter[index] & bit != 0 {
+                    if let Some(count) = counts.get_mut(&word) {
+                        *count += 1;
+                    }
+                }
+            }
+        }
+    }
+    let repeated_in_both = |word: u64| count_a[&word] >= 2 && count_b[&word] >= 2;
+
+    // Step 2: moves. When t > 2s a word repeated on both sides is cheaper as shrink + copy.
+    let shrink_and_copy_cheaper = costs.t > 2.0 * costs.s;
+    join_groups(&a_groups, &b_groups, |word, in_a, in_b| {
+        if shrink_and_copy_cheaper && repeated_in_both(word) {
+            return;
+        }
+        let moved = in_a.len().min(in_b.len());
+        ops.moves += moved as u64;
+        a_rest.remove_first(in_a, moved, |_, _| true);
+        b_rest.remove_first(in_b, moved, |_, _| true);
+    });
+
+    // Step 3: copies and shrinks.
+    b_rest.mark_candidates(&b_groups, &count_b);
+    a_rest.mark_candidates(&a_groups, &count_a);
+    // (a) a word both copied and shrunk.
+    join_groups(&a_groups, &b_groups, |_, in_a, in_b| {
+        let paired = a_rest.candidates_in(in_a.clone()).min(b_rest.candidates_in(in_b.clone()));
+        ops.copy += paired as u64;
+        ops.shrink += paired as u64;
+        a_rest.remove_first(in_a, paired, |rest, i| rest.candidate[i]);
+        b_rest.remove_first(in_b, paired, |rest, i| rest.candidate[i]);
+    });
+    // (b) a copy and a shrink at the same position: two operations costing 2s, or one
+    // replace costing 1 (step 4), whichever is cheaper.
+    let copy_and_shrink_cheaper = costs.s < 0.5;
+    join_positions(&a_rest.candidates_by_position(), &b_rest.candidates_by_position(), |ia, ib| {
+        a_rest.candidate[ia] = false;
+        b_rest.candidate[ib] = false;
+        if copy_and_shrink_cheaper {
+            a_rest.alive[ia] = false;
+            b_rest.alive[ib] = false;
+            ops.copy += 1;
+            ops.shrink += 1;
+        }
+    });
+    // (c) the remaining candidates.
+    ops.copy += b_rest.settle_candidates();
+    ops.shrink += a_rest.settle_candidates();
+
+    // Step 4: replace at the same position, else drop or add.
+    let (a_positions, b_positions) = (a_rest.alive_positions(), b_rest.alive_positions());
+    let replaced = count_equal(&a_positions, &b_positions);
+    ops.replace = replaced as u64;
+    ops.drop = (a_positions.len() - replaced) as u64;
+    ops.add = (b_positions.len() - replaced) as u64;
+
+    // Step 5.
+    let cost = (ops.add + ops.drop + ops.replace) as f64
+        + costs.s * (ops.copy + ops.shrink) as f64
+        + costs.t * ops.moves as f64;
+    // The steps can cost more than max(m, n) on short, heavily rewritten documents (e.g.
+    // ⟨0 a b a b⟩ → ⟨c 0 0 0⟩ with s = 0.9: 5.8 over 5); a degree is at most 1.
+    let longest = m.max(n);
+    let degree = if longest == 0 { 0.0 } else { (cost / longest as f64).min(1.0) };
+    Ied { ops, cost, degree, lcs: pairs.len() }
+}
+
+fn count_equal(a: &[u32], b: &[u32]) -> usize {
+    let mut equal = 0;
+    join_positions(
+        &a.iter().map(|&p| (p, 0)).collect::<Vec<_>>(),
+        &b.iter().map(|&p| (p, 0)).collect::<Vec<_>>(),
+        |_, _| equal += 1,
+    );
+    equal
+}
+
+/// ED: word insertions and deletions over m + n, from the LCS length.
+pub fn edit_distance(m: usize, n: usize, lcs_len: usize) -> f64 {
+    if m + n == 0 {
+        return 0.0;
+    }
+    (m + n - 2 * lcs_len) as f64 / (m + n) as f64
+}
+
+/// A document's distinct words with their counts, sorted by word.
+pub fn term_counts(words: &[u64]) -> Vec<(u64, u32)> {
+    let mut sorted = words.to_vec();
+    sorted.sort_unstable();
+    let mut counts: Vec<(u64, u32)> = Vec::new();
+    for word in sorted {
+        match counts.last_mut() {
+            Some((last, count)) if *last == word => *count += 1,
+            _ => counts.push((word, 1)),
+        }
+    }
+    counts
+}
+
+/// Calls `both` with the two counts of every word in both term-count lists.
+fn join_terms(a: &[(u64, u32)], b: &[(u64, u32)], mut both: impl FnMut(u64, u32, u32)) {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
+            Ordering::Equal => {
+                both(a[i].0, a[i].1, b[j].1);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+/// WD: 1 − 2·|common words| / (m + n), common words a multiset intersection.
+pub fn word_distance(a: &[(u64, u32)], b: &[(u64, u32)]) -> f64 {
+    let total: u64 = a.iter().chain(b).map(|&(_, c)| u64::from(c)).sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let mut common = 0u64;
+    join_terms(a, b, |_, x, y| common += u64::from(x.min(y)));
+    1.0 - 2.0 * common as f64 / total as f64
+}
+
+/// Document frequencies over the documents a diff instance holds, for COS's IDF.
+#[derive(Debug, Default, Clone)]
+pub struct DocumentFrequencies {
+    frequencies: PrehashedMap<u32>,
+    documents: u64,
+}
+
+impl DocumentFrequencies {
+    /// Counts a document given its term counts.
+    pub fn add(&mut self, terms: &[(u64, u32)]) {
+        self.documents += 1;
+        for (word, _) in terms {
+            *self.frequencies.entry(*word).or_insert(0) += 1;
+        }
+    }
+
+    /// Forgets a document counted before.
+    pub fn remove(&mut self, terms: &[(u64, u32)]) {
+        self.documents = self.documents.saturating_sub(1);
+        for (word, _) in terms {
+            if let Some(frequency) = self.frequencies.get_mut(word) {
+                *frequency -= 1;
+                if *frequency == 0 {
+                    self.frequencies.remove(word);
+                }
+            }
+        }
+    }
+
+    pub fn documents(&self) -> u64 {
+        self.documents
+    }
+
+    /// Distinct words counted.
+    pub fn vocabulary(&self) -> usize {
+        self.frequencies.len()
+    }
+
+    /// idf(w) = ln((N + 1)/(df(w) + 1)) + 1.
+    pub fn idf(&self, word: u64) -> f64 {
+        let frequency = self.frequencies.get(&word).copied().unwrap_or(0);
+        ((self.documents as f64 + 1.0) / (f64::from(frequency) + 1.0)).ln() + 1.0
+    }
+}
+
+/// COS: 1 − cos(v_a, v_b) of TF·IDF vectors; term frequencies alone without `corpus`.
+pub fn cosine_distance(a: &[(u64, u32)], b: &[(u64, u32)], corpus: Option<&DocumentFrequencies>) -> f64 {
+    match (a.is_empty(), b.is_empty()) {
+        (true, true) => return 0.0,
+        (true, false) | (false, true) => return 1.0,
+        (false, false) => {}
+    }
+    let idf = |word: u64| corpus.map_or(1.0, |c| c.idf(word));
+    let norm = |terms: &[(u64, u32)]| {
+        terms.iter().map(|&(w, c)| (f64::from(c) * idf(w)).powi(2)).sum::<f64>().sqrt()
+    };
+    let mut dot = 0.0;
+    join_terms(a, b, |word, x, y| dot += f64::from(x) * f64::from(y) * idf(word).powi(2));
+    (1.0 - dot / (norm(a) * norm(b))).clamp(0.0, 1.0)
+}
+
+/// Any odd multiplier spreads the window's words over the 64 bits.
+const SHINGLE_BASE: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The hashes of a document's k-word windows, one starting at every word and wrapping
+/// around the end; sorted and deduplicated.
+pub fn shingles(words: &[u64], k: usize) -> Vec<u64> {
+    let n = words.len();
+    if n == 0 || k == 0 {
+        return Vec::new();
+    }
+    // A rolling polynomial hash: each window costs O(1) instead of hashing k words.
+    let leading = (1..k).fold(1u64, |power, _| power.wrapping_mul(SHINGLE_BASE));
+    let mut hash = (0..k).fold(0u64, |h, t| h.wrapping_mul(SHINGLE_BASE).wrapping_add(words[t % n]));
+    let mut windows = Vec::with_capacity(n);
+    for i in 0..n {
+        windows.push(hash);
+        hash = hash
+            .wrapping_sub(words[i].wrapping_mul(leading))
+            .wrapping_mul(SHINGLE_BASE)
+            .wrapping_add(words[(i + k) % n]);
+    }
+    windows.sort_unstable();
+    windows.dedup();
+    windows
+}
+
+/// k-SH: 1 − |S(a) ∩ S(b)| / |S(a) ∪ S(b)| of the shingle sets.
+pub fn shingle_distance(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 0.0;
+    }
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
+            Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    1.0 - common as f64 / (a.len() + b.len() - common) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lcs::reference;
+    use proptest::prelude::*;
+
+    fn words(text: &str) -> Vec<u64> {
+        text.split_whitespace().map(|w| xxhash_rust::xxh3::xxh3_64(w.as_bytes())).collect()
+    }
+
+    fn ops(add: u64, drop: u64, copy: u64, shrink: u64, replace: u64, moves: u64) -> IedOps {
+        IedOps { add, drop, copy, shrink, replace, moves }
+    }
+
+    #[test]
+    fn the_papers_example_1() {
+        let a = words("w1 w2 w2 w2 w3 w3 w4 w5 w2");
+        let b = words("w3 w1 w4 w2 w3 w5 w5 w6 w6 w7");
+        let result = ied(&a, &b, IedCosts { s: 0.4, t: 0.9 });
+        assert_eq!(result.ops, ops(2, 0, 3, 4, 0, 1));
+        assert!((result.cost - 5.7).abs() < 1e-9, "{}", result.cost);
+        assert!((result.degree - 0.57).abs() < 1e-9, "{}", result.degree);
+    }
+
+    #[test]
+    fn example_1_does_not_depend_on_which_lcs_is_taken() {
+        let a = words("w1 w2 w2 w2 w3 w3 w4 w5 w2");
+        let b = words("w3 w1 w4 w2 w3 w5 w5 w6 w6 w7");
+        let costs = IedCosts { s: 0.4, t: 0.9 };
+        let from_reference = ied_from_lcs(&a, &b, &reference::lcs(&a, &b), costs);
+        assert_eq!(from_reference.ops, ied(&a, &b, costs).ops);
+    }
+
+    #[test]
+    fn each_kind_of_change_is_its_operation() {
+        let costs = IedCosts::default();
+        let base = words("a b c d e f g h");
+        let cases = [
+            ("a b c x d e f g h", ops(1, 0, 0, 0, 0, 0)),
+            ("a b c d b e f g h", ops(0, 0, 1, 0, 0, 0)),
+            ("a b c e f g h", ops(0, 1, 0, 0, 0, 0)),
+            ("a b c y e f g h", ops(0, 0, 0, 0, 1, 0)),
+            ("a c d e f g b h", ops(0, 0, 0, 0, 0, 1)),
+        ];
+        for (new, expected) in cases {
+            assert_eq!(ied(&base, &words(new), costs).ops, expected, "{new}");
+        }
+        let repeated = words("a b a c d");
+        assert_eq!(ied(&repeated, &words("a b c d"), costs).ops, ops(0, 0, 0, 1, 0, 0), "shrink");
+    }
+
+    #[test]
+    fn a_copy_and_a_shrink_at_one_position_are_a_replace_unless_cheaper() {
+        // Position 3 loses a repeated `a` and gains a repeated `b`.
+        let (a, b) = (words("a b a c"), words("a b b c"));
+        assert_eq!(ied(&a, &b, IedCosts { s: 0.75, t: 0.75 }).ops, ops(0, 0, 0, 0, 1, 0));
+        assert_eq!(ied(&a, &b, IedCosts { s: 0.4, t: 0.75 }).ops, ops(0, 0, 1, 1, 0, 0));
+    }
+
+    #[test]
+    fn the_degree_is_capped_at_one() {
+        let result = ied(&words("0 a b a b"), &words("c 0 0 0"), IedCosts { s: 0.9, t: 0.0 });
+        assert!(result.cost > 5.0, "{result:?}");
+        assert_eq!(result.degree, 1.0);
+    }
+
+    #[test]
+    fn identical_and_empty_documents() {
+        let a = words("one two three");
+        for metric in [
+            ied(&a, &a, IedCosts::default()).degree,
+            word_distance(&term_counts(&a), &term_counts(&a)),
+            cosine_distance(&term_counts(&a), &term_counts(&a), None),
+            shingle_distance(&shingles(&a, 10), &shingles(&a, 10)),
+            edit_distance(3, 3, 3),
+            ied(&[], &[], IedCosts::default()).degree,
+            word_distance(&[], &[]),
+            cosine_distance(&[], &[], None),
+            shingle_distance(&[], &[]),
+            edit_distance(0, 0, 0),
+        ] {
+            assert_eq!(metric, 0.0);
+        }
+        for metric in [
+            ied(&[], &a, IedCosts::default()).degree,
+            ied(&a, &[], IedCosts::default()).degree,
+            word_distance(&[], &term_counts(&a)),
+            cosine_distance(&term_counts(&a), &[], None),
+            shingle_distance(&shingles(&a, 10), &[]),
+            edit_distance(3, 0, 0),
+        ] {
+            assert_eq!(metric, 1.0);
+        }
+    }
+
+    #[test]
+    fn the_spec_word_and_edit_distance_examples() {
+        let old = words("w1 w2 w3 w4");
+        for new in ["w1 w2 w3 w4 w2 w3", "w1 w2 w3 w4 w5 w6"] {
+            let new = words(new);
+            let wd = word_distance(&term_counts(&old), &term_counts(&new));
+            let ed = edit_distance(old.len(), new.len(), lcs(&old, &new).len());
+            assert!((wd - 0.2).abs() < 1e-12 && (ed - 0.2).abs() < 1e-12, "wd {wd} ed {ed}");
+        }
+        let (a, b) = (words("A G B A A"), words("A B A T A"));
+        assert!((edit_distance(5, 5, lcs(&a, &b).len()) - 0.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_spec_shingling_examples() {
+        let base = shingles(&words("w1 w2 w3 w4 w5"), 3);
+        let replaced = shingle_distance(&base, &shingles(&words("w1 w2 w3 w6 w5"), 3));
+        assert!((replaced - 0.75).abs() < 1e-12, "{replaced}");
+        // The paper says 1; its own formula with wrapping gives 1 − 1/9.
+        let swapped = shingle_distance(&base, &shingles(&words("w2 w1 w3 w4 w5"), 3));
+        assert!((swapped - 8.0 / 9.0).abs() < 1e-12, "{swapped}");
+    }
+
+    #[test]
+    fn cosine_ignores_order_and_idf_discounts_common_words() {
+        let (a, b) = (words("x y z"), words("z y x"));
+        assert_eq!(cosine_distance(&term_counts(&a), &term_counts(&b), None), 0.0);
+        let (old, new) = (term_counts(&words("common rare")), term_counts(&words("common other")));
+        let mut corpus = DocumentFrequencies::default();
+        for _ in 0..10 {
+            corpus.add(&term_counts(&words("common filler")));
+        }
+        let plain = cosine_distance(&old, &new, None);
+        let weighted = cosine_distance(&old, &new, Some(&corpus));
+        assert!(weighted > plain, "shared common word counts less: {weighted} vs {plain}");
+        corpus.remove(&term_counts(&words("common filler")));
+        assert_eq!(corpus.documents(), 9);
+        assert_eq!(corpus.vocabulary(), 2);
+    }
+
+    proptest! {
+        #[test]
+        fn degrees_stay_in_the_unit_interval(
+            a in prop::collection::vec(0u64..20, 0..60),
+            b in prop::collection::vec(0u64..20, 0..60),
+            s in 0.0f64..=1.0,
+            t in 0.0f64..=1.0,
+        ) {
+            let result = ied(&a, &b, IedCosts { s, t });
+            prop_assert!((0.0..=1.0).contains(&result.degree), "{:?}", result);
+            let (ta, tb) = (term_counts(&a), term_counts(&b));
+            for degree in [
+                word_distance(&ta, &tb),
+                cosine_distance(&ta, &tb, None),
+                shingle_distance(&shingles(&a, 10), &shingles(&b, 10)),
+                edit_distance(a.len(), b.len(), result.lcs),
+            ] {
+                prop_assert!((0.0..=1.0).contains(&degree), "{}", degree);
+            }
+            let consumed = result.ops.add + result.ops.copy + result.ops.replace + result.ops.moves;
+            prop_assert_eq!(consumed as usize, b.len() - result.lcs, "every new word is accounted for");
+            let removed = result.ops.drop + result.ops.shrink + result.ops.replace + result.ops.moves;
+            prop_assert_eq!(removed as usize, a.len() - result.lcs, "every old word is accounted for");
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! A longest common subsequence of two word-hash sequences, fast enough for whole pages
+//! and in memory linear in their lengths (`spec/change-degree.md` §5).
+//!
+//! The textbook dynamic programme needs m·n cells: 67 million for two 8,192-word pages.
+//! Instead, in order:
+//! 1. the common prefix and suffix are matched (page edits are usually clustered, so this
+//!    alone often leaves a few dozen words);
+//! 2. words that occur on one side only are set aside: they can never be in a common
+//!    subsequence, so dropping them keeps the result longest;
+//! 3. what remains is solved by Myers's O((N+M)·D) greedy algorithm when the difference D
+//!    is small, else by Hirschberg's divide and conquer whose rows are computed 64
+//!    columns per machine word (Hyyrö's bit-parallel LCS recurrence), so O(m·n/64) time
+//!    and O(m + n) memory; each half is solved the same way.
+//!
+//! **Which LCS.** Several subsequences can be longest, and IED's move/copy/replace split
+//! can differ between them. The one returned is a deterministic function of the two
+//! sequences: prefix and suffix matches first; Myers's path preferring deletions from
+//! `a` over insertions from `b` at equal cost; Hirschberg's split at the leftmost column
+//! of `b` that keeps the total longest; a single remaining word of `a` is matched with
+//! its leftmost occurrence in `b`.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Positions `(i, j)` with `a[i] == b[j]` forming a longest common subsequence, ascending.
+pub fn lcs(a: &[u64], b: &[u64]) -> Vec<(u32, u32)> {
+    let prefix = common_prefix(a, b);
+    let suffix = common_suffix(&a[prefix..], &b[prefix..]);
+    let core_a = &a[prefix..a.len() - suffix];
+    let core_b = &b[prefix..b.len() - suffix];
+
+    let mut pairs: Vec<(u32, u32)> = (0..prefix as u32).map(|i| (i, i)).collect();
+    let shared = SharedSymbols::new(core_a, core_b);
+    let mut solver = Solver::new(shared.alphabet, shared.b.len());
+    let mut core_pairs = Vec::new();
+    solver.solve(&shared.a, &shared.b, 0, 0, &mut core_pairs);
+    let offset = prefix as u32;
+    pairs.extend(
+        core_pairs
+            .into_iter()
+            .map(|(i, j)| (shared.a_index[i as usize] + offset, shared.b_index[j as usize] + offset)),
+    );
+    let (tail_a, tail_b) = ((a.len() - suffix) as u32, (b.len() - suffix) as u32);
+    pairs.extend((0..suffix as u32).map(|i| (tail_a + i, tail_b + i)));
+    pairs
+}
+
+fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+fn common_suffix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count()
+}
+
+/// Word hashes are already uniformly distributed; hashing them again is wasted work.
+#[derive(Default)]
+pub(crate) struct PrehashedHasher(u64);
+
+impl Hasher for PrehashedHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+pub(crate) type PrehashedMap<V> = HashMap<u64, V, BuildHasherDefault<PrehashedHasher>>;
+
+/// The two sequences restricted to words occurring in both, as dense symbol ids, with
+/// each kept element's index in its original sequence.
+struct SharedSymbols {
+    a: Vec<u32>,
+    a_index: Vec<u32>,
+    b: Vec<u32>,
+    b_index: Vec<u32>,
+    alphabet: usize,
+}
+
+impl SharedSymbols {
+    fn new(a: &[u64], b: &[u64]) -> Self {
+        const ONLY_IN_B: u32 = u32::MAX;
+        let mut ids: PrehashedMap<u32> = PrehashedMap::default();
+        ids.reserve(b.len());
+        for &word in b {
+            ids.insert(word, ONLY_IN_B);
+        }
+        let mut alphabet = 0u32;
+        let (mut kept_a, mut a_index) = (Vec::with_capacity(a.len()), Vec::with_capacity(a.len()));
+        for (i, word) in a.iter().enumerate() {
+            if let Some(id) = ids.get_mut(word) {
+                if *id == ONLY_IN_B {
+                    *id = alphabet;
+                    alphabet += 1;
+                }
+                kept_a.push(*id);
+                a_index.push(i as u32);
+            }
+        }
+        let (mut kept_b, mut b_index) = (Vec::with_capacity(b.len()), Vec::with_capacity(b.len()));
+        for (j, word) in b.iter().enumerate() {
+            let id = ids[word];
+            if id != ONLY_IN_B {
+                kept_b.push(id);
+                b_index.push(j as u32);
+            }
+        }
+        Self { a: kept_a, a_index, b: kept_b, b_index, alphabet: alphabet as usize }
+    }
+}
+
+const NONE: u32 = u32::MAX;
+/// Above this difference Myers's greedy search gives way to the bit-parallel rows.
+const MYERS_MAX_D: usize = 64;
+
+/// Scratch space reused across the recursion, all O(alphabet + |b|).
+struct Solver {
+    /// First position of each symbol among the current columns, `NONE` when absent.
+    head: Vec<u32>,
+    /// Next position of the same symbol among the current columns.
+    next: Vec<u32>,
+    bits: Vec<u64>,
+    matches: Vec<u64>,
+    forward: Vec<u32>,
+    backward: Vec<u32>,
+}
+
+impl Solver {
+    fn new(alphabet: usize, columns: usize) -> Self {
+        Self {
+            head: vec![NONE; alphabet],
+            next: vec![NONE; columns],
+            bits: Vec::new(),
+            matches: Vec::new(),
+            forward: Vec::new(),
+            backward: Vec::new(),
+        }
+    }
+
+    /// Appends to `out`, ascending, an LCS of `x` and `y` whose positions start at
+    /// `x0` and `y0`.
+    fn solve(&mut self, x: &[u32], y: &[u32], x0: u32, y0: u32, out: &mut Vec<(u32, u32)>) {
+        let prefix = common_prefix(x, y);
+        out.extend((0..prefix as u32).map(|i| (x0 + i, y0 + i)));
+        let suffix = common_suffix(&x[prefix..], &y[prefix..]);
+        let (x, y) = (&x[prefix..x.len() - suffix], &y[prefix..y.len() - suffix]);
+        let (x0, y0) = (x0 + prefix as u32, y0 + prefix as u32);
+        self.solve_core(x, y, x0, y0, out);
+        let (tail_x, tail_y) = (x0 + x.len() as u32, y0 + y.len() as u32);
+        out.extend((0..suffix as u32).map(|i| (tail_x + i, tail_y + i)));
+    }
+
+    /// `x` and `y` share no prefix or suffix.
+    fn solve_core(&mut self, x: &[u32], y: &[u32], x0: u32, y0: u32, out: &mut Vec<(u32, u32)>) {
+        if x.is_empty() || y.is_empty() {
+            return;
+        }
+        if let [word] = x {
+            if let Some(j) = y.iter().position(|c| c == word) {
+                out.push((x0, y0 + j as u32));
+            }
+            return;
+        }
+        // Myers costs about D² here; give up on it where the rows would be cheaper.
+        let row_cost = x.len() * y.len().div_ceil(64);
+        let max_d = MYERS_MAX_D.min(row_cost.isqrt());
+        if let Some(path) = myers(x, y, max_d) {
+            out.extend(path.into_iter().map(|(i, j)| (x0 + i, y0 + j)));
+            return;
+        }
+        let mid = x.len() / 2;
+        let mut forward = std::mem::take(&mut self.forward);
+        let mut backward = std::mem::take(&mut self.backward);
+        self.lcs_row(x[..mid].iter().copied(), y, false, &mut forward);
+        self.lcs_row(x[mid..].iter().rev().copied(), y, true, &mut backward);
+        let n = y.len();
+        // forward[j] = LCS(x[..mid], y[..j]); backward[k] = LCS(x[mid..], y[n-k..]).
+        let split = (0..=n)
+            .max_by_key(|&j| (forward[j] + backward[n - j], std::cmp::Reverse(j)))
+            .unwrap_or(0);
+        self.forward = forward;
+        self.backward = backward;
+        self.solve(&x[..mid], &y[..split], x0, y0, out);
+        self.solve(&x[mid..], &y[split..], x0 + mid as u32, y0 + split as u32, out);
+    }
+
+    /// Fills `row[j]` (j = 0..=|y|) with the LCS length of the rows and the first j
+    /// columns (of `y`, or of `y` reversed when `reversed`), using the bit-parallel
+    /// recurrence V ← (V + U) | (V − U), U = V & match(row): bit j of V is 0 where the
+    /// LCS grows at column j.
+    fn lcs_row(&mut self, rows: impl Iterator<Item = u32>, y: &[u32], reversed: bool, row: &mut Vec<u32>) {
+        let n = y.len();
+        let column = |j: usize| if reversed { y[n - 1 - j] } else { y[j] };
+        for j in (0..n).rev() {
+            let symbol = column(j) as usize;
+            self.next[j] = self.head[symbol];
+            self.head[symbol] = j as u32;
+        }
+        let words = n.div_ceil(64);
+        self.bits.clear();
+        self.bits.resize(words, u64::MAX);
+        self.matches.clear();
+        self.matches.resize(words, 0);
+        for symbol in rows {
+            let first = self.head[symbol as usize];
+            if first == NONE {
+                continue;
+            }
+            let mut last = first;
+            let mut position = first;
+            while position != NONE {
+                self.matches[position as usize / 64] |= 1 << (position % 64);
+                last = position;
+                position = self.next[position as usize];
+            }
+            let (low, high) = (first as usize / 64, last as usize / 64);
+            let (mut carry, mut borrow) = (false, false);
+            for k in low..words {
+                if k > high && !carry && !borrow {
+                    break;
+                }
+                let v = self.bits[k];
+                let u = v & self.matches[k];
+                let (sum, c1) = v.overflowing_add(u);
+                let (sum, c2) = sum.overflowing_add(u64::from(carry));
+                let (difference, b1) = v.overflowing_sub(u);
+                let (difference, b2) = difference.overflowing_sub(u64::from(borrow));
+                (carry, borrow) = (c1 | c2, b1 | b2);
+                self.bits[k] = sum | difference;
+            }
+            self.matches[low..=high].fill(0);
+        }
+        row.clear();
+        row.reserve(n + 1);
+        let mut length = 0;
+        row.push(0);
+        for j in 0..n {
+            length += u32::from(self.bits[j / 64] >> (j % 64) & 1 == 0);
+            row.push(length);
+        }
+        for j in 0..n {
+            self.head[column(j) as usize] = NONE;
+        }
+    }
+}
+
+/// Myers's greedy shortest edit script, abandoned beyond `max_d` edits; the matched
+/// positions when found. Remembers each round's frontier to walk the path back: O(D²).
+fn myers(x: &[u32], y: &[u32], max_d: usize) -> Option<Vec<(u32, u32)>> {
+    let (n, m) = (x.len() as isize, y.len() as isize);
+    let offset = max_d as isize + 1;
+    let mut frontier = vec![0isize; 2 * max_d + 3];
+    let mut rounds: Vec<Vec<isize>> = Vec::new();
+    for d in 0..=max_d as isize {
+        rounds.push(frontier.clone());
+        for k in (-d..=d).step_by(2) {
+            let down = k == -d || (k != d && frontier[(offset + k - 1) as usize] < frontier[(offset + k + 1) as usize]);
+            let mut i = if down { frontier[(offset + k + 1) as usize] } else { frontier[(offset + k - 1) as usize] + 1 };
+            let mut j = i - k;
+            while i < n && j < m && x[i as usize] == y[j as usize] {
+                i += 1;
+                j += 1;
+            }
+            frontier[(offset + k) as usize] = i;
+            if i >= n && j >= m {
+                return Some(myers_path(&rounds, offset, d, n, m));
+            }
+        }
+    }
+    None
+}
+
+/// Walks back from (n, m) through the frontiers saved before each round.
+fn myers_path(rounds: &[Vec<isize>], offset: isize, edits: isize, n: isize, m: isize) -> Vec<(u32, u32)> {
+    let mut pairs = Vec::new();
+    let (mut i, mut j) = (n, m);
+    for d in (1..=edits).rev() {
+        let before = &rounds[d as usize];
+        let k = i - j;
+        let down = k == -d || (k != d && before[(offset + k - 1) as usize] < before[(offset + k + 1) as usize]);
+        let previous_k = if down { k + 1 } else { k - 1 };
+        let previous_i = before[(offset + previous_k) as usize];
+        let previous_j = previous_i - previous_k;
+        while i > previous_i && j > previous_j {
+            i -= 1;
+            j -= 1;
+            pairs.push((i as u32, j as u32));
+        }
+        (i, j) = (previous_i, previous_j);
+    }
+    while i > 0 && j > 0 {
+        i -= 1;
+        j -= 1;
+        pairs.push((i as u32, j as u32));
+    }
+    pairs.reverse();
+    pairs
+}
+
+/// The textbook O(m·n) dynamic programme with a full table: the reference the fast path
+/// is tested and benchmarked against. Never used by the stage.
+pub mod reference {
+    /// An LCS as ascending position pairs.
+    pub fn lcs(a: &[u64], b: &[u64]) -> Vec<(u32, u32)> {
+        let (m, n) = (a.len(), b.len());
+        let width = n + 1;
+        let mut table = vec![0u32; (m + 1) * width];
+        for i in (0..m).rev() {
+            for j in (0..n).rev() {
+                table[i * width + j] = if a[i] == b[j] {
+                    table[(i + 1) * width + j + 1] + 1
+                } else {
+                    table[(i + 1) * width + j].max(table[i * width + j + 1])
+                };
+            }
+        }
+        let (mut i, mut j, mut pairs) = (0, 0, Vec::new());
+        while i < m && j < n {
+            if a[i] == b[j] {
+                pairs.push((i as u32, j as u32));
+                i += 1;
+                j += 1;
+            } else if table[(i + 1) * width + j] >= table[i * width + j + 1] {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        pairs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn assert_common_subsequence(a: &[u64], b: &[u64], pairs: &[(u32, u32)]) {
+        for window in pairs.windows(2) {
+            assert!(window[0].0 < window[1].0 && window[0].1 < window[1].1, "{pairs:?} not ascending");
+        }
+        for &(i, j) in pairs {
+            assert_eq!(a[i as usize], b[j as usize], "({i}, {j}) is not a match");
+        }
+    }
+
+    fn words(text: &str) -> Vec<u64> {
+        text.split_whitespace().map(|w| xxhash_rust::xxh3::xxh3_64(w.as_bytes())).collect()
+    }
+
+    #[test]
+    fn the_spec_edit_distance_example() {
+        let (a, b) = (words("A G B A A"), words("A B A T A"));
+        let pairs = lcs(&a, &b);
+        assert_common_subsequence(&a, &b, &pairs);
+        assert_eq!(pairs.len(), 4, "δ = 5 + 5 − 2·4 = 2");
+    }
+
+    #[test]
+    fn empty_and_identical_sequences() {
+        let a = words("x y z");
+        assert!(lcs(&[], &a).is_empty());
+        assert!(lcs(&a, &[]).is_empty());
+        assert_eq!(lcs(&a, &a), vec![(0, 0), (1, 1), (2, 2)]);
+    }
+
+    #[test]
+    fn large_differences_take_the_bit_parallel_path_and_stay_longest() {
+        // A block moved across the page: D is far above the greedy bound.
+        let a: Vec<u64> = (0..3000).collect();
+        let mut b: Vec<u64> = (0..3000).collect();
+        b[100..1300].rotate_left(400);
+        let pairs = lcs(&a, &b);
+        assert_common_subsequence(&a, &b, &pairs);
+        assert_eq!(pairs.len(), reference::lcs(&a, &b).len());
+        assert_eq!(pairs.len(), 3000 - 400);
+    }
+
+    #[test]
+    fn repeated_words_across_word_boundaries_of_the_bit_vectors() {
+        let a: Vec<u64> = (0..700).map(|i| (i * 7 % 13) as u64).collect();
+        let b: Vec<u64> = (0..650).map(|i| (i * 5 % 11) as u64).collect();
+        let pairs = lcs(&a, &b);
+        assert_common_subsequence(&a, &b, &pairs);
+        assert_eq!(pairs.len(), reference::lcs(&a, &b).len());
+    }
+
+    #[test]
+    fn the_choice_among_longest_subsequences_is_deterministic() {
+        let (a, b) = (words("x y x y x"), words("y x y x y"));
+        let first = lcs(&a, &b);
+        assert_eq!(first.len(), 4);
+        assert_eq!(first, lcs(&a, &b));
+    }
+
+    fn sequence(alphabet: u64, max_len: usize) -> impl Strategy<Value = Vec<u64>> {
+        prop::collection::vec(0..alphabet, 0..max_len)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Tiny alphabets force heavy repetition, many equally long answers, and both the
+        /// greedy and the bit-parallel paths.
+        #[test]
+        fn as_long_as_the_dynamic_programme(
+            alphabet in 1u64..12,
+            a in sequence(12, 300),
+            b in sequence(12, 300),
+        ) {
+            let (a, b): (Vec<u64>, Vec<u64>) =
+                (a.iter().map(|w| w % alphabet).collect(), b.iter().map(|w| w % alphabet).collect());
+            let pairs = lcs(&a, &b);
+            assert_common_subsequence(&a, &b, &pairs);
+            prop_assert_eq!(pairs.len(), reference::lcs(&a, &b).len());
+        }
+
+        #[test]
+        fn edited_copies_match_the_dynamic_programme(
+            a in sequence(400, 600),
+            edits in prop::collection::vec((0usize..600, 0u64..400, 0u8..3), 0..80),
+        ) {
+            let mut b = a.clone();
+            for (at, word, kind) in edits {
+                let at = at.min(b.len());
+                match kind {
+                    0 => b.insert(at, word),
+                    1 if at < b.len() => { b.remove(at); }
+                    _ if at < b.len() => b[at] = word,
+                    _ => b.push(word),
+                }
+            }
+            let pairs = lcs(&a, &b);
+            assert_common_subsequence(&a, &b, &pairs);
+            prop_assert_eq!(pairs.len(), reference::lcs(&a, &b).len());
+        }
+    }
+}
