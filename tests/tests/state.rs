@@ -105,12 +105,7 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {
-        assert_eq!(
-            (event.period, event.changed, event.first_seen),
-            (2, Some(false), false),
-            "{}",
-            event.url
-        );
+        assert_eq!((event.period, event.changed, event.first_seen), (2, Some(false), false), "{}", event.url);
     }
     let second_keys = second.ctx.metrics.state_keys.get();
     assert!(
@@ -139,11 +134,14 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     for event in &events[2 * URLS..] {
         let index: usize =
             event.host.trim_start_matches("site").trim_end_matches(".example").parse().expect("index");
-        assert_eq!((event.period, event.changed), (3, Some(index % 2 == 0)), "{}", event.url);
+        assert_eq!((event.period, event.changed), (3, Some(index.is_multiple_of(2))), "{}", event.url);
         // The restored version carries the old words, not only a hash.
         let degrees = event.degrees.as_ref().expect("compared");
-        let expected_ied = if index % 2 == 0 { 0.25 } else { 0.0 };
-        assert_eq!((degrees.ied, degrees.ied_ops.replace), (expected_ied, u64::from(index % 2 == 0)));
+        let expected_ied = if index.is_multiple_of(2) { 0.25 } else { 0.0 };
+        assert_eq!(
+            (degrees.ied, degrees.ied_ops.replace),
+            (expected_ied, u64::from(index.is_multiple_of(2)))
+        );
     }
     assert_eq!(events.len(), 3 * URLS, "replays produced no events");
     assert_eq!(dead, 1);
@@ -190,9 +188,17 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {
         assert!(!event.first_seen, "{}", event.url);
-        assert_eq!((event.changed, event.text_changed, event.previous_words), (Some(true), Some(true), Some(4)));
+        assert_eq!(
+            (event.changed, event.text_changed, event.previous_words),
+            (Some(true), Some(true), Some(4))
+        );
         let degrees = event.degrees.as_ref().expect("compared");
-        assert_eq!((degrees.ied, degrees.ied_ops.replace, degrees.ed), (0.25, 1, Some(0.25)), "{}", event.url);
+        assert_eq!(
+            (degrees.ied, degrees.ied_ops.replace, degrees.ed),
+            (0.25, 1, Some(0.25)),
+            "{}",
+            event.url
+        );
         assert!(degrees.cos.is_some_and(|d| d > 0.0), "COS's corpus was rebuilt from the restored versions");
     }
     after.stop().await.expect("stops cleanly");

@@ -65,7 +65,9 @@ fn bench(c: &mut Criterion) {
     // The floor: splitting and hashing the two texts alone.
     let (old, new) = text_pair(ChangeKind::Replace, 1000, 50);
     group.bench_function("words_only", |b| {
-        b.iter(|| (word_hashes(black_box(&old), CaseFold::None), word_hashes(black_box(&new), CaseFold::None)))
+        b.iter(|| {
+            (word_hashes(black_box(&old), CaseFold::None), word_hashes(black_box(&new), CaseFold::None))
+        })
     });
     group.finish();
 

@@ -31,7 +31,9 @@ impl<'de> Deserialize<'de> for WordHashes {
         if bytes.len() % 8 != 0 {
             return Err(serde::de::Error::invalid_length(bytes.len(), &"a multiple of 8 bytes"));
         }
-        Ok(Self(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect()))
+        Ok(Self(
+            bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect(),
+        ))
     }
 }
 
@@ -133,7 +135,10 @@ impl Differ {
         let k = settings.shingle_k as usize;
         ChangeDegrees {
             bw: if bytes_changed { 1.0 } else { 0.0 },
-            cos: counts.as_ref().filter(|_| baselines.cos).map(|(a, b)| cosine_distance(a, b, Some(&self.corpus))),
+            cos: counts
+                .as_ref()
+                .filter(|_| baselines.cos)
+                .map(|(a, b)| cosine_distance(a, b, Some(&self.corpus))),
             wd: counts.as_ref().filter(|_| baselines.wd).map(|(a, b)| word_distance(a, b)),
             ed: baselines.ed.then(|| edit_distance(old.len(), new.len(), pairs.len())),
             sh: baselines.sh.then(|| shingle_distance(&shingles(old, k), &shingles(new, k))),
@@ -195,7 +200,9 @@ impl Differ {
             // 304: a download whose content equals the previous one. Without a previous
             // version there is nothing it could equal; it stays a download that compares
             // with nothing.
-            FetchOutcome::NotModified => (previous.map(|p| PageVersion { period: result.period, ..p.clone() }), None),
+            FetchOutcome::NotModified => {
+                (previous.map(|p| PageVersion { period: result.period, ..p.clone() }), None)
+            }
             _ => (None, None),
         };
         let downloaded = result.outcome.is_download();
@@ -296,7 +303,8 @@ mod tests {
         let mut differ = Differ::default();
         let mut kept = None;
         differ.apply(&mut kept, &result(1, FetchOutcome::Downloaded, "<p>hello world</p>"));
-        let event = differ.apply(&mut kept, &result(2, FetchOutcome::Downloaded, "<p class=x>hello <b>world</b></p>"));
+        let event = differ
+            .apply(&mut kept, &result(2, FetchOutcome::Downloaded, "<p class=x>hello <b>world</b></p>"));
         assert_eq!((event.changed, event.text_changed), (Some(true), Some(false)));
         let degrees = event.degrees.expect("compared");
         assert_eq!((degrees.bw, degrees.ied, degrees.wd), (1.0, 0.0, Some(0.0)));

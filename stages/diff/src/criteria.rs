@@ -160,9 +160,7 @@ impl Trial {
 pub fn by_share_changed(differ: &Differ, n: usize, alpha: f64, beta: f64) -> Vec<Trial> {
     ChangeKind::ALL
         .iter()
-        .flat_map(|&kind| {
-            (1..=19).map(move |step| (kind, (n * step * 5).div_ceil(100)))
-        })
+        .flat_map(|&kind| (1..=19).map(move |step| (kind, (n * step * 5).div_ceil(100))))
         .map(|(kind, x)| Trial::run(differ, kind, n, x, alpha, beta))
         .collect()
 }
@@ -256,10 +254,18 @@ mod tests {
             sorted_old.sort_unstable();
             sorted_new.sort_unstable();
             let same_bag = sorted_old == sorted_new;
-            assert_eq!(same_bag, kind == ChangeKind::Move, "{}: only a move keeps the bag of words", kind.name());
+            assert_eq!(
+                same_bag,
+                kind == ChangeKind::Move,
+                "{}: only a move keeps the bag of words",
+                kind.name()
+            );
         }
         let (old, new) = change_pair(ChangeKind::Shrink, n, 10);
-        assert!(new.iter().all(|w| old.contains(w)) && old.iter().all(|w| new.contains(w)), "shrink keeps every word");
+        assert!(
+            new.iter().all(|w| old.contains(w)) && old.iter().all(|w| new.contains(w)),
+            "shrink keeps every word"
+        );
     }
 
     #[test]

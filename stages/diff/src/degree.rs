@@ -53,8 +53,13 @@ struct Leftover {
 
 impl Leftover {
     fn new(words: &[u64], in_lcs: &[bool]) -> Self {
-        let mut entries: Vec<(u64, u32)> =
-            words.iter().zip(in_lcs).enumerate().filter(|(_, (_, &kept))| !kept).map(|(i, (&w, _))| (w, i as u32)).collect();
+        let mut entries: Vec<(u64, u32)> = words
+            .iter()
+            .zip(in_lcs)
+            .enumerate()
+            .filter(|(_, (_, &kept))| !kept)
+            .map(|(i, (&w, _))| (w, i as u32))
+            .collect();
         entries.sort_unstable();
         let len = entries.len();
         Self { entries, alive: vec![true; len], candidate: vec![false; len] }
@@ -146,36 +151,22 @@ impl Leftover {
     }
 }
 
-/// Calls `both` for every word present in both sorted group lists.
-fn join_groups(
-    a: &[(u64, Range<usize>)],
-    b: &[(u64, Range<usize>)],
-    mut both: impl FnMut(u64, Range<usize>, Range<usize>),
+/// Calls `both` with each pair of items of two lists sorted by `key` whose keys are equal
+/// (keys unique within each list).
+fn merge_join<A, B, K: Ord>(
+    a: &[A],
+    b: &[B],
+    key_a: impl Fn(&A) -> K,
+    key_b: impl Fn(&B) -> K,
+    mut both: impl FnMut(&A, &B),
 ) {
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
-        match a[i].0.cmp(&b[j].0) {
+        match key_a(&a[i]).cmp(&key_b(&b[j])) {
             Ordering::Less => i += 1,
             Ordering::Greater => j += 1,
             Ordering::Equal => {
-                both(a[i].0, a[i].1.clone(), b[j].1.clone());
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-}
-
-/// Counts of equal values in two ascending lists, calling `matched` with each pair's
-/// payloads.
-fn join_positions(a: &[(u32, usize)], b: &[(u32, usize)], mut matched: impl FnMut(usize, usize)) {
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].0.cmp(&b[j].0) {
-            Ordering::Less => i += 1,
-            Ordering::Greater => j += 1,
-            Ordering::Equal => {
-                matched(a[i].1, b[j].1);
+                both(&a[i], &b[j]);
                 i += 1;
                 j += 1;
             }
@@ -225,40 +216,61 @@ pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts)
 
     // Step 2: moves. When t > 2s a word repeated on both sides is cheaper as shrink + copy.
     let shrink_and_copy_cheaper = costs.t > 2.0 * costs.s;
-    join_groups(&a_groups, &b_groups, |word, in_a, in_b| {
-        if shrink_and_copy_cheaper && repeated_in_both(word) {
-            return;
-        }
-        let moved = in_a.len().min(in_b.len());
-        ops.moves += moved as u64;
-        a_rest.remove_first(in_a, moved, |_, _| true);
-        b_rest.remove_first(in_b, moved, |_, _| true);
-    });
+    merge_join(
+        &a_groups,
+        &b_groups,
+        |g| g.0,
+        |g| g.0,
+        |(word, in_a), (_, in_b)| {
+            let (word, in_a, in_b) = (*word, in_a.clone(), in_b.clone());
+            if shrink_and_copy_cheaper && repeated_in_both(word) {
+                return;
+            }
+            let moved = in_a.len().min(in_b.len());
+            ops.moves += moved as u64;
+            a_rest.remove_first(in_a, moved, |_, _| true);
+            b_rest.remove_first(in_b, moved, |_, _| true);
+        },
+    );
 
     // Step 3: copies and shrinks.
     b_rest.mark_candidates(&b_groups, &count_b);
     a_rest.mark_candidates(&a_groups, &count_a);
     // (a) a word both copied and shrunk.
-    join_groups(&a_groups, &b_groups, |_, in_a, in_b| {
-        let paired = a_rest.candidates_in(in_a.clone()).min(b_rest.candidates_in(in_b.clone()));
-        ops.copy += paired as u64;
-        ops.shrink += paired as u64;
-        a_rest.remove_first(in_a, paired, |rest, i| rest.candidate[i]);
-        b_rest.remove_first(in_b, paired, |rest, i| rest.candidate[i]);
-    });
+    merge_join(
+        &a_groups,
+        &b_groups,
+        |g| g.0,
+        |g| g.0,
+        |(_, in_a), (_, in_b)| {
+            let (in_a, in_b) = (in_a.clone(), in_b.clone());
+            let paired = a_rest.candidates_in(in_a.clone()).min(b_rest.candidates_in(in_b.clone()));
+            ops.copy += paired as u64;
+            ops.shrink += paired as u64;
+            a_rest.remove_first(in_a, paired, |rest, i| rest.candidate[i]);
+            b_rest.remove_first(in_b, paired, |rest, i| rest.candidate[i]);
+        },
+    );
     // (b) a copy and a shrink at the same position: two operations costing 2s, or one
     // replace costing 1 (step 4), whichever is cheaper.
     let copy_and_shrink_cheaper = costs.s < 0.5;
-    join_positions(&a_rest.candidates_by_position(), &b_rest.candidates_by_position(), |ia, ib| {
-        a_rest.candidate[ia] = false;
-        b_rest.candidate[ib] = false;
-        if copy_and_shrink_cheaper {
-            a_rest.alive[ia] = false;
-            b_rest.alive[ib] = false;
-            ops.copy += 1;
-            ops.shrink += 1;
-        }
-    });
+    let (shrinks, copies) = (a_rest.candidates_by_position(), b_rest.candidates_by_position());
+    merge_join(
+        &shrinks,
+        &copies,
+        |c| c.0,
+        |c| c.0,
+        |&(_, ia), &(_, ib)| {
+            a_rest.candidate[ia] = false;
+            b_rest.candidate[ib] = false;
+            if copy_and_shrink_cheaper {
+                a_rest.alive[ia] = false;
+                b_rest.alive[ib] = false;
+                ops.copy += 1;
+                ops.shrink += 1;
+            }
+        },
+    );
     // (c) the remaining candidates.
     ops.copy += b_rest.settle_candidates();
     ops.shrink += a_rest.settle_candidates();
@@ -283,11 +295,7 @@ pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts)
 
 fn count_equal(a: &[u32], b: &[u32]) -> usize {
     let mut equal = 0;
-    join_positions(
-        &a.iter().map(|&p| (p, 0)).collect::<Vec<_>>(),
-        &b.iter().map(|&p| (p, 0)).collect::<Vec<_>>(),
-        |_, _| equal += 1,
-    );
+    merge_join(a, b, |&p| p, |&p| p, |_, _| equal += 1);
     equal
 }
 
@@ -313,22 +321,6 @@ pub fn term_counts(words: &[u64]) -> Vec<(u64, u32)> {
     counts
 }
 
-/// Calls `both` with the two counts of every word in both term-count lists.
-fn join_terms(a: &[(u64, u32)], b: &[(u64, u32)], mut both: impl FnMut(u64, u32, u32)) {
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].0.cmp(&b[j].0) {
-            Ordering::Less => i += 1,
-            Ordering::Greater => j += 1,
-            Ordering::Equal => {
-                both(a[i].0, a[i].1, b[j].1);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-}
-
 /// WD: 1 − 2·|common words| / (m + n), common words a multiset intersection.
 pub fn word_distance(a: &[(u64, u32)], b: &[(u64, u32)]) -> f64 {
     let total: u64 = a.iter().chain(b).map(|&(_, c)| u64::from(c)).sum();
@@ -336,7 +328,7 @@ pub fn word_distance(a: &[(u64, u32)], b: &[(u64, u32)]) -> f64 {
         return 0.0;
     }
     let mut common = 0u64;
-    join_terms(a, b, |_, x, y| common += u64::from(x.min(y)));
+    merge_join(a, b, |t| t.0, |t| t.0, |&(_, x), &(_, y)| common += u64::from(x.min(y)));
     1.0 - 2.0 * common as f64 / total as f64
 }
 
@@ -397,7 +389,15 @@ pub fn cosine_distance(a: &[(u64, u32)], b: &[(u64, u32)], corpus: Option<&Docum
         terms.iter().map(|&(w, c)| (f64::from(c) * idf(w)).powi(2)).sum::<f64>().sqrt()
     };
     let mut dot = 0.0;
-    join_terms(a, b, |word, x, y| dot += f64::from(x) * f64::from(y) * idf(word).powi(2));
+    merge_join(
+        a,
+        b,
+        |t| t.0,
+        |t| t.0,
+        |&(word, x), &(_, y)| {
+            dot += f64::from(x) * f64::from(y) * idf(word).powi(2);
+        },
+    );
     (1.0 - dot / (norm(a) * norm(b))).clamp(0.0, 1.0)
 }
 
@@ -432,18 +432,8 @@ pub fn shingle_distance(a: &[u64], b: &[u64]) -> f64 {
     if a.is_empty() && b.is_empty() {
         return 0.0;
     }
-    let (mut i, mut j, mut common) = (0, 0, 0usize);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            Ordering::Less => i += 1,
-            Ordering::Greater => j += 1,
-            Ordering::Equal => {
-                common += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
+    let mut common = 0usize;
+    merge_join(a, b, |&h| h, |&h| h, |_, _| common += 1);
     1.0 - common as f64 / (a.len() + b.len() - common) as f64
 }
 

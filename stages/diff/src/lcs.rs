@@ -183,9 +183,8 @@ impl Solver {
         self.lcs_row(x[mid..].iter().rev().copied(), y, true, &mut backward);
         let n = y.len();
         // forward[j] = LCS(x[..mid], y[..j]); backward[k] = LCS(x[mid..], y[n-k..]).
-        let split = (0..=n)
-            .max_by_key(|&j| (forward[j] + backward[n - j], std::cmp::Reverse(j)))
-            .unwrap_or(0);
+        let split =
+            (0..=n).max_by_key(|&j| (forward[j] + backward[n - j], std::cmp::Reverse(j))).unwrap_or(0);
         self.forward = forward;
         self.backward = backward;
         self.solve(&x[..mid], &y[..split], x0, y0, out);
@@ -262,8 +261,13 @@ fn myers(x: &[u32], y: &[u32], max_d: usize) -> Option<Vec<(u32, u32)>> {
     for d in 0..=max_d as isize {
         rounds.push(frontier.clone());
         for k in (-d..=d).step_by(2) {
-            let down = k == -d || (k != d && frontier[(offset + k - 1) as usize] < frontier[(offset + k + 1) as usize]);
-            let mut i = if down { frontier[(offset + k + 1) as usize] } else { frontier[(offset + k - 1) as usize] + 1 };
+            let down = k == -d
+                || (k != d && frontier[(offset + k - 1) as usize] < frontier[(offset + k + 1) as usize]);
+            let mut i = if down {
+                frontier[(offset + k + 1) as usize]
+            } else {
+                frontier[(offset + k - 1) as usize] + 1
+            };
             let mut j = i - k;
             while i < n && j < m && x[i as usize] == y[j as usize] {
                 i += 1;
@@ -285,7 +289,8 @@ fn myers_path(rounds: &[Vec<isize>], offset: isize, edits: isize, n: isize, m: i
     for d in (1..=edits).rev() {
         let before = &rounds[d as usize];
         let k = i - j;
-        let down = k == -d || (k != d && before[(offset + k - 1) as usize] < before[(offset + k + 1) as usize]);
+        let down =
+            k == -d || (k != d && before[(offset + k - 1) as usize] < before[(offset + k + 1) as usize]);
         let previous_k = if down { k + 1 } else { k - 1 };
         let previous_i = before[(offset + previous_k) as usize];
         let previous_j = previous_i - previous_k;

@@ -151,7 +151,8 @@ impl DiffMetrics {
         )?;
         let corpus_documents =
             IntGauge::new("diff_corpus_documents", "Documents in COS's document frequencies.")?;
-        let corpus_words = IntGauge::new("diff_corpus_words", "Distinct words in COS's document frequencies.")?;
+        let corpus_words =
+            IntGauge::new("diff_corpus_words", "Distinct words in COS's document frequencies.")?;
         registry.register(Box::new(events.clone()))?;
         registry.register(Box::new(degrees.clone()))?;
         registry.register(Box::new(compare_seconds.clone()))?;

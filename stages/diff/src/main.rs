@@ -7,7 +7,12 @@ use recrawl_diff::offline::{criteria, score, Offline};
 /// recrawl diff: previous version of every page, change events from fetch results.
 /// Without a subcommand it runs the stage.
 #[derive(Debug, Parser)]
-#[command(name = "recrawl-diff", version, args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(
+    name = "recrawl-diff",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
     #[command(subcommand)]
     offline: Option<Offline>,

@@ -161,7 +161,9 @@ pub fn kind_chart(trials: &[Trial], kind: ChangeKind, axis: Axis, path: &Path) -
                     .draw_series(LineSeries::new(line, colour.stroke_width(2)))
                     .map_err(|e| chart_error(e.to_string()))?
                     .label(*name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                    });
             }
             chart
                 .configure_series_labels()
@@ -224,7 +226,8 @@ mod tests {
         for kind in ChangeKind::ALL {
             let csv = std::fs::read_to_string(dir.path().join(format!("{}.csv", kind.name()))).expect("csv");
             assert_eq!(csv.lines().count(), 20, "a header and 19 shares");
-            assert!(csv.starts_with("changed_percent,changed_words,words,reference,bw,cos,wd,ed,sh,ied\n5,10,200,"));
+            assert!(csv
+                .starts_with("changed_percent,changed_words,words,reference,bw,cos,wd,ed,sh,ied\n5,10,200,"));
             let svg = std::fs::read_to_string(dir.path().join(format!("{}.svg", kind.name()))).expect("svg");
             assert!(svg.contains("<svg") && svg.contains("reference") && svg.contains("ied"));
         }

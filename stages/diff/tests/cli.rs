@@ -45,7 +45,10 @@ fn score_reads_html_by_default_and_ignores_markup() {
     let new = write(dir.path(), "b.html", "<div>the <i>quick</i> brown fox</div><style>p {}</style>");
     let json = score(&["score", &old, &new]);
     assert_eq!((json["words_old"].as_u64(), json["words_new"].as_u64()), (Some(4), Some(4)));
-    assert_eq!((json["bw"].as_f64(), json["ied"].as_f64(), json["sh"].as_f64()), (Some(1.0), Some(0.0), Some(0.0)));
+    assert_eq!(
+        (json["bw"].as_f64(), json["ied"].as_f64(), json["sh"].as_f64()),
+        (Some(1.0), Some(0.0), Some(0.0))
+    );
     let text = score(&["score", &old, &new, "--text", "--k", "3"]);
     assert!(text["words_old"].as_u64() > Some(4), "--text takes the markup's words too");
     assert_eq!(text["k"].as_u64(), Some(3));
