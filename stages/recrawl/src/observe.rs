@@ -194,7 +194,7 @@ impl PeriodTally {
         self.picks > 0 && self.fetched >= self.picks
     }
 
-    /// Mean byte-wise change degree over the downloads that had a previous version.
+    /// Mean improved-edit-distance degree over the downloads that had a previous version.
     pub fn mean_degree(&self) -> Option<f64> {
         (self.compared > 0).then(|| self.degree_sum / self.compared as f64)
     }
@@ -220,7 +220,7 @@ impl Tally {
                 if let Some(changed) = event.changed {
                     period.compared += 1;
                     period.changes += u64::from(changed);
-                    period.degree_sum += event.degrees.as_ref().map_or(0.0, |d| d.bw);
+                    period.degree_sum += event.degrees.as_ref().map_or(0.0, |d| d.ied);
                 }
             }
             Observed::DeadLetter { .. } | Observed::Undecodable { .. } => self.dead_letters += 1,
