@@ -6,11 +6,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use clap::{Args, Parser};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::DefaultProducerContext;
+use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
 use recrawl_common::runtime::RuntimeError;
 use recrawl_common::{unix_ms, KafkaArgs, StageContext};
-use recrawl_schemas::TopicCatalogue;
+use recrawl_schemas::envelope::kafka_headers;
+use recrawl_schemas::{encode, Message, TopicCatalogue};
 use tokio::task::JoinHandle;
 
 pub const EXTERNAL_BROKERS_ENV: &str = "RECRAWL_TEST_BROKERS";
@@ -143,4 +145,26 @@ impl RunningStage {
             .unwrap_or_else(|_| panic!("{} did not stop within 30 s", self.name))
             .unwrap_or_else(|e| panic!("{} panicked: {e}", self.name))
     }
+}
+
+/// Produces `message` as a stage would: envelope payload, envelope headers, `key`.
+pub async fn produce<M: Message>(producer: &FutureProducer, topic: &str, key: &str, message: &M) {
+    let payload = encode(message).expect("encode");
+    let mut headers = OwnedHeaders::new();
+    for (name, value) in kafka_headers::<M>() {
+        headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
+    }
+    producer
+        .send(FutureRecord::to(topic).key(key).payload(&payload).headers(headers), Duration::from_secs(10))
+        .await
+        .expect("produced");
+}
+
+/// The value of the Prometheus series `series` (name and labels, as rendered) in
+/// `stage`'s registry, if exported.
+pub fn metric(stage: &RunningStage, series: &str) -> Option<f64> {
+    stage.ctx.metrics.render().lines().find_map(|line| {
+        let (name, value) = line.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().ok()).flatten()
+    })
 }

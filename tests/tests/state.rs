@@ -3,14 +3,12 @@
 
 use std::time::Duration;
 
-use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
-use recrawl_schemas::envelope::kafka_headers;
+use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{encode, url_key, ChangeEvent, FetchOutcome, FetchResult};
+use recrawl_schemas::{url_key, ChangeEvent, FetchOutcome, FetchResult};
 
 const URLS: usize = 8;
 const ORIGINAL: &str = "<p>one two three alpha</p>";
@@ -37,21 +35,6 @@ fn result(index: usize, period: u64, body: &str) -> FetchResult {
         error: None,
         fetched_at_ms: 0,
     }
-}
-
-async fn produce(producer: &FutureProducer, topic: &str, result: &FetchResult) {
-    let payload = encode(result).expect("encode");
-    let mut headers = OwnedHeaders::new();
-    for (name, value) in kafka_headers::<FetchResult>() {
-        headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
-    }
-    producer
-        .send(
-            FutureRecord::to(topic).key(&result.url).payload(&payload).headers(headers),
-            Duration::from_secs(10),
-        )
-        .await
-        .expect("produced");
 }
 
 async fn events_until(
@@ -91,7 +74,8 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     let first = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     first.ready().await;
     for i in 0..URLS {
-        produce(&producer, &topic, &result(i, 1, ORIGINAL)).await;
+        let page = result(i, 1, ORIGINAL);
+        produce(&producer, &topic, &page.url, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, URLS, 0).await;
     assert!(events.iter().all(|e| e.first_seen && e.changed.is_none()));
@@ -101,7 +85,8 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     let second = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     second.ready().await;
     for i in 0..URLS {
-        produce(&producer, &topic, &result(i, 2, ORIGINAL)).await;
+        let page = result(i, 2, ORIGINAL);
+        produce(&producer, &topic, &page.url, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {
@@ -123,12 +108,14 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
         assert!(tokio::time::Instant::now() < deadline, "state never moved to the second instance");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    produce(&producer, &topic, &result(0, 2, "replayed")).await;
+    let replayed = result(0, 2, "replayed");
+    produce(&producer, &topic, &replayed.url, &replayed).await;
     let truncated =
         FutureRecord::to(&topic).key("http://site0.example/page.html").payload(b"\xc5\x01".as_slice());
     producer.send(truncated, Duration::from_secs(10)).await.expect("produced");
     for i in 0..URLS {
-        produce(&producer, &topic, &result(i, 3, if i % 2 == 0 { EDITED } else { ORIGINAL })).await;
+        let page = result(i, 3, if i % 2 == 0 { EDITED } else { ORIGINAL });
+        produce(&producer, &topic, &page.url, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, 3 * URLS, 1).await;
     for event in &events[2 * URLS..] {
@@ -173,7 +160,8 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
     let before = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     before.ready().await;
     for i in 0..URLS {
-        produce(&producer, &topic, &result(i, 1, ORIGINAL)).await;
+        let page = result(i, 1, ORIGINAL);
+        produce(&producer, &topic, &page.url, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, URLS, 0).await;
     before.stop().await.expect("stops cleanly");
@@ -183,7 +171,8 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
     after.ready().await;
     assert_eq!(after.ctx.metrics.state_keys.get(), URLS as i64, "every URL's version restored");
     for i in 0..URLS {
-        produce(&producer, &topic, &result(i, 2, EDITED)).await;
+        let page = result(i, 2, EDITED);
+        produce(&producer, &topic, &page.url, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {

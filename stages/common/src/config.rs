@@ -64,6 +64,17 @@ pub fn parse_kafka_option(raw: &str) -> Result<(String, String), ConfigError> {
     Ok((key.to_owned(), value.trim().to_owned()))
 }
 
+/// A clap value parser for flags that are shares, costs or probabilities: a number in
+/// [0, 1].
+pub fn unit_interval(value: &str) -> Result<f64, String> {
+    let parsed: f64 = value.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&parsed) {
+        Ok(parsed)
+    } else {
+        Err(format!("{parsed} is not in [0, 1]"))
+    }
+}
+
 /// Kafka connection and loop settings.
 #[derive(Debug, Clone, Args)]
 pub struct KafkaArgs {

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod runtime;
 pub mod service;
 pub mod state;
+pub mod tail;
 
 pub use config::{KafkaArgs, ServiceArgs};
 pub use metrics::StageMetrics;

@@ -61,6 +61,8 @@ pub enum RuntimeError {
     Produce { topic: String, source: KafkaError },
     #[error("restoring partition {partition} of {topic}: {reason}")]
     Restore { topic: String, partition: i32, reason: String },
+    #[error("reading {topic}: {reason}")]
+    Tail { topic: String, reason: String },
     #[error("stage: {0}")]
     Stage(#[from] StageError),
     #[error("a blocking Kafka call panicked: {0}")]
@@ -90,7 +92,7 @@ pub struct InputRecord {
 }
 
 impl InputRecord {
-    fn from_message(message: &BorrowedMessage<'_>) -> Self {
+    pub(crate) fn from_message(message: &BorrowedMessage<'_>) -> Self {
         let mut content_type = None;
         let mut schema_version = None;
         if let Some(headers) = message.headers() {

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
+use recrawl_common::config::unit_interval;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
@@ -34,15 +35,6 @@ pub enum Baseline {
     Wd,
     Ed,
     Sh,
-}
-
-pub(crate) fn unit_interval(value: &str) -> Result<f64, String> {
-    let parsed: f64 = value.parse().map_err(|e| format!("{e}"))?;
-    if (0.0..=1.0).contains(&parsed) {
-        Ok(parsed)
-    } else {
-        Err(format!("{parsed} is not in [0, 1]"))
-    }
 }
 
 /// How versions are compared; shared by the stage and the offline commands.

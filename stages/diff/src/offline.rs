@@ -128,10 +128,10 @@ pub struct CriteriaArgs {
     #[arg(long, default_value = "criteria")]
     pub out: PathBuf,
     /// The reference's copy/shrink weight α.
-    #[arg(long, default_value_t = 0.75, value_parser = crate::unit_interval)]
+    #[arg(long, default_value_t = 0.75, value_parser = recrawl_common::config::unit_interval)]
     pub alpha: f64,
     /// The reference's move weight β.
-    #[arg(long, default_value_t = 0.75, value_parser = crate::unit_interval)]
+    #[arg(long, default_value_t = 0.75, value_parser = recrawl_common::config::unit_interval)]
     pub beta: f64,
     #[command(flatten)]
     pub compare: CompareArgs,
