@@ -268,6 +268,49 @@ pub struct ChangeEvent {
     pub fetched_at_ms: i64,
 }
 
+/// What a request did, for [`ChangeEvent::request`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestOutcome {
+    pub period: u64,
+    pub downloaded: bool,
+    /// Whether the body changed since the previous download; `None` for none to compare.
+    pub changed: Option<bool>,
+    pub fetched_at_ms: i64,
+}
+
+impl ChangeEvent {
+    /// An event with a request's outcome and nothing of the content (no hashes, words or
+    /// degrees): all the estimator reads, and how tests and benches build its input.
+    pub fn request(url: &str, host: &str, group: &str, outcome: RequestOutcome) -> Self {
+        let RequestOutcome { period, downloaded, changed, fetched_at_ms } = outcome;
+        Self {
+            url: url.to_owned(),
+            url_key: crate::url_key(url),
+            host: host.to_owned(),
+            group: group.to_owned(),
+            period,
+            downloaded,
+            outcome: if downloaded { FetchOutcome::Downloaded } else { FetchOutcome::HttpError },
+            http_status: Some(if downloaded { 200 } else { 503 }),
+            latency_ms: 0.0,
+            size_bytes: 0,
+            previous_size_bytes: None,
+            update_size: None,
+            first_seen: downloaded && changed.is_none(),
+            changed,
+            text_changed: changed,
+            content_hash: None,
+            previous_content_hash: None,
+            text_hash: None,
+            encoding: None,
+            words: None,
+            previous_words: None,
+            degrees: None,
+            fetched_at_ms,
+        }
+    }
+}
+
 impl Message for ChangeEvent {
     const NAME: &'static str = "ChangeEvent";
     const FORMAT: Format = Format::Json;
@@ -285,12 +328,78 @@ pub struct LastRequest {
     pub changed: Option<bool>,
     /// Body size in bytes.
     pub size_bytes: u64,
+    /// Body size minus the previous download's (null without both).
+    pub update_size: Option<i64>,
     /// Fetch wall time in milliseconds.
     pub latency_ms: f64,
+    /// When the fetch finished, Unix milliseconds.
+    pub fetched_at_ms: i64,
 }
 
-/// Per-URL counters and rates as `spec/estimator.md` §2 defines them. Topic `estimates`,
-/// keyed by URL.
+/// The model that produced a forecast (`spec/estimator.md` §4 and §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForecastModel {
+    /// The paper's formula over the group's 12-bin distribution.
+    Paper,
+    /// Empirical Bayes over the group's 101-bin distribution.
+    BetaBinomial,
+    /// The URL's own Poisson rate (Cho & Garcia-Molina's estimator).
+    Poisson,
+}
+
+/// What a forecast's prior was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ForecastPrior {
+    /// The group's running distribution, summed over all estimator instances.
+    Group,
+    /// No usable group data (or no history): every outcome equally likely.
+    Uniform,
+    /// The URL's own history only (the Poisson model).
+    None,
+}
+
+/// The predicted number of successes (downloads) or changes over the next requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Forecast {
+    /// Successes (or changes) among the URL's latest `window` requests (or comparisons).
+    pub yes: u32,
+    /// Failures (or unchanged downloads) among the same.
+    pub no: u32,
+    /// `probabilities[c]`: probability of exactly c successes (changes) in the next
+    /// `probabilities.len() − 1` requests (comparisons); sums to 1.
+    pub probabilities: Vec<f64>,
+    /// Probability of a success (a change) at the very next request (comparison).
+    pub next: f64,
+    /// The prior the forecast used.
+    pub prior: ForecastPrior,
+}
+
+/// The refresh plan of `spec/refresh-groups.md` from the URL's change history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RefreshPlan {
+    /// Changes in the learning window per week observed.
+    pub weekly_change_rate: f64,
+    /// The 16-group frequency class: G1…G14, 2G1 or 4G1.
+    pub group16: String,
+    /// The deployed 6-group class: G14, G7, G3, G1, 2G1 or 4G1.
+    pub group6: String,
+    /// Crawls per week of `group6`.
+    pub crawls_per_week: f64,
+    /// The paper's crawl hour (0 when changes fall in the day, 12 at night); null
+    /// without changes.
+    pub paper_hour: Option<u8>,
+    /// Weekdays to crawl on (0 = Monday).
+    pub weekdays: Vec<u8>,
+    /// The hour of day a daily crawl waits least for the observed changes.
+    pub min_wait_hour: Option<u8>,
+    /// The weekly slot (weekday × 24 + hour) a weekly crawl waits least for them.
+    pub min_wait_slot: Option<u8>,
+}
+
+/// Per-URL counters, rates and predictions (`spec/estimator.md`). Topic `estimates`,
+/// keyed by URL; one after every request the estimator applies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PageEstimate {
     /// The URL (normalised).
@@ -299,7 +408,7 @@ pub struct PageEstimate {
     pub url_key: String,
     /// Host of `url`.
     pub host: String,
-    /// Group of `url`.
+    /// The URL's group in the estimator (by host, registered domain or seed label).
     pub group: String,
     /// The period of the request this estimate includes last.
     pub period: u64,
@@ -315,18 +424,35 @@ pub struct PageEstimate {
     pub successes: u64,
     /// Failed requests.
     pub failures: u64,
+    /// Downloads compared with a previous download.
+    pub comparisons: u64,
     /// Downloads whose content differed from the previous download.
     pub changes: u64,
     /// requests / (last − first + 1).
-    pub request_rate: f64,
+    pub request_rate: Option<f64>,
     /// DR: successes / requests.
-    pub download_rate: f64,
+    pub download_rate: Option<f64>,
     /// requests / K.
-    pub download_recall: f64,
-    /// MR: changes / (successes − 1); null with fewer than two downloads.
+    pub download_recall: Option<f64>,
+    /// MR: changes / comparisons; null before the first comparison.
     pub modification_rate: Option<f64>,
     /// (successes − 1) / (K − 1); null with no download or K = 1.
     pub change_recall: Option<f64>,
+    /// Whether the URL counts in its group's DR distribution.
+    pub download_eligible: bool,
+    /// Whether the URL counts in its group's MR distribution.
+    pub change_eligible: bool,
+    /// The model of both forecasts.
+    pub model: ForecastModel,
+    /// Successes over the next requests.
+    pub downloads: Forecast,
+    /// Changes over the next comparisons.
+    pub changes_forecast: Forecast,
+    /// Poisson change rate per period over all comparisons (bias-reduced); null
+    /// before the first comparison.
+    pub change_rate: Option<f64>,
+    /// Refresh group and crawl time.
+    pub refresh: RefreshPlan,
 }
 
 impl Message for PageEstimate {
@@ -334,21 +460,36 @@ impl Message for PageEstimate {
     const FORMAT: Format = Format::Bincode;
 }
 
-/// A group's DR and MR histograms over the 12 bins of `spec/estimator.md` §3
-/// ({0}, 0.01–0.09, 0.10–0.19, …, 0.90–0.99, {1}), counted over one estimator
-/// instance's partitions. Topic `distributions` (JSON), keyed by group.
+/// One estimator partition's share of a group's DR and MR distributions
+/// (`spec/estimator.md` §3). Topic `distributions` (JSON, compacted), keyed by
+/// `group/partition`; a group's distribution is the sum of the latest record of every
+/// partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GroupDistribution {
     /// The group.
     pub group: String,
-    /// The period the histograms were computed at.
+    /// The change-events partition whose URLs these counts cover.
+    pub partition: i32,
+    /// The latest period applied to these URLs: the counts cover requests up to it.
     pub period: u64,
-    /// The estimates-topic partitions whose URLs these counts cover.
-    pub partitions: Vec<i32>,
-    /// Eligible URLs per DR bin.
+    /// The earliest first-request period among these URLs (the group's crawl count K
+    /// runs from the minimum over partitions).
+    pub first_period: u64,
+    /// URLs of the group in the partition.
+    pub urls: u64,
+    /// Requests applied to them; grows with every applied request, so a reader keeps
+    /// the record with the most.
+    pub requests: u64,
+    /// Eligible URLs per DR bin: {0}, 0.01–0.09, 0.10–0.19, …, 0.90–0.99, {1}.
     pub download_rate_bins: [u64; 12],
-    /// Eligible URLs per MR bin.
+    /// Eligible URLs per MR bin, the same 12 bins.
     pub modification_rate_bins: [u64; 12],
+    /// Eligible URLs per DR percentage point 0…100 (101 numbers).
+    pub download_rate_fine: Vec<u64>,
+    /// Eligible URLs per MR percentage point 0…100 (101 numbers).
+    pub modification_rate_fine: Vec<u64>,
+    /// When the record was produced, Unix milliseconds.
+    pub published_at_ms: i64,
 }
 
 impl Message for GroupDistribution {
@@ -459,29 +600,75 @@ pub mod samples {
                 downloaded: true,
                 changed: Some(false),
                 size_bytes: 11,
+                update_size: Some(0),
                 latency_ms: 12.25,
+                fetched_at_ms: 1_780_000_000_000,
             },
             crawls: 16,
             first_request_period: 27,
             requests: 12,
             successes: 9,
             failures: 3,
+            comparisons: 8,
             changes: 2,
-            request_rate: 0.75,
-            download_rate: 0.75,
-            download_recall: 0.75,
+            request_rate: Some(0.75),
+            download_rate: Some(0.75),
+            download_recall: Some(0.75),
             modification_rate: Some(0.25),
             change_recall: Some(8.0 / 15.0),
+            download_eligible: false,
+            change_eligible: false,
+            model: ForecastModel::Paper,
+            downloads: Forecast {
+                yes: 4,
+                no: 1,
+                probabilities: vec![0.0, 0.0, 0.0, 0.125, 0.375, 0.5],
+                next: 0.875,
+                prior: ForecastPrior::Group,
+            },
+            changes_forecast: Forecast {
+                yes: 1,
+                no: 4,
+                probabilities: vec![1.0 / 6.0; 6],
+                next: 0.5,
+                prior: ForecastPrior::Uniform,
+            },
+            change_rate: Some(0.25),
+            refresh: RefreshPlan {
+                weekly_change_rate: 4.5,
+                group16: "G5".into(),
+                group6: "G7".into(),
+                crawls_per_week: 7.0,
+                paper_hour: Some(0),
+                weekdays: vec![0, 1, 2, 3, 4, 5, 6],
+                min_wait_hour: Some(15),
+                min_wait_slot: Some(111),
+            },
         }
     }
 
     pub fn group_distribution() -> GroupDistribution {
+        let mut download_rate_fine = vec![0; 101];
+        download_rate_fine[0] = 3;
+        download_rate_fine[45] = 1;
+        download_rate_fine[95] = 2;
+        download_rate_fine[100] = 9;
+        let mut modification_rate_fine = vec![0; 101];
+        modification_rate_fine[0] = 4;
+        modification_rate_fine[12] = 1;
+        modification_rate_fine[100] = 6;
         GroupDistribution {
             group: "example.com".into(),
+            partition: 2,
             period: 42,
-            partitions: vec![0, 2],
+            first_period: 27,
+            urls: 17,
+            requests: 200,
             download_rate_bins: [3, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2, 9],
             modification_rate_bins: [4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 6],
+            download_rate_fine,
+            modification_rate_fine,
+            published_at_ms: 1_780_000_000_000,
         }
     }
 }

@@ -231,10 +231,10 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     };
     let broken = latest(&format!("{}/broken/0.html", site.base_url()));
     assert!(broken.requests >= 5, "{broken:?}");
-    assert_eq!((broken.successes, broken.download_rate), (0, 0.0));
+    assert_eq!((broken.successes, broken.download_rate), (0, Some(0.0)));
     assert_eq!(broken.modification_rate, None);
     let home = latest(&site.home_url());
-    assert_eq!(home.download_rate, 1.0);
+    assert_eq!(home.download_rate, Some(1.0));
     assert_eq!(home.modification_rate, Some(0.0));
 
     // The malformed message went to the dead-letter topic with its reason.

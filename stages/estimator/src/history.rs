@@ -8,99 +8,168 @@ use serde::{Deserialize, Serialize};
 pub struct Observation {
     pub downloaded: bool,
     /// For a download: whether the content differs from the previous download
-    /// (`None` when there was no previous download).
+    /// (`None` when there was no previous download to compare with).
     pub changed: Option<bool>,
 }
 
-/// Counters of one URL's requests. `crawl` numbers are scheduler periods.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PageHistory {
-    pub first_request: Option<u64>,
-    pub last_request: Option<u64>,
-    pub requests: u64,
-    pub successes: u64,
-    pub failures: u64,
-    pub changes: u64,
+/// The latest outcomes of a sequence (requests or comparisons), newest in bit 0, above
+/// them a marker bit whose position is the count: one word per window. Holds up to 63,
+/// which bounds the configurable prediction window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcomes(u64);
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Self(1)
+    }
 }
 
-/// The rates of §2 for a URL in a group that has had `crawls` (K) crawls.
-#[derive(Debug, Clone, Copy, PartialEq)]
+impl Outcomes {
+    pub const CAPACITY: u32 = 63;
+
+    pub fn len(&self) -> u32 {
+        63u32.saturating_sub(self.0.leading_zeros())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn push(&mut self, yes: bool) {
+        let full = self.len() == Self::CAPACITY;
+        // A zero word (never written by this type) is taken as empty.
+        let shifted = (self.0.max(1) << 1) | u64::from(yes);
+        // When full, the oldest outcome is shifted into the marker's place.
+        self.0 = if full { shifted | 1 << 63 } else { shifted };
+    }
+
+    /// (yes, no) among the latest `window` outcomes (fewer when fewer were seen).
+    pub fn counts(&self, window: u32) -> (u32, u32) {
+        let seen = self.len().min(window);
+        let yes = (self.0 & ((1u64 << seen) - 1)).count_ones();
+        (yes, seen - yes)
+    }
+}
+
+/// Counters of one URL's requests. Crawl numbers are scheduler periods; `first_request`
+/// and `last_request` are meaningful once `requests > 0`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageHistory {
+    pub first_request: u64,
+    pub last_request: u64,
+    pub requests: u32,
+    pub successes: u32,
+    pub failures: u32,
+    /// Downloads compared with a previous download.
+    pub comparisons: u32,
+    pub changes: u32,
+    /// Latest requests: downloaded or not.
+    pub recent_requests: Outcomes,
+    /// Latest comparisons: changed or not.
+    pub recent_comparisons: Outcomes,
+}
+
+/// The rates of §2 for a URL in a group that has had K crawls; `None` where the spec's
+/// definition divides by zero.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Rates {
-    pub request_rate: f64,
-    pub download_rate: f64,
-    pub download_recall: f64,
+    pub request_rate: Option<f64>,
+    pub download_rate: Option<f64>,
+    pub download_recall: Option<f64>,
     pub modification_rate: Option<f64>,
     pub change_recall: Option<f64>,
 }
 
 impl PageHistory {
-    /// Records a request in `crawl`. Requests must arrive in crawl order; a crawl at or
-    /// before the last recorded one is a replay and is ignored (returns false).
+    /// Records a request in `crawl`. Requests arrive in crawl order; a crawl at or before
+    /// the last recorded one is a replay and is ignored (returns false).
     pub fn record(&mut self, crawl: u64, observation: Observation) -> bool {
-        if self.last_request.is_some_and(|last| crawl <= last) {
+        if self.requests > 0 && crawl <= self.last_request {
             return false;
         }
-        self.first_request.get_or_insert(crawl);
-        self.last_request = Some(crawl);
-        self.requests += 1;
-        if observation.downloaded {
-            self.successes += 1;
-            if observation.changed == Some(true) {
-                self.changes += 1;
-            }
-        } else {
-            self.failures += 1;
+        if self.requests == 0 {
+            self.first_request = crawl;
+        }
+        self.last_request = crawl;
+        self.requests = self.requests.saturating_add(1);
+        self.recent_requests.push(observation.downloaded);
+        if !observation.downloaded {
+            self.failures = self.failures.saturating_add(1);
+            return true;
+        }
+        self.successes = self.successes.saturating_add(1);
+        if let Some(changed) = observation.changed {
+            self.comparisons = self.comparisons.saturating_add(1);
+            self.changes = self.changes.saturating_add(u32::from(changed));
+            self.recent_comparisons.push(changed);
         }
         true
     }
 
-    /// Rates given K = `crawls` of the URL's group so far (K ≥ 1).
+    pub fn first_and_last(&self) -> Option<(u64, u64)> {
+        (self.requests > 0).then_some((self.first_request, self.last_request))
+    }
+
+    /// Rates given K = `crawls` of the URL's group so far.
     pub fn rates(&self, crawls: u64) -> Rates {
-        let requests = self.requests as f64;
-        let span = match (self.first_request, self.last_request) {
-            (Some(first), Some(last)) => (last - first) as f64 + 1.0,
-            _ => 0.0,
-        };
-        let crawls = crawls.max(1);
+        let requests = f64::from(self.requests);
+        let span = self.first_and_last().map(|(first, last)| (last - first) as f64 + 1.0);
         Rates {
-            request_rate: ratio(requests, span),
-            download_rate: ratio(self.successes as f64, requests),
-            download_recall: requests / crawls as f64,
-            modification_rate: (self.successes >= 2)
-                .then(|| self.changes as f64 / (self.successes - 1) as f64),
+            request_rate: span.map(|span| requests / span),
+            download_rate: ratio(self.successes, self.requests),
+            download_recall: (crawls > 0).then(|| requests / crawls as f64),
+            modification_rate: ratio(self.changes, self.comparisons),
             change_recall: (self.successes >= 1 && crawls >= 2)
-                .then(|| (self.successes - 1) as f64 / (crawls - 1) as f64),
+                .then(|| f64::from(self.successes - 1) / (crawls - 1) as f64),
         }
     }
 }
 
-fn ratio(numerator: f64, denominator: f64) -> f64 {
-    if denominator > 0.0 {
-        numerator / denominator
-    } else {
-        0.0
+fn ratio(numerator: u32, denominator: u32) -> Option<f64> {
+    (denominator > 0).then(|| f64::from(numerator) / f64::from(denominator))
+}
+
+/// One crawl of a history written as in the paper's Figure 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Symbol {
+    /// `.`: not requested.
+    Skipped,
+    /// `!`: requested, failed.
+    Failed,
+    /// Any other character: downloaded, with that content.
+    Downloaded(char),
+}
+
+impl Symbol {
+    pub fn parse(symbol: char) -> Self {
+        match symbol {
+            '.' => Self::Skipped,
+            '!' => Self::Failed,
+            content => Self::Downloaded(content),
+        }
     }
 }
 
-/// Replays a history written as in the paper's Figure 1 (`.` not requested, `!` failed,
-/// any other character a download whose content is that character), crawls numbered
-/// from 1. Used by the tests and the offline tools.
+/// The observations of a Figure 1 history, crawls numbered from 1; skipped crawls give
+/// none. A download is compared with the latest earlier download.
+pub fn observations(history: &str) -> impl Iterator<Item = (u64, Observation)> + '_ {
+    let mut previous: Option<char> = None;
+    history.chars().zip(1u64..).filter_map(move |(symbol, crawl)| match Symbol::parse(symbol) {
+        Symbol::Skipped => None,
+        Symbol::Failed => Some((crawl, Observation { downloaded: false, changed: None })),
+        Symbol::Downloaded(content) => {
+            let changed = previous.map(|p| p != content);
+            previous = Some(content);
+            Some((crawl, Observation { downloaded: true, changed }))
+        }
+    })
+}
+
+/// Replays a Figure 1 history into counters.
 pub fn replay_figure(history: &str) -> PageHistory {
     let mut page = PageHistory::default();
-    let mut previous: Option<char> = None;
-    for (index, symbol) in history.chars().enumerate() {
-        let crawl = index as u64 + 1;
-        match symbol {
-            '.' => {}
-            '!' => {
-                page.record(crawl, Observation { downloaded: false, changed: None });
-            }
-            content => {
-                let changed = previous.map(|p| p != content);
-                page.record(crawl, Observation { downloaded: true, changed });
-                previous = Some(content);
-            }
-        }
+    for (crawl, observation) in observations(history) {
+        page.record(crawl, observation);
     }
     page
 }
@@ -111,23 +180,23 @@ mod tests {
 
     const K: u64 = 16;
 
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-12
+    fn close(a: Option<f64>, b: f64) -> bool {
+        a.is_some_and(|a| (a - b).abs() < 1e-12)
     }
 
     #[test]
     fn figure_1_url_a_changes_every_crawl() {
         let a = replay_figure("abcdefghijklmnop");
         let rates = a.rates(K);
-        assert_eq!((a.requests, a.successes, a.changes), (16, 16, 15));
+        assert_eq!((a.requests, a.successes, a.changes, a.comparisons), (16, 16, 15, 15));
         assert!(close(rates.download_rate, 1.0));
-        assert!(close(rates.modification_rate.unwrap(), 1.0));
+        assert!(close(rates.modification_rate, 1.0));
     }
 
     #[test]
     fn figure_1_url_b_request_rate() {
         let b = replay_figure("....q!r.!.......");
-        assert_eq!((b.first_request, b.last_request, b.requests), (Some(5), Some(9), 4));
+        assert_eq!((b.first_and_last(), b.requests), (Some((5, 9)), 4));
         assert!(close(b.rates(K).request_rate, 0.8));
     }
 
@@ -146,20 +215,20 @@ mod tests {
         let rates = d.rates(K);
         assert_eq!((d.requests, d.successes, d.changes), (12, 9, 2));
         assert!(close(rates.download_rate, 0.75));
-        assert!(close(rates.modification_rate.unwrap(), 0.25));
-        assert!(close(rates.change_recall.unwrap(), 8.0 / 15.0));
+        assert!(close(rates.modification_rate, 0.25));
+        assert!(close(rates.change_recall, 8.0 / 15.0));
     }
 
     #[test]
     fn undefined_rates_are_none_not_nan() {
         let failing = replay_figure("!!!!");
         let rates = failing.rates(4);
-        assert_eq!(rates.download_rate, 0.0);
+        assert_eq!(rates.download_rate, Some(0.0));
         assert_eq!(rates.modification_rate, None);
         assert_eq!(rates.change_recall, None);
-        let once = replay_figure("a");
-        assert_eq!(once.rates(1).change_recall, None, "K = 1 has no comparison");
-        assert_eq!(PageHistory::default().rates(3).request_rate, 0.0);
+        assert_eq!(replay_figure("a").rates(1).change_recall, None, "K = 1 has no comparison");
+        let never = PageHistory::default().rates(0);
+        assert_eq!((never.request_rate, never.download_rate, never.download_recall), (None, None, None));
     }
 
     #[test]
@@ -167,8 +236,8 @@ mod tests {
         let mut page = PageHistory::default();
         page.record(0, Observation { downloaded: true, changed: None });
         page.record(u64::MAX, Observation { downloaded: true, changed: Some(true) });
-        let rates = page.rates(u64::MAX);
-        assert!(rates.request_rate > 0.0 && rates.request_rate < 1e-18);
+        let rate = page.rates(u64::MAX).request_rate.unwrap();
+        assert!(rate > 0.0 && rate < 1e-18);
     }
 
     #[test]
@@ -178,5 +247,23 @@ mod tests {
         assert!(!page.record(3, Observation { downloaded: true, changed: Some(true) }));
         assert!(!page.record(2, Observation { downloaded: false, changed: None }));
         assert_eq!((page.requests, page.changes), (1, 0));
+    }
+
+    #[test]
+    fn the_windows_hold_the_latest_outcomes() {
+        let d = replay_figure("!u.!uuvv.w!ww..w");
+        // Requests: ! u ! u u v v w ! w w w → the last five: w ! w w w.
+        assert_eq!(d.recent_requests.counts(5), (4, 1));
+        // Comparisons (u u u v v w w w w after the first u): changes at v and w.
+        assert_eq!(d.recent_comparisons.counts(8), (2, 6));
+        assert_eq!(d.recent_comparisons.counts(3), (0, 3));
+        assert_eq!(d.recent_requests.counts(100), (9, 3), "a window beyond the history takes all of it");
+        let mut long = Outcomes::default();
+        (0..100).for_each(|i| long.push(i % 2 == 0));
+        assert_eq!(long.len(), 63);
+        // The latest 63 of 0..100 are 37..=99: 31 even, 32 odd.
+        assert_eq!(long.counts(64), (31, 32));
+        assert_eq!(long.counts(2), (1, 1));
+        assert_eq!(Outcomes::default().counts(5), (0, 0));
     }
 }

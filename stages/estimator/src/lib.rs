@@ -1,21 +1,100 @@
-//! The estimator stage: keeps every page's request history and emits its download and
-//! modification rates (`spec/estimator.md` §2) after each request.
+//! The estimator stage: keeps every page's download and modification history, the
+//! running DR/MR distributions of every group (shared by all instances through the
+//! `distributions` topic), and after each request publishes the page's rates, forecasts
+//! and refresh plan (`spec/estimator.md`, `spec/refresh-groups.md` §1–3).
 
+pub mod distribution;
+pub mod estimate;
+pub mod evaluate;
 pub mod history;
+pub mod model;
+pub mod offline;
+pub mod refresh;
 
-use std::collections::HashMap;
+use std::time::Duration;
 
 use clap::Args;
+use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+use recrawl_common::config::unit_interval;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
-use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
-use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES};
-use recrawl_schemas::{ChangeEvent, Format, LastRequest, Message, PageEstimate};
-use serde::{Deserialize, Serialize};
+use recrawl_common::tail::{tail_topic, Tail};
+use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES};
+use recrawl_schemas::{ChangeEvent, GroupDistribution};
+use tokio::sync::mpsc;
 
-use crate::history::{Observation, PageHistory};
+use crate::distribution::{DistributionBook, Filed};
+use crate::estimate::Estimator;
+pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings};
+use crate::model::{Eligibility, Model};
+use crate::refresh::CrawlTimeConfig;
 
 pub const STAGE: &str = "estimator";
+
+/// How often an idle instance files the other instances' shares and refreshes its gauges.
+const TICK: Duration = Duration::from_secs(1);
+/// How long start-up waits to have read the shares already published.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How the estimator groups, thresholds and predicts; shared by the stage and the tools.
+#[derive(Debug, Clone, Args)]
+pub struct EstimateArgs {
+    /// What a URL's group is: the seed's label, its host, or its registered domain.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_GROUP_BY", value_enum, default_value_t = GroupBy::Label)]
+    pub group_by: GroupBy,
+    /// Prediction model.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_MODEL", value_enum, default_value_t = Model::Paper)]
+    pub model: Model,
+    /// Latest requests (and comparisons) a forecast conditions on.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_WINDOW", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=63))]
+    pub window: u32,
+    /// Requests (and comparisons) a forecast covers: k.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_FUTURE", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub future: u32,
+    /// A URL counts in its group's distributions from this request rate on.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_MIN_REQUEST_RATE", default_value_t = 0.9, value_parser = unit_interval)]
+    pub min_request_rate: f64,
+    /// ... and from this download recall (DR) or change recall (MR) on.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_MIN_RECALL", default_value_t = 0.2, value_parser = unit_interval)]
+    pub min_recall: f64,
+    /// Days of changes the weekly change rate is over.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_LEARNING_WINDOW_DAYS", default_value_t = 28,
+          value_parser = clap::value_parser!(u16).range(1..=366))]
+    pub learning_window_days: u16,
+    /// Local time for weekdays and hours of changes, minutes east of UTC (540 for KST).
+    #[arg(long, env = "RECRAWL_ESTIMATOR_UTC_OFFSET_MINUTES", default_value_t = 0,
+          value_parser = clap::value_parser!(i32).range(-720..=840))]
+    pub utc_offset_minutes: i32,
+    /// Changes from this hour on (to --day-end-hour) are day changes, crawled at midnight.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_DAY_START_HOUR", default_value_t = 9,
+          value_parser = clap::value_parser!(u8).range(0..=23))]
+    pub day_start_hour: u8,
+    #[arg(long, env = "RECRAWL_ESTIMATOR_DAY_END_HOUR", default_value_t = 18,
+          value_parser = clap::value_parser!(u8).range(1..=24))]
+    pub day_end_hour: u8,
+}
+
+impl EstimateArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            group_by: self.group_by,
+            model: self.model,
+            window: self.window,
+            future: self.future,
+            eligibility: Eligibility { min_request_rate: self.min_request_rate, min_recall: self.min_recall },
+            learning_window_days: self.learning_window_days,
+            utc_offset_minutes: self.utc_offset_minutes,
+            crawl_time: CrawlTimeConfig {
+                day_start_hour: self.day_start_hour,
+                day_end_hour: self.day_end_hour,
+                ..CrawlTimeConfig::default()
+            },
+        }
+    }
+}
 
 #[derive(Debug, Clone, Args)]
 pub struct EstimatorArgs {
@@ -23,93 +102,152 @@ pub struct EstimatorArgs {
     pub kafka: KafkaArgs,
     #[command(flatten)]
     pub service: ServiceArgs,
+    #[command(flatten)]
+    pub estimate: EstimateArgs,
+    /// Groups whose distributions are exported as Prometheus gauges (comma-separated);
+    /// a list rather than every group keeps the label set bounded.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_METRICS_GROUPS", value_delimiter = ',')]
+    pub metrics_groups: Vec<String>,
 }
 
-/// What the estimator keeps per URL (changelog `state.estimator`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EstimatorState {
-    pub host: String,
-    pub group: String,
-    pub history: PageHistory,
+#[derive(Debug, Clone)]
+struct EstimatorMetrics {
+    events: IntCounterVec,
+    forecast_priors: IntCounterVec,
+    shares: IntCounterVec,
+    group_partitions: IntGaugeVec,
+    group_urls: IntGaugeVec,
+    group_requests: IntGaugeVec,
+    group_bins: IntGaugeVec,
+    groups: Vec<String>,
 }
 
-impl Message for EstimatorState {
-    const NAME: &'static str = "EstimatorState";
-    const FORMAT: Format = Format::Bincode;
-}
-
-/// Per group, the first crawl any of this instance's URLs of the group was requested:
-/// K counts from there. Derived from the per-URL state, so it is rebuilt after a restore
-/// rather than stored.
-#[derive(Debug, Default)]
-struct GroupClock {
-    first_crawl: HashMap<String, u64>,
-}
-
-impl GroupClock {
-    fn observe(&mut self, group: &str, crawl: u64) -> u64 {
-        let first = self.first_crawl.entry(group.to_owned()).or_insert(crawl);
-        *first = (*first).min(crawl);
-        *first
-    }
-}
-
-#[derive(Debug, Default)]
-pub struct Estimator {
-    groups: GroupClock,
-}
-
-impl Estimator {
-    fn apply(
-        &mut self,
-        event: &ChangeEvent,
-        partition: i32,
-        state: &mut StateStore<EstimatorState>,
-    ) -> Option<PageEstimate> {
-        let entry = state.get_or_insert_with(partition, &event.url, || EstimatorState {
-            host: event.host.clone(),
-            group: event.group.clone(),
-            history: PageHistory::default(),
-        });
-        let observation = Observation { downloaded: event.downloaded, changed: event.changed };
-        if !entry.history.record(event.period, observation) {
-            return None;
-        }
-        let first_request = entry.history.first_request.unwrap_or(event.period);
-        let group_first = self.groups.observe(&entry.group, first_request);
-        // Periods come from input: saturate rather than overflow on a garbled one.
-        let crawls = event.period.saturating_sub(group_first).saturating_add(1);
-        let rates = entry.history.rates(crawls);
-        let history = &entry.history;
-        Some(PageEstimate {
-            url: event.url.clone(),
-            url_key: event.url_key.clone(),
-            host: entry.host.clone(),
-            group: entry.group.clone(),
-            period: event.period,
-            last_request: LastRequest {
-                period: event.period,
-                downloaded: event.downloaded,
-                changed: event.changed,
-                size_bytes: event.size_bytes,
-                latency_ms: event.latency_ms,
-            },
-            crawls,
-            first_request_period: first_request,
-            requests: history.requests,
-            successes: history.successes,
-            failures: history.failures,
-            changes: history.changes,
-            request_rate: rates.request_rate,
-            download_rate: rates.download_rate,
-            download_recall: rates.download_recall,
-            modification_rate: rates.modification_rate,
-            change_recall: rates.change_recall,
+impl EstimatorMetrics {
+    fn register(registry: &prometheus::Registry, groups: Vec<String>) -> Result<Self, prometheus::Error> {
+        let counter = |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, prometheus::Error> {
+            let metric = IntCounterVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(metric.clone()))?;
+            Ok(metric)
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, prometheus::Error> {
+            let metric = IntGaugeVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(metric.clone()))?;
+            Ok(metric)
+        };
+        Ok(Self {
+            events: counter(
+                "estimator_events_total",
+                "Change events by result: applied, repeated (the latest again), stale (older).",
+                &["result"],
+            )?,
+            forecast_priors: counter(
+                "estimator_forecasts_total",
+                "Forecasts by kind (downloads, changes) and prior (group, uniform, none).",
+                &["kind", "prior"],
+            )?,
+            shares: counter(
+                "estimator_distribution_records_total",
+                "Distribution shares read from the topic: kept, stale, invalid.",
+                &["result"],
+            )?,
+            group_partitions: gauge(
+                "estimator_group_partitions",
+                "Partitions whose share of the group this instance holds.",
+                &["group"],
+            )?,
+            group_urls: gauge("estimator_group_urls", "URLs of the group, over all partitions.", &["group"])?,
+            group_requests: gauge(
+                "estimator_group_requests",
+                "Requests applied to the group's URLs, over all partitions.",
+                &["group"],
+            )?,
+            group_bins: gauge(
+                "estimator_group_distribution",
+                "Eligible URLs of the group per bin of the paper's 12 (bin 0 = {0}, 11 = {1}), kind download or change.",
+                &["group", "kind", "bin"],
+            )?,
+            groups,
         })
     }
+
+    fn record(&self, applied: &Applied) {
+        let (result, estimate) = match applied {
+            Applied::New(estimate) => ("applied", Some(estimate)),
+            Applied::Repeated(estimate) => ("repeated", Some(estimate)),
+            Applied::Stale => ("stale", None),
+        };
+        self.events.with_label_values(&[result]).inc();
+        if let Some(estimate) = estimate {
+            for (kind, forecast) in
+                [("downloads", &estimate.downloads), ("changes", &estimate.changes_forecast)]
+            {
+                let prior = serde_json::to_value(forecast.prior).ok();
+                let prior = prior.as_ref().and_then(|p| p.as_str()).unwrap_or("unknown");
+                self.forecast_priors.with_label_values(&[kind, prior]).inc();
+            }
+        }
+    }
+
+    fn groups(&self, book: &DistributionBook) {
+        for group in &self.groups {
+            let Some(totals) = book.totals(group) else { continue };
+            let labels = [group.as_str()];
+            self.group_partitions.with_label_values(&labels).set(totals.partitions as i64);
+            self.group_urls.with_label_values(&labels).set(totals.urls as i64);
+            self.group_requests.with_label_values(&labels).set(totals.requests as i64);
+            for (kind, bins) in [("download", totals.download), ("change", totals.change)] {
+                for (bin, count) in bins.iter().enumerate() {
+                    let bin = bin.to_string();
+                    self.group_bins.with_label_values(&[group, kind, &bin]).set(*count as i64);
+                }
+            }
+        }
+    }
 }
 
-impl Stage for Estimator {
+/// The stage: [`Estimator`] fed from Kafka.
+#[derive(Debug)]
+pub struct EstimatorStage {
+    estimator: Estimator,
+    shares: mpsc::Receiver<InputRecord>,
+    metrics: EstimatorMetrics,
+    next_tick: tokio::time::Instant,
+}
+
+impl EstimatorStage {
+    /// Files the shares other instances published since the last call.
+    fn file_shares(&mut self) {
+        while let Ok(record) = self.shares.try_recv() {
+            let result = match record.decode::<GroupDistribution>() {
+                Ok(share) => match self.estimator.file(&share) {
+                    Ok(Filed::Kept) => "kept",
+                    Ok(Filed::Stale) => "stale",
+                    Err(error) => {
+                        tracing::warn!(group = %share.group, partition = share.partition, %error, "ignoring an inconsistent distribution share");
+                        "invalid"
+                    }
+                },
+                // Every instance reads the whole topic, so a bad record is reported here
+                // rather than dead-lettered once per instance.
+                Err(error) => {
+                    tracing::warn!(offset = record.offset, %error, "ignoring an undecodable distribution share");
+                    "invalid"
+                }
+            };
+            self.metrics.shares.with_label_values(&[result]).inc();
+        }
+    }
+
+    fn publish_shares(&mut self, out: &mut Emitter) -> Result<(), StageError> {
+        for share in self.estimator.take_partials(unix_ms()) {
+            out.send(DISTRIBUTIONS, &format!("{}/{}", share.group, share.partition), &share)?;
+        }
+        self.metrics.groups(self.estimator.book());
+        Ok(())
+    }
+}
+
+impl Stage for EstimatorStage {
     type State = EstimatorState;
 
     fn name(&self) -> &'static str {
@@ -121,7 +259,7 @@ impl Stage for Estimator {
     }
 
     fn output_topics(&self) -> Vec<&'static str> {
-        vec![ESTIMATES, DEAD_LETTER]
+        vec![ESTIMATES, DISTRIBUTIONS, DEAD_LETTER]
     }
 
     fn stateful(&self) -> bool {
@@ -134,81 +272,79 @@ impl Stage for Estimator {
         state: &mut StateStore<EstimatorState>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
+        self.file_shares();
+        let now_ms = unix_ms();
         for record in batch {
             let Some(event) = out.decode_keyed(&record, |e: &ChangeEvent| &e.url) else { continue };
-            if let Some(estimate) = self.apply(&event, record.partition, state) {
-                out.send(ESTIMATES, &estimate.url, &estimate)?;
+            let applied = self.estimator.apply(&event, record.partition, state, now_ms);
+            self.metrics.record(&applied);
+            if let Applied::New(estimate) | Applied::Repeated(estimate) = applied {
+                out.send(ESTIMATES, &estimate.url, &*estimate)?;
             }
         }
-        Ok(())
+        self.publish_shares(out)
     }
 
-    fn on_restored(&mut self, _partition: i32, state: &StateStore<EstimatorState>) {
-        for (_, _, page) in state.iter() {
-            if let Some(first) = page.history.first_request {
-                self.groups.observe(&page.group, first);
-            }
-        }
+    fn next_tick(&self) -> Option<tokio::time::Instant> {
+        Some(self.next_tick)
+    }
+
+    async fn tick(
+        &mut self,
+        _state: &mut StateStore<EstimatorState>,
+        _assignment: &recrawl_common::runtime::Assignment,
+        out: &mut Emitter,
+    ) -> Result<(), StageError> {
+        self.next_tick = tokio::time::Instant::now() + TICK;
+        self.file_shares();
+        self.publish_shares(out)
+    }
+
+    fn on_restored(&mut self, partition: i32, state: &StateStore<EstimatorState>) {
+        self.estimator.restored(partition, state);
+    }
+
+    fn on_revoked(&mut self, partition: i32, _state: &StateStore<EstimatorState>) {
+        self.estimator.revoked(partition);
     }
 }
 
 /// Runs the estimator until `ctx.shutdown`.
 pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeError> {
-    run_stage(Estimator::default(), &args.kafka, ctx).await
+    args.kafka.validate()?;
+    let metrics = EstimatorMetrics::register(ctx.metrics.registry(), args.metrics_groups.clone())
+        .map_err(|e| StageError::Other(format!("registering estimator metrics: {e}")))?;
+    let topic = args.kafka.topics().name(DISTRIBUTIONS);
+    let tail_stop = ctx.shutdown.child_token();
+    let Tail { records, caught_up, task } = tail_topic(
+        &args.kafka,
+        topic.clone(),
+        &format!("{}-distributions", args.kafka.group_for(STAGE)),
+        tail_stop.clone(),
+    );
+    // Predictions made before the published shares are read would use a partial group.
+    tokio::select! {
+        _ = caught_up => tracing::info!(%topic, "distribution shares read"),
+        _ = tokio::time::sleep(CATCH_UP_TIMEOUT) => tracing::warn!(%topic, ?CATCH_UP_TIMEOUT, "distribution shares not read in time; starting with what has arrived"),
+        _ = ctx.shutdown.cancelled() => {}
+    }
+    if task.is_finished() {
+        return task.await?;
+    }
+    let stage = EstimatorStage {
+        estimator: Estimator::new(args.estimate.settings()),
+        shares: records,
+        metrics,
+        next_tick: tokio::time::Instant::now(),
+    };
+    let result = run_stage(stage, &args.kafka, ctx).await;
+    tail_stop.cancel();
+    let tailed = task.await?;
+    result.and(tailed)
 }
 
 /// The process entry point shared by `recrawl-estimator` and `recrawl stage estimator`.
 pub async fn main(args: EstimatorArgs) -> anyhow::Result<()> {
     let service = args.service.clone();
     run_service(STAGE, &service, |ctx| run(args, ctx)).await
-}
-
-#[cfg(test)]
-mod tests {
-    use recrawl_schemas::FetchOutcome;
-
-    use super::*;
-
-    fn event(period: u64, downloaded: bool, changed: Option<bool>) -> ChangeEvent {
-        ChangeEvent {
-            url: "http://h/a".into(),
-            url_key: recrawl_schemas::url_key("http://h/a"),
-            host: "h".into(),
-            group: "h".into(),
-            period,
-            downloaded,
-            outcome: if downloaded { FetchOutcome::Downloaded } else { FetchOutcome::HttpError },
-            http_status: Some(if downloaded { 200 } else { 500 }),
-            latency_ms: 3.0,
-            size_bytes: 10,
-            previous_size_bytes: None,
-            update_size: None,
-            first_seen: false,
-            changed,
-            text_changed: changed,
-            content_hash: None,
-            previous_content_hash: None,
-            text_hash: None,
-            encoding: None,
-            words: None,
-            previous_words: None,
-            degrees: None,
-            fetched_at_ms: 0,
-        }
-    }
-
-    #[test]
-    fn estimates_follow_the_history_and_replays_emit_nothing() {
-        let mut estimator = Estimator::default();
-        let mut state = StateStore::default();
-        let first = estimator.apply(&event(10, false, None), 0, &mut state).unwrap();
-        assert_eq!((first.requests, first.crawls, first.download_rate), (1, 1, 0.0));
-        let second = estimator.apply(&event(11, true, None), 0, &mut state).unwrap();
-        assert_eq!((second.successes, second.crawls), (1, 2));
-        assert_eq!(second.download_rate, 0.5);
-        assert!(estimator.apply(&event(11, true, Some(true)), 0, &mut state).is_none());
-        let third = estimator.apply(&event(12, true, Some(true)), 0, &mut state).unwrap();
-        assert_eq!(third.modification_rate, Some(1.0));
-        assert_eq!(third.change_recall, Some(0.5));
-    }
 }

@@ -1,14 +1,37 @@
-use clap::Parser;
+use std::io::Write;
 
-/// recrawl estimator: per-URL download and modification rates from the change events.
+use anyhow::Context;
+use clap::Parser;
+use recrawl_estimator::offline::Offline;
+
+/// recrawl estimator: per-URL download and modification rates, forecasts and refresh
+/// plans from the change events. Without a subcommand it runs the stage.
 #[derive(Debug, Parser)]
-#[command(name = "recrawl-estimator", version)]
+#[command(
+    name = "recrawl-estimator",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    offline: Option<Offline>,
     #[command(flatten)]
-    args: recrawl_estimator::EstimatorArgs,
+    args: Option<recrawl_estimator::EstimatorArgs>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    recrawl_estimator::main(Cli::parse().args).await
+    let cli = Cli::parse();
+    match cli.offline {
+        None => {
+            let args = cli.args.context("the stage needs its flags (see --help)")?;
+            recrawl_estimator::main(args).await
+        }
+        Some(command) => {
+            let output = recrawl_estimator::offline::run(&command)?;
+            std::io::stdout().lock().write_all(output.as_bytes())?;
+            Ok(())
+        }
+    }
 }

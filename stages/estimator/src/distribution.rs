@@ -1,0 +1,396 @@
+//! Running group distributions shared across estimator instances (`spec/estimator.md` §3).
+//!
+//! Each instance keeps, for every (partition, group) it owns, the counts of eligible URLs
+//! per fine DR and MR bin ([`Partial`]), and publishes them. Every instance files its own
+//! and everyone else's partials in a [`DistributionBook`]; a group's distribution is the
+//! sum over partitions. Pure: no Kafka here.
+//!
+//! Predictions for requests of period t use, per partition, the latest partial that covers
+//! only periods before t. A period's requests therefore never see each other, and once all
+//! instances have read each other's partials for the periods before t, every deployment
+//! (one instance or many) predicts period t from the same numbers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use recrawl_schemas::GroupDistribution;
+use thiserror::Error;
+
+use crate::model::{coarse_of_fine, PreparedPrior, RateHistogram, COARSE_BINS, FINE_BINS};
+
+/// Non-zero counts per fine bin, sorted by bin. Sparse because most groups (a host, a
+/// domain) have few distinct rates, and the book keeps a few copies per partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SparseCounts(Vec<(u8, u64)>);
+
+impl SparseCounts {
+    pub fn add(&mut self, bin: u8) {
+        match self.0.binary_search_by_key(&bin, |(b, _)| *b) {
+            Ok(at) => self.0[at].1 += 1,
+            Err(at) => self.0.insert(at, (bin, 1)),
+        }
+    }
+
+    pub fn remove(&mut self, bin: u8) {
+        if let Ok(at) = self.0.binary_search_by_key(&bin, |(b, _)| *b) {
+            self.0[at].1 -= 1;
+            if self.0[at].1 == 0 {
+                self.0.remove(at);
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u8, u64)> + '_ {
+        self.0.iter().copied()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    fn fine(&self) -> Vec<u64> {
+        let mut fine = vec![0; FINE_BINS];
+        for (bin, count) in self.iter() {
+            fine[usize::from(bin)] += count;
+        }
+        fine
+    }
+
+    fn coarse(&self) -> [u64; COARSE_BINS] {
+        let mut coarse = [0; COARSE_BINS];
+        for (bin, count) in self.iter() {
+            coarse[coarse_of_fine(usize::from(bin))] += count;
+        }
+        coarse
+    }
+
+    fn from_fine(fine: &[u64]) -> Self {
+        Self(fine.iter().zip(0u8..).filter(|(n, _)| **n > 0).map(|(n, bin)| (bin, *n)).collect())
+    }
+
+    fn add_into(&self, fine: &mut [u64; FINE_BINS]) {
+        for (bin, count) in self.iter() {
+            fine[usize::from(bin)] += count;
+        }
+    }
+}
+
+/// One partition's share of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partial {
+    /// The latest period applied; the counts cover periods up to it.
+    pub period: u64,
+    pub first_period: u64,
+    pub urls: u64,
+    pub requests: u64,
+    pub download: SparseCounts,
+    pub change: SparseCounts,
+}
+
+impl Default for Partial {
+    fn default() -> Self {
+        Self {
+            period: 0,
+            first_period: u64::MAX,
+            urls: 0,
+            requests: 0,
+            download: SparseCounts::default(),
+            change: SparseCounts::default(),
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum DistributionError {
+    #[error("{field} has {found} bins, not {FINE_BINS}")]
+    Bins { field: &'static str, found: usize },
+    #[error("fine and coarse bins of {field} disagree")]
+    Coarse { field: &'static str },
+}
+
+impl Partial {
+    pub fn to_message(&self, group: &str, partition: i32, published_at_ms: i64) -> GroupDistribution {
+        GroupDistribution {
+            group: group.to_owned(),
+            partition,
+            period: self.period,
+            first_period: self.first_period,
+            urls: self.urls,
+            requests: self.requests,
+            download_rate_bins: self.download.coarse(),
+            modification_rate_bins: self.change.coarse(),
+            download_rate_fine: self.download.fine(),
+            modification_rate_fine: self.change.fine(),
+            published_at_ms,
+        }
+    }
+
+    /// Reads a published partial, checking that its bins are consistent.
+    pub fn from_message(message: &GroupDistribution) -> Result<Self, DistributionError> {
+        let read = |field: &'static str, fine: &[u64], coarse: &[u64; COARSE_BINS]| {
+            if fine.len() != FINE_BINS {
+                return Err(DistributionError::Bins { field, found: fine.len() });
+            }
+            let counts = SparseCounts::from_fine(fine);
+            if counts.coarse() != *coarse {
+                return Err(DistributionError::Coarse { field });
+            }
+            Ok(counts)
+        };
+        Ok(Self {
+            period: message.period,
+            first_period: message.first_period,
+            urls: message.urls,
+            requests: message.requests,
+            download: read("download_rate_fine", &message.download_rate_fine, &message.download_rate_bins)?,
+            change: read(
+                "modification_rate_fine",
+                &message.modification_rate_fine,
+                &message.modification_rate_bins,
+            )?,
+        })
+    }
+}
+
+/// The snapshots of one (group, partition) kept: enough periods for requests of adjacent
+/// periods arriving interleaved.
+const SNAPSHOTS_KEPT: usize = 3;
+
+/// A group's distribution as predictions use it.
+#[derive(Debug)]
+pub struct GroupView {
+    /// Partitions that contributed.
+    pub partitions: usize,
+    /// The group's earliest first-request period, if any partition reported one.
+    pub first_period: Option<u64>,
+    pub urls: u64,
+    pub requests: u64,
+    pub download: RateHistogram,
+    pub change: RateHistogram,
+    pub download_prior: PreparedPrior,
+    pub change_prior: PreparedPrior,
+}
+
+#[derive(Debug, Default)]
+struct GroupBook {
+    partitions: BTreeMap<i32, BTreeMap<u64, Partial>>,
+    version: u64,
+    /// The view last asked for: (before period, version).
+    cached: Option<(u64, u64, Arc<GroupView>)>,
+}
+
+/// Whether [`DistributionBook::insert`] kept a partial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filed {
+    Kept,
+    /// An older record than one already held (a replay, or a late echo).
+    Stale,
+}
+
+/// Totals of a group over the latest partial of every partition (for metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupTotals {
+    pub partitions: usize,
+    pub urls: u64,
+    pub requests: u64,
+    pub download: [u64; COARSE_BINS],
+    pub change: [u64; COARSE_BINS],
+}
+
+/// Every partition's latest partials of every group this instance has heard of.
+#[derive(Debug)]
+pub struct DistributionBook {
+    groups: HashMap<String, GroupBook>,
+    /// Largest exponent the prepared priors tabulate (window + future).
+    max_exponent: u32,
+}
+
+impl DistributionBook {
+    pub fn new(max_exponent: u32) -> Self {
+        Self { groups: HashMap::new(), max_exponent }
+    }
+
+    /// Files `partial` for (group, partition); for one period the record with the most
+    /// requests wins, and only the latest periods are kept.
+    pub fn insert(&mut self, group: &str, partition: i32, partial: Partial) -> Filed {
+        let book = match self.groups.get_mut(group) {
+            Some(book) => book,
+            None => self.groups.entry(group.to_owned()).or_default(),
+        };
+        let snapshots = book.partitions.entry(partition).or_default();
+        if let Some(held) = snapshots.get(&partial.period) {
+            if held.requests > partial.requests || *held == partial {
+                return Filed::Stale;
+            }
+        } else if snapshots.len() >= SNAPSHOTS_KEPT
+            && snapshots.keys().next().is_some_and(|oldest| partial.period < *oldest)
+        {
+            return Filed::Stale;
+        }
+        snapshots.insert(partial.period, partial);
+        while snapshots.len() > SNAPSHOTS_KEPT {
+            snapshots.pop_first();
+        }
+        book.version += 1;
+        Filed::Kept
+    }
+
+    /// The group's distribution from the partials covering only periods before `before`.
+    pub fn view(&mut self, group: &str, before: u64) -> Arc<GroupView> {
+        let max_exponent = self.max_exponent;
+        let Some(book) = self.groups.get_mut(group) else {
+            return Arc::new(sum(std::iter::empty(), max_exponent));
+        };
+        if let Some((cached_before, version, view)) = &book.cached {
+            if *cached_before == before && *version == book.version {
+                return view.clone();
+            }
+        }
+        let parts = book.partitions.values().filter_map(|snapshots| snapshots.range(..before).next_back());
+        let view = Arc::new(sum(parts.map(|(_, partial)| partial), max_exponent));
+        book.cached = Some((before, book.version, view.clone()));
+        view
+    }
+
+    /// Totals over the latest partial of every partition.
+    pub fn totals(&self, group: &str) -> Option<GroupTotals> {
+        let book = self.groups.get(group)?;
+        let mut totals = GroupTotals {
+            partitions: 0,
+            urls: 0,
+            requests: 0,
+            download: [0; COARSE_BINS],
+            change: [0; COARSE_BINS],
+        };
+        for partial in book.partitions.values().filter_map(|s| s.values().next_back()) {
+            totals.partitions += 1;
+            totals.urls += partial.urls;
+            totals.requests += partial.requests;
+            for (sum, count) in totals.download.iter_mut().zip(partial.download.coarse()) {
+                *sum += count;
+            }
+            for (sum, count) in totals.change.iter_mut().zip(partial.change.coarse()) {
+                *sum += count;
+            }
+        }
+        Some(totals)
+    }
+}
+
+fn sum<'a>(parts: impl Iterator<Item = &'a Partial>, max_exponent: u32) -> GroupView {
+    let mut download = [0; FINE_BINS];
+    let mut change = [0; FINE_BINS];
+    let (mut partitions, mut urls, mut requests, mut first_period) = (0, 0, 0, None::<u64>);
+    for partial in parts {
+        partitions += 1;
+        urls += partial.urls;
+        requests += partial.requests;
+        if partial.urls > 0 {
+            first_period = Some(first_period.map_or(partial.first_period, |f| f.min(partial.first_period)));
+        }
+        partial.download.add_into(&mut download);
+        partial.change.add_into(&mut change);
+    }
+    let download = RateHistogram::from_counts(download);
+    let change = RateHistogram::from_counts(change);
+    GroupView {
+        partitions,
+        first_period,
+        urls,
+        requests,
+        download_prior: PreparedPrior::new(&download, max_exponent),
+        change_prior: PreparedPrior::new(&change, max_exponent),
+        download,
+        change,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partial(period: u64, requests: u64, download_bins: &[u8]) -> Partial {
+        let mut partial = Partial {
+            period,
+            first_period: 1,
+            urls: download_bins.len() as u64,
+            requests,
+            ..Partial::default()
+        };
+        download_bins.iter().for_each(|bin| partial.download.add(*bin));
+        partial
+    }
+
+    #[test]
+    fn sparse_counts_add_and_remove() {
+        let mut counts = SparseCounts::default();
+        [100, 0, 100, 37].into_iter().for_each(|b| counts.add(b));
+        counts.remove(0);
+        counts.remove(55);
+        assert_eq!(counts.iter().collect::<Vec<_>>(), vec![(37, 1), (100, 2)]);
+        assert_eq!(counts.total(), 3);
+        assert_eq!(counts.coarse()[4], 1, "0.37 is in the 0.30–0.39 bin");
+    }
+
+    #[test]
+    fn a_view_sums_the_partitions_before_the_period() {
+        let mut book = DistributionBook::new(10);
+        assert_eq!(book.insert("g", 0, partial(3, 10, &[100, 100])), Filed::Kept);
+        assert_eq!(book.insert("g", 0, partial(4, 12, &[100, 100, 0])), Filed::Kept);
+        assert_eq!(book.insert("g", 1, partial(3, 5, &[50])), Filed::Kept);
+        let at_4 = book.view("g", 4);
+        assert_eq!((at_4.partitions, at_4.urls, at_4.requests), (2, 3, 15));
+        assert_eq!(at_4.download.counts()[100], 2);
+        let at_5 = book.view("g", 5);
+        assert_eq!((at_5.urls, at_5.requests, at_5.download.counts()[0]), (4, 17, 1));
+        assert_eq!(book.view("g", 3).partitions, 0, "nothing covers only periods before 3");
+        assert_eq!(book.view("other", 9).first_period, None);
+    }
+
+    #[test]
+    fn stale_records_are_not_filed() {
+        let mut book = DistributionBook::new(10);
+        book.insert("g", 0, partial(5, 10, &[100]));
+        assert_eq!(
+            book.insert("g", 0, partial(5, 9, &[0])),
+            Filed::Stale,
+            "fewer requests for the same period"
+        );
+        assert_eq!(book.insert("g", 0, partial(5, 10, &[100])), Filed::Stale, "an echo");
+        book.insert("g", 0, partial(6, 11, &[100]));
+        book.insert("g", 0, partial(7, 12, &[100]));
+        assert_eq!(book.insert("g", 0, partial(2, 3, &[0])), Filed::Stale, "older than every kept period");
+        assert_eq!(book.view("g", 6).requests, 10);
+        let totals = book.totals("g").unwrap();
+        assert_eq!((totals.partitions, totals.requests, totals.download[11]), (1, 12, 1));
+    }
+
+    #[test]
+    fn the_cached_view_follows_new_records() {
+        let mut book = DistributionBook::new(10);
+        book.insert("g", 0, partial(1, 1, &[100]));
+        assert_eq!(book.view("g", 2).urls, 1);
+        book.insert("g", 1, partial(1, 1, &[100]));
+        assert_eq!(book.view("g", 2).urls, 2);
+    }
+
+    #[test]
+    fn messages_round_trip_and_inconsistent_ones_are_refused() {
+        let original = partial(7, 30, &[0, 5, 99, 100, 100]);
+        let message = original.to_message("g", 3, 1);
+        assert_eq!(message.download_rate_bins, [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(Partial::from_message(&message), Ok(original));
+        let mut short = message.clone();
+        short.download_rate_fine.pop();
+        assert_eq!(
+            Partial::from_message(&short),
+            Err(DistributionError::Bins { field: "download_rate_fine", found: 100 })
+        );
+        let mut mismatched = message;
+        mismatched.modification_rate_bins[3] = 1;
+        assert_eq!(
+            Partial::from_message(&mismatched),
+            Err(DistributionError::Coarse { field: "modification_rate_fine" })
+        );
+    }
+}

@@ -1,0 +1,564 @@
+//! The estimator's per-event work, without Kafka: apply a change event to the URL's
+//! state and its partition's share of the group distributions, then predict. The stage,
+//! the benches and the end-to-end comparison run this same code.
+
+use std::collections::HashMap;
+
+use recrawl_common::StateStore;
+use recrawl_schemas::{
+    ChangeEvent, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution, LastRequest, Message,
+    PageEstimate, RefreshPlan,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
+use crate::history::{Observation, PageHistory};
+use crate::model::{fine_bin, poisson_rate, predict, Eligibility, Kind, Model, PreparedPrior, Prior};
+use crate::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
+
+/// What a URL's group is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GroupBy {
+    /// The label given with the seed URL (the host when the seed had none).
+    #[default]
+    Label,
+    Host,
+    /// The registered domain (public suffix + 1), e.g. `news.example.co.kr` → `example.co.kr`.
+    Domain,
+}
+
+impl GroupBy {
+    pub fn group_of(self, event: &ChangeEvent) -> &str {
+        match self {
+            Self::Label => &event.group,
+            Self::Host => &event.host,
+            Self::Domain => registered_domain(&event.host),
+        }
+    }
+}
+
+/// The registered domain of `host` (any port dropped); the host itself for IP addresses
+/// and names the public suffix list does not cover.
+pub fn registered_domain(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    if name.parse::<std::net::Ipv4Addr>().is_ok() {
+        return name;
+    }
+    psl::domain_str(name).unwrap_or(name)
+}
+
+/// Everything the per-event work is configured by.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub group_by: GroupBy,
+    pub model: Model,
+    /// Latest requests (comparisons) a forecast conditions on.
+    pub window: u32,
+    /// Requests (comparisons) a forecast covers.
+    pub future: u32,
+    pub eligibility: Eligibility,
+    pub learning_window_days: u16,
+    pub utc_offset_minutes: i32,
+    pub crawl_time: CrawlTimeConfig,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            group_by: GroupBy::Label,
+            model: Model::Paper,
+            window: 5,
+            future: 5,
+            eligibility: Eligibility::default(),
+            learning_window_days: 28,
+            utc_offset_minutes: 0,
+            crawl_time: CrawlTimeConfig::default(),
+        }
+    }
+}
+
+/// What the estimator keeps per URL (changelog `state.estimator`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EstimatorState {
+    pub host: String,
+    pub group: String,
+    pub history: PageHistory,
+    /// When the URL was first requested (Unix ms): bounds the weeks its rate is over.
+    pub first_seen_ms: i64,
+    pub last_fetched_at_ms: i64,
+    pub last_size_bytes: u64,
+    pub last_update_size: Option<i64>,
+    pub last_latency_ms: f32,
+    /// The fine bins the URL is counted in in its partition's DR and MR histograms.
+    pub download_bin: Option<u8>,
+    pub change_bin: Option<u8>,
+    pub weekly: WeeklyChanges,
+    pub hours: ChangeHours,
+}
+
+impl Message for EstimatorState {
+    const NAME: &'static str = "EstimatorState";
+    const FORMAT: Format = Format::Bincode;
+}
+
+/// The result of applying one event.
+#[derive(Debug)]
+pub enum Applied {
+    /// A new request: the state changed.
+    New(Box<PageEstimate>),
+    /// The URL's latest request again (a replay after a crash): nothing changed; the
+    /// estimate is sent again in case the first one was lost.
+    Repeated(Box<PageEstimate>),
+    /// An older request than the latest applied: ignored.
+    Stale,
+}
+
+/// This instance's share of a group in one partition, as it changes.
+#[derive(Debug, Default)]
+struct LivePartial {
+    partial: Partial,
+    /// Changed since it was last filed and published.
+    unpublished: bool,
+}
+
+/// The per-event work of the estimator.
+#[derive(Debug)]
+pub struct Estimator {
+    settings: Settings,
+    book: DistributionBook,
+    live: HashMap<(i32, String), LivePartial>,
+    /// Partials filed in the book and waiting to be published.
+    outbox: Vec<GroupDistribution>,
+}
+
+impl Estimator {
+    pub fn new(settings: Settings) -> Self {
+        let book = DistributionBook::new(settings.window + settings.future);
+        Self { settings, book, live: HashMap::new(), outbox: Vec::new() }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn book(&self) -> &DistributionBook {
+        &self.book
+    }
+
+    /// Applies `event`, read from `partition`, and predicts for its URL.
+    pub fn apply(
+        &mut self,
+        event: &ChangeEvent,
+        partition: i32,
+        state: &mut StateStore<EstimatorState>,
+        now_ms: i64,
+    ) -> Applied {
+        if let Some(page) = state.get(partition, &event.url) {
+            let history = &page.history;
+            if history.requests > 0 && event.period <= history.last_request {
+                if event.period < history.last_request {
+                    return Applied::Stale;
+                }
+                let view = self.book.view(&page.group, event.period);
+                let live = self.live.get(&(partition, page.group.clone()));
+                let crawls = crawls(event.period, &view, live, history);
+                return Applied::Repeated(Box::new(self.estimate(event, page, &view, crawls)));
+            }
+        }
+        let group = self.settings.group_by.group_of(event).to_owned();
+        let page = state.get_or_insert_with(partition, &event.url, || EstimatorState {
+            host: event.host.clone(),
+            group: group.clone(),
+            history: PageHistory::default(),
+            first_seen_ms: event.fetched_at_ms,
+            last_fetched_at_ms: event.fetched_at_ms,
+            last_size_bytes: 0,
+            last_update_size: None,
+            last_latency_ms: 0.0,
+            download_bin: None,
+            change_bin: None,
+            weekly: WeeklyChanges::default(),
+            hours: ChangeHours::default(),
+        });
+        let new_url = page.history.requests == 0;
+        if page.group != group {
+            // The group key changed (a new --group-by, or a relabelled seed): move the URL.
+            if let Some(old) = self.live.get_mut(&(partition, page.group.clone())) {
+                page.download_bin.take().into_iter().for_each(|b| old.partial.download.remove(b));
+                page.change_bin.take().into_iter().for_each(|b| old.partial.change.remove(b));
+                old.partial.urls = old.partial.urls.saturating_sub(1);
+                old.unpublished = true;
+            }
+            page.group.clone_from(&group);
+        }
+        page.history
+            .record(event.period, Observation { downloaded: event.downloaded, changed: event.changed });
+        page.host.clone_from(&event.host);
+        page.last_fetched_at_ms = event.fetched_at_ms;
+        page.last_latency_ms = event.latency_ms as f32;
+        if event.downloaded {
+            page.last_size_bytes = event.size_bytes;
+            page.last_update_size = event.update_size;
+        }
+        if event.changed == Some(true) {
+            let settings = &self.settings;
+            page.weekly.record(
+                event.fetched_at_ms,
+                settings.learning_window_days,
+                settings.utc_offset_minutes,
+            );
+            page.hours.record(
+                event.fetched_at_ms,
+                event.update_size.unwrap_or(0).unsigned_abs(),
+                settings.utc_offset_minutes,
+            );
+        }
+
+        let key = (partition, group);
+        let live = self.live.entry(key.clone()).or_default();
+        if live.unpublished && live.partial.period < event.period {
+            // The partition moves to a later period: what it holds now covers only the
+            // earlier ones, which is what other instances predict the new period from.
+            self.book.insert(&key.1, partition, live.partial.clone());
+            self.outbox.push(live.partial.to_message(&key.1, partition, now_ms));
+            live.unpublished = false;
+        }
+        let view = self.book.view(&key.1, event.period);
+        let crawls = crawls(event.period, &view, Some(&*live), &page.history);
+        let rates = page.history.rates(crawls);
+        let eligibility = &self.settings.eligibility;
+        let download_bin =
+            eligibility.dr_eligible(&rates).then(|| fine_bin(rates.download_rate.unwrap_or(0.0)) as u8);
+        let change_bin =
+            eligibility.mr_eligible(&rates).then(|| fine_bin(rates.modification_rate.unwrap_or(0.0)) as u8);
+        let partial = &mut live.partial;
+        page.download_bin.into_iter().for_each(|b| partial.download.remove(b));
+        page.change_bin.into_iter().for_each(|b| partial.change.remove(b));
+        download_bin.into_iter().for_each(|b| partial.download.add(b));
+        change_bin.into_iter().for_each(|b| partial.change.add(b));
+        page.download_bin = download_bin;
+        page.change_bin = change_bin;
+        partial.urls += u64::from(new_url);
+        partial.requests += 1;
+        partial.period = partial.period.max(event.period);
+        partial.first_period = partial.first_period.min(page.history.first_request);
+        live.unpublished = true;
+        Applied::New(Box::new(self.estimate(event, page, &view, crawls)))
+    }
+
+    fn estimate(
+        &self,
+        event: &ChangeEvent,
+        page: &EstimatorState,
+        view: &GroupView,
+        crawls: u64,
+    ) -> PageEstimate {
+        let settings = &self.settings;
+        let history = &page.history;
+        let rates = history.rates(crawls);
+        let forecast = |kind: Kind, prior: &PreparedPrior, (yes, no): (u32, u32)| {
+            let over = predict(settings.model, kind, prior, yes, no, settings.future);
+            let next = predict(settings.model, kind, prior, yes, no, 1);
+            Forecast {
+                yes,
+                no,
+                next: next.probabilities.get(1).copied().unwrap_or(0.0),
+                probabilities: over.probabilities,
+                prior: forecast_prior(over.prior),
+            }
+        };
+        let downloads =
+            forecast(Kind::Dr, &view.download_prior, history.recent_requests.counts(settings.window));
+        let changes_forecast =
+            forecast(Kind::Mr, &view.change_prior, history.recent_comparisons.counts(settings.window));
+        let weekly_change_rate = page.weekly.weekly_rate(
+            page.last_fetched_at_ms,
+            page.first_seen_ms,
+            settings.learning_window_days,
+            settings.utc_offset_minutes,
+        );
+        let group16 = FrequencyGroup::sixteen(weekly_change_rate);
+        let group6 = group16.six();
+        let time = crawl_time(&page.hours, group6, &settings.crawl_time);
+        PageEstimate {
+            url: event.url.clone(),
+            url_key: event.url_key.clone(),
+            host: page.host.clone(),
+            group: page.group.clone(),
+            period: history.last_request,
+            last_request: LastRequest {
+                period: history.last_request,
+                downloaded: event.downloaded,
+                changed: event.changed,
+                size_bytes: page.last_size_bytes,
+                update_size: page.last_update_size,
+                latency_ms: f64::from(page.last_latency_ms),
+                fetched_at_ms: page.last_fetched_at_ms,
+            },
+            crawls,
+            first_request_period: history.first_request,
+            requests: history.requests.into(),
+            successes: history.successes.into(),
+            failures: history.failures.into(),
+            comparisons: history.comparisons.into(),
+            changes: history.changes.into(),
+            request_rate: rates.request_rate,
+            download_rate: rates.download_rate,
+            download_recall: rates.download_recall,
+            modification_rate: rates.modification_rate,
+            change_recall: rates.change_recall,
+            download_eligible: page.download_bin.is_some(),
+            change_eligible: page.change_bin.is_some(),
+            model: forecast_model(settings.model),
+            downloads,
+            changes_forecast,
+            change_rate: poisson_rate(history.comparisons, history.changes),
+            refresh: RefreshPlan {
+                weekly_change_rate,
+                group16: group16.to_string(),
+                group6: group6.to_string(),
+                crawls_per_week: group6.crawls_per_week(),
+                paper_hour: time.paper_hour,
+                weekdays: time.weekdays,
+                min_wait_hour: time.min_wait_hour,
+                min_wait_slot: time.min_wait_slot,
+            },
+        }
+    }
+
+    /// Files and queues for publishing every share changed since the last call; returns
+    /// the records to publish.
+    pub fn take_partials(&mut self, now_ms: i64) -> Vec<GroupDistribution> {
+        for ((partition, group), live) in &mut self.live {
+            if live.unpublished {
+                self.book.insert(group, *partition, live.partial.clone());
+                self.outbox.push(live.partial.to_message(group, *partition, now_ms));
+                live.unpublished = false;
+            }
+        }
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Files another instance's (or an earlier owner's) published share.
+    pub fn file(&mut self, record: &GroupDistribution) -> Result<Filed, DistributionError> {
+        let partial = Partial::from_message(record)?;
+        Ok(self.book.insert(&record.group, record.partition, partial))
+    }
+
+    /// Rebuilds this partition's shares from its restored URLs; they are republished,
+    /// since a crash may have lost the last publication.
+    pub fn restored(&mut self, partition: i32, state: &StateStore<EstimatorState>) {
+        for (_, page) in state.partition(partition) {
+            let live = self.live.entry((partition, page.group.clone())).or_default();
+            let partial = &mut live.partial;
+            page.download_bin.into_iter().for_each(|b| partial.download.add(b));
+            page.change_bin.into_iter().for_each(|b| partial.change.add(b));
+            partial.urls += 1;
+            partial.requests += u64::from(page.history.requests);
+            partial.period = partial.period.max(page.history.last_request);
+            partial.first_period = partial.first_period.min(page.history.first_request);
+            live.unpublished = true;
+        }
+    }
+
+    /// Forgets a revoked partition's shares; the book keeps their last publication until
+    /// the new owner publishes.
+    pub fn revoked(&mut self, partition: i32) {
+        self.live.retain(|(p, _), _| *p != partition);
+    }
+}
+
+/// K for a request in `period`: crawls since the group's first request, as far as this
+/// instance knows it.
+fn crawls(period: u64, view: &GroupView, live: Option<&LivePartial>, history: &PageHistory) -> u64 {
+    let first = [view.first_period, live.map(|l| l.partial.first_period), Some(history.first_request)]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(period)
+        .min(period);
+    period - first + 1
+}
+
+fn forecast_prior(prior: Prior) -> ForecastPrior {
+    match prior {
+        Prior::Group => ForecastPrior::Group,
+        Prior::Uniform => ForecastPrior::Uniform,
+        Prior::None => ForecastPrior::None,
+    }
+}
+
+fn forecast_model(model: Model) -> ForecastModel {
+    match model {
+        Model::Paper => ForecastModel::Paper,
+        Model::BetaBinomial => ForecastModel::BetaBinomial,
+        Model::Poisson => ForecastModel::Poisson,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use recrawl_schemas::RequestOutcome;
+
+    use super::*;
+
+    fn event(url: &str, group: &str, period: u64, downloaded: bool, changed: Option<bool>) -> ChangeEvent {
+        // 2026-11-20 (a Friday) 10:00 UTC plus a day per period.
+        let fetched_at_ms = 1_795_687_200_000 + period as i64 * 86_400_000;
+        let outcome = RequestOutcome { period, downloaded, changed, fetched_at_ms };
+        ChangeEvent {
+            update_size: changed.map(|_| 2),
+            ..ChangeEvent::request(url, "news.example.co.kr:8080", group, outcome)
+        }
+    }
+
+    fn new_estimate(applied: Applied) -> PageEstimate {
+        match applied {
+            Applied::New(estimate) => *estimate,
+            other => panic!("expected a new estimate, got {other:?}"),
+        }
+    }
+
+    fn assert_sums_to_one(forecast: &Forecast) {
+        let sum: f64 = forecast.probabilities.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-9, "{forecast:?}");
+    }
+
+    #[test]
+    fn a_first_request_in_an_empty_group_falls_back_to_uniform_and_says_so() {
+        let mut estimator = Estimator::new(Settings::default());
+        let mut state = StateStore::default();
+        let estimate =
+            new_estimate(estimator.apply(&event("http://a/1", "g", 1, true, None), 0, &mut state, 0));
+        assert_eq!(estimate.downloads.prior, ForecastPrior::Uniform);
+        assert_eq!(estimate.downloads.probabilities, vec![1.0 / 6.0; 6]);
+        assert_eq!((estimate.requests, estimate.crawls, estimate.download_rate), (1, 1, Some(1.0)));
+        assert!(estimate.download_eligible, "request rate 1 and recall 1 on a first crawl");
+    }
+
+    #[test]
+    fn later_periods_predict_from_the_group_and_forecasts_sum_to_one() {
+        let mut estimator = Estimator::new(Settings::default());
+        let mut state = StateStore::default();
+        for period in 1..=6u64 {
+            for (index, partition) in [(0, 0), (1, 1), (2, 0)] {
+                let url = format!("http://a/{index}");
+                let downloaded = !(index == 2 && period.is_multiple_of(2));
+                let changed = (period > 1 && downloaded).then_some(index == 0);
+                let estimate = new_estimate(estimator.apply(
+                    &event(&url, "g", period, downloaded, changed),
+                    partition,
+                    &mut state,
+                    0,
+                ));
+                assert_sums_to_one(&estimate.downloads);
+                assert_sums_to_one(&estimate.changes_forecast);
+                assert!((0.0..=1.0).contains(&estimate.downloads.next));
+            }
+            estimator.take_partials(0);
+        }
+        let view = estimator.book.view("g", 7);
+        assert_eq!((view.partitions, view.urls, view.requests), (2, 3, 18));
+        assert_eq!(view.download.counts()[100], 2, "two URLs always download");
+        assert_eq!(view.download.counts()[50], 1, "one downloads every other time");
+        let always = state.get(0, "http://a/0").unwrap();
+        assert_eq!((always.history.changes, always.change_bin), (5, Some(100)));
+    }
+
+    #[test]
+    fn replaying_events_leaves_the_state_unchanged() {
+        let mut estimator = Estimator::new(Settings::default());
+        let mut state = StateStore::default();
+        let events: Vec<ChangeEvent> =
+            (1..=4).map(|p| event("http://a/1", "g", p, true, (p > 1).then_some(p == 3))).collect();
+        for e in &events {
+            new_estimate(estimator.apply(e, 0, &mut state, 0));
+        }
+        let shares = estimator.take_partials(0);
+        let before = state.get(0, "http://a/1").cloned();
+        state.take_dirty();
+        for e in &events[..3] {
+            assert!(matches!(estimator.apply(e, 0, &mut state, 0), Applied::Stale));
+        }
+        let Applied::Repeated(again) = estimator.apply(&events[3], 0, &mut state, 0) else {
+            panic!("latest replay")
+        };
+        assert_eq!((again.requests, again.changes), (4, 1));
+        assert_eq!(state.get(0, "http://a/1").cloned(), before);
+        assert!(state.take_dirty().is_empty(), "nothing to write to the changelog");
+        assert!(estimator.take_partials(0).is_empty(), "no share changed");
+        assert_eq!(shares.len(), 4, "a share as each period ended, and the last");
+    }
+
+    #[test]
+    fn change_times_feed_the_refresh_plan() {
+        let mut estimator = Estimator::new(Settings::default());
+        let mut state = StateStore::default();
+        let mut last = None;
+        for period in 1..=15 {
+            let e = event("http://a/1", "g", period, true, (period > 1).then_some(true));
+            last = Some(new_estimate(estimator.apply(&e, 0, &mut state, 0)));
+        }
+        let plan = last.unwrap().refresh;
+        // 14 changes over 14 days observed: 7 a week, every day at 10:00.
+        assert!((plan.weekly_change_rate - 7.0).abs() < 1e-9, "{plan:?}");
+        assert_eq!((plan.group16.as_str(), plan.group6.as_str()), ("G7", "G7"));
+        assert_eq!((plan.paper_hour, plan.min_wait_hour), (Some(0), Some(11)));
+    }
+
+    #[test]
+    fn a_restored_partition_rebuilds_its_shares() {
+        let mut estimator = Estimator::new(Settings::default());
+        let mut state = StateStore::default();
+        for period in 1..=3 {
+            new_estimate(estimator.apply(&event("http://a/1", "g", period, true, None), 2, &mut state, 0));
+        }
+        let published = estimator.take_partials(0);
+        let mut restarted = Estimator::new(Settings::default());
+        restarted.restored(2, &state);
+        let republished = restarted.take_partials(0);
+        assert_eq!(
+            published.last().map(|s| (&s.download_rate_fine, s.requests, s.period)),
+            republished.last().map(|s| (&s.download_rate_fine, s.requests, s.period))
+        );
+        restarted.revoked(2);
+        assert!(restarted.live.is_empty());
+    }
+
+    #[test]
+    fn groups_by_label_host_or_registered_domain() {
+        let e = event("http://a/1", "seed-label", 1, true, None);
+        assert_eq!(GroupBy::Label.group_of(&e), "seed-label");
+        assert_eq!(GroupBy::Host.group_of(&e), "news.example.co.kr:8080");
+        assert_eq!(GroupBy::Domain.group_of(&e), "example.co.kr");
+        assert_eq!(registered_domain("127.0.0.1:80"), "127.0.0.1");
+        assert_eq!(registered_domain("[::1]:8080"), "[::1]");
+        assert_eq!(registered_domain("localhost"), "localhost");
+    }
+}
+
+#[cfg(test)]
+mod size {
+    use super::*;
+
+    /// What a tracked URL costs, for BENCHMARKS.md: its counters (the state without the
+    /// host and group strings and the sparse change-hour slots) must stay under 200 bytes.
+    #[test]
+    fn a_tracked_url_stays_under_the_budget() {
+        let fixed = std::mem::size_of::<EstimatorState>();
+        let ring = 2 * usize::from(Settings::default().learning_window_days);
+        let counters = fixed - 2 * std::mem::size_of::<String>() - std::mem::size_of::<ChangeHours>() + ring;
+        eprintln!(
+            "EstimatorState {fixed} B (PageHistory {} B) + {ring} B change ring: counters {counters} B; \
+             besides, the host and group strings and 16 B per change-hour slot",
+            std::mem::size_of::<PageHistory>()
+        );
+        assert!(counters < 200, "{counters}");
+    }
+}

@@ -1,0 +1,755 @@
+//! Refresh groups (`spec/refresh-groups.md`): per-URL change counts over a learning window
+//! and a weekday × hour histogram of change times, the crawl-frequency group they imply,
+//! the time of day to crawl, and the server load of a grouping. Pure: the stage, the
+//! scheduler and the simulator call the same code.
+//!
+//! Times are Unix milliseconds; days and hours are in the configured local time, given as
+//! an offset from UTC in minutes. Weekdays count from Monday = 0.
+//!
+//! State size per URL on a 64-bit target: [`WeeklyChanges`] is 24 bytes inline plus 2
+//! bytes a day on the heap (56 bytes for the default 28-day window); [`ChangeHours`] is 16
+//! bytes inline plus 16 bytes per weekday-hour slot that has seen a change (at most 168).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use thiserror::Error;
+
+const MINUTE_MS: i64 = 60_000;
+const HOUR_MS: i64 = 60 * MINUTE_MS;
+const DAY_MS: i64 = 24 * HOUR_MS;
+const WEEK_MS: i64 = 7 * DAY_MS;
+const HOURS_PER_DAY: usize = 24;
+const SLOTS_PER_WEEK: usize = 7 * HOURS_PER_DAY;
+
+/// The learning window of the paper: a month of observation, in whole weeks.
+pub const DEFAULT_WINDOW_DAYS: u16 = 28;
+
+fn local_ms(at_ms: i64, utc_offset_minutes: i32) -> i64 {
+    at_ms.saturating_add(i64::from(utc_offset_minutes) * MINUTE_MS)
+}
+
+/// Days since the Unix epoch in local time (negative before it).
+fn local_day(at_ms: i64, utc_offset_minutes: i32) -> i64 {
+    local_ms(at_ms, utc_offset_minutes).div_euclid(DAY_MS)
+}
+
+/// The weekday × hour slot (`weekday * 24 + hour`, Monday = 0) of a local time.
+pub fn slot_of(at_ms: i64, utc_offset_minutes: i32) -> u8 {
+    let local = local_ms(at_ms, utc_offset_minutes);
+    // 1970-01-01 was a Thursday, weekday 3.
+    let weekday = (local.div_euclid(DAY_MS) + 3).rem_euclid(7);
+    let hour = local.rem_euclid(DAY_MS) / HOUR_MS;
+    (weekday * 24 + hour) as u8
+}
+
+/// Changes per local day over the last `window_days` days: a ring indexed by day number,
+/// so advancing a day only clears the buckets it skips.
+///
+/// The window is a parameter of every call so that it stays configurable without touching
+/// stored state. When [`record`](Self::record) sees a different window than the ring
+/// holds, it re-buckets the newest days that fit into a ring of the new length: shrinking
+/// forgets the oldest days, growing keeps every day known and counts zero for the rest.
+/// A window of 0 days is taken as 1.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WeeklyChanges {
+    /// Changes on day `d` live at `d mod len`; counts saturate rather than wrap.
+    ring: Box<[u16]>,
+    /// Local day number of the newest bucket; meaningless while `ring` is empty.
+    newest_day: i64,
+}
+
+impl WeeklyChanges {
+    /// Counts a change detected at `at_ms`. A change older than the newest bucket counts
+    /// into its own day while that day is inside the window, and is dropped otherwise.
+    pub fn record(&mut self, at_ms: i64, window_days: u16, utc_offset_minutes: i32) {
+        let day = local_day(at_ms, utc_offset_minutes);
+        let window = usize::from(window_days.max(1));
+        if self.ring.is_empty() {
+            self.ring = vec![0; window].into_boxed_slice();
+            self.newest_day = day;
+        } else if self.ring.len() != window {
+            self.resize(window);
+        }
+        if day > self.newest_day {
+            let skipped = (day - self.newest_day).min(window as i64);
+            for age in 0..skipped {
+                let bucket = self.bucket(day - age);
+                self.ring[bucket] = 0;
+            }
+            self.newest_day = day;
+        }
+        if day > self.newest_day - window as i64 {
+            let bucket = self.bucket(day);
+            self.ring[bucket] = self.ring[bucket].saturating_add(1);
+        }
+    }
+
+    /// Changes on the `window_days` local days ending with the day of `now_ms`. Buckets
+    /// dated after `now_ms` still count, so a clock running behind the recorded times
+    /// loses nothing.
+    pub fn changes_in_window(&self, now_ms: i64, window_days: u16, utc_offset_minutes: i32) -> u32 {
+        let oldest_counted = local_day(now_ms, utc_offset_minutes) - i64::from(window_days.max(1)) + 1;
+        // At most 65,535 buckets of at most 65,535 changes: the sum fits in a u32.
+        self.days().filter(|&(day, _)| day >= oldest_counted).map(|(_, changes)| u32::from(changes)).sum()
+    }
+
+    /// Changes per week over the time the URL has been observed inside the window: a URL
+    /// first seen two days ago is not diluted by a four-week window. At least one day is
+    /// assumed observed, so a first sighting does not divide by zero.
+    pub fn weekly_rate(
+        &self,
+        now_ms: i64,
+        first_seen_ms: i64,
+        window_days: u16,
+        utc_offset_minutes: i32,
+    ) -> f64 {
+        let window_ms = i64::from(window_days.max(1)) * DAY_MS;
+        let observed_ms = now_ms.saturating_sub(first_seen_ms).clamp(DAY_MS, window_ms);
+        let changes = self.changes_in_window(now_ms, window_days, utc_offset_minutes);
+        f64::from(changes) * WEEK_MS as f64 / observed_ms as f64
+    }
+
+    fn bucket(&self, day: i64) -> usize {
+        day.rem_euclid(self.ring.len() as i64) as usize
+    }
+
+    /// (day, changes) for every day the ring holds, newest first.
+    fn days(&self) -> impl Iterator<Item = (i64, u16)> + '_ {
+        (0..self.ring.len() as i64).map(move |age| {
+            let day = self.newest_day - age;
+            (day, self.ring[self.bucket(day)])
+        })
+    }
+
+    fn resize(&mut self, window: usize) {
+        let mut ring = vec![0; window].into_boxed_slice();
+        for (day, changes) in self.days().take(window) {
+            ring[day.rem_euclid(window as i64) as usize] = changes;
+        }
+        self.ring = ring;
+    }
+}
+
+/// The changes seen in one weekday × hour slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeSlot {
+    /// `weekday * 24 + hour`, Monday = 0.
+    pub slot: u8,
+    pub changes: u32,
+    /// Sum of the changes' `update_size` (bytes the size moved by).
+    pub update_size: u64,
+}
+
+/// Histogram of change detection times over the 168 weekday × hour slots, storing only
+/// the slots that have seen a change, sorted by slot. A boxed slice rather than a `Vec`
+/// saves the capacity word and the growth slack; a new slot reallocates, which happens at
+/// most 168 times in a URL's life.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeHours {
+    slots: Box<[ChangeSlot]>,
+}
+
+impl ChangeHours {
+    pub fn record(&mut self, at_ms: i64, update_size: u64, utc_offset_minutes: i32) {
+        let slot = slot_of(at_ms, utc_offset_minutes);
+        match self.slots.binary_search_by_key(&slot, |entry| entry.slot) {
+            Ok(found) => {
+                let entry = &mut self.slots[found];
+                entry.changes = entry.changes.saturating_add(1);
+                entry.update_size = entry.update_size.saturating_add(update_size);
+            }
+            Err(insert_at) => {
+                let mut slots = std::mem::take(&mut self.slots).into_vec();
+                slots.insert(insert_at, ChangeSlot { slot, changes: 1, update_size });
+                self.slots = slots.into_boxed_slice();
+            }
+        }
+    }
+
+    /// The slots that have seen a change, in slot order.
+    pub fn slots(&self) -> &[ChangeSlot] {
+        &self.slots
+    }
+
+    pub fn total_changes(&self) -> u64 {
+        self.slots.iter().map(|entry| u64::from(entry.changes)).sum()
+    }
+
+    /// Changes per hour of the day, all weekdays together.
+    fn changes_by_hour(&self) -> [u64; HOURS_PER_DAY] {
+        let mut by_hour = [0; HOURS_PER_DAY];
+        for entry in self.slots.iter() {
+            by_hour[usize::from(entry.slot) % HOURS_PER_DAY] += u64::from(entry.changes);
+        }
+        by_hour
+    }
+
+    fn changes_by_slot(&self) -> [u64; SLOTS_PER_WEEK] {
+        let mut by_slot = [0; SLOTS_PER_WEEK];
+        for entry in self.slots.iter() {
+            by_slot[usize::from(entry.slot) % SLOTS_PER_WEEK] += u64::from(entry.changes);
+        }
+        by_slot
+    }
+}
+
+/// A crawl-frequency group (spec §2). Serialised as its display name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrequencyGroup {
+    /// `G1` … `G14`: that many crawls a week.
+    Weekly(u8),
+    /// `2G1`: once every two weeks.
+    Biweekly,
+    /// `4G1`: once every four weeks.
+    Fourweekly,
+}
+
+impl FrequencyGroup {
+    /// The 16-group of a weekly change rate: the rate rounded half away from zero, capped
+    /// at 14 crawls a week; rates under one every two weeks (and NaN) fall to `4G1`.
+    pub fn sixteen(weekly_rate: f64) -> FrequencyGroup {
+        let rounded = weekly_rate.round();
+        if rounded >= 14.0 {
+            FrequencyGroup::Weekly(14)
+        } else if weekly_rate >= 0.5 {
+            FrequencyGroup::Weekly(rounded as u8)
+        } else if weekly_rate >= 0.25 {
+            FrequencyGroup::Biweekly
+        } else {
+            FrequencyGroup::Fourweekly
+        }
+    }
+
+    /// The deployed 6-group of a 16-group; a 6-group maps to itself. A `Weekly` count
+    /// outside 1..=14, which [`sixteen`](Self::sixteen) never makes, is clamped first.
+    pub fn six(self) -> FrequencyGroup {
+        match self {
+            FrequencyGroup::Weekly(crawls) => FrequencyGroup::Weekly(match crawls.clamp(1, 14) {
+                11.. => 14,
+                5..=10 => 7,
+                2..=4 => 3,
+                _ => 1,
+            }),
+            other => other,
+        }
+    }
+
+    pub fn crawls_per_week(self) -> f64 {
+        match self {
+            FrequencyGroup::Weekly(crawls) => f64::from(crawls.clamp(1, 14)),
+            FrequencyGroup::Biweekly => 0.5,
+            FrequencyGroup::Fourweekly => 0.25,
+        }
+    }
+}
+
+impl fmt::Display for FrequencyGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrequencyGroup::Weekly(crawls) => write!(f, "G{crawls}"),
+            FrequencyGroup::Biweekly => f.write_str("2G1"),
+            FrequencyGroup::Fourweekly => f.write_str("4G1"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown frequency group {0:?}: expected G1 to G14, 2G1 or 4G1")]
+pub struct UnknownFrequencyGroup(pub String);
+
+impl FromStr for FrequencyGroup {
+    type Err = UnknownFrequencyGroup;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "2G1" => Ok(FrequencyGroup::Biweekly),
+            "4G1" => Ok(FrequencyGroup::Fourweekly),
+            _ => name
+                .strip_prefix('G')
+                .and_then(|crawls| crawls.parse().ok())
+                .filter(|crawls| (1..=14).contains(crawls))
+                .map(FrequencyGroup::Weekly)
+                .ok_or_else(|| UnknownFrequencyGroup(name.to_owned())),
+        }
+    }
+}
+
+impl Serialize for FrequencyGroup {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for FrequencyGroup {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// When to crawl (spec §3). Hours are local, weekdays count from Monday = 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrawlTimeConfig {
+    /// The day is `[day_start_hour, day_end_hour)`; it wraps past midnight when the start
+    /// is the later hour.
+    pub day_start_hour: u8,
+    pub day_end_hour: u8,
+    /// Crawl hour for a URL whose changes fall mostly in the day: after they are over.
+    pub day_crawl_hour: u8,
+    /// Crawl hour for a URL whose changes fall mostly at night.
+    pub night_crawl_hour: u8,
+    /// Crawl days of the three-times-a-week group.
+    pub g3_weekdays: Vec<u8>,
+    /// Crawl day of the weekly and rarer groups.
+    pub weekly_weekday: u8,
+}
+
+impl Default for CrawlTimeConfig {
+    fn default() -> Self {
+        CrawlTimeConfig {
+            day_start_hour: 9,
+            day_end_hour: 18,
+            day_crawl_hour: 0,
+            night_crawl_hour: 12,
+            g3_weekdays: vec![0, 2, 4],
+            weekly_weekday: 5,
+        }
+    }
+}
+
+impl CrawlTimeConfig {
+    fn is_day(&self, hour: u8) -> bool {
+        if self.day_start_hour <= self.day_end_hour {
+            (self.day_start_hour..self.day_end_hour).contains(&hour)
+        } else {
+            hour >= self.day_start_hour || hour < self.day_end_hour
+        }
+    }
+}
+
+/// A URL's crawl time under both rules of spec §3, for the simulator to compare.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrawlTime {
+    /// The paper's rule: the configured day or night crawl hour; `None` with no changes.
+    pub paper_hour: Option<u8>,
+    /// Crawl weekdays of the URL's 6-group.
+    pub weekdays: Vec<u8>,
+    /// The hour of a daily crawl that minimises how long changes wait to be fetched.
+    pub min_wait_hour: Option<u8>,
+    /// The weekday × hour slot of a weekly crawl that minimises the wait.
+    pub min_wait_slot: Option<u8>,
+}
+
+/// The crawl time of a URL with change histogram `hours` in group `group` (a 16-group is
+/// taken to its 6-group).
+pub fn crawl_time(hours: &ChangeHours, group: FrequencyGroup, config: &CrawlTimeConfig) -> CrawlTime {
+    let by_hour = hours.changes_by_hour();
+    let (mut day, mut night) = (0, 0);
+    for (hour, changes) in (0u8..).zip(by_hour) {
+        if config.is_day(hour) {
+            day += changes;
+        } else {
+            night += changes;
+        }
+    }
+    let paper_hour = match (day, night) {
+        (0, 0) => None,
+        _ if day >= night => Some(config.day_crawl_hour),
+        _ => Some(config.night_crawl_hour),
+    };
+    let weekdays = match group.six() {
+        FrequencyGroup::Weekly(14 | 7) => (0..7).collect(),
+        FrequencyGroup::Weekly(3) => config.g3_weekdays.clone(),
+        _ => vec![config.weekly_weekday],
+    };
+    CrawlTime {
+        paper_hour,
+        weekdays,
+        min_wait_hour: least_wait_position(&by_hour),
+        min_wait_slot: least_wait_position(&hours.changes_by_slot()),
+    }
+}
+
+/// The position on a cycle of `changes.len()` slots at which one crawl per cycle leaves
+/// the changes least time unfetched; the smallest on a tie, `None` with no changes.
+///
+/// A change in slot `j` happens mid-slot on average and is fetched by the next crawl at
+/// the start of slot `c`, after `((c - j - 1) mod len) + 0.5` slots. The half is common to
+/// all changes, so comparing the whole-slot parts picks the same crawl.
+fn least_wait_position(changes: &[u64]) -> Option<u8> {
+    if changes.iter().all(|&count| count == 0) {
+        return None;
+    }
+    let len = changes.len();
+    let total: u64 = changes.iter().sum();
+    // Wait of a crawl at 0: a change in slot j waits (−j − 1) mod len slots.
+    let mut wait: u64 =
+        changes.iter().enumerate().map(|(slot, &count)| count * ((2 * len - slot - 1) % len) as u64).sum();
+    let mut best = (wait, 0);
+    // Moving the crawl one slot later adds one slot of wait to every change except those
+    // of the slot just passed, which now wait a whole cycle less one: O(len), not O(len²).
+    for crawl in 1..len {
+        wait = wait + total - len as u64 * changes[crawl - 1];
+        if wait < best.0 {
+            best = (wait, crawl);
+        }
+    }
+    Some(best.1 as u8)
+}
+
+/// The load of a grouping (spec §4): crawl requests per day for `(group, URLs)` pairs,
+/// and their share of crawling every one of those URLs daily (0 with no URLs).
+pub fn daily_load(groups: &[(FrequencyGroup, u64)]) -> (f64, f64) {
+    let requests_per_day: f64 =
+        groups.iter().map(|&(group, urls)| urls as f64 * group.crawls_per_week() / 7.0).sum();
+    let daily_baseline: u64 = groups.iter().map(|&(_, urls)| urls).sum();
+    let share = if daily_baseline == 0 { 0.0 } else { requests_per_day / daily_baseline as f64 };
+    (requests_per_day, share)
+}
+
+#[cfg(test)]
+mod tests {
+    use recrawl_schemas::envelope::HEADER_LEN;
+    use recrawl_schemas::{decode, encode, Format, Message};
+
+    use super::*;
+
+    const KST: i32 = 9 * 60;
+    /// 2026-11-20T23:30Z, Saturday 08:30 in Seoul.
+    const FRIDAY_NIGHT_UTC: i64 = 1_795_217_400_000;
+    /// 2026-11-02T00:00 in Seoul, a Monday.
+    const MONDAY_KST: i64 = 1_793_577_600_000 - 9 * HOUR_MS;
+
+    fn at(day: i64, hour: i64) -> i64 {
+        MONDAY_KST + day * DAY_MS + hour * HOUR_MS
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Json(FrequencyGroup);
+
+    impl Message for Json {
+        const NAME: &'static str = "FrequencyGroupTest";
+        const FORMAT: Format = Format::Json;
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Stored(WeeklyChanges, ChangeHours);
+
+    impl Message for Stored {
+        const NAME: &'static str = "RefreshStateTest";
+        const FORMAT: Format = Format::Bincode;
+    }
+
+    #[test]
+    fn slots_follow_the_local_weekday_and_hour() {
+        assert_eq!(slot_of(FRIDAY_NIGHT_UTC, KST), 5 * 24 + 8);
+        assert_eq!(slot_of(FRIDAY_NIGHT_UTC, 0), 4 * 24 + 23);
+        assert_eq!(slot_of(MONDAY_KST, KST), 0);
+        // One millisecond before the epoch: Wednesday 1969-12-31 23:59 UTC.
+        assert_eq!(slot_of(-1, 0), 2 * 24 + 23);
+    }
+
+    #[test]
+    fn days_split_at_local_midnight() {
+        let (before_midnight, midnight) = (at(4, 23) + 59 * MINUTE_MS, at(5, 0));
+        let mut kst = WeeklyChanges::default();
+        let mut utc = WeeklyChanges::default();
+        for time in [before_midnight, midnight] {
+            kst.record(time, 28, KST);
+            utc.record(time, 28, 0);
+        }
+        assert_eq!(kst.changes_in_window(midnight, 1, KST), 1);
+        assert_eq!(utc.changes_in_window(midnight, 1, 0), 2);
+    }
+
+    #[test]
+    fn the_window_slides_and_late_changes_count_only_inside_it() {
+        let mut changes = WeeklyChanges::default();
+        changes.record(at(0, 10), 7, KST);
+        changes.record(at(5, 10), 7, KST);
+        changes.record(at(5, 11), 7, KST);
+        assert_eq!(changes.changes_in_window(at(5, 12), 7, KST), 3);
+        assert_eq!(changes.changes_in_window(at(7, 0), 7, KST), 2);
+        assert_eq!(changes.changes_in_window(at(12, 0), 7, KST), 0);
+
+        changes.record(at(20, 1), 7, KST);
+        changes.record(at(18, 1), 7, KST);
+        changes.record(at(13, 1), 7, KST);
+        assert_eq!(changes.changes_in_window(at(20, 2), 7, KST), 2);
+        assert_eq!(changes.changes_in_window(at(20, 2), 2, KST), 1);
+    }
+
+    #[test]
+    fn changing_the_window_keeps_the_days_that_fit() {
+        let mut changes = WeeklyChanges::default();
+        for day in 0..28 {
+            changes.record(at(day, 10), 28, KST);
+        }
+        changes.record(at(27, 11), 7, KST);
+        assert_eq!(changes.changes_in_window(at(27, 12), 7, KST), 8);
+        changes.record(at(27, 12), 28, KST);
+        assert_eq!(changes.changes_in_window(at(27, 13), 28, KST), 9);
+        changes.record(at(27, 13), 0, KST);
+        assert_eq!(changes.changes_in_window(at(27, 14), 0, KST), 4);
+    }
+
+    #[test]
+    fn counts_saturate() {
+        let mut changes = WeeklyChanges::default();
+        let mut hours = ChangeHours::default();
+        for _ in 0..=u16::MAX {
+            changes.record(at(0, 10), 28, KST);
+        }
+        hours.record(at(0, 10), u64::MAX, KST);
+        hours.record(at(0, 10), 1, KST);
+        assert_eq!(changes.changes_in_window(at(0, 11), 28, KST), u32::from(u16::MAX));
+        assert_eq!(hours.slots()[0].update_size, u64::MAX);
+    }
+
+    #[test]
+    fn a_new_url_is_rated_over_the_days_it_was_seen() {
+        let mut changes = WeeklyChanges::default();
+        changes.record(at(1, 10), 28, KST);
+        changes.record(at(2, 10), 28, KST);
+        let rate = changes.weekly_rate(at(2, 11), at(0, 11), 28, KST);
+        assert!((rate - 7.0).abs() < 1e-9, "{rate}");
+        let first_sighting = changes.weekly_rate(at(2, 11), at(2, 11), 28, KST);
+        assert!((first_sighting - 14.0).abs() < 1e-9, "{first_sighting}");
+    }
+
+    #[test]
+    fn the_histogram_is_sparse_sorted_and_sums_update_sizes() {
+        let mut hours = ChangeHours::default();
+        hours.record(FRIDAY_NIGHT_UTC, 40, KST);
+        hours.record(at(0, 3), 5, KST);
+        hours.record(FRIDAY_NIGHT_UTC + 10 * MINUTE_MS, 2, KST);
+        assert_eq!(
+            hours.slots(),
+            [
+                ChangeSlot { slot: 3, changes: 1, update_size: 5 },
+                ChangeSlot { slot: 5 * 24 + 8, changes: 2, update_size: 42 },
+            ]
+        );
+        assert_eq!(hours.total_changes(), 3);
+    }
+
+    /// u1 of the paper: 14 changes in three weeks, all between 09:00 and 15:00.
+    #[test]
+    fn u1_is_crawled_daily_at_midnight() {
+        let mut changes = WeeklyChanges::default();
+        let mut hours = ChangeHours::default();
+        for i in 0..14 {
+            let time = at(i * 3 / 2, 9 + i % 6);
+            changes.record(time, 21, KST);
+            hours.record(time, 100, KST);
+        }
+        let now = at(20, 23);
+        let rate = changes.weekly_rate(now, now - 60 * DAY_MS, 21, KST);
+        assert!((rate - 14.0 / 3.0).abs() < 1e-9, "{rate}");
+        let group = FrequencyGroup::sixteen(rate);
+        assert_eq!((group, group.six()), (FrequencyGroup::Weekly(5), FrequencyGroup::Weekly(7)));
+
+        let time = crawl_time(&hours, group.six(), &CrawlTimeConfig::default());
+        assert_eq!(time.paper_hour, Some(0));
+        assert_eq!(time.weekdays, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(time.min_wait_hour, Some(15));
+        assert!(time.min_wait_slot.is_some());
+    }
+
+    /// Tables 3.3 → 3.5 of the paper.
+    #[test]
+    fn the_paper_urls_fall_in_its_groups() {
+        use FrequencyGroup::{Biweekly, Fourweekly, Weekly};
+        let urls = [
+            ("u1", 4.7, Weekly(5), Weekly(7)),
+            ("u5", 3.3, Weekly(3), Weekly(3)),
+            ("u3", 3.3, Weekly(3), Weekly(3)),
+            ("u2", 2.7, Weekly(3), Weekly(3)),
+            ("u4", 2.3, Weekly(2), Weekly(3)),
+            ("u11", 2.3, Weekly(2), Weekly(3)),
+            ("u10", 2.0, Weekly(2), Weekly(3)),
+            ("u9", 1.0, Weekly(1), Weekly(1)),
+            ("u8", 1.0, Weekly(1), Weekly(1)),
+            ("u7", 1.0, Weekly(1), Weekly(1)),
+            ("u6", 1.0, Weekly(1), Weekly(1)),
+            ("u12", 1.0, Weekly(1), Weekly(1)),
+            ("u15", 0.7, Weekly(1), Weekly(1)),
+            ("u13", 0.3, Biweekly, Biweekly),
+            ("u14", 0.0, Fourweekly, Fourweekly),
+        ];
+        for (url, rate, sixteen, six) in urls {
+            let group = FrequencyGroup::sixteen(rate);
+            assert_eq!((group, group.six()), (sixteen, six), "{url}");
+        }
+    }
+
+    #[test]
+    fn group_boundaries_round_half_away_from_zero() {
+        use FrequencyGroup::{Biweekly, Fourweekly, Weekly};
+        let cases = [
+            (13.49, Weekly(13)),
+            (13.5, Weekly(14)),
+            (40.0, Weekly(14)),
+            (f64::INFINITY, Weekly(14)),
+            (4.5, Weekly(5)),
+            (0.5, Weekly(1)),
+            (0.49, Biweekly),
+            (0.25, Biweekly),
+            (0.24, Fourweekly),
+            (-1.0, Fourweekly),
+            (f64::NAN, Fourweekly),
+        ];
+        for (rate, group) in cases {
+            assert_eq!(FrequencyGroup::sixteen(rate), group, "{rate}");
+        }
+        let six: Vec<_> = (1..=14).map(|crawls| Weekly(crawls).six()).collect();
+        let expected = [1, 3, 3, 3, 7, 7, 7, 7, 7, 7, 14, 14, 14, 14].map(Weekly);
+        assert_eq!(six, expected);
+    }
+
+    #[test]
+    fn groups_are_named_and_serialised_as_in_the_paper() {
+        use FrequencyGroup::{Biweekly, Fourweekly, Weekly};
+        for (group, name) in [(Weekly(14), "G14"), (Weekly(1), "G1"), (Biweekly, "2G1"), (Fourweekly, "4G1")]
+        {
+            assert_eq!(group.to_string(), name);
+            assert_eq!(name.parse(), Ok(group));
+            let bytes = encode(&Json(group)).unwrap();
+            assert_eq!(&bytes[HEADER_LEN..], format!("\"{name}\"").as_bytes());
+            assert_eq!(decode::<Json>(&bytes).unwrap(), Json(group));
+        }
+        for bad in ["G0", "G15", "g3", "3G1", ""] {
+            assert!(bad.parse::<FrequencyGroup>().is_err(), "{bad}");
+        }
+        assert_eq!(Weekly(3).crawls_per_week(), 3.0);
+        assert_eq!(Biweekly.crawls_per_week(), 0.5);
+        assert_eq!(Fourweekly.crawls_per_week(), 0.25);
+    }
+
+    /// The paper's timetable: weekdays by 6-group.
+    #[test]
+    fn weekdays_follow_the_six_group() {
+        use FrequencyGroup::{Biweekly, Fourweekly, Weekly};
+        let config = CrawlTimeConfig::default();
+        let no_changes = ChangeHours::default();
+        let every_day = vec![0, 1, 2, 3, 4, 5, 6];
+        let cases = [
+            (Weekly(12), every_day.clone()),
+            (Weekly(7), every_day),
+            (Weekly(2), vec![0, 2, 4]),
+            (Weekly(1), vec![5]),
+            (Biweekly, vec![5]),
+            (Fourweekly, vec![5]),
+        ];
+        for (group, weekdays) in cases {
+            let time = crawl_time(&no_changes, group, &config);
+            assert_eq!(time.weekdays, weekdays, "{group}");
+            assert_eq!((time.paper_hour, time.min_wait_hour, time.min_wait_slot), (None, None, None));
+        }
+    }
+
+    #[test]
+    fn the_paper_rule_compares_day_and_night_changes() {
+        let config = CrawlTimeConfig::default();
+        let group = FrequencyGroup::Weekly(7);
+        let mut hours = ChangeHours::default();
+        hours.record(at(0, 20), 0, KST);
+        hours.record(at(1, 3), 0, KST);
+        hours.record(at(1, 17), 0, KST);
+        assert_eq!(crawl_time(&hours, group, &config).paper_hour, Some(12));
+        hours.record(at(2, 9), 0, KST);
+        assert_eq!(crawl_time(&hours, group, &config).paper_hour, Some(0), "a tie counts as day");
+
+        let night_shift = CrawlTimeConfig { day_start_hour: 22, day_end_hour: 6, ..config };
+        let mut late = ChangeHours::default();
+        late.record(at(0, 23), 0, KST);
+        late.record(at(0, 2), 0, KST);
+        late.record(at(0, 12), 0, KST);
+        assert_eq!(crawl_time(&late, group, &night_shift).paper_hour, Some(0));
+    }
+
+    #[test]
+    fn the_linear_least_wait_search_equals_trying_every_slot() {
+        let brute_force = |changes: &[u64]| {
+            let len = changes.len();
+            let wait = |crawl: usize| -> u64 {
+                changes.iter().enumerate().map(|(j, &n)| n * ((crawl + 2 * len - j - 1) % len) as u64).sum()
+            };
+            (0..len).min_by_key(|&crawl| wait(crawl)).map(|crawl| crawl as u8)
+        };
+        for seed in 0..50u64 {
+            let slots: Vec<u64> =
+                (0..168u64).map(|i| (i * 7919 + seed * 104_729) % 97 % (seed % 5 + 2)).collect();
+            assert_eq!(least_wait_position(&slots), brute_force(&slots), "seed {seed}");
+            let hours: Vec<u64> = slots[..24].to_vec();
+            if hours.iter().any(|&n| n > 0) {
+                assert_eq!(least_wait_position(&hours), brute_force(&hours), "seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_least_wait_crawl_follows_the_busiest_hours() {
+        let config = CrawlTimeConfig::default();
+        let group = FrequencyGroup::Weekly(7);
+        let mut midnight = ChangeHours::default();
+        midnight.record(at(6, 23), 0, KST);
+        let time = crawl_time(&midnight, group, &config);
+        assert_eq!((time.min_wait_hour, time.min_wait_slot), (Some(0), Some(0)));
+
+        let mut wednesday = ChangeHours::default();
+        wednesday.record(at(2, 9), 0, KST);
+        wednesday.record(at(2, 10), 0, KST);
+        wednesday.record(at(2, 10), 0, KST);
+        let time = crawl_time(&wednesday, group, &config);
+        assert_eq!((time.min_wait_hour, time.min_wait_slot), (Some(11), Some(2 * 24 + 11)));
+
+        let mut everywhere = ChangeHours::default();
+        for hour in 0..24 {
+            everywhere.record(at(0, hour), 0, KST);
+        }
+        assert!(crawl_time(&everywhere, group, &config).min_wait_hour.is_some());
+    }
+
+    /// The paper's deployment. It reports 644 requests a day (53.8%) because its table
+    /// counts 7 a day for the 216 URLs crawled three times a week and 6 a day for the 480
+    /// weekly ones.
+    #[test]
+    fn the_paper_deployment_costs_two_thirds_of_daily_crawling() {
+        use FrequencyGroup::{Biweekly, Fourweekly, Weekly};
+        let groups = [
+            (Weekly(14), 240),
+            (Weekly(7), 144),
+            (Weekly(3), 216),
+            (Weekly(1), 480),
+            (Biweekly, 60),
+            (Fourweekly, 60),
+        ];
+        let (requests, share) = daily_load(&groups);
+        assert!((requests - 5541.0 / 7.0).abs() < 1e-9, "{requests}");
+        assert_eq!(requests.round(), 792.0);
+        assert!((share - 0.66).abs() < 0.001, "{share}");
+        assert_eq!(daily_load(&[]), (0.0, 0.0));
+    }
+
+    #[test]
+    fn state_stays_small_and_survives_storage() {
+        assert_eq!(std::mem::size_of::<WeeklyChanges>(), 24);
+        assert_eq!(std::mem::size_of::<ChangeHours>(), 16);
+        assert_eq!(std::mem::size_of::<ChangeSlot>(), 16);
+
+        let mut changes = WeeklyChanges::default();
+        let mut hours = ChangeHours::default();
+        for day in 0..28 {
+            changes.record(at(day, 10), DEFAULT_WINDOW_DAYS, KST);
+            hours.record(at(day, 10), 300, KST);
+        }
+        assert_eq!(std::mem::size_of_val(&*changes.ring), 56);
+        assert_eq!(hours.slots().len(), 7);
+
+        let stored = Stored(changes, hours);
+        let bytes = encode(&stored).unwrap();
+        assert_eq!(decode::<Stored>(&bytes).unwrap(), stored);
+    }
+}

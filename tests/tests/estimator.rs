@@ -1,0 +1,139 @@
+//! The estimator's shared distributions: two instances on a 4-partition topic predict
+//! exactly what one instance predicts from the same change events, because each publishes
+//! its partitions' shares of every group and reads everyone else's.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::producer::FutureProducer;
+use recrawl::observe::{Observed, Observer};
+use recrawl_common::KafkaArgs;
+use recrawl_e2e::{kafka_flags, metric, parse_args, produce, unique_prefix, Broker, RunningStage};
+use recrawl_schemas::topics::{CHANGE_EVENTS, ESTIMATES};
+use recrawl_schemas::{ChangeEvent, ForecastPrior, PageEstimate, RequestOutcome};
+
+const URLS: u64 = 48;
+const PERIODS: u64 = 8;
+const GROUPS: [&str; 2] = ["popular", "random"];
+const PARTITIONS: i32 = 4;
+
+fn group_of(index: u64) -> &'static str {
+    GROUPS[(index % 2) as usize]
+}
+
+/// URL `index`'s request in `period`: some URLs fail now and then, some change every
+/// period, some every other period, the rest never.
+fn event(index: u64, period: u64) -> ChangeEvent {
+    let url = format!("http://h{}.example/{index}.html", index % 6);
+    let fails = |p: u64| index.is_multiple_of(7) && p.is_multiple_of(3);
+    let downloaded = !fails(period);
+    let changes = match index % 5 {
+        0 => true,
+        1 => period.is_multiple_of(2),
+        _ => false,
+    };
+    let downloaded_before = (1..period).any(|p| !fails(p));
+    let changed = (downloaded && downloaded_before).then_some(changes);
+    let fetched_at_ms = 1_780_000_000_000 + (period * 3_600_000) as i64 + index as i64 * 1000;
+    let outcome = RequestOutcome { period, downloaded, changed, fetched_at_ms };
+    ChangeEvent {
+        latency_ms: 10.0 + index as f64,
+        size_bytes: if downloaded { 1000 + index } else { 0 },
+        update_size: changed.map(|c| if c { 8 } else { 0 }),
+        ..ChangeEvent::request(&url, &format!("h{}.example", index % 6), group_of(index), outcome)
+    }
+}
+
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    // Gauges are values the stages set; only looking again shows a change.
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs `instances` estimators over periods 1..PERIODS and returns the estimates of the
+/// last period by URL.
+async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix(&format!("estimator{instances}")));
+    let mut stage_flags = flags.clone();
+    stage_flags.extend(["--metrics-groups".to_owned(), GROUPS.join(",")]);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, PARTITIONS).await;
+    let topic = kafka.topics().name(CHANGE_EVENTS);
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let observer = Observer::new(&kafka, &[ESTIMATES]).await.expect("observer");
+
+    let stages: Vec<RunningStage> = (0..instances)
+        .map(|_| {
+            let args = parse_args(&stage_flags);
+            RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(args, ctx))
+        })
+        .collect();
+    for stage in &stages {
+        stage.ready().await;
+    }
+    wait_for("the partitions are not all assigned", || {
+        stages.iter().map(|s| s.ctx.metrics.assigned_partitions.get()).sum::<i64>() == i64::from(PARTITIONS)
+            && stages.iter().all(|s| s.ctx.metrics.assigned_partitions.get() > 0)
+    })
+    .await;
+
+    for period in 1..PERIODS {
+        for index in 0..URLS {
+            let event = event(index, period);
+            produce(&producer, &topic, &event.url, &event).await;
+        }
+    }
+    // Every instance has read every partition's share of both groups, up to the last
+    // period so far, before the last period's events arrive.
+    let requests_per_group = (URLS / 2 * (PERIODS - 1)) as f64;
+    for group in GROUPS {
+        let series = format!("recrawl_estimator_group_requests{{group=\"{group}\",stage=\"estimator\"}}");
+        wait_for(&format!("the instances never saw all of {group}"), || {
+            stages.iter().all(|s| metric(s, &series) == Some(requests_per_group))
+        })
+        .await;
+    }
+    for index in 0..URLS {
+        let event = event(index, PERIODS);
+        produce(&producer, &topic, &event.url, &event).await;
+    }
+
+    let mut last = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while last.len() < URLS as usize {
+        let observed = tokio::time::timeout_at(deadline, observer.next())
+            .await
+            .unwrap_or_else(|_| panic!("only {} final estimates", last.len()))
+            .expect("observer");
+        if let Observed::Estimate(estimate) = observed {
+            if estimate.period == PERIODS {
+                last.insert(estimate.url.clone(), estimate);
+            }
+        }
+    }
+    for stage in stages {
+        let held = stage.ctx.metrics.state_keys.get();
+        assert!(held > 0, "every instance owns some URLs");
+        stage.stop().await.expect("stops cleanly");
+    }
+    drop(broker);
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_predict_what_one_predicts() {
+    let one = final_estimates(1).await;
+    let two = final_estimates(2).await;
+    assert_eq!(one.len(), URLS as usize);
+    // The group distribution was used, not the uniform fallback, and it was the whole
+    // group's: each instance alone holds about half of it.
+    let from_group = one.values().filter(|e| e.downloads.prior == ForecastPrior::Group).count();
+    assert!(from_group > URLS as usize / 2, "{from_group} forecasts from the group distribution");
+    for (url, estimate) in &one {
+        assert_eq!(Some(estimate), two.get(url), "{url}");
+    }
+}
