@@ -120,6 +120,26 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
         assert!(held > 0, "every instance owns some URLs");
         stage.stop().await.expect("stops cleanly");
     }
+
+    // A new instance reads the published shares before it starts consuming, and
+    // rebuilds the same totals from the restored state.
+    let restarted =
+        RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&stage_flags), ctx));
+    restarted.ready().await;
+    let filed = metric(
+        &restarted,
+        "recrawl_estimator_distribution_records_total{result=\"kept\",stage=\"estimator\"}",
+    );
+    assert!(filed.is_some_and(|n| n > 0.0), "shares filed before consuming: {filed:?}");
+    let requests_per_group = (URLS / 2 * PERIODS) as f64;
+    for group in GROUPS {
+        let series = format!("recrawl_estimator_group_requests{{group=\"{group}\",stage=\"estimator\"}}");
+        wait_for(&format!("the restarted instance never totalled {group}"), || {
+            metric(&restarted, &series) == Some(requests_per_group)
+        })
+        .await;
+    }
+    restarted.stop().await.expect("stops cleanly");
     drop(broker);
     last
 }

@@ -218,24 +218,28 @@ impl EstimatorStage {
     /// Files the shares other instances published since the last call.
     fn file_shares(&mut self) {
         while let Ok(record) = self.shares.try_recv() {
-            let result = match record.decode::<GroupDistribution>() {
-                Ok(share) => match self.estimator.file(&share) {
-                    Ok(Filed::Kept) => "kept",
-                    Ok(Filed::Stale) => "stale",
-                    Err(error) => {
-                        tracing::warn!(group = %share.group, partition = share.partition, %error, "ignoring an inconsistent distribution share");
-                        "invalid"
-                    }
-                },
-                // Every instance reads the whole topic, so a bad record is reported here
-                // rather than dead-lettered once per instance.
+            self.file_share(&record);
+        }
+    }
+
+    fn file_share(&mut self, record: &InputRecord) {
+        let result = match record.decode::<GroupDistribution>() {
+            Ok(share) => match self.estimator.file(&share) {
+                Ok(Filed::Kept) => "kept",
+                Ok(Filed::Stale) => "stale",
                 Err(error) => {
-                    tracing::warn!(offset = record.offset, %error, "ignoring an undecodable distribution share");
+                    tracing::warn!(group = %share.group, partition = share.partition, %error, "ignoring an inconsistent distribution share");
                     "invalid"
                 }
-            };
-            self.metrics.shares.with_label_values(&[result]).inc();
-        }
+            },
+            // Every instance reads the whole topic, so a bad record is reported here
+            // rather than dead-lettered once per instance.
+            Err(error) => {
+                tracing::warn!(offset = record.offset, %error, "ignoring an undecodable distribution share");
+                "invalid"
+            }
+        };
+        self.metrics.shares.with_label_values(&[result]).inc();
     }
 
     fn publish_shares(&mut self, out: &mut Emitter) -> Result<(), StageError> {
@@ -322,21 +326,38 @@ pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeEr
         &format!("{}-distributions", args.kafka.group_for(STAGE)),
         tail_stop.clone(),
     );
-    // Predictions made before the published shares are read would use a partial group.
-    tokio::select! {
-        _ = caught_up => tracing::info!(%topic, "distribution shares read"),
-        _ = tokio::time::sleep(CATCH_UP_TIMEOUT) => tracing::warn!(%topic, ?CATCH_UP_TIMEOUT, "distribution shares not read in time; starting with what has arrived"),
-        _ = ctx.shutdown.cancelled() => {}
-    }
-    if task.is_finished() {
-        return task.await?;
-    }
-    let stage = EstimatorStage {
+    let mut stage = EstimatorStage {
         estimator: Estimator::new(args.estimate.settings()),
         shares: records,
         metrics,
         next_tick: tokio::time::Instant::now(),
     };
+    // Predictions made before the published shares are read would use a partial group.
+    // They are filed as they arrive, so the channel never fills before the tail catches up.
+    tokio::pin!(caught_up);
+    let give_up = tokio::time::sleep(CATCH_UP_TIMEOUT);
+    tokio::pin!(give_up);
+    loop {
+        tokio::select! {
+            Some(record) = stage.shares.recv() => stage.file_share(&record),
+            read = &mut caught_up => {
+                if read.is_err() {
+                    // The tail stopped before catching up: its error is the run's.
+                    return task.await?;
+                }
+                tracing::info!(%topic, "distribution shares read");
+                break;
+            }
+            _ = &mut give_up => {
+                tracing::warn!(%topic, ?CATCH_UP_TIMEOUT, "distribution shares not read in time; starting with what has arrived");
+                break;
+            }
+            _ = ctx.shutdown.cancelled() => break,
+        }
+    }
+    if task.is_finished() {
+        return task.await?;
+    }
     let result = run_stage(stage, &args.kafka, ctx).await;
     tail_stop.cancel();
     let tailed = task.await?;
