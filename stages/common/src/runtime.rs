@@ -359,7 +359,10 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
     // producer's last requests): done off the async threads, and not waited on forever.
     let destroyed = tokio::task::spawn_blocking(move || drop(event_loop));
     if tokio::time::timeout(FLUSH_TIMEOUT, destroyed).await.is_err() {
-        tracing::warn!(?FLUSH_TIMEOUT, "Kafka clients still closing; leaving them to finish in the background");
+        tracing::warn!(
+            ?FLUSH_TIMEOUT,
+            "Kafka clients still closing; leaving them to finish in the background"
+        );
     }
     result.and(closed)
 }

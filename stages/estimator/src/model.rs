@@ -19,18 +19,14 @@ pub const FINE_BINS: usize = 101;
 /// Longest forecast the models support: beyond it the binomial coefficients overflow `f64`.
 pub const MAX_FUTURE: u32 = 1000;
 
-/// The fine bin of a rate: rounded down to two decimals after adding 1e-9, so that ratios
-/// such as 3/10 (29.999999999999996 %) stay in their own bin. The end bins hold only
-/// exact 0 and 1, as the coarse bins `{0}` and `{1}` say: a rate below 0.01 goes to 0.01.
-/// NaN counts as 0.
+/// The fine bin of a rate, as `spec/estimator.md` §3 places it: rounded down to two
+/// decimals after adding 1e-9, so that ratios such as 3/10 (29.999999999999996 %) stay in
+/// their own bin. A rate under 0.01 therefore counts in {0}. NaN counts as 0.
 pub fn fine_bin(rate: f64) -> usize {
     if rate.is_nan() || rate <= 0.0 {
         return 0;
     }
-    if rate >= 1.0 {
-        return FINE_BINS - 1;
-    }
-    ((rate * 100.0 + 1e-9).floor() as usize).clamp(1, FINE_BINS - 2)
+    ((rate * 100.0 + 1e-9).floor() as usize).min(FINE_BINS - 1)
 }
 
 /// The coarse bin holding a fine bin (indices past 100 count as 100).
@@ -575,8 +571,9 @@ mod tests {
         assert_eq!(fine_bin(1.0), 100);
         assert_eq!(fine_bin(0.0), 0);
         assert_eq!(fine_bin(f64::NAN), 0);
-        assert_eq!(fine_bin(0.004), 1, "only an exact 0 is in {{0}}");
-        assert_eq!(fine_bin(0.999_999_999_999), 99, "only an exact 1 is in {{1}}");
+        assert_eq!(fine_bin(0.004), 0, "rounded down to two decimals: 0.00");
+        assert_eq!(fine_bin(0.9999), 99);
+        assert_eq!(fine_bin(1.5), 100);
         let coarse: Vec<usize> = [0, 1, 9, 10, 19, 90, 99, 100].into_iter().map(coarse_of_fine).collect();
         assert_eq!(coarse, [0, 1, 1, 2, 2, 10, 10, 11]);
         assert_eq!(fine_bins_per_coarse(), [1, 9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 1]);
