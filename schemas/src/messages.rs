@@ -125,6 +125,32 @@ pub struct FetchResult {
     pub fetched_at_ms: i64,
 }
 
+impl FetchResult {
+    /// A 200 response carrying the UTF-8 HTML `body`, for a URL whose group is its host:
+    /// how tests and benches build the diff stage's input.
+    pub fn html_page(url: &str, host: &str, period: u64, body: impl Into<Vec<u8>>) -> Self {
+        let body = body.into();
+        Self {
+            url: url.to_owned(),
+            url_key: crate::url_key(url),
+            host: host.to_owned(),
+            group: host.to_owned(),
+            period,
+            outcome: FetchOutcome::Downloaded,
+            http_status: Some(200),
+            latency_ms: 0.0,
+            size_bytes: body.len() as u64,
+            body,
+            content_type: Some("text/html; charset=utf-8".into()),
+            etag: None,
+            last_modified: None,
+            final_url: None,
+            error: None,
+            fetched_at_ms: 0,
+        }
+    }
+}
+
 impl Message for FetchResult {
     const NAME: &'static str = "FetchResult";
     const FORMAT: Format = Format::Bincode;

@@ -15,7 +15,7 @@ use recrawl_common::KafkaArgs;
 use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::envelope::kafka_headers;
 use recrawl_schemas::topics::{CHANGE_EVENTS, FETCH_RESULTS};
-use recrawl_schemas::{encode, url_key, FetchOutcome, FetchResult};
+use recrawl_schemas::{encode, FetchResult};
 
 const PAGES: u64 = 200;
 /// Results per iteration: enough that the producer's linger and the consumer's fetch wait
@@ -36,24 +36,7 @@ fn fetch_result(sequence: u64) -> FetchResult {
         })
         .collect();
     let body = format!("<html><head><title>page {page}</title></head><body>{paragraphs}</body></html>");
-    FetchResult {
-        url_key: url_key(&url),
-        host: format!("site{}.example", page % 20),
-        group: format!("site{}.example", page % 20),
-        url,
-        period,
-        outcome: FetchOutcome::Downloaded,
-        http_status: Some(200),
-        latency_ms: 5.0,
-        size_bytes: body.len() as u64,
-        body: body.into_bytes(),
-        content_type: Some("text/html; charset=utf-8".into()),
-        etag: None,
-        last_modified: None,
-        final_url: None,
-        error: None,
-        fetched_at_ms: 0,
-    }
+    FetchResult::html_page(&url, &format!("site{}.example", page % 20), period, body)
 }
 
 async fn produce(producer: &FutureProducer, topic: &str, sequences: std::ops::Range<u64>) {

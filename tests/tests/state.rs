@@ -8,7 +8,7 @@ use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{url_key, ChangeEvent, FetchOutcome, FetchResult};
+use recrawl_schemas::{ChangeEvent, FetchResult};
 
 const URLS: usize = 8;
 const ORIGINAL: &str = "<p>one two three alpha</p>";
@@ -17,24 +17,7 @@ const EDITED: &str = "<p>one two three <b>beta</b></p>";
 
 fn result(index: usize, period: u64, body: &str) -> FetchResult {
     let url = format!("http://site{index}.example/page.html");
-    FetchResult {
-        url_key: url_key(&url),
-        url,
-        host: format!("site{index}.example"),
-        group: format!("site{index}.example"),
-        period,
-        outcome: FetchOutcome::Downloaded,
-        http_status: Some(200),
-        latency_ms: 1.0,
-        size_bytes: body.len() as u64,
-        body: body.as_bytes().to_vec(),
-        content_type: Some("text/html".into()),
-        etag: None,
-        last_modified: None,
-        final_url: None,
-        error: None,
-        fetched_at_ms: 0,
-    }
+    FetchResult::html_page(&url, &format!("site{index}.example"), period, body)
 }
 
 async fn events_until(

@@ -15,7 +15,7 @@ use recrawl_diff::criteria::{change_pair, change_pair_of, ChangeKind};
 use recrawl_diff::degree::{ied, IedCosts};
 use recrawl_diff::lcs::reference;
 use recrawl_diff::text::{word_hashes, CaseFold};
-use recrawl_schemas::{FetchOutcome, FetchResult};
+use recrawl_schemas::FetchResult;
 use std::hint::black_box;
 
 fn text_pair(kind: ChangeKind, n: usize, x: usize) -> (String, String) {
@@ -28,24 +28,7 @@ fn fetch_result(period: u64, text: &str) -> FetchResult {
         "<!doctype html><html><head><meta charset=utf-8><title>page</title>\
          <script>var tracking = 1;</script></head><body><p>{text}</p></body></html>"
     );
-    FetchResult {
-        url: "http://example.com/a.html".into(),
-        url_key: recrawl_schemas::url_key("http://example.com/a.html"),
-        host: "example.com".into(),
-        group: "example.com".into(),
-        period,
-        outcome: FetchOutcome::Downloaded,
-        http_status: Some(200),
-        latency_ms: 10.0,
-        size_bytes: body.len() as u64,
-        body: body.into_bytes(),
-        content_type: Some("text/html; charset=utf-8".into()),
-        etag: None,
-        last_modified: None,
-        final_url: None,
-        error: None,
-        fetched_at_ms: 0,
-    }
+    FetchResult::html_page("http://example.com/a.html", "example.com", period, body)
 }
 
 fn bench(c: &mut Criterion) {

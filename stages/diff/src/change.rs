@@ -266,24 +266,7 @@ mod tests {
     use super::*;
 
     fn result(period: u64, outcome: FetchOutcome, body: &str) -> FetchResult {
-        FetchResult {
-            url: "http://h/a".into(),
-            url_key: recrawl_schemas::url_key("http://h/a"),
-            host: "h".into(),
-            group: "h".into(),
-            period,
-            outcome,
-            http_status: Some(200),
-            latency_ms: 1.0,
-            size_bytes: body.len() as u64,
-            body: body.as_bytes().to_vec(),
-            content_type: Some("text/html; charset=utf-8".into()),
-            etag: None,
-            last_modified: None,
-            final_url: None,
-            error: None,
-            fetched_at_ms: 0,
-        }
+        FetchResult { outcome, ..FetchResult::html_page("http://h/a", "h", period, body) }
     }
 
     #[test]

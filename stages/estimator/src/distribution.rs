@@ -49,11 +49,9 @@ impl SparseCounts {
     }
 
     fn fine(&self) -> Vec<u64> {
-        let mut fine = vec![0; FINE_BINS];
-        for (bin, count) in self.iter() {
-            fine[usize::from(bin)] += count;
-        }
-        fine
+        let mut fine = [0; FINE_BINS];
+        self.add_into(&mut fine);
+        fine.to_vec()
     }
 
     fn coarse(&self) -> [u64; COARSE_BINS] {

@@ -21,7 +21,7 @@ use recrawl_common::service::run_service;
 use recrawl_common::tail::{tail_topic, Tail};
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES};
-use recrawl_schemas::{ChangeEvent, GroupDistribution};
+use recrawl_schemas::{ChangeEvent, ForecastPrior, GroupDistribution};
 use tokio::sync::mpsc;
 
 use crate::distribution::{DistributionBook, Filed};
@@ -181,8 +181,11 @@ impl EstimatorMetrics {
             for (kind, forecast) in
                 [("downloads", &estimate.downloads), ("changes", &estimate.changes_forecast)]
             {
-                let prior = serde_json::to_value(forecast.prior).ok();
-                let prior = prior.as_ref().and_then(|p| p.as_str()).unwrap_or("unknown");
+                let prior = match forecast.prior {
+                    ForecastPrior::Group => "group",
+                    ForecastPrior::Uniform => "uniform",
+                    ForecastPrior::None => "none",
+                };
                 self.forecast_priors.with_label_values(&[kind, prior]).inc();
             }
         }
