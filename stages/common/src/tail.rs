@@ -54,7 +54,9 @@ pub fn tail_topic(args: &KafkaArgs, topic: String, client_group: &str, shutdown:
         }
         reader.assign(&list).map_err(|e| fail(e.to_string()))?;
         let mut caught_up_sender = Some(caught_up_sender);
-        while !shutdown.is_cancelled() {
+        // Also ends when the records are no longer wanted, e.g. the stage was dropped
+        // without a shutdown: a runtime waits for its blocking threads before it exits.
+        while !shutdown.is_cancelled() && !sender.is_closed() {
             if pending.is_empty() {
                 if let Some(sender) = caught_up_sender.take() {
                     let _ = sender.send(());
