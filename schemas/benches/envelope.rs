@@ -24,6 +24,8 @@ fn fetch_result() -> FetchResult {
         final_url: None,
         error: None,
         fetched_at_ms: 1_795_000_000_000,
+        depth: 1,
+        crawl_delay_ms: None,
     }
 }
 
@@ -65,6 +67,7 @@ fn change_event() -> ChangeEvent {
             truncated: false,
         }),
         fetched_at_ms: 1_795_000_000_000,
+        crawl_delay_ms: None,
     }
 }
 

@@ -314,6 +314,7 @@ mod properties {
                 url,
                 period,
                 reason: if discovery { PickReason::Discovery } else { PickReason::Refresh },
+                depth: 2,
                 score,
             };
             let decoded = decode::<PagePick>(&encode(&pick).unwrap()).unwrap();

@@ -35,7 +35,10 @@ pub struct PagePick {
     pub period: u64,
     /// Refresh of a known page, or discovery of a new one.
     pub reason: PickReason,
-    /// The scheduler's score for the pick, (T − t)·s − p·g in periods.
+    /// Links followed from a seed to reach the URL (0 for a seed).
+    pub depth: u32,
+    /// The score that ranked the pick under the scheduler's policy (higher first); for
+    /// `paper`, (T − t)·s − W·p·g in periods.
     pub score: f64,
 }
 
@@ -123,6 +126,10 @@ pub struct FetchResult {
     pub error: Option<String>,
     /// When the request finished, Unix milliseconds.
     pub fetched_at_ms: i64,
+    /// Depth of the pick, copied so the page's links can carry depth + 1.
+    pub depth: u32,
+    /// The host's robots.txt Crawl-delay, when the fetcher knows one.
+    pub crawl_delay_ms: Option<u64>,
 }
 
 impl FetchResult {
@@ -147,6 +154,8 @@ impl FetchResult {
             final_url: None,
             error: None,
             fetched_at_ms: 0,
+            depth: 0,
+            crawl_delay_ms: None,
         }
     }
 }
@@ -174,6 +183,8 @@ pub struct DiscoveredLinks {
     pub occurrences: u32,
     /// The period in which the source page was fetched (or the seed was loaded).
     pub period: u64,
+    /// Links followed from a seed to reach `url`: the source's depth + 1, 0 for a seed.
+    pub depth: u32,
 }
 
 impl Message for DiscoveredLinks {
@@ -292,6 +303,8 @@ pub struct ChangeEvent {
     pub degrees: Option<ChangeDegrees>,
     /// When the request finished, Unix milliseconds.
     pub fetched_at_ms: i64,
+    /// The host's robots.txt Crawl-delay, when the fetcher knew one.
+    pub crawl_delay_ms: Option<u64>,
 }
 
 /// What a request did, for [`ChangeEvent::request`].
@@ -333,6 +346,7 @@ impl ChangeEvent {
             previous_words: None,
             degrees: None,
             fetched_at_ms,
+            crawl_delay_ms: None,
         }
     }
 }
@@ -360,6 +374,10 @@ pub struct LastRequest {
     pub latency_ms: f64,
     /// When the fetch finished, Unix milliseconds.
     pub fetched_at_ms: i64,
+    /// The final HTTP status, when the server answered (429 and 503 back the host off).
+    pub http_status: Option<u16>,
+    /// The host's robots.txt Crawl-delay, when the fetcher knows one.
+    pub crawl_delay_ms: Option<u64>,
 }
 
 /// The model that produced a forecast (`spec/estimator.md` §4 and §6).
@@ -536,6 +554,7 @@ pub mod samples {
             group: "example.com".into(),
             period: 42,
             reason: PickReason::Refresh,
+            depth: 3,
             score: 12.5,
         }
     }
@@ -558,6 +577,8 @@ pub mod samples {
             final_url: None,
             error: None,
             fetched_at_ms: 1_780_000_000_000,
+            depth: 3,
+            crawl_delay_ms: Some(2_000),
         }
     }
 
@@ -570,6 +591,7 @@ pub mod samples {
             source_key: Some(crate::url_key("http://example.com/a.html")),
             occurrences: 2,
             period: 42,
+            depth: 4,
         }
     }
 
@@ -611,6 +633,7 @@ pub mod samples {
                 truncated: false,
             }),
             fetched_at_ms: 1_780_000_000_000,
+            crawl_delay_ms: Some(2_000),
         }
     }
 
@@ -629,6 +652,8 @@ pub mod samples {
                 update_size: Some(0),
                 latency_ms: 12.25,
                 fetched_at_ms: 1_780_000_000_000,
+                http_status: Some(200),
+                crawl_delay_ms: Some(2_000),
             },
             crawls: 16,
             first_request_period: 27,

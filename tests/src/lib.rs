@@ -149,15 +149,37 @@ impl RunningStage {
 
 /// Produces `message` as a stage would: envelope payload, envelope headers, `key`.
 pub async fn produce<M: Message>(producer: &FutureProducer, topic: &str, key: &str, message: &M) {
+    produce_at(producer, topic, None, key, message).await;
+}
+
+/// [`produce`] to a chosen partition (`None`: the key's).
+pub async fn produce_at<M: Message>(
+    producer: &FutureProducer,
+    topic: &str,
+    partition: Option<i32>,
+    key: &str,
+    message: &M,
+) {
     let payload = encode(message).expect("encode");
     let mut headers = OwnedHeaders::new();
     for (name, value) in kafka_headers::<M>() {
         headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
     }
-    producer
-        .send(FutureRecord::to(topic).key(key).payload(&payload).headers(headers), Duration::from_secs(10))
-        .await
-        .expect("produced");
+    let mut record = FutureRecord::to(topic).key(key).payload(&payload).headers(headers);
+    if let Some(partition) = partition {
+        record = record.partition(partition);
+    }
+    producer.send(record, Duration::from_secs(10)).await.expect("produced");
+}
+
+/// Waits until `done` holds, for at most a minute. For values a stage only exposes as
+/// gauges: looking again is the only way to see them change.
+pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The value of the Prometheus series `series` (name and labels, as rendered) in

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rdkafka::producer::FutureProducer;
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{kafka_flags, metric, parse_args, produce, unique_prefix, Broker, RunningStage};
+use recrawl_e2e::{kafka_flags, metric, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, ESTIMATES};
 use recrawl_schemas::{ChangeEvent, ForecastPrior, PageEstimate, RequestOutcome};
 
@@ -41,15 +41,6 @@ fn event(index: u64, period: u64) -> ChangeEvent {
         size_bytes: if downloaded { 1000 + index } else { 0 },
         update_size: changed.map(|c| if c { 8 } else { 0 }),
         ..ChangeEvent::request(&url, &format!("h{}.example", index % 6), group_of(index), outcome)
-    }
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    // Gauges are values the stages set; only looking again shows a change.
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -76,7 +76,14 @@ async fn observe_until(observer: &Observer, seen: &mut Seen, what: &str, done: i
 
 /// Starts fetch, diff and estimator, waits until they are ready, then the scheduler
 /// with period 0 starting shortly after.
-async fn start_pipeline(flags: &[String], m: usize, seeds: &Path) -> ([RunningStage; 3], RunningStage) {
+/// Starts fetch, diff and estimator, then the scheduler with `policy_flags` besides the
+/// period clock, m and the seeds.
+async fn start_pipeline(
+    flags: &[String],
+    m: usize,
+    seeds: &Path,
+    policy_flags: &[&str],
+) -> ([RunningStage; 3], RunningStage) {
     let stages = [
         RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(flags), ctx)),
         RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(flags), ctx)),
@@ -95,6 +102,7 @@ async fn start_pipeline(flags: &[String], m: usize, seeds: &Path) -> ([RunningSt
     ] {
         scheduler_flags.extend([flag.to_owned(), value]);
     }
+    scheduler_flags.extend(policy_flags.iter().map(|flag| (*flag).to_owned()));
     let scheduler =
         RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&scheduler_flags), ctx));
     (stages, scheduler)
@@ -134,7 +142,10 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
         .await
         .expect("garbage produced");
 
-    let (stages, scheduler) = start_pipeline(&flags, m, &seeds).await;
+    // Round robin with m = every URL, and no wait for a pick's estimate: every URL is
+    // fetched in every period, failing ones too, so each change shows in the next period.
+    let every_url_every_period = ["--policy", "uniform", "--pending-periods", "0"];
+    let (stages, scheduler) = start_pipeline(&flags, m, &seeds, &every_url_every_period).await;
 
     let observer = Observer::new(&kafka, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
         .await
@@ -262,7 +273,7 @@ async fn discovery_follows_links_and_never_exceeds_m() {
     std::fs::write(&seeds, format!("# the home page only\n{}\n", site.home_url())).expect("seeds");
     let m = 3;
 
-    let (stages, scheduler) = start_pipeline(&flags, m, &seeds).await;
+    let (stages, scheduler) = start_pipeline(&flags, m, &seeds, &[]).await;
     let observer = Observer::new(&kafka, &[FETCH, LINKS, ESTIMATES]).await.expect("observer");
     let mut seen = Seen::default();
     observe_until(&observer, &mut seen, "six periods of picks", |s| s.picks_per_period().len() >= 6).await;

@@ -264,10 +264,19 @@ pub trait Stage: Send + 'static {
     }
 
     /// Called after the stage's state for `partition` was restored.
-    fn on_restored(&mut self, _partition: i32, _state: &StateStore<Self::State>) {}
+    fn on_restored(&mut self, _partition: i32, _state: &mut StateStore<Self::State>) {}
 
     /// Called before the state of a revoked `partition` is dropped.
     fn on_revoked(&mut self, _partition: i32, _state: &StateStore<Self::State>) {}
+
+    /// Called after every change of the assignment, once its state is in place.
+    fn on_assigned(&mut self, _assignment: &Assignment) {}
+
+    /// Keys of state held, for the `state_keys` gauge; a stage that takes its partitions
+    /// out of the store ([`StateStore::take_partition`]) counts its own.
+    fn state_keys(&self, state: &StateStore<Self::State>) -> usize {
+        state.len()
+    }
 }
 
 /// What a stage run needs from its process: metrics, health flags, shutdown signal.
@@ -445,7 +454,7 @@ impl<S: Stage> Loop<S> {
     async fn publish(&mut self, mut out: Emitter) -> Result<(), RuntimeError> {
         if self.stage.stateful() {
             let changelog = self.topics.state(self.stage.name());
-            for (partition, key, value) in self.store.take_dirty() {
+            let mut write = |partition: i32, key: String, value: Option<&S::State>| {
                 let payload = value.map(encode).transpose().map_err(StageError::from)?;
                 let headers =
                     kafka_headers::<S::State>().map(|(name, value)| (name, value.into_bytes())).into();
@@ -456,9 +465,16 @@ impl<S: Stage> Loop<S> {
                     headers,
                     partition: Some(partition),
                 });
+                Ok::<(), StageError>(())
+            };
+            for (partition, key, value) in self.store.take_dirty() {
+                write(partition, key, value)?;
+            }
+            for (partition, key, value) in self.store.take_written() {
+                write(partition, key, Some(&value))?;
             }
         }
-        self.ctx.metrics.state_keys.set(self.store.len() as i64);
+        self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
         let dead_letter_topic = self.topics.name(recrawl_schemas::topics::DEAD_LETTER);
         let producer = &self.producer;
         let deliveries = out.records.iter().map(|record| async move {
@@ -530,13 +546,14 @@ impl<S: Stage> Loop<S> {
                 for (partition, values) in restored {
                     tracing::info!(partition, keys = values.len(), elapsed = ?started.elapsed(), "state restored");
                     self.store.insert_partition(partition, values);
-                    self.stage.on_restored(partition, &self.store);
+                    self.stage.on_restored(partition, &mut self.store);
                 }
             }
-            self.ctx.metrics.state_keys.set(self.store.len() as i64);
+            self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
         }
         self.ctx.metrics.assigned_partitions.set(sorted.len() as i64);
         self.assignment.partitions = sorted;
+        self.stage.on_assigned(&self.assignment);
         if self.consumer.context().has_joined() {
             self.ctx.health.set_ready(true);
         }

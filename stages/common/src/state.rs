@@ -9,11 +9,13 @@ use std::collections::{HashMap, HashSet};
 pub struct StateStore<S> {
     partitions: HashMap<i32, HashMap<String, S>>,
     dirty: HashSet<(i32, String)>,
+    /// Changelog writes of values the stage keeps in its own structure.
+    written: Vec<(i32, String, S)>,
 }
 
 impl<S> Default for StateStore<S> {
     fn default() -> Self {
-        Self { partitions: HashMap::new(), dirty: HashSet::new() }
+        Self { partitions: HashMap::new(), dirty: HashSet::new(), written: Vec::new() }
     }
 }
 
@@ -79,6 +81,24 @@ impl<S> StateStore<S> {
     pub fn drop_partition(&mut self, partition: i32) {
         self.partitions.remove(&partition);
         self.dirty.retain(|(p, _)| *p != partition);
+        self.written.retain(|(p, _, _)| *p != partition);
+    }
+
+    /// Hands a restored partition's values to a stage that keeps them in its own
+    /// structure (the scheduler's compact tables); the partition stays loaded, empty here.
+    pub fn take_partition(&mut self, partition: i32) -> HashMap<String, S> {
+        self.partitions.get_mut(&partition).map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Queues a changelog write of a value the stage keeps itself; the store does not
+    /// retain it.
+    pub fn write(&mut self, partition: i32, key: String, value: S) {
+        self.written.push((partition, key, value));
+    }
+
+    /// The writes queued by [`write`](Self::write) since the last call, in order.
+    pub fn take_written(&mut self) -> Vec<(i32, String, S)> {
+        std::mem::take(&mut self.written)
     }
 
     /// Keys changed since the last call, with their current value (`None`: deleted).
@@ -125,5 +145,20 @@ mod tests {
         assert!(!store.is_loaded(3));
         let dirty: Vec<_> = store.take_dirty().into_iter().map(|(p, k, _)| (p, k)).collect();
         assert_eq!(dirty, vec![(4, "y".to_owned())]);
+    }
+
+    #[test]
+    fn a_stage_can_hold_its_partitions_itself_and_still_write_the_changelog() {
+        let mut store: StateStore<u32> = StateStore::default();
+        store.insert_partition(2, HashMap::from([("a".to_owned(), 1), ("b".to_owned(), 2)]));
+        let taken = store.take_partition(2);
+        assert_eq!(taken.len(), 2);
+        assert!(store.is_loaded(2) && store.is_empty(), "still owned, no longer held");
+        store.write(2, "a".to_owned(), 7);
+        store.write(5, "z".to_owned(), 8);
+        store.drop_partition(5);
+        assert_eq!(store.take_written(), vec![(2, "a".to_owned(), 7)]);
+        assert!(store.take_written().is_empty());
+        assert!(store.take_dirty().is_empty());
     }
 }

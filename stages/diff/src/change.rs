@@ -243,6 +243,7 @@ impl Differ {
             previous_words: previous.map(|p| p.word_count),
             degrees,
             fetched_at_ms: result.fetched_at_ms,
+            crawl_delay_ms: result.crawl_delay_ms,
         };
         if let Some(current) = current {
             if result.outcome == FetchOutcome::Downloaded {

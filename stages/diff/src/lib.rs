@@ -234,7 +234,7 @@ impl Stage for Diff {
         Ok(())
     }
 
-    fn on_restored(&mut self, partition: i32, state: &StateStore<DiffState>) {
+    fn on_restored(&mut self, partition: i32, state: &mut StateStore<DiffState>) {
         for (_, page) in state.partition(partition) {
             if let Some(version) = &page.version {
                 self.differ.hold(version);

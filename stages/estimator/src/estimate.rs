@@ -300,6 +300,8 @@ impl Estimator {
                 update_size: page.last_update_size,
                 latency_ms: f64::from(page.last_latency_ms),
                 fetched_at_ms: page.last_fetched_at_ms,
+                http_status: event.http_status,
+                crawl_delay_ms: event.crawl_delay_ms,
             },
             crawls,
             first_request_period: history.first_request,

@@ -307,7 +307,7 @@ impl Stage for EstimatorStage {
         self.publish_shares(out)
     }
 
-    fn on_restored(&mut self, partition: i32, state: &StateStore<EstimatorState>) {
+    fn on_restored(&mut self, partition: i32, state: &mut StateStore<EstimatorState>) {
         self.estimator.restored(partition, state);
     }
 

@@ -168,6 +168,21 @@ impl ChangeHours {
         }
     }
 
+    /// A histogram from changes per local hour of the day with the weekday unknown: all
+    /// are put on Monday, which no per-hour reading can tell apart.
+    pub fn from_hour_counts(counts: &[u64; HOURS_PER_DAY]) -> ChangeHours {
+        let slots = (0u8..)
+            .zip(counts)
+            .filter(|&(_, &changes)| changes > 0)
+            .map(|(slot, &changes)| ChangeSlot {
+                slot,
+                changes: u32::try_from(changes).unwrap_or(u32::MAX),
+                update_size: 0,
+            })
+            .collect();
+        ChangeHours { slots }
+    }
+
     /// The slots that have seen a change, in slot order.
     pub fn slots(&self) -> &[ChangeSlot] {
         &self.slots

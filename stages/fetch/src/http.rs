@@ -92,6 +92,8 @@ impl Fetcher {
             final_url: None,
             error: None,
             fetched_at_ms: 0,
+            depth: pick.depth,
+            crawl_delay_ms: None,
         };
         let started = Instant::now();
         result.outcome = match self.request(pick, &mut result).await {
@@ -278,6 +280,7 @@ mod tests {
             group: "test-group".to_owned(),
             period: 7,
             reason: PickReason::Discovery,
+            depth: 0,
             score: 1.5,
             url,
         }

@@ -116,6 +116,7 @@ impl Fetch {
                 source_key: Some(result.url_key.clone()),
                 occurrences: link.occurrences,
                 period: result.period,
+                depth: result.depth.saturating_add(1),
             };
             out.send(LINKS, &discovered.url, &discovered)?;
         }
@@ -240,6 +241,7 @@ mod tests {
             group: "h".into(),
             period,
             reason: recrawl_schemas::PickReason::Refresh,
+            depth: 0,
             score: 0.0,
         };
         let chains = chain_by_url(vec![pick("http://h/a", 1), pick("http://h/b", 1), pick("http://h/a", 2)]);

@@ -61,7 +61,8 @@ enum StageCommand {
     Fetch(recrawl_fetch::FetchArgs),
     Diff(recrawl_diff::DiffArgs),
     Estimator(recrawl_estimator::EstimatorArgs),
-    Scheduler(recrawl_scheduler::SchedulerArgs),
+    // Boxed: the scheduler's flags outweigh the other variants many times over.
+    Scheduler(Box<recrawl_scheduler::SchedulerArgs>),
 }
 
 #[tokio::main]
@@ -90,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
             StageCommand::Fetch(args) => recrawl_fetch::main(args).await,
             StageCommand::Diff(args) => recrawl_diff::main(args).await,
             StageCommand::Estimator(args) => recrawl_estimator::main(args).await,
-            StageCommand::Scheduler(args) => recrawl_scheduler::main(args).await,
+            StageCommand::Scheduler(args) => recrawl_scheduler::main(*args).await,
         },
         Command::Tail { topic, kafka } => {
             let observer = Observer::new(&kafka, &[topic.as_str()]).await?;

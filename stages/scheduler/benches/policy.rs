@@ -1,39 +1,171 @@
-//! Picking m = 1,000 of n = 1,000,000 scored URLs. Baseline in the same run: sorting all
-//! n, which the spec rules out.
+//! One period's picks at scale: m = 100,000 of 10 million tracked URLs under `paper` and
+//! `change-aware`, and m = 100,000 discoveries from a frontier of 10 million URLs by
+//! in-degree. Baseline in the same run: scoring every URL and sorting them all, which
+//! the spec rules out. Memory per URL is printed while the books are built.
+//!
+//! `RECRAWL_BENCH_URLS` overrides the 10 million (e.g. for a quick run).
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use recrawl_scheduler::policy::top_m;
 use std::hint::black_box;
 
-fn candidates(n: u32) -> Vec<(f64, u32)> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|key| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state % 10_000) as f64 / 7.0, key)
-        })
-        .collect()
+use criterion::{criterion_group, criterion_main, Criterion};
+use recrawl_scheduler::book::{Book, BookSettings, Hosts};
+use recrawl_scheduler::links::LinkRules;
+use recrawl_scheduler::plan::{choose, PlanSettings};
+use recrawl_scheduler::policy::{paper_score, staleness, Discovery, Policy};
+use recrawl_schemas::DiscoveredLinks;
+
+const PICKS: usize = 100_000;
+const HOSTS: usize = 20_000;
+const CLOCK: u64 = 1_000;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn urls() -> usize {
+    std::env::var("RECRAWL_BENCH_URLS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000_000)
+}
+
+fn resident_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|pages| pages.parse::<usize>().ok()))
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn url(host: usize, page: usize) -> String {
+    format!("http://host{host}.example/section/{page}.html")
+}
+
+fn report(what: &str, n: usize, book: &Book, url_bytes: usize, resident_before: usize) {
+    let resident = resident_bytes().saturating_sub(resident_before);
+    eprintln!(
+        "{what}: {n} URLs; heap {:.1} B/URL ({:.1} B of URL text, {:.1} B of scheduling state and index); \
+         resident {:.1} B/URL",
+        book.heap_bytes() as f64 / n as f64,
+        url_bytes as f64 / n as f64,
+        (book.heap_bytes() - url_bytes) as f64 / n as f64,
+        resident as f64 / n as f64,
+    );
+}
+
+fn tracked_book(n: usize) -> (Book, Hosts) {
+    let before = resident_bytes();
+    let (mut book, mut hosts, mut rng) = (Book::default(), Hosts::default(), Rng(0x9e37_79b9_7f4a_7c15));
+    let mut url_bytes = 0;
+    for i in 0..n {
+        let url = url(i % HOSTS, i / HOSTS);
+        url_bytes += url.len();
+        // Heavy-tailed change rates: most pages rarely change, a few often.
+        let rate = 0.001 / (rng.unit() + 1e-3);
+        book.add_tracked(
+            &mut hosts,
+            &url,
+            &format!("host{}.example", i % HOSTS),
+            rng.next() % CLOCK,
+            (1000 + rng.next() % 100_000) as u32,
+            1.0 - (-rate).exp(),
+            0.5 + rng.unit() / 2.0,
+            Some(rate),
+        )
+        .expect("fits");
+    }
+    for stats in &mut hosts.stats {
+        stats.ms_per_byte = 0.001 + rng.unit() * 0.01;
+    }
+    report("tracked", n, &book, url_bytes, before);
+    (book, hosts)
+}
+
+fn frontier_book(n: usize) -> (Book, Hosts) {
+    let before = resident_bytes();
+    let (mut book, mut hosts, mut rng) = (Book::default(), Hosts::default(), Rng(0x2545_f491_4f6c_dd1d));
+    let (rules, settings) =
+        (LinkRules { max_per_site: u32::MAX, ..LinkRules::default() }, BookSettings::default());
+    let mut url_bytes = 0;
+    let mut links = 0;
+    for i in 0..n {
+        let target = url(i % HOSTS, i / HOSTS);
+        url_bytes += target.len();
+        // One to four distinct linking pages each (power-law-ish: 1 most often).
+        let in_degree = 1 + (rng.next() % 16).trailing_zeros().min(3) as usize;
+        for _ in 0..in_degree {
+            let source = format!("http://src{}.example/{}.html", rng.next() % 1000, rng.next() % 1_000_000);
+            let link = DiscoveredLinks {
+                url_key: String::new(),
+                url: target.clone(),
+                host: format!("host{}.example", i % HOSTS),
+                source_key: Some(recrawl_schemas::url_key(&source)),
+                source_url: Some(source),
+                occurrences: 1,
+                period: (i / 1000) as u64,
+                depth: 1,
+            };
+            book.apply_link(&mut hosts, &link, &rules, u32::MAX, &settings).expect("fits");
+            links += 1;
+        }
+    }
+    report("frontier", n, &book, url_bytes, before);
+    eprintln!("frontier: {:.2} in-links per URL", links as f64 / n as f64);
+    (book, hosts)
 }
 
 fn bench(c: &mut Criterion) {
-    let all = candidates(1_000_000);
-    let mut group = c.benchmark_group("pick_1000_of_1M");
-    group.sample_size(20);
-    group.bench_function("top_m", |b| {
-        b.iter_batched(|| all.clone(), |mut v| top_m(black_box(&mut v), 1000), BatchSize::LargeInput)
+    let n = urls();
+    let (book, hosts) = tracked_book(n);
+    let caps = vec![u32::MAX; hosts.len()];
+    let mut group = c.benchmark_group(format!("pick_100k_of_{n}"));
+    group.sample_size(10);
+    for policy in [Policy::Paper, Policy::ChangeAware] {
+        let settings =
+            PlanSettings { policy, period_ms: 1000, discovery_share: 0.0, ..PlanSettings::default() };
+        group.bench_function(policy.as_str(), |b| {
+            b.iter(|| choose(&[&book], &hosts, black_box(CLOCK), 10.0, PICKS, &caps, &settings).len())
+        });
+    }
+    group.bench_function("baseline_score_and_full_sort", |b| {
+        b.iter(|| {
+            let mut all: Vec<(f64, u32)> = book
+                .pages()
+                .iter()
+                .enumerate()
+                .map(|(slot, page)| {
+                    let s = staleness(CLOCK, page.last_download(), 0);
+                    let cost = f64::from(page.size) * hosts.stats[page.host as usize].ms_per_byte / 1000.0;
+                    (paper_score(10.0, s, cost), slot as u32)
+                })
+                .collect();
+            all.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            all.truncate(PICKS);
+            all.len()
+        })
     });
-    group.bench_function("baseline_full_sort", |b| {
-        b.iter_batched(
-            || all.clone(),
-            |mut v| {
-                v.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                v.truncate(1000);
-                v
-            },
-            BatchSize::LargeInput,
-        )
+    group.finish();
+    drop(book);
+
+    let (frontier, hosts) = frontier_book(n);
+    let caps = vec![u32::MAX; hosts.len()];
+    let mut group = c.benchmark_group(format!("discover_100k_of_{n}"));
+    group.sample_size(10);
+    let settings = PlanSettings {
+        policy: Policy::Paper,
+        discovery: Discovery::Ifs,
+        discovery_share: 1.0,
+        ..PlanSettings::default()
+    };
+    group.bench_function("ifs", |b| {
+        b.iter(|| choose(&[&frontier], &hosts, black_box(CLOCK), 10.0, PICKS, &caps, &settings).len())
     });
     group.finish();
 }

@@ -1,32 +1,37 @@
-//! The scheduler: keeps every known URL's staleness inputs (last download, size, server
-//! response time) and its in-links, and at the start of each period publishes the picks
-//! of `policy` to the fetch topic. It is the pipeline's clock: period t starts at
-//! `epoch + t·period`.
+//! The scheduler: keeps every known URL's staleness inputs (downloads, size, the
+//! estimator's predictions, refresh plan), every host's response time and back-off, and
+//! the frontier of linked, never-fetched URLs with their in-degrees. At the start of each
+//! period it publishes the picks of its policy to the fetch topic. It is the pipeline's
+//! clock: period t starts at `epoch + t·period`.
 
+pub mod book;
+pub mod groups;
+pub mod links;
+pub mod offline;
+pub mod plan;
 pub mod policy;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Args;
-use prometheus::{IntCounterVec, IntGauge, Opts};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts};
+use recrawl_common::config::unit_interval;
 use recrawl_common::runtime::{run_stage, Assignment, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
-use recrawl_schemas::{
-    host_of, normalise_url, url_key, DiscoveredLinks, Format, Message, PageEstimate, PagePick, PickReason,
-};
-use serde::{Deserialize, Serialize};
+use recrawl_schemas::{host_of, normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PickReason};
 use thiserror::Error;
 
-use crate::policy::{quota, score, staleness, top_m, Horizon};
+use crate::book::{Applied, Book, BookSettings, Hosts, Linked, SchedulerState};
+use crate::groups::HourRule;
+use crate::links::LinkRules;
+use crate::plan::{choose, PlanSettings};
+use crate::policy::{quota, Discovery, Horizon, Policy};
 
 pub const STAGE: &str = "scheduler";
-/// In-links remembered per URL (each linking page counted once); beyond this the
-/// in-degree saturates, which keeps a hub's entry bounded.
-pub const MAX_IN_LINKS: usize = 256;
 /// 2026-01-01T00:00:00Z.
 const DEFAULT_EPOCH_UNIX_MS: i64 = 1_767_225_600_000;
 
@@ -46,12 +51,53 @@ pub struct SchedulerArgs {
     /// Start of period 0, Unix milliseconds; every instance must use the same value.
     #[arg(long, env = "RECRAWL_EPOCH_UNIX_MS", default_value_t = DEFAULT_EPOCH_UNIX_MS)]
     pub epoch_unix_ms: i64,
-    /// T − t in the score: rolling:W (a constant window) or fixed:T (restarting horizons).
+    /// How known pages are ranked for refresh.
+    #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = Policy::ChangeAware)]
+    pub policy: Policy,
+    /// T − t in the paper's score: rolling:W (a constant window) or fixed:T (restarting
+    /// horizons).
     #[arg(long, env = "RECRAWL_HORIZON", default_value = "rolling:10")]
     pub horizon: Horizon,
     /// Weight of the download-time term p·g (in periods) against staleness.
     #[arg(long, env = "RECRAWL_COST_WEIGHT", default_value_t = 1.0)]
     pub cost_weight: f64,
+    /// How the frontier is ordered: in-degree first or breadth first.
+    #[arg(long, env = "RECRAWL_DISCOVERY", value_enum, default_value_t = Discovery::Ifs)]
+    pub discovery: Discovery,
+    /// Share of each period's picks for never-fetched URLs (unused shares flow over).
+    #[arg(long, env = "RECRAWL_DISCOVERY_SHARE", default_value_t = 0.2, value_parser = unit_interval)]
+    pub discovery_share: f64,
+    /// At most this many picks per host per period, across all instances.
+    #[arg(long, env = "RECRAWL_MAX_PICKS_PER_HOST", default_value_t = 60)]
+    pub max_picks_per_host: usize,
+    /// `change-aware`: no picks for URLs whose next request is predicted to download
+    /// with less than this probability.
+    #[arg(long, env = "RECRAWL_MIN_DOWNLOAD_PROBABILITY", default_value_t = 0.1, value_parser = unit_interval)]
+    pub min_download_probability: f64,
+    /// Periods a pick waits for its estimate before the URL may be picked again.
+    #[arg(long, env = "RECRAWL_PENDING_PERIODS", default_value_t = 2)]
+    pub pending_periods: u32,
+    /// The longest back-off of a host answering 429 or 503, periods (it doubles per answer).
+    #[arg(long, env = "RECRAWL_MAX_BACKOFF_PERIODS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_backoff_periods: u64,
+    /// Weight of the newest sample in a host's moving-average response time.
+    #[arg(long, env = "RECRAWL_RESPONSE_TIME_SMOOTHING", default_value_t = 0.2, value_parser = unit_interval)]
+    pub response_time_smoothing: f64,
+    /// `groups`: crawl at the paper's hour or at the hour that least delays changes.
+    #[arg(long, env = "RECRAWL_GROUPS_HOUR", value_enum, default_value_t = HourRule::LeastWait)]
+    pub groups_hour: HourRule,
+    /// Local time for the `groups` policy's weekdays and hours, minutes east of UTC.
+    #[arg(long, env = "RECRAWL_UTC_OFFSET_MINUTES", default_value_t = 0, allow_negative_numbers = true)]
+    pub utc_offset_minutes: i32,
+    /// `nutch-adaptive`: a new page's fetch interval, and its bounds, in periods.
+    #[arg(long, env = "RECRAWL_NUTCH_INITIAL_INTERVAL", default_value_t = 5.0)]
+    pub nutch_initial_interval: f64,
+    #[arg(long, env = "RECRAWL_NUTCH_MIN_INTERVAL", default_value_t = 1.0)]
+    pub nutch_min_interval: f64,
+    #[arg(long, env = "RECRAWL_NUTCH_MAX_INTERVAL", default_value_t = 1000.0)]
+    pub nutch_max_interval: f64,
+    #[command(flatten)]
+    pub links: LinkRules,
     /// Seed URLs, one per line (# starts a comment); published to the links topic at
     /// start, so each lands on the instance that owns it.
     #[arg(long, env = "RECRAWL_SEEDS")]
@@ -59,25 +105,29 @@ pub struct SchedulerArgs {
 }
 
 #[derive(Debug, Error)]
-pub enum SeedError {
+pub enum SchedulerError {
     #[error("--seeds {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    SeedRead { path: String, source: std::io::Error },
     #[error("--seeds {path} line {line}: {reason}")]
-    Url { path: String, line: usize, reason: String },
+    SeedUrl { path: String, line: usize, reason: String },
+    #[error("--nutch-*-interval: expected 0 < min ≤ initial ≤ max, got {min}, {initial}, {max}")]
+    NutchIntervals { min: f64, initial: f64, max: f64 },
+    #[error("--cost-weight {0}: expected a finite number ≥ 0")]
+    CostWeight(f64),
 }
 
 /// Reads a seed file into normalised URLs; a bad line is an error naming it.
-pub fn read_seeds(path: &std::path::Path) -> Result<Vec<String>, SeedError> {
+pub fn read_seeds(path: &std::path::Path) -> Result<Vec<String>, SchedulerError> {
     let shown = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|source| SeedError::Read { path: shown.clone(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| SchedulerError::SeedRead { path: shown.clone(), source })?;
     let mut seeds = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
-        let url = normalise_url(line).map_err(|e| SeedError::Url {
+        let url = normalise_url(line).map_err(|e| SchedulerError::SeedUrl {
             path: shown.clone(),
             line: index + 1,
             reason: e.to_string(),
@@ -87,162 +137,244 @@ pub fn read_seeds(path: &std::path::Path) -> Result<Vec<String>, SeedError> {
     Ok(seeds)
 }
 
-/// What the scheduler keeps per URL (changelog `state.scheduler`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SchedulerState {
-    pub host: String,
-    pub group: String,
-    pub discovered_period: u64,
-    /// Period of the latest estimate applied; older or equal ones are replays.
-    pub last_estimate_period: Option<u64>,
-    pub last_download_period: Option<u64>,
-    /// Size and fetch time of the latest download: p_j and the sample for g_i.
-    pub size_bytes: u64,
-    pub latency_ms: f64,
-    /// url_keys of the pages linking here (at most [`MAX_IN_LINKS`]); "seed" for a seed.
-    pub in_links: Vec<String>,
-}
+impl SchedulerArgs {
+    fn book_settings(&self) -> Result<BookSettings, SchedulerError> {
+        let (min, initial, max) =
+            (self.nutch_min_interval, self.nutch_initial_interval, self.nutch_max_interval);
+        if !(min > 0.0 && min <= initial && initial <= max && max.is_finite()) {
+            return Err(SchedulerError::NutchIntervals { min, initial, max });
+        }
+        Ok(BookSettings {
+            response_time_smoothing: self.response_time_smoothing,
+            max_backoff_periods: self.max_backoff_periods,
+            nutch_initial_interval: initial,
+            nutch_min_interval: min,
+            nutch_max_interval: max,
+            hour_rule: self.groups_hour,
+        })
+    }
 
-impl Message for SchedulerState {
-    const NAME: &'static str = "SchedulerState";
-    const FORMAT: Format = Format::Bincode;
+    fn plan_settings(&self) -> Result<PlanSettings, SchedulerError> {
+        if !(self.cost_weight.is_finite() && self.cost_weight >= 0.0) {
+            return Err(SchedulerError::CostWeight(self.cost_weight));
+        }
+        Ok(PlanSettings {
+            policy: self.policy,
+            cost_weight: self.cost_weight,
+            period_ms: self.period_ms,
+            epoch_unix_ms: self.epoch_unix_ms,
+            utc_offset_minutes: self.utc_offset_minutes,
+            discovery: self.discovery,
+            discovery_share: self.discovery_share,
+            min_download_probability: self.min_download_probability,
+            pending_periods: self.pending_periods,
+        })
+    }
 }
 
 #[derive(Debug)]
 struct SchedulerMetrics {
     picks: IntCounterVec,
+    unfilled: prometheus::IntCounter,
     period: IntGauge,
+    tracked: IntGauge,
+    frontier: IntGauge,
+    hosts: IntGauge,
+    hosts_backed_off: IntGauge,
+    estimates: IntCounterVec,
+    links: IntCounterVec,
+    choose_seconds: Histogram,
 }
 
 impl SchedulerMetrics {
     fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
-        let picks = IntCounterVec::new(
-            Opts::new("scheduler_picks_total", "Picks published, by reason."),
-            &["reason"],
-        )?;
-        let period = IntGauge::new("scheduler_period", "The latest period picks were published for.")?;
-        registry.register(Box::new(picks.clone()))?;
-        registry.register(Box::new(period.clone()))?;
-        Ok(Self { picks, period })
+        let metrics = Self {
+            picks: IntCounterVec::new(
+                Opts::new("scheduler_picks_total", "Picks published, by reason."),
+                &["reason"],
+            )?,
+            unfilled: prometheus::IntCounter::new(
+                "scheduler_unfilled_picks_total",
+                "Picks of the budget left unused: no candidate, or host caps and back-offs.",
+            )?,
+            period: IntGauge::new("scheduler_period", "The latest period picks were published for.")?,
+            tracked: IntGauge::new("scheduler_tracked_urls", "URLs with at least one estimate.")?,
+            frontier: IntGauge::new("scheduler_frontier_urls", "Linked URLs never fetched.")?,
+            hosts: IntGauge::new("scheduler_hosts", "Hosts known to this instance.")?,
+            hosts_backed_off: IntGauge::new(
+                "scheduler_hosts_backed_off",
+                "Hosts given no picks this period after answering 429 or 503.",
+            )?,
+            estimates: IntCounterVec::new(
+                Opts::new("scheduler_estimates_total", "Estimates applied, by result."),
+                &["result"],
+            )?,
+            links: IntCounterVec::new(
+                Opts::new("scheduler_links_total", "Links received, by what they did to the frontier."),
+                &["outcome"],
+            )?,
+            choose_seconds: Histogram::with_opts(
+                HistogramOpts::new("scheduler_choose_seconds", "Time to choose one period's picks.")
+                    .buckets(prometheus::exponential_buckets(0.0005, 4.0, 10)?),
+            )?,
+        };
+        registry.register(Box::new(metrics.picks.clone()))?;
+        registry.register(Box::new(metrics.unfilled.clone()))?;
+        registry.register(Box::new(metrics.period.clone()))?;
+        registry.register(Box::new(metrics.tracked.clone()))?;
+        registry.register(Box::new(metrics.frontier.clone()))?;
+        registry.register(Box::new(metrics.hosts.clone()))?;
+        registry.register(Box::new(metrics.hosts_backed_off.clone()))?;
+        registry.register(Box::new(metrics.estimates.clone()))?;
+        registry.register(Box::new(metrics.links.clone()))?;
+        registry.register(Box::new(metrics.choose_seconds.clone()))?;
+        Ok(metrics)
     }
 }
 
 #[derive(Debug)]
 pub struct Scheduler {
     picks_per_period: usize,
-    period_ms: u64,
-    epoch_unix_ms: i64,
+    max_picks_per_host: usize,
     horizon: Horizon,
-    cost_weight: f64,
+    plan: PlanSettings,
+    book_settings: BookSettings,
+    link_rules: LinkRules,
     pending_seeds: Vec<String>,
     next_period: u64,
+    hosts: Hosts,
+    /// One book per owned partition.
+    books: BTreeMap<i32, Book>,
+    assignment: Assignment,
     metrics: SchedulerMetrics,
 }
 
 impl Scheduler {
     /// The period running at Unix time `now_ms`, `None` before the epoch.
     fn period_at(&self, now_ms: i64) -> Option<u64> {
-        (now_ms >= self.epoch_unix_ms).then(|| ((now_ms - self.epoch_unix_ms) as u64) / self.period_ms)
+        (now_ms >= self.plan.epoch_unix_ms)
+            .then(|| ((now_ms - self.plan.epoch_unix_ms) as u64) / self.plan.period_ms)
     }
 
-    fn apply_link(&self, link: &DiscoveredLinks, partition: i32, state: &mut StateStore<SchedulerState>) {
-        let source = link.source_key.clone().unwrap_or_else(|| "seed".to_owned());
-        let known = state.get(partition, &link.url);
-        if known.is_some_and(|s| s.in_links.contains(&source) || s.in_links.len() >= MAX_IN_LINKS) {
-            return;
-        }
-        let entry = state.get_or_insert_with(partition, &link.url, || new_entry(&link.host, link.period));
-        entry.in_links.push(source);
+    /// This instance's share of the per-site URL cap: the cap split over the partitions.
+    fn site_cap(&self) -> u32 {
+        let total = self.assignment.total.max(1) as u64;
+        let owned = self.assignment.partitions.len().max(1) as u64;
+        u32::try_from((u64::from(self.link_rules.max_per_site) * owned).div_ceil(total)).unwrap_or(u32::MAX)
     }
 
-    fn apply_estimate(
-        &self,
-        estimate: &PageEstimate,
-        partition: i32,
-        state: &mut StateStore<SchedulerState>,
-    ) {
-        if state
-            .get(partition, &estimate.url)
-            .is_some_and(|s| s.last_estimate_period >= Some(estimate.period))
-        {
-            return;
-        }
-        let entry =
-            state.get_or_insert_with(partition, &estimate.url, || new_entry(&estimate.host, estimate.period));
-        entry.group.clone_from(&estimate.group);
-        entry.last_estimate_period = Some(estimate.period);
-        let request = &estimate.last_request;
-        if request.downloaded {
-            entry.last_download_period = Some(request.period);
-            entry.size_bytes = request.size_bytes;
-            entry.latency_ms = request.latency_ms;
-        }
-    }
-
-    /// The picks for `period` among the URLs of `assignment`.
-    fn picks(
-        &self,
-        period: u64,
-        state: &StateStore<SchedulerState>,
-        assignment: &Assignment,
-    ) -> Vec<PagePick> {
-        let m = quota(self.picks_per_period, &assignment.partitions, assignment.total);
-        // g_i: mean milliseconds per byte over the host's downloaded pages.
-        let mut per_host: HashMap<&str, (f64, u32)> = HashMap::new();
-        for (_, _, page) in state.iter() {
-            if page.last_download_period.is_some() && page.size_bytes > 0 {
-                let sample = per_host.entry(page.host.as_str()).or_default();
-                sample.0 += page.latency_ms / page.size_bytes as f64;
-                sample.1 += 1;
-            }
-        }
-        let remaining = self.horizon.remaining(period);
-        let pages: Vec<(&str, &SchedulerState)> = state.iter().map(|(_, url, page)| (url, page)).collect();
-        let mut candidates: Vec<(f64, (&str, usize))> = pages
+    /// Each host's picks this period: its share of the per-host cap, lowered to what its
+    /// robots Crawl-delay allows in a period, and none while it is backed off.
+    fn host_caps(&self, period: u64) -> (Vec<u32>, usize) {
+        let (partitions, total) = (&self.assignment.partitions, self.assignment.total);
+        let cap = quota(self.max_picks_per_host, partitions, total, period);
+        let mut backed_off = 0;
+        let caps = self
+            .hosts
+            .stats
             .iter()
-            .enumerate()
-            .map(|(index, (url, page))| {
-                let ms_per_byte =
-                    per_host.get(page.host.as_str()).map_or(0.0, |(sum, n)| sum / f64::from(*n));
-                let cost_periods =
-                    self.cost_weight * page.size_bytes as f64 * ms_per_byte / self.period_ms as f64;
-                let s = staleness(period, page.last_download_period, page.discovered_period);
-                (score(remaining, s, cost_periods), (*url, index))
+            .map(|stats| {
+                if stats.backoff_until > period {
+                    backed_off += 1;
+                    return 0;
+                }
+                let mut host_cap = cap;
+                if let Some(per_period) = self.plan.period_ms.checked_div(stats.crawl_delay_ms) {
+                    host_cap = host_cap.min(quota(per_period.max(1) as usize, partitions, total, period));
+                }
+                u32::try_from(host_cap).unwrap_or(u32::MAX)
             })
             .collect();
-        top_m(&mut candidates, m);
-        candidates
-            .into_iter()
-            .map(|(score, (url, index))| {
-                let page = pages[index].1;
-                PagePick {
-                    url: url.to_owned(),
-                    url_key: url_key(url),
-                    host: page.host.clone(),
-                    group: page.group.clone(),
-                    period,
-                    reason: if page.last_estimate_period.is_some() {
-                        PickReason::Refresh
-                    } else {
-                        PickReason::Discovery
-                    },
-                    score,
-                }
-            })
-            .collect()
+        (caps, backed_off)
     }
-}
 
-fn new_entry(host: &str, period: u64) -> SchedulerState {
-    SchedulerState {
-        host: host.to_owned(),
-        group: host.to_owned(),
-        discovered_period: period,
-        last_estimate_period: None,
-        last_download_period: None,
-        size_bytes: 0,
-        latency_ms: 0.0,
-        in_links: Vec::new(),
+    fn book(&mut self, partition: i32) -> &mut Book {
+        self.books.entry(partition).or_default()
+    }
+
+    fn apply_link(&mut self, link: &DiscoveredLinks, partition: i32) -> Result<(), StageError> {
+        let site_cap = self.site_cap();
+        let (rules, settings) = (self.link_rules.clone(), self.book_settings);
+        let mut hosts = std::mem::take(&mut self.hosts);
+        let linked = self.book(partition).apply_link(&mut hosts, link, &rules, site_cap, &settings);
+        self.hosts = hosts;
+        let label = match linked.map_err(|e| StageError::Other(e.to_string()))? {
+            Linked::Discovered => "discovered",
+            Linked::InDegree => "in_degree",
+            Linked::Duplicate => "duplicate",
+            Linked::Tracked => "tracked",
+            Linked::Saturated => "saturated",
+            Linked::Rejected(rejection) => rejection.as_str(),
+        };
+        self.metrics.links.with_label_values(&[label]).inc();
+        Ok(())
+    }
+
+    fn apply_estimate(&mut self, estimate: &PageEstimate, partition: i32) -> Result<(), StageError> {
+        let settings = self.book_settings;
+        let mut hosts = std::mem::take(&mut self.hosts);
+        let applied = self.book(partition).apply_estimate(&mut hosts, estimate, &settings);
+        self.hosts = hosts;
+        let label = match applied.map_err(|e| StageError::Other(e.to_string()))? {
+            Applied::New => "new",
+            Applied::Updated => "updated",
+            Applied::Replayed => "replayed",
+        };
+        self.metrics.estimates.with_label_values(&[label]).inc();
+        Ok(())
+    }
+
+    /// Queues the changelog records of every URL changed since the last call.
+    fn write_changes(&mut self, state: &mut StateStore<SchedulerState>) {
+        for (&partition, book) in &mut self.books {
+            for (url, record) in book.take_dirty() {
+                state.write(partition, url, record);
+            }
+        }
+    }
+
+    fn update_gauges(&self) {
+        let tracked: usize = self.books.values().map(|b| b.len() - b.frontier_len()).sum();
+        let frontier: usize = self.books.values().map(Book::frontier_len).sum();
+        self.metrics.tracked.set(tracked as i64);
+        self.metrics.frontier.set(frontier as i64);
+        self.metrics.hosts.set(self.hosts.len() as i64);
+    }
+
+    /// The picks for `period` among the URLs of the owned partitions.
+    fn picks(&mut self, period: u64) -> Vec<PagePick> {
+        let m = quota(self.picks_per_period, &self.assignment.partitions, self.assignment.total, period);
+        let (host_caps, backed_off) = self.host_caps(period);
+        self.metrics.hosts_backed_off.set(backed_off as i64);
+        let partitions: Vec<i32> = self.books.keys().copied().collect();
+        let started = Instant::now();
+        let choices = {
+            let books: Vec<&Book> = self.books.values().collect();
+            choose(&books, &self.hosts, period, self.horizon.remaining(period), m, &host_caps, &self.plan)
+        };
+        self.metrics.choose_seconds.observe(started.elapsed().as_secs_f64());
+        self.metrics.unfilled.inc_by(m.saturating_sub(choices.len()) as u64);
+        let mut picks = Vec::with_capacity(choices.len());
+        for choice in choices {
+            let Some(book) = self.books.get_mut(&partitions[choice.book]) else { continue };
+            let page = *book.page(choice.slot);
+            let url = book.url(choice.slot).to_owned();
+            book.picked(choice.slot, period);
+            let host = self.hosts.name(page.host).to_owned();
+            picks.push(PagePick {
+                url_key: url_key(&url),
+                url,
+                // The estimator's --group-by decides the distribution group; by label it
+                // is the host.
+                group: host.clone(),
+                host,
+                period,
+                reason: choice.reason,
+                depth: u32::from(page.depth),
+                score: choice.score,
+            });
+        }
+        picks
     }
 }
 
@@ -275,12 +407,14 @@ impl Stage for Scheduler {
         for record in batch {
             if record.topic == links_topic {
                 if let Some(link) = out.decode_keyed(&record, |l: &DiscoveredLinks| &l.url) {
-                    self.apply_link(&link, record.partition, state);
+                    self.apply_link(&link, record.partition)?;
                 }
             } else if let Some(estimate) = out.decode_keyed(&record, |e: &PageEstimate| &e.url) {
-                self.apply_estimate(&estimate, record.partition, state);
+                self.apply_estimate(&estimate, record.partition)?;
             }
         }
+        self.write_changes(state);
+        self.update_gauges();
         Ok(())
     }
 
@@ -288,7 +422,7 @@ impl Stage for Scheduler {
         if !self.pending_seeds.is_empty() {
             return Some(tokio::time::Instant::now());
         }
-        let start_ms = self.epoch_unix_ms + (self.next_period * self.period_ms) as i64;
+        let start_ms = self.plan.epoch_unix_ms + (self.next_period * self.plan.period_ms) as i64;
         let wait = Duration::from_millis(start_ms.saturating_sub(unix_ms()).max(0) as u64);
         Some(tokio::time::Instant::now() + wait)
     }
@@ -296,7 +430,7 @@ impl Stage for Scheduler {
     async fn tick(
         &mut self,
         state: &mut StateStore<SchedulerState>,
-        assignment: &Assignment,
+        _assignment: &Assignment,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         if !self.pending_seeds.is_empty() {
@@ -311,6 +445,7 @@ impl Stage for Scheduler {
                     source_key: None,
                     occurrences: 1,
                     period,
+                    depth: 0,
                 };
                 out.send(LINKS, &seed.url, &seed)?;
             }
@@ -320,7 +455,7 @@ impl Stage for Scheduler {
         if period < self.next_period {
             return Ok(());
         }
-        let picks = self.picks(period, state, assignment);
+        let picks = self.picks(period);
         for pick in &picks {
             out.send(FETCH, &pick.host, pick)?;
             let reason = match pick.reason {
@@ -329,29 +464,64 @@ impl Stage for Scheduler {
             };
             self.metrics.picks.with_label_values(&[reason]).inc();
         }
-        tracing::info!(period, picks = picks.len(), known = state.len(), "period picks published");
+        self.write_changes(state);
+        tracing::info!(period, picks = picks.len(), known = self.state_keys(state), "period picks published");
         self.metrics.period.set(period as i64);
         self.next_period = period + 1;
         Ok(())
+    }
+
+    fn on_restored(&mut self, partition: i32, state: &mut StateStore<SchedulerState>) {
+        let records = state.take_partition(partition);
+        match Book::restore(records, &mut self.hosts) {
+            Ok((book, skipped)) => {
+                if skipped > 0 {
+                    tracing::warn!(partition, skipped, "changelog records without a host skipped");
+                }
+                self.books.insert(partition, book);
+            }
+            Err(error) => tracing::error!(partition, %error, "partition not restored"),
+        }
+        self.update_gauges();
+    }
+
+    fn on_revoked(&mut self, partition: i32, _state: &StateStore<SchedulerState>) {
+        if let Some(book) = self.books.remove(&partition) {
+            book.release(&mut self.hosts);
+        }
+        self.update_gauges();
+    }
+
+    fn on_assigned(&mut self, assignment: &Assignment) {
+        self.assignment = assignment.clone();
+    }
+
+    fn state_keys(&self, _state: &StateStore<SchedulerState>) -> usize {
+        self.books.values().map(Book::len).sum()
     }
 }
 
 /// Runs the scheduler until `ctx.shutdown`.
 pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeError> {
+    let config_error = |e: SchedulerError| StageError::Other(e.to_string());
     let pending_seeds = match &args.seeds {
-        Some(path) => read_seeds(path).map_err(|e| StageError::Other(e.to_string()))?,
+        Some(path) => read_seeds(path).map_err(config_error)?,
         None => Vec::new(),
     };
     let metrics = SchedulerMetrics::register(ctx.metrics.registry())
         .map_err(|e| StageError::Other(format!("registering scheduler metrics: {e}")))?;
     let mut scheduler = Scheduler {
         picks_per_period: args.picks_per_period,
-        period_ms: args.period_ms,
-        epoch_unix_ms: args.epoch_unix_ms,
+        max_picks_per_host: args.max_picks_per_host,
         horizon: args.horizon,
-        cost_weight: args.cost_weight,
+        plan: args.plan_settings().map_err(config_error)?,
+        book_settings: args.book_settings().map_err(config_error)?,
+        link_rules: args.links.clone(),
         pending_seeds,
         next_period: 0,
+        hosts: Hosts::default(),
+        books: BTreeMap::new(),
+        assignment: Assignment::default(),
         metrics,
     };
     // A restarted instance starts with the next period: the running one's picks were
@@ -369,63 +539,67 @@ pub async fn main(args: SchedulerArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::book::tests::{estimate, link};
 
-    fn scheduler(m: usize) -> Scheduler {
+    fn scheduler() -> Scheduler {
         Scheduler {
-            picks_per_period: m,
-            period_ms: 1000,
-            epoch_unix_ms: 0,
+            picks_per_period: 4,
+            max_picks_per_host: 60,
             horizon: Horizon::Rolling(10),
-            cost_weight: 1.0,
+            plan: PlanSettings { period_ms: 1000, ..PlanSettings::default() },
+            book_settings: BookSettings::default(),
+            link_rules: LinkRules::default(),
             pending_seeds: Vec::new(),
             next_period: 0,
+            hosts: Hosts::default(),
+            books: BTreeMap::new(),
+            assignment: Assignment { partitions: vec![0, 1], total: 2 },
             metrics: SchedulerMetrics::register(&prometheus::Registry::new()).unwrap(),
         }
     }
 
-    fn downloaded(host: &str, period: u64, size_bytes: u64, latency_ms: f64) -> SchedulerState {
-        SchedulerState {
-            last_estimate_period: Some(period),
-            last_download_period: Some(period),
-            size_bytes,
-            latency_ms,
-            ..new_entry(host, 0)
-        }
-    }
-
     #[test]
-    fn equally_stale_pages_go_to_the_faster_server_and_new_pages_are_discoveries() {
-        let mut state = StateStore::default();
-        // Same size, same staleness; the slow server needs 2 s per page (2 periods).
-        *state.get_or_insert_with(0, "http://slow/a", || new_entry("slow", 0)) =
-            downloaded("slow", 3, 1000, 2000.0);
-        *state.get_or_insert_with(0, "http://fast/a", || new_entry("fast", 0)) =
-            downloaded("fast", 3, 1000, 10.0);
-        state.get_or_insert_with(1, "http://fast/new", || new_entry("fast", 6));
-        let assignment = Assignment { partitions: vec![0, 1], total: 2 };
-
-        let picks = scheduler(1).picks(7, &state, &assignment);
-        assert_eq!(picks.len(), 1);
-        assert_eq!(picks[0].url, "http://fast/a");
-        assert_eq!(picks[0].reason, PickReason::Refresh);
-        // s = 7 − 3 − 1 = 3, T − t = 10, cost = 1000 B · 0.01 ms/B / 1000 ms = 0.01 periods.
-        assert!((picks[0].score - (30.0 - 0.01)).abs() < 1e-9, "{}", picks[0].score);
-
-        let picks = scheduler(3).picks(7, &state, &assignment);
-        let urls: Vec<&str> = picks.iter().map(|p| p.url.as_str()).collect();
-        assert_eq!(urls, ["http://fast/a", "http://slow/a", "http://fast/new"]);
-        assert_eq!(picks[2].reason, PickReason::Discovery);
-    }
-
-    #[test]
-    fn an_instance_picks_only_its_partitions_share() {
-        let mut state = StateStore::default();
-        for i in 0..10 {
-            state.get_or_insert_with(0, &format!("http://h/{i}"), || new_entry("h", 0));
+    fn picks_survive_a_move_to_another_instance_through_the_changelog() {
+        let mut first = scheduler();
+        let mut store = StateStore::default();
+        for i in 0..6 {
+            let url = format!("http://h{}/{i}.html", i % 2);
+            first.apply_link(&link(&url, Some("http://src/"), 1, 2), i % 2).unwrap();
+            if i < 3 {
+                first.apply_estimate(&estimate(&url, 2, true, Some(true)), i % 2).unwrap();
+            }
         }
-        // m = 5 over 4 partitions: partition 0 carries 5/4 + 1 = 2.
-        let picks = scheduler(5).picks(3, &state, &Assignment { partitions: vec![0], total: 4 });
-        assert_eq!(picks.len(), 2);
+        let picks = first.picks(5);
+        assert_eq!(picks.len(), 4);
+        first.write_changes(&mut store);
+        // The changelog as a restoring instance reads it: the latest record per key.
+        let mut changelog: BTreeMap<i32, std::collections::HashMap<String, SchedulerState>> = BTreeMap::new();
+        for (partition, url, record) in store.take_written() {
+            changelog.entry(partition).or_default().insert(url, record);
+        }
+        let mut second = scheduler();
+        let mut restored = StateStore::default();
+        for (partition, records) in changelog {
+            restored.insert_partition(partition, records);
+            second.on_restored(partition, &mut restored);
+        }
+        assert_eq!(second.state_keys(&restored), 6);
+        assert!(restored.is_empty(), "the books hold the records, not the store");
+        for (partition, book) in &first.books {
+            let other = &second.books[partition];
+            for slot in 0..book.len() as u32 {
+                assert_eq!(other.url(slot), book.url(slot));
+                assert_eq!(other.record(slot), book.record(slot));
+            }
+        }
+        // The period's picks are pending on the new owner too: the next period takes the
+        // other two URLs.
+        let next: Vec<String> = second.picks(6).into_iter().map(|p| p.url).collect();
+        assert_eq!(next.len(), 2, "{next:?}");
+        assert!(next.iter().all(|url| picks.iter().all(|p| &p.url != url)), "{next:?}");
+        second.on_revoked(0, &restored);
+        assert_eq!(second.state_keys(&restored), 3);
+        assert!(second.hosts.stats.iter().all(|s| s.urls <= 3));
     }
 
     #[test]

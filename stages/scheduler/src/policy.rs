@@ -1,10 +1,58 @@
-//! The scheduling rule of `spec/staleness-schedule.md`: each period pick the m pages with
-//! the largest (T − t)·s_j(t) − p_j·g_i(t). Pure: the stage, benches and the simulator
-//! call the same code.
+//! The scoring rules of the scheduling policies and the selection they feed. Pure: the
+//! stage, the `plan` command, the benches and the simulator call the same code.
+//!
+//! Every policy turns a page into a score (higher is picked first) or rules it out this
+//! period; [`TopK`] keeps the best k of a stream of scores without sorting them all.
 
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
 use std::str::FromStr;
 
+use serde::Serialize;
 use thiserror::Error;
+
+/// How the scheduler chooses which known pages to refresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// The paper's rule: (T − t)·s − W·p·g, s counting periods since the download.
+    Paper,
+    /// The paper's rule with s replaced by the expected periods the stored copy has been
+    /// out of date, weighted by the chance the fetch succeeds.
+    ChangeAware,
+    /// Refresh groups: each page at its group's weekdays and hour.
+    Groups,
+    /// Round robin: the page visited longest ago first.
+    Uniform,
+    /// Nutch's adaptive interval: shorter after a change, longer after none.
+    NutchAdaptive,
+    /// LambdaCrawl's optimal rates for the harmonic staleness cost, from the estimated
+    /// change rates.
+    LambdaCrawl,
+}
+
+impl Policy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Paper => "paper",
+            Policy::ChangeAware => "change-aware",
+            Policy::Groups => "groups",
+            Policy::Uniform => "uniform",
+            Policy::NutchAdaptive => "nutch-adaptive",
+            Policy::LambdaCrawl => "lambda-crawl",
+        }
+    }
+}
+
+/// How the discovery share of the picks is filled from the frontier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Discovery {
+    /// In-degree first: the most linked-to URL first, the earliest discovered on a tie.
+    Ifs,
+    /// Breadth first: the earliest discovered first.
+    Bfs,
+}
 
 /// How T − t is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +64,7 @@ pub enum Horizon {
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
-#[error("horizon {0:?}: expected rolling:W or fixed:T with a positive whole number")]
+#[error("horizon {0:?}: expected rolling:W, fixed:T or T with a positive whole number")]
 pub struct HorizonError(String);
 
 impl FromStr for Horizon {
@@ -24,7 +72,7 @@ impl FromStr for Horizon {
 
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
         let error = || HorizonError(raw.to_owned());
-        let (kind, n) = raw.split_once(':').ok_or_else(error)?;
+        let (kind, n) = raw.split_once(':').unwrap_or(("fixed", raw));
         let n: u64 = n.parse().map_err(|_| error())?;
         match kind {
             "rolling" if n > 0 => Ok(Self::Rolling(n)),
@@ -55,44 +103,189 @@ pub fn staleness(period: u64, last_download: Option<u64>, discovered: u64) -> f6
     }
 }
 
-/// (T − t)·s − cost, with the cost p·g already converted to periods.
-pub fn score(remaining: f64, staleness: f64, cost_periods: f64) -> f64 {
+/// (T − t)·s − cost, with the cost p·g already converted to periods and weighted.
+pub fn paper_score(remaining: f64, staleness: f64, cost_periods: f64) -> f64 {
     remaining * staleness - cost_periods
 }
 
-/// Keeps the `m` best-scored candidates, best first; ties go to the smaller key so the
-/// choice is deterministic. O(n) selection, then a sort of the m kept.
-pub fn top_m<K: Ord>(candidates: &mut Vec<(f64, K)>, m: usize) {
-    let better = |a: &(f64, K), b: &(f64, K)| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1));
-    if m == 0 {
-        candidates.clear();
-        return;
+/// The change rate per period a policy uses: the estimator's Poisson rate when it has
+/// one, else the rate whose chance of at least one change per period is `p_change`.
+pub fn change_rate(estimated: Option<f64>, p_change: f64) -> f64 {
+    match estimated {
+        Some(rate) if rate.is_finite() && rate >= 0.0 => rate,
+        // Capped below 1 so a certain change gives a large finite rate, not infinity.
+        _ => -(1.0 - p_change.clamp(0.0, 0.999)).ln(),
     }
-    if candidates.len() > m {
-        candidates.select_nth_unstable_by(m - 1, better);
-        candidates.truncate(m);
-    }
-    candidates.sort_unstable_by(better);
 }
 
-/// This instance's share of the m picks: partition p of `total` carries m / total picks,
-/// plus one for the first m mod total partitions, so instances that own disjoint
-/// partitions pick exactly m together without talking to each other.
-pub fn quota(m: usize, assigned: &[i32], total: i32) -> usize {
+/// Expected periods, out of the `age` since the stored copy was fetched, that the live
+/// page has differed from it, for changes arriving as a Poisson process of `rate` per
+/// period: ∫₀^age (1 − e^{−rate·u}) du = age − (1 − e^{−rate·age}) / rate.
+pub fn expected_out_of_date(age: f64, rate: f64) -> f64 {
+    if age <= 0.0 || rate <= 0.0 {
+        return 0.0;
+    }
+    let x = rate * age;
+    // For small x the difference cancels catastrophically; the series x/2 − x²/6 + x³/24
+    // is exact to double precision there.
+    if x < 1e-4 {
+        age * x * (0.5 - x / 6.0 + x * x / 24.0)
+    } else {
+        age + (-x).exp_m1() / rate
+    }
+}
+
+/// Nutch's adaptive fetch interval: × (1 − 0.2) after a change, × (1 + 0.4) after none,
+/// clamped to `[min, max]` periods.
+pub fn nutch_interval(interval: f64, changed: bool, min: f64, max: f64) -> f64 {
+    let next = if changed { interval * 0.8 } else { interval * 1.4 };
+    next.clamp(min, max)
+}
+
+/// LambdaCrawl's crawl rate for a page of change rate λ and importance 1 under the
+/// harmonic staleness cost: ρ = (−λ + √(λ² + 4λ/κ)) / 2.
+pub fn lambda_crawl_rate(rate: f64, kappa: f64) -> f64 {
+    if rate <= 0.0 {
+        return 0.0;
+    }
+    (-rate + (rate * rate + 4.0 * rate / kappa).sqrt()) / 2.0
+}
+
+/// The κ for which the LambdaCrawl rates of `rates` (change rate → number of pages with
+/// it) sum to `budget` picks per period, by bisection on log κ. `None` when no page
+/// changes or the budget is not positive.
+///
+/// Pages are grouped by rate so the bisection costs the distinct rates, not the pages.
+pub fn lambda_crawl_kappa(rates: &HashMap<u64, u64>, budget: f64) -> Option<f64> {
+    let rates: Vec<(f64, f64)> = rates
+        .iter()
+        .map(|(&bits, &count)| (f64::from_bits(bits), count as f64))
+        .filter(|&(rate, _)| rate > 0.0 && rate.is_finite())
+        .collect();
+    if rates.is_empty() || budget <= 0.0 || !budget.is_finite() {
+        return None;
+    }
+    let total = |kappa: f64| rates.iter().map(|&(rate, n)| n * lambda_crawl_rate(rate, kappa)).sum::<f64>();
+    // Σρ falls as κ grows: widen the bracket until it holds the budget.
+    let (mut low, mut high) = (1e-12f64, 1.0f64);
+    while total(high) > budget && high < 1e300 {
+        high *= 1e3;
+    }
+    while total(low) < budget && low > 1e-300 {
+        low /= 1e3;
+    }
+    for _ in 0..100 {
+        let mid = (low * high).sqrt();
+        if total(mid) > budget {
+            low = mid;
+        } else {
+            high = mid;
+        }
+        if high / low < 1.0 + 1e-12 {
+            break;
+        }
+    }
+    Some((low * high).sqrt())
+}
+
+/// This instance's share of `m` for `period`: partition p of `total` carries m / total,
+/// plus one when (p + period) mod total < m mod total. Instances that own disjoint
+/// partitions take exactly m together without talking, and the remainder rotates so a
+/// small m (a per-host cap of 1) reaches every partition's URLs over time.
+pub fn quota(m: usize, assigned: &[i32], total: i32, period: u64) -> usize {
     if total <= 0 {
         return 0;
     }
     let total = total as usize;
+    let rotation = (period % total as u64) as usize;
     assigned
         .iter()
         .filter(|&&p| p >= 0 && (p as usize) < total)
-        .map(|&p| m / total + usize::from((p as usize) < m % total))
+        .map(|&p| m / total + usize::from((p as usize + rotation) % total < m % total))
         .sum()
+}
+
+/// A scored candidate; the larger score wins, the smaller key on a tie.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored<K> {
+    pub score: f64,
+    pub key: K,
+}
+
+impl<K: Ord> Scored<K> {
+    /// `Less` when `self` ranks before `other`.
+    pub fn rank(&self, other: &Self) -> Ordering {
+        other.score.total_cmp(&self.score).then_with(|| self.key.cmp(&other.key))
+    }
+}
+
+/// Heap order: the worst-ranked entry on top, so it is the one displaced.
+#[derive(Debug)]
+struct Worst<K>(Scored<K>);
+
+impl<K: Ord> PartialEq for Worst<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.rank(&other.0) == Ordering::Equal
+    }
+}
+
+impl<K: Ord> Eq for Worst<K> {}
+
+impl<K: Ord> PartialOrd for Worst<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K: Ord> Ord for Worst<K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.rank(&other.0)
+    }
+}
+
+/// The best `k` of a stream of candidates in O(n log k) time and O(k) memory: most
+/// candidates cost one comparison with the worst kept.
+#[derive(Debug)]
+pub struct TopK<K> {
+    k: usize,
+    heap: BinaryHeap<Worst<K>>,
+    offered: usize,
+}
+
+impl<K: Ord + Copy> TopK<K> {
+    pub fn new(k: usize) -> Self {
+        Self { k, heap: BinaryHeap::with_capacity(k.min(1 << 20)), offered: 0 }
+    }
+
+    pub fn offer(&mut self, score: f64, key: K) {
+        self.offered += 1;
+        let candidate = Scored { score, key };
+        if self.heap.len() < self.k {
+            self.heap.push(Worst(candidate));
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            if candidate.rank(&worst.0) == Ordering::Less {
+                *worst = Worst(candidate);
+            }
+        }
+    }
+
+    /// Whether candidates were turned away (more than k were offered).
+    pub fn overflowed(&self) -> bool {
+        self.offered > self.k
+    }
+
+    /// The kept candidates, best first.
+    pub fn into_sorted(self) -> Vec<Scored<K>> {
+        let mut kept: Vec<Scored<K>> = self.heap.into_iter().map(|w| w.0).collect();
+        kept.sort_unstable_by(Scored::rank);
+        kept
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn staleness_follows_the_paper_recurrence() {
@@ -102,35 +295,6 @@ mod tests {
         assert_eq!(staleness(4, Some(4), 0), 0.0);
         assert_eq!(staleness(7, None, 7), 1.0);
         assert_eq!(staleness(9, None, 7), 3.0);
-    }
-
-    #[test]
-    fn equal_sizes_pick_the_stalest_and_equal_staleness_the_smallest() {
-        let remaining = Horizon::Rolling(10).remaining(3);
-        let mut by_staleness = vec![(score(remaining, 2.0, 0.5), "a"), (score(remaining, 5.0, 0.5), "b")];
-        top_m(&mut by_staleness, 1);
-        assert_eq!(by_staleness[0].1, "b");
-        let mut by_size = vec![(score(remaining, 2.0, 0.9), "big"), (score(remaining, 2.0, 0.1), "small")];
-        top_m(&mut by_size, 1);
-        assert_eq!(by_size[0].1, "small");
-    }
-
-    #[test]
-    fn top_m_matches_a_full_sort() {
-        let mut state = 12345u64;
-        let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 40) as f64 / 1000.0
-        };
-        for m in [0, 1, 7, 50, 200] {
-            let all: Vec<(f64, u32)> = (0..100).map(|k| ((next() * 4.0).floor(), k)).collect();
-            let mut sorted = all.clone();
-            sorted.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            sorted.truncate(m);
-            let mut picked = all;
-            top_m(&mut picked, m);
-            assert_eq!(picked, sorted, "m = {m}");
-        }
     }
 
     #[test]
@@ -147,19 +311,97 @@ mod tests {
         assert_eq!(remaining, vec![3.0, 2.0, 1.0, 0.0, 3.0, 2.0]);
         assert_eq!("rolling:7".parse(), Ok(Horizon::Rolling(7)));
         assert_eq!("fixed:9".parse(), Ok(Horizon::Fixed(9)));
+        assert_eq!("9".parse(), Ok(Horizon::Fixed(9)));
         assert!("fixed:0".parse::<Horizon>().is_err());
         assert!("weekly".parse::<Horizon>().is_err());
     }
 
     #[test]
-    fn quotas_of_disjoint_owners_sum_to_m() {
-        for (m, total) in [(10, 7), (3, 7), (7, 7), (100, 7)] {
-            let split: usize =
-                [vec![0, 2, 4], vec![1], vec![3, 5, 6]].iter().map(|owned| quota(m, owned, total)).sum();
-            let all: Vec<i32> = (0..total).collect();
-            assert_eq!(quota(m, &all, total), m, "m = {m}, total = {total}");
-            assert_eq!(split, m, "m = {m}");
+    fn quotas_of_disjoint_owners_sum_to_m_and_the_remainder_rotates() {
+        for period in 0..7 {
+            for (m, total) in [(10, 7), (3, 7), (7, 7), (100, 7), (1, 7)] {
+                let split: usize = [vec![0, 2, 4], vec![1], vec![3, 5, 6]]
+                    .iter()
+                    .map(|owned| quota(m, owned, total, period))
+                    .sum();
+                let all: Vec<i32> = (0..total).collect();
+                assert_eq!(quota(m, &all, total, period), m, "m = {m}, total = {total}");
+                assert_eq!(split, m, "m = {m}, period = {period}");
+            }
         }
-        assert_eq!(quota(5, &[], 6), 0);
+        // A cap of 1 over 4 partitions reaches each partition once in 4 periods.
+        let turns: Vec<usize> = (0..4).map(|p| (0..4).map(|t| quota(1, &[p], 4, t)).sum()).collect();
+        assert_eq!(turns, [1, 1, 1, 1]);
+        assert_eq!(quota(5, &[], 6, 0), 0);
+    }
+
+    #[test]
+    fn out_of_date_time_matches_its_integral() {
+        for (age, rate) in [(1.0, 0.5), (10.0, 0.01), (3.0, 2.0), (5.0, 1e-9)] {
+            let steps = 100_000;
+            let du = age / steps as f64;
+            let integral: f64 =
+                (0..steps).map(|i| 1.0 - (-rate * (i as f64 + 0.5) * du).exp()).sum::<f64>() * du;
+            let closed = expected_out_of_date(age, rate);
+            assert!((closed - integral).abs() <= 1e-9 * age.max(1.0), "{age} {rate}: {closed} vs {integral}");
+        }
+        // A page that changes all the time is out of date for (almost) the whole age.
+        assert!((expected_out_of_date(4.0, 1e6) - 4.0).abs() < 1e-5);
+        assert_eq!(expected_out_of_date(0.0, 1.0), 0.0);
+        assert_eq!(expected_out_of_date(3.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn a_certain_change_gives_a_finite_rate() {
+        assert!(change_rate(None, 1.0).is_finite());
+        assert_eq!(change_rate(None, 0.0), 0.0);
+        assert_eq!(change_rate(Some(0.25), 0.9), 0.25);
+        assert!((change_rate(None, 0.5) - std::f64::consts::LN_2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nutch_intervals_shrink_on_change_and_grow_otherwise_within_bounds() {
+        assert!((nutch_interval(10.0, true, 1.0, 100.0) - 8.0).abs() < 1e-12);
+        assert!((nutch_interval(10.0, false, 1.0, 100.0) - 14.0).abs() < 1e-12);
+        assert_eq!(nutch_interval(1.1, true, 1.0, 100.0), 1.0);
+        assert_eq!(nutch_interval(90.0, false, 1.0, 100.0), 100.0);
+    }
+
+    #[test]
+    fn lambda_crawl_rates_spend_the_budget() {
+        let mut rates = HashMap::new();
+        rates.insert(0.5f64.to_bits(), 10);
+        rates.insert(0.05f64.to_bits(), 100);
+        rates.insert(0.0f64.to_bits(), 50);
+        let kappa = lambda_crawl_kappa(&rates, 20.0).unwrap();
+        let spent = 10.0 * lambda_crawl_rate(0.5, kappa) + 100.0 * lambda_crawl_rate(0.05, kappa);
+        assert!((spent - 20.0).abs() < 1e-6, "{spent}");
+        // Every changing page gets crawled, the faster-changing more often.
+        assert!(lambda_crawl_rate(0.5, kappa) > lambda_crawl_rate(0.05, kappa));
+        assert!(lambda_crawl_rate(0.05, kappa) > 0.0);
+        assert_eq!(lambda_crawl_rate(0.0, kappa), 0.0);
+        // When μ/λ is constant (one rate for all), ρ = R / n.
+        let one: HashMap<u64, u64> = HashMap::from([(0.3f64.to_bits(), 40)]);
+        let kappa = lambda_crawl_kappa(&one, 8.0).unwrap();
+        assert!((lambda_crawl_rate(0.3, kappa) - 0.2).abs() < 1e-9);
+        assert_eq!(lambda_crawl_kappa(&HashMap::from([(0.0f64.to_bits(), 3)]), 1.0), None);
+    }
+
+    proptest! {
+        #[test]
+        fn top_k_matches_a_full_sort(scores in proptest::collection::vec(0u8..8, 0..300), k in 0usize..60) {
+            let mut top = TopK::new(k);
+            for (key, &score) in scores.iter().enumerate() {
+                top.offer(f64::from(score), key);
+            }
+            let overflowed = top.overflowed();
+            let kept: Vec<(f64, usize)> = top.into_sorted().iter().map(|s| (s.score, s.key)).collect();
+            let mut all: Vec<(f64, usize)> =
+                scores.iter().enumerate().map(|(key, &score)| (f64::from(score), key)).collect();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            all.truncate(k);
+            prop_assert_eq!(kept, all);
+            prop_assert_eq!(overflowed, scores.len() > k);
+        }
     }
 }

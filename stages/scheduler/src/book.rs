@@ -1,0 +1,835 @@
+//! What the scheduler knows about each URL of a partition, laid out for tens of millions
+//! of URLs: the URL bytes once in an arena, a hash table of slot numbers over them, one
+//! fixed-size [`Page`] per slot, and the frontier's in-links as fingerprints in one
+//! chained list. Hosts are interned once per instance in [`Hosts`].
+//!
+//! A slot's number is its discovery order in the partition, which breadth-first
+//! discovery and the tie-breaks use. Pure: no Kafka; the stage, the `plan` command and the
+//! simulator share it.
+
+use std::collections::HashMap;
+
+use hashbrown::HashTable;
+use recrawl_schemas::{host_of, DiscoveredLinks, Format, Message, PageEstimate};
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::groups::{CrawlSchedule, HourRule};
+use crate::links::{LinkRules, Rejection};
+use crate::policy::nutch_interval;
+
+/// "No period": a page never estimated, downloaded or picked.
+pub const NONE: u32 = u32::MAX;
+/// In-links remembered per frontier URL; beyond this its in-degree saturates.
+pub const MAX_IN_LINKS: u32 = 1024;
+
+/// A period as stored: periods past u32 (136 years of one-second periods) saturate.
+pub fn period32(period: u64) -> u32 {
+    u32::try_from(period).unwrap_or(NONE - 1)
+}
+
+fn known(period: u32) -> Option<u64> {
+    (period != NONE).then_some(u64::from(period))
+}
+
+/// Per-URL scheduling state: 60 bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Page {
+    pub host: u32,
+    pub discovered: u32,
+    /// Period of the latest estimate applied; [`NONE`] while the URL is in the frontier.
+    pub last_estimate: u32,
+    pub last_download: u32,
+    pub last_pick: u32,
+    /// p_j: bytes of the latest download (saturating).
+    pub size: u32,
+    pub latency_ms: f32,
+    /// The estimator's probability of a change at the next comparison.
+    pub p_change: f32,
+    /// The estimator's probability that the next request downloads.
+    pub p_download: f32,
+    /// The estimator's Poisson change rate per period; NaN before any comparison.
+    pub change_rate: f32,
+    /// Nutch's adaptive fetch interval, periods.
+    pub interval: f32,
+    /// Distinct pages linking here while in the frontier.
+    pub in_degree: u32,
+    /// Head of the URL's in-link fingerprint chain, [`NONE`] when empty.
+    in_links: u32,
+    pub depth: u16,
+    dirty: bool,
+    pub schedule: Option<CrawlSchedule>,
+}
+
+impl Page {
+    pub fn is_frontier(&self) -> bool {
+        self.last_estimate == NONE
+    }
+
+    /// Picked and not yet answered by an estimate, within `pending_periods` after the
+    /// pick's period: picking it again would fetch it twice.
+    pub fn is_pending(&self, clock: u64, pending_periods: u32) -> bool {
+        self.last_pick != NONE
+            && (self.last_estimate == NONE || self.last_estimate < self.last_pick)
+            && clock <= u64::from(self.last_pick) + u64::from(pending_periods)
+    }
+
+    /// The latest period the page was downloaded or picked.
+    pub fn last_visit(&self) -> Option<u64> {
+        match (known(self.last_download), known(self.last_pick)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn last_download(&self) -> Option<u64> {
+        known(self.last_download)
+    }
+
+    pub fn estimated_change_rate(&self) -> Option<f64> {
+        (!self.change_rate.is_nan()).then_some(f64::from(self.change_rate))
+    }
+}
+
+/// Per-host knowledge, shared by an instance's partitions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostStats {
+    /// g_i: moving average of download milliseconds per byte; NaN before a sample.
+    pub ms_per_byte: f64,
+    /// Consecutive 429/503 answers; the back-off doubles with each.
+    pub backoff_level: u8,
+    /// The host gets no picks before this period.
+    pub backoff_until: u64,
+    /// robots.txt Crawl-delay, 0 when none is known.
+    pub crawl_delay_ms: u64,
+    /// URLs of the host this instance tracks or has in its frontier.
+    pub urls: u32,
+}
+
+impl Default for HostStats {
+    fn default() -> Self {
+        Self { ms_per_byte: f64::NAN, backoff_level: 0, backoff_until: 0, crawl_delay_ms: 0, urls: 0 }
+    }
+}
+
+/// How estimates update the tables.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BookSettings {
+    /// Weight of the newest latency sample in g_i.
+    pub response_time_smoothing: f64,
+    /// The longest back-off of a host answering 429/503, periods.
+    pub max_backoff_periods: u64,
+    pub nutch_initial_interval: f64,
+    pub nutch_min_interval: f64,
+    pub nutch_max_interval: f64,
+    /// Which of the refresh plan's hours the `groups` policy crawls at.
+    pub hour_rule: HourRule,
+}
+
+impl Default for BookSettings {
+    fn default() -> Self {
+        Self {
+            response_time_smoothing: 0.2,
+            max_backoff_periods: 64,
+            nutch_initial_interval: 5.0,
+            nutch_min_interval: 1.0,
+            nutch_max_interval: 1000.0,
+            hour_rule: HourRule::LeastWait,
+        }
+    }
+}
+
+/// Host names interned once per instance.
+#[derive(Debug, Default)]
+pub struct Hosts {
+    names: Vec<Box<str>>,
+    index: HashTable<u32>,
+    pub stats: Vec<HostStats>,
+}
+
+impl Hosts {
+    pub fn find(&self, name: &str) -> Option<u32> {
+        self.index.find(xxh3_64(name.as_bytes()), |&id| &*self.names[id as usize] == name).copied()
+    }
+
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.find(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.into());
+        self.stats.push(HostStats::default());
+        let names = &self.names;
+        self.index.insert_unique(xxh3_64(name.as_bytes()), id, |&id| xxh3_64(names[id as usize].as_bytes()));
+        id
+    }
+
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Folds one request's outcome into the host's response time and back-off.
+    fn observe(&mut self, id: u32, estimate: &PageEstimate, settings: &BookSettings) {
+        let stats = &mut self.stats[id as usize];
+        let request = &estimate.last_request;
+        if request.downloaded && request.size_bytes > 0 && request.latency_ms > 0.0 {
+            let sample = request.latency_ms / request.size_bytes as f64;
+            stats.ms_per_byte = if stats.ms_per_byte.is_nan() {
+                sample
+            } else {
+                let alpha = settings.response_time_smoothing;
+                (1.0 - alpha) * stats.ms_per_byte + alpha * sample
+            };
+        }
+        if let Some(delay) = request.crawl_delay_ms {
+            stats.crawl_delay_ms = delay;
+        }
+        if matches!(request.http_status, Some(429 | 503)) {
+            stats.backoff_level = stats.backoff_level.saturating_add(1).min(63);
+            let wait = (1u64 << stats.backoff_level).min(settings.max_backoff_periods.max(1));
+            stats.backoff_until = stats.backoff_until.max(request.period.saturating_add(1 + wait));
+        } else if request.downloaded {
+            stats.backoff_level = 0;
+        }
+    }
+}
+
+/// What an estimate did to the book.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The first estimate of the URL (it leaves the frontier or was unknown).
+    New,
+    Updated,
+    /// An estimate of a period already applied: nothing changed.
+    Replayed,
+}
+
+/// What a link did to the frontier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linked {
+    /// A new frontier URL.
+    Discovered,
+    /// One more distinct page links to a frontier URL.
+    InDegree,
+    /// The linking page was already counted (a refetch, or a replay).
+    Duplicate,
+    /// The URL is already tracked: in-degrees only rank the frontier.
+    Tracked,
+    /// The URL's in-degree is at [`MAX_IN_LINKS`].
+    Saturated,
+    Rejected(Rejection),
+}
+
+/// The changelog record of one URL (`state.scheduler`, keyed by URL). The host is the
+/// URL's; the slot orders the partition's URLs by discovery when they are restored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchedulerState {
+    pub slot: u32,
+    pub discovered: u32,
+    pub depth: u16,
+    pub last_estimate: Option<u32>,
+    pub last_download: Option<u32>,
+    pub last_pick: Option<u32>,
+    pub size: u32,
+    pub latency_ms: f32,
+    pub p_change: f32,
+    pub p_download: f32,
+    pub change_rate: Option<f32>,
+    pub interval: f32,
+    pub schedule: Option<CrawlSchedule>,
+    /// Fingerprints of the pages linking here, while in the frontier.
+    pub in_links: Vec<u32>,
+}
+
+impl Message for SchedulerState {
+    const NAME: &'static str = "SchedulerState";
+    const FORMAT: Format = Format::Bincode;
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InLink {
+    fingerprint: u32,
+    next: u32,
+}
+
+/// One partition's URLs.
+#[derive(Debug, Default)]
+pub struct Book {
+    url_bytes: Vec<u8>,
+    /// End of slot i's URL in `url_bytes`; it starts where slot i − 1's ends.
+    url_ends: Vec<u32>,
+    index: HashTable<u32>,
+    pages: Vec<Page>,
+    in_links: Vec<InLink>,
+    /// Chain entries of URLs that left the frontier, reclaimed by compaction.
+    dead_in_links: usize,
+    frontier: usize,
+    dirty: Vec<u32>,
+}
+
+/// A partition's URL bytes past 4 GiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a partition's URLs exceed 4 GiB; use more partitions")]
+pub struct BookFull;
+
+/// 32 bits of a linking page's key (`url_key`, hex xxh3) or of its URL.
+fn fingerprint(source: Option<&str>) -> u32 {
+    match source {
+        None => 0,
+        Some(key) => u64::from_str_radix(key, 16).unwrap_or_else(|_| xxh3_64(key.as_bytes())) as u32,
+    }
+}
+
+impl Book {
+    pub fn len(&self) -> usize {
+        self.pages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+
+    /// URLs linked to but not yet fetched.
+    pub fn frontier_len(&self) -> usize {
+        self.frontier
+    }
+
+    pub fn pages(&self) -> &[Page] {
+        &self.pages
+    }
+
+    pub fn page(&self, slot: u32) -> &Page {
+        &self.pages[slot as usize]
+    }
+
+    pub fn url(&self, slot: u32) -> &str {
+        let end = self.url_ends[slot as usize] as usize;
+        let start = if slot == 0 { 0 } else { self.url_ends[slot as usize - 1] as usize };
+        // Only whole `&str`s are appended, so every slot's range is valid UTF-8.
+        std::str::from_utf8(&self.url_bytes[start..end]).unwrap_or_default()
+    }
+
+    pub fn find(&self, url: &str) -> Option<u32> {
+        self.index.find(xxh3_64(url.as_bytes()), |&slot| self.url(slot) == url).copied()
+    }
+
+    /// Heap bytes held, for the memory figures: capacities, not lengths.
+    pub fn heap_bytes(&self) -> usize {
+        self.url_bytes.capacity()
+            + self.url_ends.capacity() * 4
+            + self.index.capacity() * 5
+            + self.pages.capacity() * std::mem::size_of::<Page>()
+            + self.in_links.capacity() * std::mem::size_of::<InLink>()
+            + self.dirty.capacity() * 4
+    }
+
+    /// Appends a URL the book does not hold.
+    fn insert(&mut self, url: &str, page: Page) -> Result<u32, BookFull> {
+        let end = u32::try_from(self.url_bytes.len() + url.len()).map_err(|_| BookFull)?;
+        let slot = self.pages.len() as u32;
+        self.url_bytes.extend_from_slice(url.as_bytes());
+        self.url_ends.push(end);
+        self.pages.push(page);
+        if page.is_frontier() {
+            self.frontier += 1;
+        }
+        let (bytes, ends) = (&self.url_bytes, &self.url_ends);
+        self.index.insert_unique(xxh3_64(url.as_bytes()), slot, |&slot| {
+            let end = ends[slot as usize] as usize;
+            let start = if slot == 0 { 0 } else { ends[slot as usize - 1] as usize };
+            xxh3_64(&bytes[start..end])
+        });
+        Ok(slot)
+    }
+
+    fn new_page(host: u32, discovered: u64, depth: u32, settings: &BookSettings) -> Page {
+        Page {
+            host,
+            discovered: period32(discovered),
+            last_estimate: NONE,
+            last_download: NONE,
+            last_pick: NONE,
+            size: 0,
+            latency_ms: 0.0,
+            p_change: 0.5,
+            p_download: 1.0,
+            change_rate: f32::NAN,
+            interval: settings.nutch_initial_interval as f32,
+            in_degree: 0,
+            in_links: NONE,
+            depth: u16::try_from(depth).unwrap_or(u16::MAX),
+            dirty: false,
+            schedule: None,
+        }
+    }
+
+    fn mark_dirty(&mut self, slot: u32) {
+        let page = &mut self.pages[slot as usize];
+        if !page.dirty {
+            page.dirty = true;
+            self.dirty.push(slot);
+        }
+    }
+
+    /// Applies an estimate; replays of an applied period change nothing.
+    pub fn apply_estimate(
+        &mut self,
+        hosts: &mut Hosts,
+        estimate: &PageEstimate,
+        settings: &BookSettings,
+    ) -> Result<Applied, BookFull> {
+        let period = period32(estimate.period);
+        let slot = match self.find(&estimate.url) {
+            Some(slot) => slot,
+            None => {
+                let host = hosts.intern(&estimate.host);
+                hosts.stats[host as usize].urls += 1;
+                self.insert(&estimate.url, Self::new_page(host, estimate.period, 0, settings))?
+            }
+        };
+        let page = &mut self.pages[slot as usize];
+        if !page.is_frontier() && period <= page.last_estimate {
+            return Ok(Applied::Replayed);
+        }
+        let applied = if page.is_frontier() {
+            self.frontier -= 1;
+            self.dead_in_links += page.in_degree as usize;
+            page.in_links = NONE;
+            Applied::New
+        } else {
+            Applied::Updated
+        };
+        let request = &estimate.last_request;
+        page.last_estimate = period;
+        if request.downloaded {
+            page.last_download = period32(request.period);
+            page.size = u32::try_from(request.size_bytes).unwrap_or(u32::MAX);
+            page.latency_ms = request.latency_ms as f32;
+        }
+        page.p_change = estimate.changes_forecast.next as f32;
+        page.p_download = estimate.downloads.next as f32;
+        page.change_rate = estimate.change_rate.map_or(f32::NAN, |rate| rate as f32);
+        if let Some(changed) = request.changed {
+            page.interval = nutch_interval(
+                f64::from(page.interval),
+                changed,
+                settings.nutch_min_interval,
+                settings.nutch_max_interval,
+            ) as f32;
+        }
+        page.schedule = CrawlSchedule::from_plan(&estimate.refresh, settings.hour_rule);
+        let host = page.host;
+        hosts.observe(host, estimate, settings);
+        self.mark_dirty(slot);
+        self.compact_in_links();
+        Ok(applied)
+    }
+
+    /// Adds a tracked URL from known figures rather than an estimate: the `plan`
+    /// command's input, the benches and the simulator.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_tracked(
+        &mut self,
+        hosts: &mut Hosts,
+        url: &str,
+        host: &str,
+        last_download: u64,
+        size: u32,
+        p_change: f64,
+        p_download: f64,
+        change_rate: Option<f64>,
+    ) -> Result<u32, BookFull> {
+        let host = hosts.intern(host);
+        hosts.stats[host as usize].urls += 1;
+        let mut page = Self::new_page(host, 0, 0, &BookSettings::default());
+        page.last_estimate = period32(last_download);
+        page.last_download = period32(last_download);
+        page.size = size;
+        page.p_change = p_change as f32;
+        page.p_download = p_download as f32;
+        page.change_rate = change_rate.map_or(f32::NAN, |rate| rate as f32);
+        self.insert(url, page)
+    }
+
+    /// Counts a link into the frontier. Seeds (no source) skip the link rules.
+    pub fn apply_link(
+        &mut self,
+        hosts: &mut Hosts,
+        link: &DiscoveredLinks,
+        rules: &LinkRules,
+        site_cap: u32,
+        settings: &BookSettings,
+    ) -> Result<Linked, BookFull> {
+        let source = fingerprint(link.source_key.as_deref().or(link.source_url.as_deref()));
+        let slot = match self.find(&link.url) {
+            Some(slot) => slot,
+            None => {
+                if link.source_url.is_some() {
+                    if let Err(rejection) = rules.check(&link.url, link.depth) {
+                        return Ok(Linked::Rejected(rejection));
+                    }
+                }
+                let host = hosts.intern(&link.host);
+                if hosts.stats[host as usize].urls >= site_cap {
+                    return Ok(Linked::Rejected(Rejection::SiteCap));
+                }
+                hosts.stats[host as usize].urls += 1;
+                let mut page = Self::new_page(host, link.period, link.depth, settings);
+                page.in_degree = 1;
+                page.in_links = self.push_in_link(source, NONE);
+                let slot = self.insert(&link.url, page)?;
+                self.mark_dirty(slot);
+                return Ok(Linked::Discovered);
+            }
+        };
+        let page = self.pages[slot as usize];
+        if !page.is_frontier() {
+            return Ok(Linked::Tracked);
+        }
+        let mut cursor = page.in_links;
+        while cursor != NONE {
+            let entry = self.in_links[cursor as usize];
+            if entry.fingerprint == source {
+                return Ok(Linked::Duplicate);
+            }
+            cursor = entry.next;
+        }
+        if page.in_degree >= MAX_IN_LINKS {
+            return Ok(Linked::Saturated);
+        }
+        let head = self.push_in_link(source, page.in_links);
+        let page = &mut self.pages[slot as usize];
+        page.in_links = head;
+        page.in_degree += 1;
+        page.depth = page.depth.min(u16::try_from(link.depth).unwrap_or(u16::MAX));
+        self.mark_dirty(slot);
+        Ok(Linked::InDegree)
+    }
+
+    fn push_in_link(&mut self, fingerprint: u32, next: u32) -> u32 {
+        self.in_links.push(InLink { fingerprint, next });
+        (self.in_links.len() - 1) as u32
+    }
+
+    fn in_link_fingerprints(&self, page: &Page) -> Vec<u32> {
+        let mut fingerprints = Vec::with_capacity(page.in_degree as usize);
+        let mut cursor = page.in_links;
+        while cursor != NONE {
+            let entry = self.in_links[cursor as usize];
+            fingerprints.push(entry.fingerprint);
+            cursor = entry.next;
+        }
+        fingerprints.reverse();
+        fingerprints
+    }
+
+    /// Rebuilds the in-link chains once most entries belong to URLs that left the
+    /// frontier, so the list stays proportional to the frontier.
+    fn compact_in_links(&mut self) {
+        if self.dead_in_links < 1024 || self.dead_in_links * 2 < self.in_links.len() {
+            return;
+        }
+        let old = std::mem::take(&mut self.in_links);
+        for slot in 0..self.pages.len() {
+            let mut cursor = self.pages[slot].in_links;
+            let mut chain = Vec::new();
+            while cursor != NONE {
+                chain.push(old[cursor as usize].fingerprint);
+                cursor = old[cursor as usize].next;
+            }
+            let mut head = NONE;
+            for &fingerprint in chain.iter().rev() {
+                head = self.push_in_link(fingerprint, head);
+            }
+            self.pages[slot].in_links = head;
+        }
+        self.dead_in_links = 0;
+    }
+
+    /// Records that `slot` was picked in `period`.
+    pub fn picked(&mut self, slot: u32, period: u64) {
+        self.pages[slot as usize].last_pick = period32(period);
+        self.mark_dirty(slot);
+    }
+
+    /// The changelog records of the URLs changed since the last call.
+    pub fn take_dirty(&mut self) -> Vec<(String, SchedulerState)> {
+        let dirty = std::mem::take(&mut self.dirty);
+        dirty
+            .into_iter()
+            .map(|slot| {
+                self.pages[slot as usize].dirty = false;
+                (self.url(slot).to_owned(), self.record(slot))
+            })
+            .collect()
+    }
+
+    pub fn record(&self, slot: u32) -> SchedulerState {
+        let page = &self.pages[slot as usize];
+        let optional = |period: u32| (period != NONE).then_some(period);
+        SchedulerState {
+            slot,
+            discovered: page.discovered,
+            depth: page.depth,
+            last_estimate: optional(page.last_estimate),
+            last_download: optional(page.last_download),
+            last_pick: optional(page.last_pick),
+            size: page.size,
+            latency_ms: page.latency_ms,
+            p_change: page.p_change,
+            p_download: page.p_download,
+            change_rate: (!page.change_rate.is_nan()).then_some(page.change_rate),
+            interval: page.interval,
+            schedule: page.schedule,
+            in_links: self.in_link_fingerprints(page),
+        }
+    }
+
+    /// Rebuilds a partition from its changelog records, in discovery order. Records
+    /// whose URL has no host are skipped and counted.
+    pub fn restore(
+        records: HashMap<String, SchedulerState>,
+        hosts: &mut Hosts,
+    ) -> Result<(Book, usize), BookFull> {
+        let mut records: Vec<(String, SchedulerState)> = records.into_iter().collect();
+        records.sort_unstable_by_key(|(_, state)| state.slot);
+        let mut book = Book::default();
+        let mut skipped = 0;
+        for (url, state) in records {
+            let Ok(host_name) = host_of(&url) else {
+                skipped += 1;
+                continue;
+            };
+            let host = hosts.intern(&host_name);
+            hosts.stats[host as usize].urls += 1;
+            let mut head = NONE;
+            if state.last_estimate.is_none() {
+                for &fingerprint in &state.in_links {
+                    head = book.push_in_link(fingerprint, head);
+                }
+            }
+            let page = Page {
+                host,
+                discovered: state.discovered,
+                last_estimate: state.last_estimate.unwrap_or(NONE),
+                last_download: state.last_download.unwrap_or(NONE),
+                last_pick: state.last_pick.unwrap_or(NONE),
+                size: state.size,
+                latency_ms: state.latency_ms,
+                p_change: state.p_change,
+                p_download: state.p_download,
+                change_rate: state.change_rate.unwrap_or(f32::NAN),
+                interval: state.interval,
+                in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
+                in_links: head,
+                depth: state.depth,
+                dirty: false,
+                schedule: state.schedule,
+            };
+            book.insert(&url, page)?;
+            if page.last_download != NONE && page.size > 0 && page.latency_ms > 0.0 {
+                let stats = &mut hosts.stats[host as usize];
+                let sample = f64::from(page.latency_ms) / f64::from(page.size);
+                // Seeds g_i with the pages' latest samples until new estimates arrive.
+                stats.ms_per_byte =
+                    if stats.ms_per_byte.is_nan() { sample } else { 0.8 * stats.ms_per_byte + 0.2 * sample };
+            }
+        }
+        Ok((book, skipped))
+    }
+
+    /// Forgets the partition's share of the host counts (on revocation).
+    pub fn release(&self, hosts: &mut Hosts) {
+        for page in &self.pages {
+            let stats = &mut hosts.stats[page.host as usize];
+            stats.urls = stats.urls.saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use recrawl_schemas::{url_key, Forecast, ForecastModel, ForecastPrior, LastRequest, RefreshPlan};
+
+    pub(crate) fn estimate(url: &str, period: u64, downloaded: bool, changed: Option<bool>) -> PageEstimate {
+        let forecast = |next: f64| Forecast {
+            yes: 0,
+            no: 0,
+            probabilities: vec![1.0 - next, next],
+            next,
+            prior: ForecastPrior::Uniform,
+        };
+        PageEstimate {
+            url: url.to_owned(),
+            url_key: url_key(url),
+            host: host_of(url).unwrap(),
+            group: "g".into(),
+            period,
+            last_request: LastRequest {
+                period,
+                downloaded,
+                changed,
+                size_bytes: 1000,
+                update_size: None,
+                latency_ms: 50.0,
+                fetched_at_ms: 0,
+                http_status: Some(if downloaded { 200 } else { 500 }),
+                crawl_delay_ms: None,
+            },
+            crawls: period + 1,
+            first_request_period: 0,
+            requests: 1,
+            successes: u64::from(downloaded),
+            failures: u64::from(!downloaded),
+            comparisons: 0,
+            changes: 0,
+            request_rate: None,
+            download_rate: None,
+            download_recall: None,
+            modification_rate: None,
+            change_recall: None,
+            download_eligible: false,
+            change_eligible: false,
+            model: ForecastModel::Paper,
+            downloads: forecast(0.9),
+            changes_forecast: forecast(0.3),
+            change_rate: Some(0.25),
+            refresh: RefreshPlan {
+                weekly_change_rate: 7.0,
+                group16: "G7".into(),
+                group6: "G7".into(),
+                crawls_per_week: 7.0,
+                paper_hour: Some(0),
+                weekdays: (0..7).collect(),
+                min_wait_hour: Some(3),
+                min_wait_slot: Some(3),
+            },
+        }
+    }
+
+    pub(crate) fn link(url: &str, source: Option<&str>, period: u64, depth: u32) -> DiscoveredLinks {
+        DiscoveredLinks {
+            url: url.to_owned(),
+            url_key: url_key(url),
+            host: host_of(url).unwrap(),
+            source_url: source.map(str::to_owned),
+            source_key: source.map(url_key),
+            occurrences: 1,
+            period,
+            depth,
+        }
+    }
+
+    #[test]
+    fn a_page_fits_the_memory_budget() {
+        assert!(std::mem::size_of::<Page>() <= 64, "{}", std::mem::size_of::<Page>());
+    }
+
+    #[test]
+    fn each_linking_page_counts_once_and_in_degrees_stop_at_tracked_urls() {
+        let (mut book, mut hosts, rules, settings) =
+            (Book::default(), Hosts::default(), LinkRules::default(), BookSettings::default());
+        let add = |book: &mut Book, hosts: &mut Hosts, url: &str, source: &str| {
+            book.apply_link(hosts, &link(url, Some(source), 1, 1), &rules, 100, &settings).unwrap()
+        };
+        assert_eq!(add(&mut book, &mut hosts, "http://h/x.html", "http://h/a"), Linked::Discovered);
+        assert_eq!(add(&mut book, &mut hosts, "http://h/x.html", "http://h/b"), Linked::InDegree);
+        assert_eq!(add(&mut book, &mut hosts, "http://h/x.html", "http://h/a"), Linked::Duplicate);
+        assert_eq!(
+            add(&mut book, &mut hosts, "http://h/pic.png", "http://h/a"),
+            Linked::Rejected(Rejection::Extension)
+        );
+        let slot = book.find("http://h/x.html").unwrap();
+        assert_eq!(book.page(slot).in_degree, 2);
+        assert_eq!(book.frontier_len(), 1);
+        assert_eq!(book.record(slot).in_links.len(), 2);
+        book.apply_estimate(&mut hosts, &estimate("http://h/x.html", 2, true, None), &settings).unwrap();
+        assert_eq!(book.frontier_len(), 0);
+        assert_eq!(add(&mut book, &mut hosts, "http://h/x.html", "http://h/c"), Linked::Tracked);
+    }
+
+    #[test]
+    fn the_site_cap_bounds_a_hosts_urls() {
+        let (mut book, mut hosts, rules, settings) =
+            (Book::default(), Hosts::default(), LinkRules::default(), BookSettings::default());
+        let outcomes: Vec<Linked> = (0..4)
+            .map(|i| {
+                let page = link(&format!("http://h/{i}.html"), Some("http://h/"), 1, 1);
+                book.apply_link(&mut hosts, &page, &rules, 3, &settings).unwrap()
+            })
+            .collect();
+        assert_eq!(outcomes[2], Linked::Discovered);
+        assert_eq!(outcomes[3], Linked::Rejected(Rejection::SiteCap));
+    }
+
+    #[test]
+    fn replayed_estimates_change_nothing() {
+        let (mut book, mut hosts, settings) = (Book::default(), Hosts::default(), BookSettings::default());
+        let first = estimate("http://h/a", 4, true, Some(true));
+        assert_eq!(book.apply_estimate(&mut hosts, &first, &settings), Ok(Applied::New));
+        let before = book.record(0);
+        assert_eq!(book.take_dirty().len(), 1);
+        assert_eq!(book.apply_estimate(&mut hosts, &first, &settings), Ok(Applied::Replayed));
+        let older = estimate("http://h/a", 3, false, None);
+        assert_eq!(book.apply_estimate(&mut hosts, &older, &settings), Ok(Applied::Replayed));
+        assert_eq!(book.record(0), before);
+        assert!(book.take_dirty().is_empty());
+        assert_eq!(before.last_download, Some(4));
+        assert_eq!(before.interval, 4.0, "a change shortens Nutch's interval by 20 %");
+    }
+
+    #[test]
+    fn throttled_hosts_back_off_doubling_up_to_the_cap() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        let settings = BookSettings { max_backoff_periods: 8, ..BookSettings::default() };
+        let mut until = Vec::new();
+        for period in 1..=5 {
+            let mut throttled = estimate("http://h/a", period, false, None);
+            throttled.last_request.http_status = Some(429);
+            book.apply_estimate(&mut hosts, &throttled, &settings).unwrap();
+            until.push(hosts.stats[0].backoff_until - period - 1);
+        }
+        assert_eq!(until, [2, 4, 8, 8, 8]);
+        book.apply_estimate(&mut hosts, &estimate("http://h/a", 6, true, None), &settings).unwrap();
+        assert_eq!(hosts.stats[0].backoff_level, 0);
+    }
+
+    #[test]
+    fn a_restored_book_equals_the_original() {
+        let (mut book, mut hosts, rules, settings) =
+            (Book::default(), Hosts::default(), LinkRules::default(), BookSettings::default());
+        for i in 0..50 {
+            let url = format!("http://h{}/p{i}.html", i % 3);
+            book.apply_link(&mut hosts, &link(&url, Some("http://s/"), 1, 2), &rules, 100, &settings)
+                .unwrap();
+            book.apply_link(&mut hosts, &link(&url, Some("http://t/"), 1, 1), &rules, 100, &settings)
+                .unwrap();
+            if i % 2 == 0 {
+                book.apply_estimate(&mut hosts, &estimate(&url, 3, i % 4 == 0, Some(true)), &settings)
+                    .unwrap();
+            }
+        }
+        book.picked(7, 5);
+        let records: HashMap<String, SchedulerState> = book.take_dirty().into_iter().collect();
+        assert_eq!(records.len(), 50);
+        let mut restored_hosts = Hosts::default();
+        let (restored, skipped) = Book::restore(records, &mut restored_hosts).unwrap();
+        assert_eq!(skipped, 0);
+        assert_eq!(restored.len(), book.len());
+        assert_eq!(restored.frontier_len(), 25);
+        for slot in 0..book.len() as u32 {
+            assert_eq!(restored.url(slot), book.url(slot));
+            assert_eq!(restored.record(slot), book.record(slot));
+        }
+        assert_eq!(restored_hosts.stats[0].urls, hosts.stats[0].urls);
+    }
+}

@@ -1,0 +1,881 @@
+//! Refresh-group crawl schedules (`spec/refresh-groups.md`): when a URL of a 6-group is
+//! due, under the paper's crawl hour or the least-wait one, and the offline report of a
+//! whole grouping (assignment, weekly timetable, server load).
+//!
+//! Pure code on top of `recrawl_estimator::refresh`: the scheduler stage's `groups` policy,
+//! the `recrawl-scheduler groups` command and the simulator all call these functions, so
+//! the three cannot disagree on which URL is crawled when.
+//!
+//! Times are Unix milliseconds; weekdays and hours are local (UTC plus an offset in
+//! minutes), weekdays count from Monday = 0.
+
+use std::collections::BTreeMap;
+
+use recrawl_estimator::refresh::{
+    crawl_time, daily_load, ChangeHours, CrawlTime, CrawlTimeConfig, FrequencyGroup,
+};
+use recrawl_schemas::RefreshPlan;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use thiserror::Error;
+
+const MINUTE_MS: i64 = 60_000;
+const HOUR_MS: i64 = 60 * MINUTE_MS;
+const DAY_MS: i64 = 24 * HOUR_MS;
+const WEEK_MS: i64 = 7 * DAY_MS;
+/// Monday 1970-01-05T00:00, local: week 0. Counting weeks from a fixed Monday lets every
+/// scheduler instance agree on the even (and ≡ 0 mod 4) weeks without talking.
+const WEEK_ZERO_MS: i64 = 345_600_000;
+const EVERY_DAY: u8 = 0b111_1111;
+const SLOTS_PER_WEEK: u8 = 7 * 24;
+
+/// Short weekday names, Monday first.
+pub const WEEKDAY_NAMES: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+/// The six deployed groups; one byte where a [`FrequencyGroup`] takes two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Cycle {
+    TwiceDaily,
+    Daily,
+    ThriceWeekly,
+    Weekly,
+    Biweekly,
+    Fourweekly,
+}
+
+impl Cycle {
+    const ALL: [Cycle; 6] = [
+        Cycle::TwiceDaily,
+        Cycle::Daily,
+        Cycle::ThriceWeekly,
+        Cycle::Weekly,
+        Cycle::Biweekly,
+        Cycle::Fourweekly,
+    ];
+
+    fn of(group: FrequencyGroup) -> Cycle {
+        match group.six() {
+            FrequencyGroup::Weekly(14) => Cycle::TwiceDaily,
+            FrequencyGroup::Weekly(7) => Cycle::Daily,
+            FrequencyGroup::Weekly(3) => Cycle::ThriceWeekly,
+            FrequencyGroup::Weekly(_) => Cycle::Weekly,
+            FrequencyGroup::Biweekly => Cycle::Biweekly,
+            FrequencyGroup::Fourweekly => Cycle::Fourweekly,
+        }
+    }
+
+    fn group(self) -> FrequencyGroup {
+        match self {
+            Cycle::TwiceDaily => FrequencyGroup::Weekly(14),
+            Cycle::Daily => FrequencyGroup::Weekly(7),
+            Cycle::ThriceWeekly => FrequencyGroup::Weekly(3),
+            Cycle::Weekly => FrequencyGroup::Weekly(1),
+            Cycle::Biweekly => FrequencyGroup::Biweekly,
+            Cycle::Fourweekly => FrequencyGroup::Fourweekly,
+        }
+    }
+
+    fn every_weeks(self) -> u8 {
+        match self {
+            Cycle::Biweekly => 2,
+            Cycle::Fourweekly => 4,
+            _ => 1,
+        }
+    }
+
+    fn is_daily(self) -> bool {
+        matches!(self, Cycle::TwiceDaily | Cycle::Daily)
+    }
+}
+
+/// Which hour (and, for weekly and rarer groups, which weekday) to crawl at (spec §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HourRule {
+    /// The paper's rule: midnight after daytime changes, noon after night-time ones.
+    #[default]
+    Paper,
+    /// The slot that leaves the observed changes least time unfetched.
+    LeastWait,
+}
+
+/// A URL's crawl schedule under the `groups` policy: its 6-group, crawl weekdays and local
+/// hour, in three bytes (it sits in the scheduler's per-URL record).
+///
+/// Scheduled instants: `G14` every day at `hour` and `hour + 12` (mod 24), `G7` every day
+/// at `hour`, `G3` at `hour` on each of its weekdays, `G1` on its weekday at `hour`, `2G1`
+/// likewise in even weeks only and `4G1` in weeks ≡ 0 mod 4, weeks counted in local time
+/// from Monday 1970-01-05.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CrawlSchedule {
+    cycle: Cycle,
+    /// Bit `d` set: crawl on weekday `d`. Never 0.
+    weekdays: u8,
+    /// Local hour, 0..24.
+    hour: u8,
+}
+
+impl CrawlSchedule {
+    /// The schedule of `group` (taken to its 6-group) at local `hour` (mod 24).
+    ///
+    /// Daily groups crawl every day whatever `weekdays` says; `G3` crawls on every listed
+    /// weekday, the weekly and rarer groups on the first one. Weekdays of 7 or more are
+    /// ignored; with none left, the default [`CrawlTimeConfig`]'s weekdays are used, so a
+    /// schedule always has a next crawl.
+    pub fn new(group: FrequencyGroup, weekdays: &[u8], hour: u8) -> Self {
+        let cycle = Cycle::of(group);
+        let mut mask = weekday_mask(cycle, weekdays);
+        if mask == 0 {
+            let defaults = crawl_time(&ChangeHours::default(), group, &CrawlTimeConfig::default()).weekdays;
+            mask = weekday_mask(cycle, &defaults).max(1);
+        }
+        CrawlSchedule { cycle, weekdays: mask, hour: hour % 24 }
+    }
+
+    /// The `groups` policy's schedule of an estimator refresh plan; `None` when its `group6`
+    /// is not a group name. A plan does not carry the estimator's configuration, so a URL
+    /// with no changes seen crawls at the default [`CrawlTimeConfig`]'s day crawl hour.
+    pub fn from_plan(plan: &RefreshPlan, rule: HourRule) -> Option<CrawlSchedule> {
+        let group: FrequencyGroup = plan.group6.parse().ok()?;
+        let times = Times {
+            weekdays: &plan.weekdays,
+            paper_hour: plan.paper_hour,
+            min_wait_hour: plan.min_wait_hour,
+            min_wait_slot: plan.min_wait_slot,
+        };
+        Some(choose(group, &times, rule, CrawlTimeConfig::default().day_crawl_hour))
+    }
+
+    /// The schedule of a [`crawl_time`] result (for the simulator and the `groups`
+    /// report): as [`from_plan`](Self::from_plan) would make it from the plan built out of
+    /// `time`, except that a URL with no changes seen crawls at `config`'s day crawl hour.
+    pub fn from_crawl_time(
+        group: FrequencyGroup,
+        time: &CrawlTime,
+        rule: HourRule,
+        config: &CrawlTimeConfig,
+    ) -> CrawlSchedule {
+        let times = Times {
+            weekdays: &time.weekdays,
+            paper_hour: time.paper_hour,
+            min_wait_hour: time.min_wait_hour,
+            min_wait_slot: time.min_wait_slot,
+        };
+        choose(group, &times, rule, config.day_crawl_hour)
+    }
+
+    /// The 6-group.
+    pub fn group(self) -> FrequencyGroup {
+        self.cycle.group()
+    }
+
+    /// Crawl weekdays in ascending order, Monday = 0.
+    pub fn weekdays(self) -> Vec<u8> {
+        (0..7).filter(|&day| self.weekdays & 1 << day != 0).collect()
+    }
+
+    /// The first crawl hour of a crawl day (`G14` crawls again 12 hours later).
+    pub fn hour(self) -> u8 {
+        self.hour
+    }
+
+    /// Crawl hours of a crawl day, ascending: two for `G14`, one otherwise.
+    pub fn hours(self) -> Vec<u8> {
+        self.hours_of_day().collect()
+    }
+
+    /// 1, or 2 for `2G1` and 4 for `4G1`: the weeks between crawl weeks.
+    pub fn every_weeks(self) -> u8 {
+        self.cycle.every_weeks()
+    }
+
+    /// The latest scheduled crawl instant `t` with `after_ms < t <= now_ms`, or `None`:
+    /// a URL last crawled at `after_ms` is due at `now_ms` when this is `Some`.
+    pub fn latest_due(self, after_ms: i64, now_ms: i64, utc_offset_minutes: i32) -> Option<i64> {
+        if after_ms >= now_ms {
+            return None;
+        }
+        // i128 throughout: no input can overflow, and the answer is exact before clamping.
+        let (week_ms, offset_ms) = (i128::from(WEEK_MS), local_offset_ms(utc_offset_minutes));
+        let now = i128::from(now_ms) + offset_ms;
+        let period = i128::from(self.every_weeks());
+        let week = (now - i128::from(WEEK_ZERO_MS)).div_euclid(week_ms);
+        // The last crawl week at or before `now`, and the one before it: the latter holds
+        // the answer when `now` comes before the first crawl of the former.
+        let last = week - week.rem_euclid(period);
+        [last, last - period]
+            .into_iter()
+            .flat_map(|week| self.week_offsets().rev().map(move |offset| week * week_ms + offset))
+            .find(|&instant| instant <= now)
+            .map(|instant| instant - offset_ms)
+            .filter(|&instant| instant > i128::from(after_ms))
+            .and_then(|instant| i64::try_from(instant).ok())
+    }
+
+    /// The first scheduled instant strictly after `after_ms`; `i64::MAX` when that is too
+    /// late for an `i64`.
+    pub fn next_after(self, after_ms: i64, utc_offset_minutes: i32) -> i64 {
+        let (week_ms, offset_ms) = (i128::from(WEEK_MS), local_offset_ms(utc_offset_minutes));
+        let after = i128::from(after_ms) + offset_ms;
+        let period = i128::from(self.every_weeks());
+        let week = (after - i128::from(WEEK_ZERO_MS)).div_euclid(week_ms);
+        // The first crawl week at or after `after`, and the next: the latter's first crawl
+        // is in a later week, so it is after `after`.
+        let first = week + (-week).rem_euclid(period);
+        [first, first + period]
+            .into_iter()
+            .flat_map(|week| self.week_offsets().map(move |offset| week * week_ms + offset))
+            .find(|&instant| instant > after)
+            .and_then(|instant| i64::try_from(instant - offset_ms).ok())
+            .unwrap_or(i64::MAX)
+    }
+
+    fn hours_of_day(self) -> impl DoubleEndedIterator<Item = u8> + ExactSizeIterator {
+        let (crawls, other) = match self.cycle {
+            Cycle::TwiceDaily => (2, (self.hour + 12) % 24),
+            _ => (1, self.hour),
+        };
+        [self.hour.min(other), self.hour.max(other)].into_iter().take(crawls)
+    }
+
+    /// Scheduled instants of a crawl week as milliseconds after its local Monday 00:00 (of
+    /// week 0), ascending.
+    fn week_offsets(self) -> impl DoubleEndedIterator<Item = i128> {
+        let start = i128::from(WEEK_ZERO_MS);
+        (0..7u8).filter(move |&day| self.weekdays & 1 << day != 0).flat_map(move |day| {
+            self.hours_of_day().map(move |hour| {
+                start + i128::from(day) * i128::from(DAY_MS) + i128::from(hour) * i128::from(HOUR_MS)
+            })
+        })
+    }
+}
+
+fn local_offset_ms(utc_offset_minutes: i32) -> i128 {
+    i128::from(utc_offset_minutes) * i128::from(MINUTE_MS)
+}
+
+fn weekday_mask(cycle: Cycle, weekdays: &[u8]) -> u8 {
+    let mut valid = weekdays.iter().copied().filter(|&day| day < 7);
+    match cycle {
+        Cycle::TwiceDaily | Cycle::Daily => EVERY_DAY,
+        Cycle::ThriceWeekly => valid.fold(0, |mask, day| mask | 1 << day),
+        Cycle::Weekly | Cycle::Biweekly | Cycle::Fourweekly => valid.next().map_or(0, |day| 1 << day),
+    }
+}
+
+/// Stored form of a [`CrawlSchedule`]: readable in JSON, checked when read back.
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "CrawlSchedule", deny_unknown_fields)]
+struct StoredSchedule {
+    group: FrequencyGroup,
+    weekdays: u8,
+    hour: u8,
+}
+
+impl Serialize for CrawlSchedule {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StoredSchedule { group: self.group(), weekdays: self.weekdays, hour: self.hour }.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CrawlSchedule {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let stored = StoredSchedule::deserialize(deserializer)?;
+        if stored.weekdays == 0 || stored.weekdays > EVERY_DAY || stored.hour >= 24 {
+            return Err(serde::de::Error::custom(format_args!(
+                "invalid crawl schedule: weekday bits {:#b}, hour {}",
+                stored.weekdays, stored.hour
+            )));
+        }
+        let weekdays: Vec<u8> = (0..7).filter(|&day| stored.weekdays & 1 << day != 0).collect();
+        Ok(CrawlSchedule::new(stored.group, &weekdays, stored.hour))
+    }
+}
+
+/// The crawl-time fields shared by [`RefreshPlan`] and [`CrawlTime`].
+struct Times<'a> {
+    weekdays: &'a [u8],
+    paper_hour: Option<u8>,
+    min_wait_hour: Option<u8>,
+    min_wait_slot: Option<u8>,
+}
+
+/// Applies `rule`; `default_hour` stands in for an hour the history cannot give (no
+/// changes seen).
+fn choose(group: FrequencyGroup, times: &Times<'_>, rule: HourRule, default_hour: u8) -> CrawlSchedule {
+    let cycle = Cycle::of(group);
+    match rule {
+        HourRule::Paper => {
+            CrawlSchedule::new(group, times.weekdays, times.paper_hour.unwrap_or(default_hour))
+        }
+        HourRule::LeastWait => match times.min_wait_slot.filter(|&slot| slot < SLOTS_PER_WEEK) {
+            // Crawling once a week or less: the weekday is free too, so take the best slot.
+            Some(slot) if !cycle.is_daily() && cycle != Cycle::ThriceWeekly => {
+                CrawlSchedule::new(group, &[slot / 24], slot % 24)
+            }
+            _ => CrawlSchedule::new(group, times.weekdays, times.min_wait_hour.unwrap_or(default_hour)),
+        },
+    }
+}
+
+/// Why a rates file cannot be read. Lines count from 1, blank ones included.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum GroupsError {
+    #[error("line {line}, column {column}: {reason}")]
+    Parse { line: usize, column: usize, reason: String },
+    #[error("line {line}: weekly_rate must be a finite number, not negative; got {rate}")]
+    Rate { line: usize, rate: f64 },
+    #[error("line {line}: hours must hold 24 counts, one per hour of the day; got {len}")]
+    Hours { line: usize, len: usize },
+}
+
+/// One line of a rates file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RatesLine {
+    url: String,
+    weekly_rate: f64,
+    /// Changes seen in each local hour of the day, 00 to 23.
+    hours: Option<Vec<u64>>,
+}
+
+/// The `groups` report: each URL's group and crawl time, the week's timetable and the
+/// load.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupsReport {
+    pub rule: HourRule,
+    /// In input order.
+    pub urls: Vec<UrlGroups>,
+    /// Monday to Sunday.
+    pub timetable: Vec<TimetableDay>,
+    pub load: Load,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UrlGroups {
+    pub url: String,
+    pub weekly_rate: f64,
+    pub group16: FrequencyGroup,
+    pub group6: FrequencyGroup,
+    /// Of `group6`.
+    pub crawls_per_week: f64,
+    /// Crawl weekdays, Monday = 0.
+    pub weekdays: Vec<u8>,
+    pub weekday_names: Vec<&'static str>,
+    /// Local crawl hour under the report's rule (`G14` crawls again 12 hours later).
+    /// Without `hours` in the input the paper gives no time of day; the URL still needs
+    /// one, so it crawls at the configured day crawl hour.
+    pub hour: u8,
+    /// Null without `hours`, or with no changes in them.
+    pub paper_hour: Option<u8>,
+    /// Null without `hours`, or with no changes in them.
+    pub min_wait_hour: Option<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimetableDay {
+    /// Monday = 0.
+    pub weekday: u8,
+    pub name: &'static str,
+    /// By hour, then by `every_weeks`.
+    pub crawls: Vec<TimetableCrawl>,
+}
+
+/// The URLs crawled on one weekday at one hour, in one of every `every_weeks` weeks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimetableCrawl {
+    pub hour: u8,
+    /// In input order.
+    pub urls: Vec<String>,
+    pub every_weeks: u8,
+}
+
+/// Server load (spec §4).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Load {
+    pub requests_per_day: f64,
+    /// Requests per day of crawling every URL daily: the number of URLs.
+    pub daily_baseline: u64,
+    /// `requests_per_day / daily_baseline`; 0 with no URLs.
+    pub share: f64,
+    /// URLs per 6-group, `G14` first.
+    pub groups: Vec<GroupCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupCount {
+    pub group: FrequencyGroup,
+    pub urls: u64,
+}
+
+/// The report of a rates file: JSON lines `{"url": …, "weekly_rate": …, "hours": [24
+/// counts]}`, `hours` optional, blank lines skipped.
+///
+/// The file gives hours of the day but not weekdays, so under [`HourRule::LeastWait`] the
+/// weekly and rarer groups keep `config`'s weekday and take the least-wait hour.
+pub fn groups_report(
+    input: &str,
+    config: &CrawlTimeConfig,
+    rule: HourRule,
+) -> Result<GroupsReport, GroupsError> {
+    let mut urls = Vec::new();
+    let mut timetable: BTreeMap<(u8, u8, u8), Vec<String>> = BTreeMap::new();
+    let mut per_cycle: BTreeMap<Cycle, u64> = Cycle::ALL.into_iter().map(|cycle| (cycle, 0)).collect();
+    for (index, text) in input.lines().enumerate() {
+        if text.trim().is_empty() {
+            continue;
+        }
+        let line = index + 1;
+        let entry: RatesLine = serde_json::from_str(text).map_err(|error| parse_error(line, &error))?;
+        if !entry.weekly_rate.is_finite() || entry.weekly_rate < 0.0 {
+            return Err(GroupsError::Rate { line, rate: entry.weekly_rate });
+        }
+        let hours = match &entry.hours {
+            None => ChangeHours::default(),
+            Some(counts) => hour_histogram(line, counts)?,
+        };
+        let group16 = FrequencyGroup::sixteen(entry.weekly_rate);
+        let group6 = group16.six();
+        // Every change was put on Monday: the weekday part of the least-wait slot is void.
+        let time = CrawlTime { min_wait_slot: None, ..crawl_time(&hours, group6, config) };
+        let schedule = CrawlSchedule::from_crawl_time(group6, &time, rule, config);
+        for day in schedule.weekdays() {
+            for hour in schedule.hours_of_day() {
+                timetable.entry((day, hour, schedule.every_weeks())).or_default().push(entry.url.clone());
+            }
+        }
+        *per_cycle.entry(schedule.cycle).or_default() += 1;
+        let weekdays = schedule.weekdays();
+        urls.push(UrlGroups {
+            weekday_names: weekdays.iter().map(|&day| WEEKDAY_NAMES[usize::from(day)]).collect(),
+            weekdays,
+            url: entry.url,
+            weekly_rate: entry.weekly_rate,
+            group16,
+            group6,
+            crawls_per_week: group6.crawls_per_week(),
+            hour: schedule.hour(),
+            paper_hour: time.paper_hour,
+            min_wait_hour: time.min_wait_hour,
+        });
+    }
+
+    let mut days: Vec<TimetableDay> = (0u8..)
+        .zip(WEEKDAY_NAMES)
+        .map(|(weekday, name)| TimetableDay { weekday, name, crawls: Vec::new() })
+        .collect();
+    for ((day, hour, every_weeks), urls) in timetable {
+        days[usize::from(day)].crawls.push(TimetableCrawl { hour, urls, every_weeks });
+    }
+
+    let groups: Vec<(FrequencyGroup, u64)> =
+        per_cycle.into_iter().map(|(cycle, urls)| (cycle.group(), urls)).collect();
+    let (requests_per_day, share) = daily_load(&groups);
+    let load = Load {
+        requests_per_day,
+        daily_baseline: groups.iter().map(|&(_, urls)| urls).sum(),
+        share,
+        groups: groups.into_iter().map(|(group, urls)| GroupCount { group, urls }).collect(),
+    };
+    Ok(GroupsReport { rule, urls, timetable: days, load })
+}
+
+/// serde_json's reason without its "at line 1 column N": each input line is parsed alone,
+/// so its line would be wrong.
+fn parse_error(line: usize, error: &serde_json::Error) -> GroupsError {
+    let message = error.to_string();
+    let location = format!(" at line {} column {}", error.line(), error.column());
+    let reason = message.strip_suffix(&location).unwrap_or(&message).to_owned();
+    GroupsError::Parse { line, column: error.column(), reason }
+}
+
+fn hour_histogram(line: usize, counts: &[u64]) -> Result<ChangeHours, GroupsError> {
+    let counts: &[u64; 24] = counts.try_into().map_err(|_| GroupsError::Hours { line, len: counts.len() })?;
+    Ok(ChangeHours::from_hour_counts(counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KST: i32 = 9 * 60;
+    /// 2026-11-02T00:00 in Seoul, a Monday of week 2965 (odd; ≡ 1 mod 4).
+    const MONDAY_KST: i64 = 1_793_577_600_000 - 9 * HOUR_MS;
+
+    fn at(day: i64, hour: i64) -> i64 {
+        MONDAY_KST + day * DAY_MS + hour * HOUR_MS
+    }
+
+    fn plan(group6: &str, weekdays: Vec<u8>, hours: [Option<u8>; 3]) -> RefreshPlan {
+        RefreshPlan {
+            weekly_change_rate: 1.0,
+            group16: group6.to_owned(),
+            group6: group6.to_owned(),
+            crawls_per_week: 1.0,
+            paper_hour: hours[0],
+            weekdays,
+            min_wait_hour: hours[1],
+            min_wait_slot: hours[2],
+        }
+    }
+
+    /// Table 3.3 of the paper with the rates of spec §2. u1's hours are its Table 3.4
+    /// rows (14 changes, 09:00 to 15:59); u10's is the one row the table shows.
+    fn table_3_3() -> String {
+        let mut u1 = [0u64; 24];
+        for (hour, changes) in [(9, 6), (10, 3), (11, 2), (13, 1), (14, 1), (15, 1)] {
+            u1[hour] = changes;
+        }
+        let mut u10 = [0u64; 24];
+        u10[11] = 1;
+        let rates = [
+            ("u1", 4.7),
+            ("u5", 3.3),
+            ("u3", 3.3),
+            ("u2", 2.7),
+            ("u4", 2.3),
+            ("u11", 2.3),
+            ("u10", 2.0),
+            ("u9", 1.0),
+            ("u8", 1.0),
+            ("u7", 1.0),
+            ("u6", 1.0),
+            ("u12", 1.0),
+            ("u15", 0.7),
+            ("u13", 0.3),
+            ("u14", 0.0),
+        ];
+        let mut lines = String::new();
+        for (url, rate) in rates {
+            let mut line = serde_json::json!({ "url": url, "weekly_rate": rate });
+            match url {
+                "u1" => line["hours"] = serde_json::json!(u1),
+                "u10" => line["hours"] = serde_json::json!(u10),
+                _ => {}
+            }
+            lines.push_str(&format!("{line}\n"));
+            if url == "u10" {
+                lines.push_str("  \n");
+            }
+        }
+        lines
+    }
+
+    fn names(urls: &[&str]) -> Vec<String> {
+        urls.iter().map(|&url| url.to_owned()).collect()
+    }
+
+    #[test]
+    fn the_paper_table_gets_the_paper_groups_and_timetable() {
+        use FrequencyGroup::{Biweekly, Fourweekly, Weekly};
+        let report = groups_report(&table_3_3(), &CrawlTimeConfig::default(), HourRule::Paper).unwrap();
+        let assigned: Vec<_> =
+            report.urls.iter().map(|url| (url.url.as_str(), url.group16, url.group6)).collect();
+        let g3 = ["u5", "u3", "u2", "u4", "u11", "u10"];
+        let g1 = ["u9", "u8", "u7", "u6", "u12", "u15"];
+        let mut expected = vec![("u1", Weekly(5), Weekly(7))];
+        expected.extend(
+            [("u5", 3), ("u3", 3), ("u2", 3), ("u4", 2), ("u11", 2), ("u10", 2)]
+                .map(|(url, crawls)| (url, Weekly(crawls), Weekly(3))),
+        );
+        expected.extend(g1.map(|url| (url, Weekly(1), Weekly(1))));
+        expected.extend([("u13", Biweekly, Biweekly), ("u14", Fourweekly, Fourweekly)]);
+        assert_eq!(assigned, expected);
+
+        let u1 = &report.urls[0];
+        assert_eq!((u1.paper_hour, u1.hour, u1.min_wait_hour), (Some(0), 0, Some(16)));
+        assert_eq!(u1.weekday_names, WEEKDAY_NAMES);
+        assert_eq!(report.urls[1].weekday_names, ["Mon", "Wed", "Fri"]);
+        let u14 = &report.urls[14];
+        assert_eq!((u14.paper_hour, u14.hour, u14.weekdays.as_slice()), (None, 0, &[5][..]));
+
+        let crawl =
+            |hour, urls: &[&str], every_weeks| TimetableCrawl { hour, urls: names(urls), every_weeks };
+        let u1_and_g3: Vec<&str> = ["u1"].into_iter().chain(g3).collect();
+        let u1_and_g1: Vec<&str> = ["u1"].into_iter().chain(g1).collect();
+        let days: Vec<_> =
+            report.timetable.iter().map(|day| (day.weekday, day.name, day.crawls.clone())).collect();
+        assert_eq!(
+            days,
+            [
+                (0, "Mon", vec![crawl(0, &u1_and_g3, 1)]),
+                (1, "Tue", vec![crawl(0, &["u1"], 1)]),
+                (2, "Wed", vec![crawl(0, &u1_and_g3, 1)]),
+                (3, "Thu", vec![crawl(0, &["u1"], 1)]),
+                (4, "Fri", vec![crawl(0, &u1_and_g3, 1)]),
+                (5, "Sat", vec![crawl(0, &u1_and_g1, 1), crawl(0, &["u13"], 2), crawl(0, &["u14"], 4)]),
+                (6, "Sun", vec![crawl(0, &["u1"], 1)]),
+            ]
+        );
+
+        // By hand: u1 7/7 a day, six G3 URLs 3/7, six G1 URLs 1/7, u13 0.5/7, u14 0.25/7:
+        // (7 + 18 + 6 + 0.5 + 0.25) / 7 = 31.75 / 7 ≈ 4.536 requests a day of 15 (30.2%).
+        let load = &report.load;
+        assert!((load.requests_per_day - 31.75 / 7.0).abs() < 1e-9, "{}", load.requests_per_day);
+        assert_eq!(load.daily_baseline, 15);
+        assert!((load.share - 31.75 / 7.0 / 15.0).abs() < 1e-9, "{}", load.share);
+        let counts: Vec<_> = load.groups.iter().map(|count| (count.group.to_string(), count.urls)).collect();
+        let expected = [("G14", 0), ("G7", 1), ("G3", 6), ("G1", 6), ("2G1", 1), ("4G1", 1)];
+        assert_eq!(counts, expected.map(|(group, urls)| (group.to_owned(), urls)));
+    }
+
+    #[test]
+    fn least_wait_moves_the_hour_after_the_busiest_changes() {
+        let report = groups_report(&table_3_3(), &CrawlTimeConfig::default(), HourRule::LeastWait).unwrap();
+        let hours: Vec<_> = report.urls.iter().map(|url| (url.url.as_str(), url.hour)).take(8).collect();
+        let expected =
+            [("u1", 16), ("u5", 0), ("u3", 0), ("u2", 0), ("u4", 0), ("u11", 0), ("u10", 12), ("u9", 0)];
+        assert_eq!(hours, expected);
+        // A rates file has no weekdays: the weekly groups stay on Saturday.
+        assert!(report.urls[7..].iter().all(|url| url.weekdays == [5]));
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["rule"], "least-wait");
+        assert_eq!(json["urls"][0]["group6"], "G7");
+    }
+
+    #[test]
+    fn night_changes_and_twice_daily_crawls_in_the_report() {
+        let mut night = [0u64; 24];
+        night[2] = 3;
+        night[20] = 1;
+        let input = format!(
+            "{}\n{}\n",
+            serde_json::json!({ "url": "owl", "weekly_rate": 7.0, "hours": night }),
+            serde_json::json!({ "url": "busy", "weekly_rate": 20.0, "hours": night }),
+        );
+        let report = groups_report(&input, &CrawlTimeConfig::default(), HourRule::Paper).unwrap();
+        assert_eq!((report.urls[0].paper_hour, report.urls[0].hour), (Some(12), 12));
+        assert_eq!(report.urls[1].group6, FrequencyGroup::Weekly(14));
+        for day in &report.timetable {
+            let crawls: Vec<_> = day.crawls.iter().map(|crawl| (crawl.hour, crawl.urls.clone())).collect();
+            assert_eq!(crawls, [(0, names(&["busy"])), (12, names(&["owl", "busy"]))], "{}", day.name);
+        }
+        assert!((report.load.requests_per_day - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn bad_lines_are_named() {
+        let config = CrawlTimeConfig::default();
+        let good = r#"{"url": "a", "weekly_rate": 1}"#;
+        let cases = [
+            (format!("{good}\n\n{{\"url\": \"b\"}}"), 3),
+            (format!("{good}\n{{\"url\": \"b\", \"weekly_rate\": -1}}"), 2),
+            (r#"{"url": "b", "weekly_rate": 1, "hours": [1, 2]}"#.to_owned(), 1),
+            (format!("{good}\n{good}\n{{\"url\": \"b\", \"weekly_rate\": 1, \"rate\": 2}}"), 3),
+            (format!("{{\"url\": \"b\", \"weekly_rate\": 1, \"hours\": [{}-1]}}", "0, ".repeat(23)), 1),
+            (format!("{{\"url\": \"b\", \"weekly_rate\": 1, \"hours\": [{}0.5]}}", "0, ".repeat(23)), 1),
+            ("not json".to_owned(), 1),
+            (format!("{good}\n{good}\n{good}\n{good}\n{{\"url\": \"b\", \"weekly_rate\": 1e999}}"), 5),
+        ];
+        for (input, line) in cases {
+            let error = groups_report(&input, &config, HourRule::Paper).unwrap_err();
+            let message = error.to_string();
+            assert!(message.starts_with(&format!("line {line}")), "{message}");
+            assert!(!message.contains("at line"), "{message}");
+        }
+        let error = groups_report("{\"url\": \"b\"}", &config, HourRule::Paper).unwrap_err();
+        assert_eq!(error.to_string(), "line 1, column 12: missing field `weekly_rate`");
+        let empty = groups_report("\n \n", &config, HourRule::Paper).unwrap();
+        assert!(empty.urls.is_empty());
+        assert_eq!((empty.load.requests_per_day, empty.load.daily_baseline, empty.load.share), (0.0, 0, 0.0));
+    }
+
+    #[test]
+    fn a_daily_crawl_follows_local_midnight() {
+        let daily = CrawlSchedule::new(FrequencyGroup::Weekly(5), &[], 0);
+        assert_eq!(daily.group(), FrequencyGroup::Weekly(7));
+        assert_eq!(daily.weekdays(), [0, 1, 2, 3, 4, 5, 6]);
+        // Midnight in Seoul is 15:00 UTC the day before.
+        assert_eq!(at(1, 0) % DAY_MS, 15 * HOUR_MS);
+        assert_eq!(daily.latest_due(at(0, 3), at(1, 10), KST), Some(at(1, 0)));
+        assert_eq!(daily.latest_due(at(1, 0), at(1, 10), KST), None);
+        assert_eq!(daily.latest_due(at(1, 0) - 1, at(1, 0), KST), Some(at(1, 0)));
+        assert_eq!(daily.latest_due(at(0, 3), at(5, 1), KST), Some(at(5, 0)));
+        assert_eq!(daily.next_after(at(1, 0), KST), at(2, 0));
+        assert_eq!(daily.next_after(at(1, 0) - 1, KST), at(1, 0));
+        assert_eq!(daily.next_after(at(4, 20), KST), at(5, 0));
+        assert_eq!(daily.latest_due(at(4, 20), at(6, 1), KST), Some(at(6, 0)));
+        // In UTC the same schedule crawls nine hours later.
+        assert_eq!(daily.next_after(at(1, 0), 0), at(1, 9));
+    }
+
+    #[test]
+    fn three_times_a_week_on_its_weekdays() {
+        let g3 = CrawlSchedule::new(FrequencyGroup::Weekly(3), &[0, 2, 4], 12);
+        assert_eq!(g3.weekdays(), [0, 2, 4]);
+        // Asked on Tuesday: Monday noon.
+        assert_eq!(g3.latest_due(at(-3, 0), at(1, 15), KST), Some(at(0, 12)));
+        assert_eq!(g3.next_after(at(1, 15), KST), at(2, 12));
+        assert_eq!(g3.next_after(at(4, 12), KST), at(7, 12));
+        // Asked on Sunday: Friday noon; nothing since Saturday.
+        assert_eq!(g3.latest_due(at(0, 0), at(6, 23), KST), Some(at(4, 12)));
+        assert_eq!(g3.latest_due(at(5, 0), at(6, 23), KST), None);
+    }
+
+    #[test]
+    fn twice_daily_crawls_both_half_days() {
+        let g14 = CrawlSchedule::new(FrequencyGroup::Weekly(12), &[3], 15);
+        assert_eq!((g14.group(), g14.hour(), g14.hours()), (FrequencyGroup::Weekly(14), 15, vec![3, 15]));
+        assert_eq!(g14.latest_due(at(0, 0), at(2, 10), KST), Some(at(2, 3)));
+        assert_eq!(g14.latest_due(at(0, 0), at(2, 20), KST), Some(at(2, 15)));
+        assert_eq!(g14.latest_due(at(2, 3), at(2, 14), KST), None);
+        assert_eq!(g14.next_after(at(2, 3), KST), at(2, 15));
+        assert_eq!(g14.next_after(at(2, 15), KST), at(3, 3));
+    }
+
+    #[test]
+    fn rare_groups_crawl_only_in_their_weeks() {
+        let biweekly = CrawlSchedule::new(FrequencyGroup::Biweekly, &[5, 0], 0);
+        let fourweekly = CrawlSchedule::new(FrequencyGroup::Fourweekly, &[5], 0);
+        assert_eq!((biweekly.weekdays(), biweekly.every_weeks()), (vec![5], 2));
+        // The week of MONDAY_KST is odd: its Saturday is skipped, the next one is taken.
+        assert_eq!(biweekly.next_after(at(0, 0), KST), at(12, 0));
+        assert_eq!(biweekly.latest_due(at(0, 0), at(11, 0), KST), None);
+        assert_eq!(biweekly.next_after(at(11, 20), KST), at(12, 0), "asked late in a week");
+        assert_eq!(biweekly.latest_due(at(0, 0), at(30, 0), KST), Some(at(26, 0)));
+        assert_eq!(biweekly.latest_due(at(-30, 0), at(11, 0), KST), Some(at(-2, 0)));
+        // Week 2965 ≡ 1 mod 4: the next crawl week is 2968.
+        assert_eq!(fourweekly.next_after(at(0, 0), KST), at(26, 0));
+        assert_eq!(fourweekly.next_after(at(26, 0), KST), at(54, 0));
+        assert_eq!(fourweekly.latest_due(at(-100, 0), at(25, 0), KST), Some(at(-2, 0)));
+        // Weeks count by floor division: week −2 (even) is a crawl week, week −1 is not.
+        let saturday_1969_12_27 = -5 * DAY_MS;
+        assert_eq!(biweekly.next_after(-10 * DAY_MS, 0), saturday_1969_12_27);
+        assert_eq!(biweekly.next_after(saturday_1969_12_27, 0), 9 * DAY_MS);
+        assert_eq!(fourweekly.next_after(-10 * DAY_MS, 0), 9 * DAY_MS);
+    }
+
+    #[test]
+    fn nothing_is_due_in_an_empty_interval() {
+        let daily = CrawlSchedule::new(FrequencyGroup::Weekly(7), &[], 0);
+        assert_eq!(daily.latest_due(at(3, 0), at(3, 0), KST), None);
+        assert_eq!(daily.latest_due(at(9, 0), at(3, 0), KST), None);
+    }
+
+    #[test]
+    fn extreme_times_and_offsets_do_not_panic() {
+        let times = [i64::MIN, i64::MIN + 1, -1, 0, 1, at(0, 0), i64::MAX - WEEK_MS, i64::MAX - 1, i64::MAX];
+        let offsets = [i32::MIN, -720, 0, KST, i32::MAX];
+        let groups = [
+            FrequencyGroup::Weekly(14),
+            FrequencyGroup::Weekly(7),
+            FrequencyGroup::Weekly(3),
+            FrequencyGroup::Weekly(1),
+            FrequencyGroup::Biweekly,
+            FrequencyGroup::Fourweekly,
+        ];
+        for group in groups {
+            let schedule = CrawlSchedule::new(group, &[6, 1], 23);
+            for offset in offsets {
+                for after in times {
+                    let next = schedule.next_after(after, offset);
+                    assert!(next > after || next == i64::MAX, "{group} {after} {offset}");
+                    for now in times {
+                        if let Some(due) = schedule.latest_due(after, now, offset) {
+                            assert!(after < due && due <= now, "{group} {after} {now} {offset}");
+                        }
+                    }
+                }
+            }
+        }
+        let daily = CrawlSchedule::new(FrequencyGroup::Weekly(7), &[], 0);
+        assert!(daily.latest_due(i64::MIN, i64::MAX, 0).is_some());
+        assert_eq!(daily.next_after(i64::MAX, 0), i64::MAX);
+    }
+
+    #[test]
+    fn latest_due_is_the_last_instant_next_after_reaches() {
+        // A fixed xorshift stream: reproducible without a dev-dependency.
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = move |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        let groups = [
+            FrequencyGroup::Weekly(14),
+            FrequencyGroup::Weekly(7),
+            FrequencyGroup::Weekly(3),
+            FrequencyGroup::Weekly(1),
+            FrequencyGroup::Biweekly,
+            FrequencyGroup::Fourweekly,
+        ];
+        for case in 0..3000 {
+            let group = groups[next(6) as usize];
+            let weekdays: Vec<u8> = (0..=next(4)).map(|_| next(8) as u8).collect();
+            let schedule = CrawlSchedule::new(group, &weekdays, next(26) as u8);
+            let offset = next(1681) as i32 - 840;
+            let after =
+                (next(40 * WEEK_MS as u64) as i64 - 20 * WEEK_MS) * if case % 2 == 0 { 1 } else { 1_000 };
+            let now = after + next(9 * WEEK_MS as u64) as i64 - WEEK_MS;
+            let mut expected = None;
+            let mut instant = after;
+            loop {
+                instant = schedule.next_after(instant, offset);
+                if instant > now {
+                    break;
+                }
+                expected = Some(instant);
+            }
+            assert_eq!(schedule.latest_due(after, now, offset), expected, "case {case}: {schedule:?}");
+        }
+    }
+
+    #[test]
+    fn plans_become_schedules_under_either_rule() {
+        let weekly = plan("G1", vec![5], [Some(12), Some(11), Some(2 * 24 + 11)]);
+        let paper = CrawlSchedule::from_plan(&weekly, HourRule::Paper).unwrap();
+        assert_eq!((paper.group(), paper.weekdays(), paper.hour()), (FrequencyGroup::Weekly(1), vec![5], 12));
+        let least = CrawlSchedule::from_plan(&weekly, HourRule::LeastWait).unwrap();
+        assert_eq!((least.weekdays(), least.hour()), (vec![2], 11));
+
+        let g3 = plan("G3", vec![0, 2, 4], [Some(0), Some(16), Some(6 * 24 + 16)]);
+        let least = CrawlSchedule::from_plan(&g3, HourRule::LeastWait).unwrap();
+        assert_eq!((least.weekdays(), least.hour()), (vec![0, 2, 4], 16));
+
+        let daily = plan("G7", (0..7).collect(), [Some(0), Some(16), Some(3)]);
+        let least = CrawlSchedule::from_plan(&daily, HourRule::LeastWait).unwrap();
+        assert_eq!((least.weekdays().len(), least.hour()), (7, 16));
+
+        let unseen = plan("4G1", vec![5], [None; 3]);
+        for rule in [HourRule::Paper, HourRule::LeastWait] {
+            let schedule = CrawlSchedule::from_plan(&unseen, rule).unwrap();
+            assert_eq!((schedule.weekdays(), schedule.hour(), schedule.every_weeks()), (vec![5], 0, 4));
+        }
+        let sixteen =
+            CrawlSchedule::from_plan(&plan("G5", vec![], [Some(12), None, None]), HourRule::Paper).unwrap();
+        assert_eq!((sixteen.group(), sixteen.hour()), (FrequencyGroup::Weekly(7), 12));
+        // An impossible slot falls back to the weekdays and least-wait hour.
+        let odd =
+            CrawlSchedule::from_plan(&plan("2G1", vec![5], [None, Some(7), Some(200)]), HourRule::LeastWait)
+                .unwrap();
+        assert_eq!((odd.weekdays(), odd.hour()), (vec![5], 7));
+        assert_eq!(CrawlSchedule::from_plan(&plan("G0", vec![5], [None; 3]), HourRule::Paper), None);
+    }
+
+    #[test]
+    fn schedules_are_small_and_always_have_a_crawl_day() {
+        assert_eq!(std::mem::size_of::<CrawlSchedule>(), 3);
+        assert_eq!(std::mem::size_of::<Option<CrawlSchedule>>(), 3);
+        let g3 = CrawlSchedule::new(FrequencyGroup::Weekly(2), &[9, 200], 30);
+        assert_eq!((g3.weekdays(), g3.hour()), (vec![0, 2, 4], 6));
+        let g1 = CrawlSchedule::new(FrequencyGroup::Weekly(1), &[], 3);
+        assert_eq!(g1.weekdays(), [5]);
+    }
+
+    #[test]
+    fn stored_schedules_read_back_checked() {
+        let g3 = CrawlSchedule::new(FrequencyGroup::Weekly(3), &[1, 3], 12);
+        let json = serde_json::to_string(&g3).unwrap();
+        assert_eq!(json, r#"{"group":"G3","weekdays":10,"hour":12}"#);
+        assert_eq!(serde_json::from_str::<CrawlSchedule>(&json).unwrap(), g3);
+        for bad in [
+            r#"{"group":"G3","weekdays":0,"hour":12}"#,
+            r#"{"group":"G3","weekdays":128,"hour":12}"#,
+            r#"{"group":"G3","weekdays":1,"hour":24}"#,
+            r#"{"group":"G99","weekdays":1,"hour":1}"#,
+        ] {
+            assert!(serde_json::from_str::<CrawlSchedule>(bad).is_err(), "{bad}");
+        }
+    }
+}

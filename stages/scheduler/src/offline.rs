@@ -1,0 +1,348 @@
+//! The offline commands: one period's picks for a list of pages (`plan`) and the refresh
+//! groups of a list of change rates (`groups`). They run the stage's own code; [`run`]
+//! returns the text to print.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use recrawl_estimator::refresh::CrawlTimeConfig;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::book::{Book, BookFull, Hosts};
+use crate::groups::{groups_report, GroupsError, HourRule};
+use crate::plan::{choose, PlanSettings};
+use crate::policy::{Horizon, Policy};
+
+#[derive(Debug, Subcommand)]
+pub enum Offline {
+    /// One period's picks for the pages of a JSON-lines file, as the stage would choose
+    /// them.
+    Plan(PlanArgs),
+    /// Refresh groups, crawl times, the weekly timetable and the load against daily
+    /// crawling, for the weekly change rates of a JSON-lines file.
+    Groups(GroupsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// JSON lines: url, host, size, staleness (whole periods), response_time (the host's
+    /// g_i in periods per unit of size), and optionally p_change, p_download and
+    /// change_rate (per period) for the change-aware policies.
+    #[arg(long)]
+    pub pages: PathBuf,
+    #[arg(long, value_enum)]
+    pub policy: Policy,
+    /// Picks to choose.
+    #[arg(long)]
+    pub m: usize,
+    /// T (a fixed horizon), or rolling:W.
+    #[arg(long, default_value = "rolling:10")]
+    pub horizon: Horizon,
+    /// t, the period the picks are for.
+    #[arg(long, default_value_t = 0)]
+    pub period: u64,
+    /// W, the weight of the download-time term.
+    #[arg(long, default_value_t = 1.0)]
+    pub cost_weight: f64,
+    /// At most this many picks per host; no cap by default.
+    #[arg(long)]
+    pub max_picks_per_host: Option<u32>,
+    /// `change-aware`: least predicted download probability of a pick.
+    #[arg(long, default_value_t = PlanSettings::default().min_download_probability, value_parser = recrawl_common::config::unit_interval)]
+    pub min_download_probability: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct GroupsArgs {
+    /// JSON lines: url, weekly_rate, and optionally hours (24 change counts, by local hour).
+    #[arg(long)]
+    pub rates: PathBuf,
+    /// Crawl at the paper's hour or at the hour that least delays the changes.
+    #[arg(long, value_enum, default_value_t = HourRule::Paper)]
+    pub hour_rule: HourRule,
+}
+
+#[derive(Debug, Error)]
+pub enum OfflineError {
+    #[error("{path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path} line {line}: {reason}")]
+    Line { path: String, line: usize, reason: String },
+    #[error("--cost-weight {0}: expected a finite number ≥ 0")]
+    CostWeight(f64),
+    #[error("--policy groups needs refresh plans; use the `groups` command")]
+    GroupsPolicy,
+    #[error(transparent)]
+    Full(#[from] BookFull),
+    #[error("{path}: {source}")]
+    Groups { path: String, source: GroupsError },
+}
+
+/// One line of `plan --pages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanPage {
+    url: String,
+    host: String,
+    size: f64,
+    staleness: f64,
+    response_time: f64,
+    #[serde(default = "half")]
+    p_change: f64,
+    #[serde(default = "one")]
+    p_download: f64,
+    #[serde(default)]
+    change_rate: Option<f64>,
+}
+
+fn half() -> f64 {
+    0.5
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Serialize)]
+struct PlanOutput {
+    policy: Policy,
+    m: usize,
+    period: u64,
+    picks: Vec<PlannedPick>,
+}
+
+#[derive(Debug, Serialize)]
+struct PlannedPick {
+    url: String,
+    host: String,
+    score: f64,
+}
+
+fn read(path: &Path) -> Result<String, OfflineError> {
+    std::fs::read_to_string(path)
+        .map_err(|source| OfflineError::Read { path: path.display().to_string(), source })
+}
+
+fn whole(value: f64, name: &str, max: f64) -> Result<f64, String> {
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= max {
+        Ok(value)
+    } else {
+        Err(format!("{name} {value}: expected a whole number from 0 to {max}"))
+    }
+}
+
+fn probability(value: f64, name: &str) -> Result<f64, String> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{name} {value}: expected a probability"))
+    }
+}
+
+/// `plan`: the pages go into one book in URL order, so the stage's tie-break (earlier
+/// slot first) breaks ties by URL. Staleness s becomes a download s + 1 periods before
+/// the clock; the period length is one unit, so size × response_time is the cost in
+/// periods and the `paper` score is exactly (T − t)·s − W·size·response_time.
+pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
+    if args.policy == Policy::Groups {
+        return Err(OfflineError::GroupsPolicy);
+    }
+    if !(args.cost_weight.is_finite() && args.cost_weight >= 0.0) {
+        return Err(OfflineError::CostWeight(args.cost_weight));
+    }
+    let path = args.pages.display().to_string();
+    let text = read(&args.pages)?;
+    let mut pages = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |reason: String| OfflineError::Line { path: path.clone(), line: index + 1, reason };
+        let page: PlanPage = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+        let checked = (|| {
+            whole(page.size, "size", f64::from(u32::MAX))?;
+            whole(page.staleness, "staleness", f64::from(u32::MAX / 2))?;
+            if !(page.response_time.is_finite() && page.response_time >= 0.0) {
+                return Err(format!("response_time {}: expected a number ≥ 0", page.response_time));
+            }
+            probability(page.p_change, "p_change")?;
+            probability(page.p_download, "p_download")?;
+            match page.change_rate {
+                Some(rate) if !(rate.is_finite() && rate >= 0.0) => {
+                    Err(format!("change_rate {rate}: expected a rate ≥ 0"))
+                }
+                _ => Ok(()),
+            }
+        })();
+        checked.map_err(bad)?;
+        pages.push((index + 1, page));
+    }
+    pages.sort_by(|a, b| a.1.url.cmp(&b.1.url));
+    let clock = pages.iter().map(|(_, p)| p.staleness as u64).max().unwrap_or(0) + 1;
+    let (mut book, mut hosts) = (Book::default(), Hosts::default());
+    let mut response_times: Vec<Option<f64>> = Vec::new();
+    for (line, page) in &pages {
+        let bad = |reason: String| OfflineError::Line { path: path.clone(), line: *line, reason };
+        if book.find(&page.url).is_some() {
+            return Err(bad(format!("{} appears twice", page.url)));
+        }
+        let last_download = clock - 1 - page.staleness as u64;
+        let slot = book.add_tracked(
+            &mut hosts,
+            &page.url,
+            &page.host,
+            last_download,
+            page.size as u32,
+            page.p_change,
+            page.p_download,
+            page.change_rate,
+        )?;
+        let host = book.page(slot).host as usize;
+        response_times.resize(hosts.len(), None);
+        match response_times[host] {
+            Some(known) if known != page.response_time => {
+                return Err(bad(format!(
+                    "response_time {} of host {} differs from an earlier line's {known}",
+                    page.response_time, page.host
+                )))
+            }
+            _ => response_times[host] = Some(page.response_time),
+        }
+        hosts.stats[host].ms_per_byte = page.response_time;
+    }
+    let settings = PlanSettings {
+        policy: args.policy,
+        cost_weight: args.cost_weight,
+        period_ms: 1,
+        discovery_share: 0.0,
+        min_download_probability: args.min_download_probability,
+        pending_periods: 0,
+        ..PlanSettings::default()
+    };
+    let caps = vec![args.max_picks_per_host.unwrap_or(u32::MAX); hosts.len()];
+    let remaining = args.horizon.remaining(args.period);
+    let choices = choose(&[&book], &hosts, clock, remaining, args.m, &caps, &settings);
+    let picks = choices
+        .iter()
+        .map(|choice| PlannedPick {
+            url: book.url(choice.slot).to_owned(),
+            host: hosts.name(book.page(choice.slot).host).to_owned(),
+            score: choice.score,
+        })
+        .collect();
+    let output = PlanOutput { policy: args.policy, m: args.m, period: args.period, picks };
+    Ok(serde_json::to_string_pretty(&output).unwrap_or_default() + "\n")
+}
+
+/// `groups`.
+pub fn groups(args: &GroupsArgs) -> Result<String, OfflineError> {
+    let text = read(&args.rates)?;
+    let report = groups_report(&text, &CrawlTimeConfig::default(), args.hour_rule)
+        .map_err(|source| OfflineError::Groups { path: args.rates.display().to_string(), source })?;
+    Ok(serde_json::to_string_pretty(&report).unwrap_or_default() + "\n")
+}
+
+pub fn run(command: &Offline) -> Result<String, OfflineError> {
+    match command {
+        Offline::Plan(args) => plan(args),
+        Offline::Groups(args) => groups(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_of(
+        lines: &str,
+        policy: Policy,
+        m: usize,
+        extra: impl FnOnce(&mut PlanArgs),
+    ) -> serde_json::Value {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = dir.path().join("pages.jsonl");
+        std::fs::write(&pages, lines).unwrap();
+        let mut args = PlanArgs {
+            pages,
+            policy,
+            m,
+            horizon: Horizon::Fixed(20),
+            period: 4,
+            cost_weight: 1.0,
+            max_picks_per_host: None,
+            min_download_probability: 0.1,
+        };
+        extra(&mut args);
+        serde_json::from_str(&plan(&args).unwrap()).unwrap()
+    }
+
+    fn picked(output: &serde_json::Value) -> Vec<(String, f64)> {
+        output["picks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["url"].as_str().unwrap().to_owned(), p["score"].as_f64().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn paper_scores_are_the_formula_and_ties_go_by_url() {
+        let lines = r#"{"url":"http://b/2","host":"b","size":300,"staleness":3,"response_time":0.01}
+{"url":"http://a/1","host":"a","size":100,"staleness":3,"response_time":0.02}
+
+{"url":"http://a/0","host":"a","size":100,"staleness":3,"response_time":0.02}
+{"url":"http://b/9","host":"b","size":100,"staleness":7,"response_time":0.01}
+"#;
+        let out = plan_of(lines, Policy::Paper, 3, |a| a.cost_weight = 2.0);
+        // (T − t)·s − W·size·rt with T = 20, t = 4, W = 2.
+        let expected =
+            [("http://b/9", 16.0 * 7.0 - 2.0), ("http://a/0", 48.0 - 4.0), ("http://a/1", 48.0 - 4.0)];
+        let got = picked(&out);
+        assert_eq!(got.len(), 3);
+        for ((url, score), (want_url, want)) in got.iter().zip(expected) {
+            assert_eq!(url, want_url);
+            assert!((score - want).abs() < 1e-9, "{url}: {score} vs {want}");
+        }
+        let capped = plan_of(lines, Policy::Paper, 3, |a| a.max_picks_per_host = Some(1));
+        let urls: Vec<String> = picked(&capped).into_iter().map(|p| p.0).collect();
+        assert_eq!(urls, ["http://b/9", "http://a/0"]);
+    }
+
+    #[test]
+    fn change_aware_reads_the_probabilities() {
+        let lines = r#"{"url":"http://h/static","host":"h","size":1,"staleness":5,"response_time":0,"p_change":0.01}
+{"url":"http://h/busy","host":"h","size":1,"staleness":5,"response_time":0,"p_change":0.9}
+{"url":"http://h/failing","host":"h","size":1,"staleness":5,"response_time":0,"p_change":0.9,"p_download":0.01}
+"#;
+        let urls: Vec<String> =
+            picked(&plan_of(lines, Policy::ChangeAware, 3, |_| ())).into_iter().map(|p| p.0).collect();
+        assert_eq!(urls, ["http://h/busy", "http://h/static"]);
+    }
+
+    #[test]
+    fn bad_lines_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = dir.path().join("pages.jsonl");
+        let args = |policy| PlanArgs {
+            pages: pages.clone(),
+            policy,
+            m: 1,
+            horizon: Horizon::Rolling(10),
+            period: 0,
+            cost_weight: 1.0,
+            max_picks_per_host: None,
+            min_download_probability: 0.1,
+        };
+        for (text, needle) in [
+            ("{\"url\":\"http://h/a\",\"host\":\"h\",\"size\":1,\"staleness\":1.5,\"response_time\":0}", "staleness"),
+            ("{\"url\":\"http://h/a\",\"host\":\"h\",\"size\":1,\"staleness\":1,\"response_time\":0,\"x\":1}", "unknown field"),
+            ("not json", "expected"),
+        ] {
+            std::fs::write(&pages, format!("\n{text}\n")).unwrap();
+            let error = plan(&args(Policy::Paper)).unwrap_err().to_string();
+            assert!(error.contains(needle) && error.contains("line 2"), "{error}");
+        }
+        assert!(matches!(plan(&args(Policy::Groups)), Err(OfflineError::GroupsPolicy)));
+    }
+}

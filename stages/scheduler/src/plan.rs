@@ -1,0 +1,475 @@
+//! One period's picks over an instance's books: a discovery share from the frontier
+//! (in-degree or breadth first), the rest refreshes ranked by the policy, within each
+//! host's cap. Pure: the stage, the `plan` command, the bench and the simulator call
+//! [`choose`].
+
+use std::collections::HashMap;
+
+use recrawl_schemas::PickReason;
+
+use crate::book::{Book, HostStats, Hosts, Page};
+use crate::policy::{
+    change_rate, expected_out_of_date, lambda_crawl_kappa, lambda_crawl_rate, paper_score, staleness,
+    Discovery, Policy, TopK,
+};
+
+/// How a period's picks are chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanSettings {
+    pub policy: Policy,
+    /// W: weight of the download-time term, in periods.
+    pub cost_weight: f64,
+    pub period_ms: u64,
+    /// Wall time of period 0's start and the local time of day, for the `groups` policy.
+    pub epoch_unix_ms: i64,
+    pub utc_offset_minutes: i32,
+    pub discovery: Discovery,
+    /// Share of the picks that goes to the frontier when it has candidates.
+    pub discovery_share: f64,
+    /// `change-aware`: pages whose next request is predicted to download with less than
+    /// this probability get no picks.
+    pub min_download_probability: f64,
+    /// Periods a picked page waits for its estimate before it may be picked again.
+    pub pending_periods: u32,
+}
+
+impl Default for PlanSettings {
+    fn default() -> Self {
+        Self {
+            policy: Policy::ChangeAware,
+            cost_weight: 1.0,
+            period_ms: 60_000,
+            epoch_unix_ms: 0,
+            utc_offset_minutes: 0,
+            discovery: Discovery::Ifs,
+            discovery_share: 0.2,
+            min_download_probability: 0.1,
+            pending_periods: 2,
+        }
+    }
+}
+
+/// One pick: the page at `slot` of `books[book]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Choice {
+    pub book: usize,
+    pub slot: u32,
+    pub score: f64,
+    pub reason: PickReason,
+}
+
+/// What the refresh scores of one period share.
+struct Period {
+    clock: u64,
+    remaining: f64,
+    /// g_i in periods per byte, weighted: the cost of a page is size × this.
+    cost_per_byte: Vec<f64>,
+    kappa: Option<f64>,
+}
+
+/// The picks for period `clock`: at most `quota`, at most `host_caps[h]` of host h.
+/// `remaining` is the horizon's T − t.
+pub fn choose(
+    books: &[&Book],
+    hosts: &Hosts,
+    clock: u64,
+    remaining: f64,
+    quota: usize,
+    host_caps: &[u32],
+    settings: &PlanSettings,
+) -> Vec<Choice> {
+    let period_ms = settings.period_ms.max(1) as f64;
+    let cost_per_byte = hosts
+        .stats
+        .iter()
+        .map(|stats: &HostStats| {
+            let ms_per_byte = if stats.ms_per_byte.is_nan() { 0.0 } else { stats.ms_per_byte };
+            settings.cost_weight * ms_per_byte / period_ms
+        })
+        .collect();
+    let discovery_quota = (quota as f64 * settings.discovery_share.clamp(0.0, 1.0)).round() as usize;
+    let mut period = Period { clock, remaining, cost_per_byte, kappa: None };
+    if settings.policy == Policy::LambdaCrawl {
+        period.kappa = lambda_kappa(books, host_caps, &period, quota - discovery_quota.min(quota), settings);
+    }
+    let mut headroom = quota + quota / 4 + 16;
+    loop {
+        let (frontier, frontier_overflowed) =
+            frontier_candidates(books, host_caps, clock, headroom, settings);
+        let (refresh, refresh_overflowed) = refresh_candidates(books, host_caps, &period, headroom, settings);
+        let mut taken = vec![0u32; host_caps.len()];
+        let mut choices = Vec::with_capacity(quota);
+        let mut take =
+            |candidates: &mut std::vec::IntoIter<Choice>, limit: usize, choices: &mut Vec<Choice>| {
+                while choices.len() < limit {
+                    let Some(choice) = candidates.next() else { break };
+                    let host = books[choice.book].page(choice.slot).host as usize;
+                    if taken[host] < host_caps[host] {
+                        taken[host] += 1;
+                        choices.push(choice);
+                    }
+                }
+            };
+        let (mut frontier, mut refresh) = (frontier.into_iter(), refresh.into_iter());
+        take(&mut frontier, discovery_quota.min(quota), &mut choices);
+        take(&mut refresh, quota, &mut choices);
+        take(&mut frontier, quota, &mut choices);
+        // Host caps can turn away candidates the heaps never kept: widen and retry.
+        if choices.len() == quota || !(frontier_overflowed || refresh_overflowed) {
+            return choices;
+        }
+        headroom = headroom.saturating_mul(4);
+    }
+}
+
+fn frontier_candidates(
+    books: &[&Book],
+    host_caps: &[u32],
+    clock: u64,
+    k: usize,
+    settings: &PlanSettings,
+) -> (Vec<Choice>, bool) {
+    // Earliest discovered first on a tie, then by partition and slot.
+    let mut top = TopK::<(u32, u32, u32)>::new(k);
+    for (index, book) in books.iter().enumerate() {
+        for (slot, page) in book.pages().iter().enumerate() {
+            if !page.is_frontier()
+                || host_caps[page.host as usize] == 0
+                || page.is_pending(clock, settings.pending_periods)
+            {
+                continue;
+            }
+            let score = match settings.discovery {
+                Discovery::Ifs => f64::from(page.in_degree),
+                Discovery::Bfs => 0.0,
+            };
+            top.offer(score, (page.discovered, index as u32, slot as u32));
+        }
+    }
+    let overflowed = top.overflowed();
+    let choices = top
+        .into_sorted()
+        .into_iter()
+        .map(|c| Choice {
+            book: c.key.1 as usize,
+            slot: c.key.2,
+            score: c.score,
+            reason: PickReason::Discovery,
+        })
+        .collect();
+    (choices, overflowed)
+}
+
+fn refresh_candidates(
+    books: &[&Book],
+    host_caps: &[u32],
+    period: &Period,
+    k: usize,
+    settings: &PlanSettings,
+) -> (Vec<Choice>, bool) {
+    let mut top = TopK::<(u32, u32)>::new(k);
+    for (index, book) in books.iter().enumerate() {
+        for (slot, page) in book.pages().iter().enumerate() {
+            if page.is_frontier()
+                || host_caps[page.host as usize] == 0
+                || page.is_pending(period.clock, settings.pending_periods)
+            {
+                continue;
+            }
+            if let Some(score) = refresh_score(page, period, settings) {
+                top.offer(score, (index as u32, slot as u32));
+            }
+        }
+    }
+    let overflowed = top.overflowed();
+    let choices = top
+        .into_sorted()
+        .into_iter()
+        .map(|c| Choice {
+            book: c.key.0 as usize,
+            slot: c.key.1,
+            score: c.score,
+            reason: PickReason::Refresh,
+        })
+        .collect();
+    (choices, overflowed)
+}
+
+/// Periods since the page was last downloaded or picked; never → since discovery, + 1.
+fn since_visit(page: &Page, clock: u64) -> f64 {
+    match page.last_visit() {
+        Some(visit) => clock.saturating_sub(visit) as f64,
+        None => clock.saturating_sub(u64::from(page.discovered)) as f64 + 1.0,
+    }
+}
+
+/// The policy's score of a tracked page, `None` when the policy does not spend a pick
+/// on it this period.
+fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Option<f64> {
+    let clock = period.clock;
+    let cost = f64::from(page.size) * period.cost_per_byte[page.host as usize];
+    let paper_staleness = staleness(clock, page.last_download(), u64::from(page.discovered));
+    match settings.policy {
+        Policy::Paper => Some(paper_score(period.remaining, paper_staleness, cost)),
+        Policy::ChangeAware => {
+            let p_download = f64::from(page.p_download);
+            if p_download < settings.min_download_probability {
+                return None;
+            }
+            let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
+            // The copy's age counts the period it was fetched in: s + 1.
+            let out_of_date = expected_out_of_date(paper_staleness + 1.0, rate);
+            Some(paper_score(period.remaining, p_download * out_of_date, cost))
+        }
+        Policy::Groups => {
+            let Some(schedule) = page.schedule else { return Some(since_visit(page, clock)) };
+            let Some(visit) = page.last_visit() else { return Some(since_visit(page, clock)) };
+            let start_of = |p: u64| settings.epoch_unix_ms.saturating_add((p * settings.period_ms) as i64);
+            let period_end = start_of(clock + 1).saturating_sub(1);
+            let due = schedule.latest_due(start_of(visit), period_end, settings.utc_offset_minutes)?;
+            Some(period_end.saturating_sub(due) as f64 / settings.period_ms.max(1) as f64)
+        }
+        Policy::Uniform => Some(since_visit(page, clock)),
+        Policy::NutchAdaptive => {
+            let since = since_visit(page, clock);
+            let interval = f64::from(page.interval).max(f64::MIN_POSITIVE);
+            (since >= interval).then_some(since / interval)
+        }
+        Policy::LambdaCrawl => {
+            let since = since_visit(page, clock);
+            match period.kappa {
+                Some(kappa) => {
+                    let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
+                    Some(lambda_crawl_rate(rate, kappa) * since)
+                }
+                None => Some(since),
+            }
+        }
+    }
+}
+
+/// κ for this period's candidates and refresh budget; rates are grouped at f32
+/// precision so the bisection runs over distinct rates.
+fn lambda_kappa(
+    books: &[&Book],
+    host_caps: &[u32],
+    period: &Period,
+    budget: usize,
+    settings: &PlanSettings,
+) -> Option<f64> {
+    let mut rates: HashMap<u64, u64> = HashMap::new();
+    for book in books {
+        for page in book.pages() {
+            if page.is_frontier()
+                || host_caps[page.host as usize] == 0
+                || page.is_pending(period.clock, settings.pending_periods)
+            {
+                continue;
+            }
+            let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;
+            *rates.entry(f64::from(rate).to_bits()).or_default() += 1;
+        }
+    }
+    lambda_crawl_kappa(&rates, budget as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::book::tests::{estimate, link};
+    use crate::book::BookSettings;
+    use crate::links::LinkRules;
+
+    fn settings(policy: Policy) -> PlanSettings {
+        PlanSettings { policy, period_ms: 1000, discovery_share: 0.0, ..PlanSettings::default() }
+    }
+
+    /// A book of tracked pages: (url, last download period, size, latency ms).
+    fn tracked(pages: &[(&str, u64, u64, f64)]) -> (Book, Hosts) {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for &(url, period, size, latency) in pages {
+            let mut e = estimate(url, period, true, None);
+            e.last_request.size_bytes = size;
+            e.last_request.latency_ms = latency;
+            book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
+        }
+        (book, hosts)
+    }
+
+    fn urls(book: &Book, choices: &[Choice]) -> Vec<String> {
+        choices.iter().map(|c| book.url(c.slot).to_owned()).collect()
+    }
+
+    #[test]
+    fn equal_sizes_pick_the_stalest() {
+        let (book, hosts) = tracked(&[("http://h/a", 5, 100, 10.0), ("http://h/b", 2, 100, 10.0)]);
+        let caps = vec![10; hosts.len()];
+        let picks = choose(&[&book], &hosts, 8, 10.0, 1, &caps, &settings(Policy::Paper));
+        assert_eq!(urls(&book, &picks), ["http://h/b"]);
+        // s = 8 − 2 − 1 = 5; cost = 100 B × 0.1 ms/B / 1000 ms.
+        assert!((picks[0].score - (50.0 - 0.01)).abs() < 1e-9, "{}", picks[0].score);
+    }
+
+    #[test]
+    fn equal_staleness_picks_the_smallest() {
+        let (book, hosts) = tracked(&[("http://h/big", 3, 5000, 500.0), ("http://h/small", 3, 100, 10.0)]);
+        let caps = vec![10; hosts.len()];
+        let picks = choose(&[&book], &hosts, 8, 10.0, 1, &caps, &settings(Policy::Paper));
+        assert_eq!(urls(&book, &picks), ["http://h/small"]);
+    }
+
+    #[test]
+    fn equal_sizes_on_two_servers_pick_the_faster_server() {
+        let (book, hosts) = tracked(&[("http://slow/a", 3, 1000, 2000.0), ("http://fast/a", 3, 1000, 10.0)]);
+        let caps = vec![10; hosts.len()];
+        let picks = choose(&[&book], &hosts, 7, 10.0, 2, &caps, &settings(Policy::Paper));
+        assert_eq!(urls(&book, &picks), ["http://fast/a", "http://slow/a"]);
+        assert!(picks[0].score > picks[1].score);
+    }
+
+    #[test]
+    fn never_more_than_the_quota_nor_a_hosts_cap() {
+        let pages: Vec<(String, u64)> =
+            (0..60).map(|i| (format!("http://h{}/p{i}", i % 3), (i % 7) as u64)).collect();
+        let refs: Vec<(&str, u64, u64, f64)> =
+            pages.iter().map(|(u, p)| (u.as_str(), *p, 100, 1.0)).collect();
+        let (book, hosts) = tracked(&refs);
+        for policy in [Policy::Paper, Policy::ChangeAware, Policy::Uniform, Policy::LambdaCrawl] {
+            for (quota, cap) in [(10, 2), (10, 100), (100, 5), (0, 5)] {
+                let caps = vec![cap; hosts.len()];
+                let picks = choose(&[&book], &hosts, 9, 10.0, quota, &caps, &settings(policy));
+                assert_eq!(picks.len(), quota.min(3 * cap as usize).min(60), "{policy:?} {quota} {cap}");
+                let mut per_host = vec![0; hosts.len()];
+                for pick in &picks {
+                    per_host[book.page(pick.slot).host as usize] += 1;
+                }
+                assert!(per_host.iter().all(|&n| n <= cap), "{policy:?}: {per_host:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_backed_off_host_gets_nothing_and_pending_picks_are_not_repeated() {
+        let (mut book, hosts) = tracked(&[("http://a/1", 1, 100, 1.0), ("http://b/1", 1, 100, 1.0)]);
+        let caps = vec![0, 5];
+        let picks = choose(&[&book], &hosts, 5, 10.0, 2, &caps, &settings(Policy::Uniform));
+        assert_eq!(urls(&book, &picks), ["http://b/1"]);
+        book.picked(picks[0].slot, 5);
+        let caps = vec![5, 5];
+        let picks = choose(&[&book], &hosts, 6, 10.0, 2, &caps, &settings(Policy::Uniform));
+        assert_eq!(urls(&book, &picks), ["http://a/1"], "b/1 awaits its estimate");
+    }
+
+    #[test]
+    fn change_aware_prefers_changing_pages_and_skips_failing_ones() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for (url, rate, p_download) in
+            [("http://h/static", 0.001, 1.0), ("http://h/busy", 0.5, 1.0), ("http://h/dead", 2.0, 0.05)]
+        {
+            let mut e = estimate(url, 1, true, Some(false));
+            e.change_rate = Some(rate);
+            e.downloads.next = p_download;
+            book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
+        }
+        let caps = vec![10; hosts.len()];
+        let picks = choose(&[&book], &hosts, 6, 10.0, 3, &caps, &settings(Policy::ChangeAware));
+        assert_eq!(urls(&book, &picks), ["http://h/busy", "http://h/static"]);
+    }
+
+    #[test]
+    fn nutch_picks_only_pages_past_their_interval() {
+        // Initial interval 5, shortened to 4 by a change.
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        book.apply_estimate(
+            &mut hosts,
+            &estimate("http://h/changed", 10, true, Some(true)),
+            &BookSettings::default(),
+        )
+        .unwrap();
+        book.apply_estimate(
+            &mut hosts,
+            &estimate("http://h/same", 10, true, Some(false)),
+            &BookSettings::default(),
+        )
+        .unwrap();
+        let caps = vec![10; hosts.len()];
+        let due = |clock| {
+            urls(&book, &choose(&[&book], &hosts, clock, 10.0, 5, &caps, &settings(Policy::NutchAdaptive)))
+        };
+        assert!(due(13).is_empty());
+        assert_eq!(due(14), ["http://h/changed"]);
+        assert_eq!(due(17), ["http://h/changed", "http://h/same"]);
+    }
+
+    #[test]
+    fn in_degree_first_follows_the_algorithm_on_a_small_graph() {
+        // Crawled pages a, b, c link to the frontier:
+        //   a → x, y;  b → y, z;  c → y, z, w  (discovered in that order: x, y, z, w).
+        // IFS: y (3), z (2), then x and w with 1 each, x discovered first. BFS: x, y, z, w.
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        let edges = [("a", "x"), ("a", "y"), ("b", "y"), ("b", "z"), ("c", "y"), ("c", "z"), ("c", "w")];
+        for (period, (source, target)) in edges.iter().enumerate() {
+            let l = link(
+                &format!("http://g/{target}.html"),
+                Some(&format!("http://g/{source}.html")),
+                period as u64,
+                1,
+            );
+            book.apply_link(&mut hosts, &l, &LinkRules::default(), 100, &BookSettings::default()).unwrap();
+        }
+        let caps = vec![10; hosts.len()];
+        let order = |discovery| {
+            let settings = PlanSettings { discovery, discovery_share: 1.0, ..settings(Policy::Paper) };
+            urls(&book, &choose(&[&book], &hosts, 20, 10.0, 4, &caps, &settings))
+        };
+        assert_eq!(
+            order(Discovery::Ifs),
+            ["http://g/y.html", "http://g/z.html", "http://g/x.html", "http://g/w.html"]
+        );
+        assert_eq!(
+            order(Discovery::Bfs),
+            ["http://g/x.html", "http://g/y.html", "http://g/z.html", "http://g/w.html"]
+        );
+        // After y is fetched, IFS takes z next (S grows; W's priorities change).
+        let chosen = choose(
+            &[&book],
+            &hosts,
+            20,
+            10.0,
+            1,
+            &caps,
+            &PlanSettings { discovery_share: 1.0, ..settings(Policy::Paper) },
+        );
+        book.picked(chosen[0].slot, 20);
+        let picks = choose(
+            &[&book],
+            &hosts,
+            21,
+            10.0,
+            1,
+            &caps,
+            &PlanSettings { discovery_share: 1.0, ..settings(Policy::Paper) },
+        );
+        assert_eq!(urls(&book, &picks), ["http://g/z.html"]);
+    }
+
+    #[test]
+    fn the_discovery_share_is_kept_and_unused_shares_flow_over() {
+        let (mut book, mut hosts) =
+            tracked(&[("http://h/1", 1, 10, 1.0), ("http://h/2", 1, 10, 1.0), ("http://h/3", 1, 10, 1.0)]);
+        for i in 0..3 {
+            let l = link(&format!("http://h/n{i}.html"), Some("http://h/1"), 1, 1);
+            book.apply_link(&mut hosts, &l, &LinkRules::default(), 100, &BookSettings::default()).unwrap();
+        }
+        let caps = vec![10; hosts.len()];
+        let count = |book: &Book, quota, share| {
+            let settings = PlanSettings { discovery_share: share, ..settings(Policy::Paper) };
+            let picks = choose(&[book], &hosts, 5, 10.0, quota, &caps, &settings);
+            let discoveries = picks.iter().filter(|c| c.reason == PickReason::Discovery).count();
+            (picks.len(), discoveries)
+        };
+        assert_eq!(count(&book, 4, 0.5), (4, 2));
+        assert_eq!(count(&book, 6, 0.0), (6, 3), "refreshes run out; the frontier fills the rest");
+        assert_eq!(count(&book, 5, 1.0), (5, 3), "the frontier runs out; refreshes fill the rest");
+    }
+}
