@@ -16,7 +16,7 @@ use recrawl_schemas::{url_key, DiscoveredLinks, PagePick, PickReason};
 const PARTITIONS: i32 = 4;
 const URLS: usize = 80;
 const M: usize = 8;
-const PERIOD_MS: i64 = 1000;
+const PERIOD_MS: i64 = 2000;
 const SENTINEL: &str = "http://sentinel.invalid/";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

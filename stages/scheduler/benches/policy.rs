@@ -48,25 +48,27 @@ fn url(host: usize, page: usize) -> String {
     format!("http://host{host}.example/section/{page}.html")
 }
 
-fn report(what: &str, n: usize, book: &Book, url_bytes: usize, resident_before: usize) {
+fn report(what: &str, n: usize, book: &Book, resident_before: usize) {
     let resident = resident_bytes().saturating_sub(resident_before);
+    let memory = book.memory();
+    let per_url = |bytes: usize| bytes as f64 / n as f64;
     eprintln!(
-        "{what}: {n} URLs; heap {:.1} B/URL ({:.1} B of URL text, {:.1} B of scheduling state and index); \
-         resident {:.1} B/URL",
-        book.heap_bytes() as f64 / n as f64,
-        url_bytes as f64 / n as f64,
-        (book.heap_bytes() - url_bytes) as f64 / n as f64,
-        resident as f64 / n as f64,
+        "{what}: {n} URLs, bytes per URL: page record {:.1}, URL text {:.1}, URL end {:.1}, index {:.1}, \
+         in-links {:.1}; resident {:.1}",
+        per_url(memory.pages),
+        per_url(memory.url_text),
+        per_url(memory.url_ends),
+        per_url(memory.index),
+        per_url(memory.in_links),
+        per_url(resident),
     );
 }
 
 fn tracked_book(n: usize) -> (Book, Hosts) {
     let before = resident_bytes();
     let (mut book, mut hosts, mut rng) = (Book::default(), Hosts::default(), Rng(0x9e37_79b9_7f4a_7c15));
-    let mut url_bytes = 0;
     for i in 0..n {
         let url = url(i % HOSTS, i / HOSTS);
-        url_bytes += url.len();
         // Heavy-tailed change rates: most pages rarely change, a few often.
         let rate = 0.001 / (rng.unit() + 1e-3);
         book.add_tracked(
@@ -84,7 +86,7 @@ fn tracked_book(n: usize) -> (Book, Hosts) {
     for stats in &mut hosts.stats {
         stats.ms_per_byte = 0.001 + rng.unit() * 0.01;
     }
-    report("tracked", n, &book, url_bytes, before);
+    report("tracked", n, &book, before);
     (book, hosts)
 }
 
@@ -93,11 +95,9 @@ fn frontier_book(n: usize) -> (Book, Hosts) {
     let (mut book, mut hosts, mut rng) = (Book::default(), Hosts::default(), Rng(0x2545_f491_4f6c_dd1d));
     let (rules, settings) =
         (LinkRules { max_per_site: u32::MAX, ..LinkRules::default() }, BookSettings::default());
-    let mut url_bytes = 0;
     let mut links = 0;
     for i in 0..n {
         let target = url(i % HOSTS, i / HOSTS);
-        url_bytes += target.len();
         // One to four distinct linking pages each (power-law-ish: 1 most often).
         let in_degree = 1 + (rng.next() % 16).trailing_zeros().min(3) as usize;
         for _ in 0..in_degree {
@@ -116,7 +116,7 @@ fn frontier_book(n: usize) -> (Book, Hosts) {
             links += 1;
         }
     }
-    report("frontier", n, &book, url_bytes, before);
+    report("frontier", n, &book, before);
     eprintln!("frontier: {:.2} in-links per URL", links as f64 / n as f64);
     (book, hosts)
 }

@@ -275,6 +275,16 @@ pub struct Book {
     dirty: Vec<u32>,
 }
 
+/// Bytes a [`Book`] uses, by structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BookMemory {
+    pub url_text: usize,
+    pub url_ends: usize,
+    pub index: usize,
+    pub pages: usize,
+    pub in_links: usize,
+}
+
 /// A partition's URL bytes past 4 GiB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a partition's URLs exceed 4 GiB; use more partitions")]
@@ -321,14 +331,17 @@ impl Book {
         self.index.find(xxh3_64(url.as_bytes()), |&slot| self.url(slot) == url).copied()
     }
 
-    /// Heap bytes held, for the memory figures: capacities, not lengths.
-    pub fn heap_bytes(&self) -> usize {
-        self.url_bytes.capacity()
-            + self.url_ends.capacity() * 4
-            + self.index.capacity() * 5
-            + self.pages.capacity() * std::mem::size_of::<Page>()
-            + self.in_links.capacity() * std::mem::size_of::<InLink>()
-            + self.dirty.capacity() * 4
+    /// Bytes in use per structure, for the memory figures (vectors also keep up to as
+    /// much again in growth reserve, which the OS maps only once touched).
+    pub fn memory(&self) -> BookMemory {
+        BookMemory {
+            url_text: self.url_bytes.len(),
+            url_ends: self.url_ends.len() * 4,
+            // A slot and a control byte per bucket.
+            index: self.index.capacity() * 5,
+            pages: self.pages.len() * std::mem::size_of::<Page>(),
+            in_links: self.in_links.len() * std::mem::size_of::<InLink>(),
+        }
     }
 
     /// Appends a URL the book does not hold.

@@ -498,6 +498,14 @@ mod tests {
     use super::*;
 
     const KST: i32 = 9 * 60;
+    const SIX_GROUPS: [FrequencyGroup; 6] = [
+        FrequencyGroup::Weekly(14),
+        FrequencyGroup::Weekly(7),
+        FrequencyGroup::Weekly(3),
+        FrequencyGroup::Weekly(1),
+        FrequencyGroup::Biweekly,
+        FrequencyGroup::Fourweekly,
+    ];
     /// 2026-11-02T00:00 in Seoul, a Monday of week 2965 (odd; ≡ 1 mod 4).
     const MONDAY_KST: i64 = 1_793_577_600_000 - 9 * HOUR_MS;
 
@@ -755,14 +763,7 @@ mod tests {
     fn extreme_times_and_offsets_do_not_panic() {
         let times = [i64::MIN, i64::MIN + 1, -1, 0, 1, at(0, 0), i64::MAX - WEEK_MS, i64::MAX - 1, i64::MAX];
         let offsets = [i32::MIN, -720, 0, KST, i32::MAX];
-        let groups = [
-            FrequencyGroup::Weekly(14),
-            FrequencyGroup::Weekly(7),
-            FrequencyGroup::Weekly(3),
-            FrequencyGroup::Weekly(1),
-            FrequencyGroup::Biweekly,
-            FrequencyGroup::Fourweekly,
-        ];
+        let groups = SIX_GROUPS;
         for group in groups {
             let schedule = CrawlSchedule::new(group, &[6, 1], 23);
             for offset in offsets {
@@ -792,14 +793,7 @@ mod tests {
             state ^= state << 17;
             state % bound
         };
-        let groups = [
-            FrequencyGroup::Weekly(14),
-            FrequencyGroup::Weekly(7),
-            FrequencyGroup::Weekly(3),
-            FrequencyGroup::Weekly(1),
-            FrequencyGroup::Biweekly,
-            FrequencyGroup::Fourweekly,
-        ];
+        let groups = SIX_GROUPS;
         for case in 0..3000 {
             let group = groups[next(6) as usize];
             let weekdays: Vec<u8> = (0..=next(4)).map(|_| next(8) as u8).collect();

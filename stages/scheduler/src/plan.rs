@@ -122,6 +122,43 @@ pub fn choose(
     }
 }
 
+/// The pages that may be picked in period `clock`: frontier or tracked ones as asked,
+/// not awaiting a pick's estimate, on a host with room, with their book and slot.
+fn eligible<'a>(
+    books: &'a [&'a Book],
+    host_caps: &'a [u32],
+    clock: u64,
+    settings: &'a PlanSettings,
+    frontier: bool,
+) -> impl Iterator<Item = (u32, u32, &'a Page)> + 'a {
+    books.iter().enumerate().flat_map(move |(index, book)| {
+        book.pages().iter().enumerate().filter_map(move |(slot, page)| {
+            let eligible = page.is_frontier() == frontier
+                && host_caps[page.host as usize] > 0
+                && !page.is_pending(clock, settings.pending_periods);
+            eligible.then_some((index as u32, slot as u32, page))
+        })
+    })
+}
+
+/// The kept candidates as choices, best first, and whether any were turned away.
+fn into_choices<K: Ord + Copy>(
+    top: TopK<K>,
+    reason: PickReason,
+    place: impl Fn(K) -> (u32, u32),
+) -> (Vec<Choice>, bool) {
+    let overflowed = top.overflowed();
+    let choices = top
+        .into_sorted()
+        .into_iter()
+        .map(|candidate| {
+            let (book, slot) = place(candidate.key);
+            Choice { book: book as usize, slot, score: candidate.score, reason }
+        })
+        .collect();
+    (choices, overflowed)
+}
+
 fn frontier_candidates(
     books: &[&Book],
     host_caps: &[u32],
@@ -131,33 +168,14 @@ fn frontier_candidates(
 ) -> (Vec<Choice>, bool) {
     // Earliest discovered first on a tie, then by partition and slot.
     let mut top = TopK::<(u32, u32, u32)>::new(k);
-    for (index, book) in books.iter().enumerate() {
-        for (slot, page) in book.pages().iter().enumerate() {
-            if !page.is_frontier()
-                || host_caps[page.host as usize] == 0
-                || page.is_pending(clock, settings.pending_periods)
-            {
-                continue;
-            }
-            let score = match settings.discovery {
-                Discovery::Ifs => f64::from(page.in_degree),
-                Discovery::Bfs => 0.0,
-            };
-            top.offer(score, (page.discovered, index as u32, slot as u32));
-        }
+    for (book, slot, page) in eligible(books, host_caps, clock, settings, true) {
+        let score = match settings.discovery {
+            Discovery::Ifs => f64::from(page.in_degree),
+            Discovery::Bfs => 0.0,
+        };
+        top.offer(score, (page.discovered, book, slot));
     }
-    let overflowed = top.overflowed();
-    let choices = top
-        .into_sorted()
-        .into_iter()
-        .map(|c| Choice {
-            book: c.key.1 as usize,
-            slot: c.key.2,
-            score: c.score,
-            reason: PickReason::Discovery,
-        })
-        .collect();
-    (choices, overflowed)
+    into_choices(top, PickReason::Discovery, |(_, book, slot)| (book, slot))
 }
 
 fn refresh_candidates(
@@ -168,31 +186,12 @@ fn refresh_candidates(
     settings: &PlanSettings,
 ) -> (Vec<Choice>, bool) {
     let mut top = TopK::<(u32, u32)>::new(k);
-    for (index, book) in books.iter().enumerate() {
-        for (slot, page) in book.pages().iter().enumerate() {
-            if page.is_frontier()
-                || host_caps[page.host as usize] == 0
-                || page.is_pending(period.clock, settings.pending_periods)
-            {
-                continue;
-            }
-            if let Some(score) = refresh_score(page, period, settings) {
-                top.offer(score, (index as u32, slot as u32));
-            }
+    for (book, slot, page) in eligible(books, host_caps, period.clock, settings, false) {
+        if let Some(score) = refresh_score(page, period, settings) {
+            top.offer(score, (book, slot));
         }
     }
-    let overflowed = top.overflowed();
-    let choices = top
-        .into_sorted()
-        .into_iter()
-        .map(|c| Choice {
-            book: c.key.0 as usize,
-            slot: c.key.1,
-            score: c.score,
-            reason: PickReason::Refresh,
-        })
-        .collect();
-    (choices, overflowed)
+    into_choices(top, PickReason::Refresh, |key| key)
 }
 
 /// Periods since the page was last downloaded or picked; never → since discovery, + 1.
@@ -258,17 +257,9 @@ fn lambda_kappa(
     settings: &PlanSettings,
 ) -> Option<f64> {
     let mut rates: HashMap<u64, u64> = HashMap::new();
-    for book in books {
-        for page in book.pages() {
-            if page.is_frontier()
-                || host_caps[page.host as usize] == 0
-                || page.is_pending(period.clock, settings.pending_periods)
-            {
-                continue;
-            }
-            let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;
-            *rates.entry(f64::from(rate).to_bits()).or_default() += 1;
-        }
+    for (_, _, page) in eligible(books, host_caps, period.clock, settings, false) {
+        let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;
+        *rates.entry(f64::from(rate).to_bits()).or_default() += 1;
     }
     lambda_crawl_kappa(&rates, budget as f64)
 }
