@@ -38,7 +38,8 @@ pub struct PagePick {
     /// Links followed from a seed to reach the URL (0 for a seed).
     pub depth: u32,
     /// The score that ranked the pick under the scheduler's policy (higher first); for
-    /// `paper`, (T − t)·s − W·p·g in periods.
+    /// `paper`, (T − t)·s − W·p·g in periods; for a discovery, the URL's in-degree (0
+    /// breadth first).
     pub score: f64,
 }
 

@@ -269,6 +269,14 @@ impl<K: Ord + Copy> TopK<K> {
         }
     }
 
+    /// The score a candidate must reach to be kept, once k are held.
+    pub fn floor(&self) -> Option<f64> {
+        if self.heap.len() < self.k {
+            return None;
+        }
+        self.heap.peek().map(|worst| worst.0.score)
+    }
+
     /// Whether candidates were turned away (more than k were offered).
     pub fn overflowed(&self) -> bool {
         self.offered > self.k
@@ -394,12 +402,17 @@ mod tests {
             for (key, &score) in scores.iter().enumerate() {
                 top.offer(f64::from(score), key);
             }
+            let floor = top.floor();
+            prop_assert_eq!(floor.is_some(), k > 0 && scores.len() >= k);
             let overflowed = top.overflowed();
             let kept: Vec<(f64, usize)> = top.into_sorted().iter().map(|s| (s.score, s.key)).collect();
             let mut all: Vec<(f64, usize)> =
                 scores.iter().enumerate().map(|(key, &score)| (f64::from(score), key)).collect();
             all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             all.truncate(k);
+            if let Some(floor) = floor {
+                prop_assert_eq!(Some(floor), all.last().map(|a| a.0));
+            }
             prop_assert_eq!(kept, all);
             prop_assert_eq!(overflowed, scores.len() > k);
         }
