@@ -288,16 +288,11 @@ impl Scheduler {
         (caps, backed_off)
     }
 
-    fn book(&mut self, partition: i32) -> &mut Book {
-        self.books.entry(partition).or_default()
-    }
-
     fn apply_link(&mut self, link: &DiscoveredLinks, partition: i32) -> Result<(), StageError> {
         let site_cap = self.site_cap();
-        let (rules, settings) = (self.link_rules.clone(), self.book_settings);
-        let mut hosts = std::mem::take(&mut self.hosts);
-        let linked = self.book(partition).apply_link(&mut hosts, link, &rules, site_cap, &settings);
-        self.hosts = hosts;
+        let Self { books, hosts, link_rules, book_settings, .. } = self;
+        let linked =
+            books.entry(partition).or_default().apply_link(hosts, link, link_rules, site_cap, book_settings);
         let label = match linked.map_err(|e| StageError::Other(e.to_string()))? {
             Linked::Discovered => "discovered",
             Linked::InDegree => "in_degree",
@@ -311,10 +306,8 @@ impl Scheduler {
     }
 
     fn apply_estimate(&mut self, estimate: &PageEstimate, partition: i32) -> Result<(), StageError> {
-        let settings = self.book_settings;
-        let mut hosts = std::mem::take(&mut self.hosts);
-        let applied = self.book(partition).apply_estimate(&mut hosts, estimate, &settings);
-        self.hosts = hosts;
+        let Self { books, hosts, book_settings, .. } = self;
+        let applied = books.entry(partition).or_default().apply_estimate(hosts, estimate, book_settings);
         let label = match applied.map_err(|e| StageError::Other(e.to_string()))? {
             Applied::New => "new",
             Applied::Updated => "updated",
