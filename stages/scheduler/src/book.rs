@@ -14,7 +14,7 @@ use recrawl_schemas::{host_of, DiscoveredLinks, Format, Message, PageEstimate};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::groups::{CrawlSchedule, HourRule};
+use crate::groups::{CrawlSchedule, GroupClasses, HourRule};
 use crate::links::{LinkRules, Rejection};
 use crate::policy::nutch_interval;
 
@@ -124,6 +124,8 @@ pub struct BookSettings {
     pub nutch_max_interval: f64,
     /// Which of the refresh plan's hours the `groups` policy crawls at.
     pub hour_rule: HourRule,
+    /// Whether the `groups` policy crawls by the 6 deployed groups or the 16.
+    pub classes: GroupClasses,
 }
 
 impl Default for BookSettings {
@@ -134,7 +136,8 @@ impl Default for BookSettings {
             nutch_initial_interval: 5.0,
             nutch_min_interval: 1.0,
             nutch_max_interval: 1000.0,
-            hour_rule: HourRule::LeastWait,
+            hour_rule: HourRule::Paper,
+            classes: GroupClasses::Six,
         }
     }
 }
@@ -438,7 +441,7 @@ impl Book {
                 settings.nutch_max_interval,
             ) as f32;
         }
-        page.schedule = CrawlSchedule::from_plan(&estimate.refresh, settings.hour_rule);
+        page.schedule = CrawlSchedule::from_plan(&estimate.refresh, settings.hour_rule, settings.classes);
         let host = page.host;
         hosts.observe(host, estimate, settings);
         self.mark_dirty(slot);

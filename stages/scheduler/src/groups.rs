@@ -1,6 +1,6 @@
-//! Refresh-group crawl schedules (`spec/refresh-groups.md`): when a URL of a 6-group is
-//! due, under the paper's crawl hour or the least-wait one, and the offline report of a
-//! whole grouping (assignment, weekly timetable, server load).
+//! Refresh-group crawl schedules (`spec/refresh-groups.md`): when a URL of a 6-group (or,
+//! on request, a 16-group) is due, under the paper's crawl hour or the least-wait one, and
+//! the offline report of a whole grouping (assignment, weekly timetable, server load).
 //!
 //! Pure code on top of `recrawl_estimator::refresh`: the scheduler stage's `groups` policy,
 //! the `recrawl-scheduler groups` command and the simulator all call these functions, so
@@ -10,6 +10,8 @@
 //! minutes), weekdays count from Monday = 0.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::num::NonZeroU8;
 
 use recrawl_estimator::refresh::{
     crawl_time, daily_load, ChangeHours, CrawlTime, CrawlTimeConfig, FrequencyGroup,
@@ -31,59 +33,67 @@ const SLOTS_PER_WEEK: u8 = 7 * 24;
 /// Short weekday names, Monday first.
 pub const WEEKDAY_NAMES: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
-/// The six deployed groups; one byte where a [`FrequencyGroup`] takes two.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Cycle {
-    TwiceDaily,
-    Daily,
-    ThriceWeekly,
-    Weekly,
-    Biweekly,
-    Fourweekly,
+/// Which classification the `groups` policy crawls by (spec §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupClasses {
+    /// The paper's six deployed groups: G14, G7, G3, G1, 2G1, 4G1.
+    #[default]
+    Six,
+    /// The sixteen of the paper's first table: G1 to G14, 2G1, 4G1.
+    Sixteen,
 }
 
-impl Cycle {
-    const ALL: [Cycle; 6] = [
-        Cycle::TwiceDaily,
-        Cycle::Daily,
-        Cycle::ThriceWeekly,
-        Cycle::Weekly,
-        Cycle::Biweekly,
-        Cycle::Fourweekly,
-    ];
-
-    fn of(group: FrequencyGroup) -> Cycle {
-        match group.six() {
-            FrequencyGroup::Weekly(14) => Cycle::TwiceDaily,
-            FrequencyGroup::Weekly(7) => Cycle::Daily,
-            FrequencyGroup::Weekly(3) => Cycle::ThriceWeekly,
-            FrequencyGroup::Weekly(_) => Cycle::Weekly,
-            FrequencyGroup::Biweekly => Cycle::Biweekly,
-            FrequencyGroup::Fourweekly => Cycle::Fourweekly,
+impl GroupClasses {
+    /// The group a URL of 16-group `group16` is crawled by.
+    fn classify(self, group16: FrequencyGroup) -> FrequencyGroup {
+        match self {
+            GroupClasses::Six => group16.six(),
+            GroupClasses::Sixteen => group16,
         }
+    }
+
+    /// The groups of this classification, most crawled first.
+    fn groups(self) -> Vec<FrequencyGroup> {
+        (1..=14)
+            .rev()
+            .map(FrequencyGroup::Weekly)
+            .chain([FrequencyGroup::Biweekly, FrequencyGroup::Fourweekly])
+            .filter(|&group| self.classify(group) == group)
+            .collect()
+    }
+}
+
+/// A 16-group in one byte where a [`FrequencyGroup`] takes two: `G1` … `G14` as their
+/// crawls a week, `2G1` as 15 and `4G1` as 16. Never 0, so an `Option<CrawlSchedule>` takes
+/// no more room than a schedule.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct GroupCode(NonZeroU8);
+
+impl GroupCode {
+    /// `Weekly` counts outside 1..=14 are clamped, as [`FrequencyGroup::six`] does.
+    fn of(group: FrequencyGroup) -> GroupCode {
+        let code = match group {
+            FrequencyGroup::Weekly(crawls) => crawls.clamp(1, 14),
+            FrequencyGroup::Biweekly => 15,
+            FrequencyGroup::Fourweekly => 16,
+        };
+        GroupCode(NonZeroU8::MIN.saturating_add(code - 1))
     }
 
     fn group(self) -> FrequencyGroup {
-        match self {
-            Cycle::TwiceDaily => FrequencyGroup::Weekly(14),
-            Cycle::Daily => FrequencyGroup::Weekly(7),
-            Cycle::ThriceWeekly => FrequencyGroup::Weekly(3),
-            Cycle::Weekly => FrequencyGroup::Weekly(1),
-            Cycle::Biweekly => FrequencyGroup::Biweekly,
-            Cycle::Fourweekly => FrequencyGroup::Fourweekly,
+        match self.0.get() {
+            15 => FrequencyGroup::Biweekly,
+            16 => FrequencyGroup::Fourweekly,
+            crawls => FrequencyGroup::Weekly(crawls),
         }
     }
+}
 
-    fn every_weeks(self) -> u8 {
-        match self {
-            Cycle::Biweekly => 2,
-            Cycle::Fourweekly => 4,
-            _ => 1,
-        }
-    }
-
-    fn is_daily(self) -> bool {
-        matches!(self, Cycle::TwiceDaily | Cycle::Daily)
+/// The group's name: a schedule's `Debug` output reads as its group, not as a code.
+impl fmt::Debug for GroupCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.group(), f)
     }
 }
 
@@ -98,17 +108,24 @@ pub enum HourRule {
     LeastWait,
 }
 
-/// A URL's crawl schedule under the `groups` policy: its 6-group, crawl weekdays and local
+/// A URL's crawl schedule under the `groups` policy: its group, crawl weekdays and local
 /// hour, in three bytes (it sits in the scheduler's per-URL record).
 ///
 /// Scheduled instants: `G14` every day at `hour` and `hour + 12` (mod 24), `G7` every day
 /// at `hour`, `G3` at `hour` on each of its weekdays, `G1` on its weekday at `hour`, `2G1`
 /// likewise in even weeks only and `4G1` in weeks ≡ 0 mod 4, weeks counted in local time
 /// from Monday 1970-01-05.
+///
+/// The other 16-groups ([`GroupClasses::Sixteen`]) follow a rule of this product's, as the
+/// paper gives weekdays to its six deployed groups only: `Gi` for `i` in 2, 4, 5, 6 crawls
+/// at `hour` on `i` weekdays spread from Monday, days ⌊k·7/i⌋ for k < i (`G2` Mon, Thu; `G4`
+/// Mon, Tue, Thu, Sat), the rule that gives `G3` the paper's Mon, Wed, Fri; `Gi` for `i` in
+/// 8 … 13 crawls every day at `hour` and at `hour + 12` on `i − 7` days spread the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CrawlSchedule {
-    cycle: Cycle,
-    /// Bit `d` set: crawl on weekday `d`. Never 0.
+    group: GroupCode,
+    /// Bit `d` set: crawl on weekday `d` at `hour`. Never 0. The days of a second crawl
+    /// follow from the group alone, so they take no room.
     weekdays: u8,
     /// Local hour, 0..24.
     hour: u8,
@@ -122,37 +139,53 @@ impl CrawlSchedule {
     /// ignored; with none left, the default [`CrawlTimeConfig`]'s weekdays are used, so a
     /// schedule always has a next crawl.
     pub fn new(group: FrequencyGroup, weekdays: &[u8], hour: u8) -> Self {
-        let cycle = Cycle::of(group);
-        let mut mask = weekday_mask(cycle, weekdays);
-        if mask == 0 {
-            let defaults = crawl_time(&ChangeHours::default(), group, &CrawlTimeConfig::default()).weekdays;
-            mask = weekday_mask(cycle, &defaults).max(1);
-        }
-        CrawlSchedule { cycle, weekdays: mask, hour: hour % 24 }
+        CrawlSchedule::sixteen(group.six(), weekdays, hour)
     }
 
-    /// The `groups` policy's schedule of an estimator refresh plan; `None` when its `group6`
-    /// is not a group name. A plan does not carry the estimator's configuration, so a URL
-    /// with no changes seen crawls at the default [`CrawlTimeConfig`]'s day crawl hour.
-    pub fn from_plan(plan: &RefreshPlan, rule: HourRule) -> Option<CrawlSchedule> {
-        let group: FrequencyGroup = plan.group6.parse().ok()?;
+    /// The schedule of `group` kept as it is, a 16-group (a 6-group gets the schedule
+    /// [`new`](Self::new) gives it), at local `hour` (mod 24). `G3`, `G1`, `2G1` and `4G1`
+    /// take `weekdays` as `new` does; the other groups crawl on their spread days and
+    /// ignore them. A `Weekly` count outside 1..=14 is clamped.
+    pub fn sixteen(group: FrequencyGroup, weekdays: &[u8], hour: u8) -> Self {
+        let group = GroupCode::of(group);
+        let mut mask = weekday_mask(group.group(), weekdays);
+        if mask == 0 {
+            let defaults =
+                crawl_time(&ChangeHours::default(), group.group(), &CrawlTimeConfig::default()).weekdays;
+            mask = weekday_mask(group.group(), &defaults).max(1);
+        }
+        CrawlSchedule { group, weekdays: mask, hour: hour % 24 }
+    }
+
+    /// The `groups` policy's schedule of an estimator refresh plan, by its `group6` or, with
+    /// [`GroupClasses::Sixteen`], its `group16`; `None` when that is not a group name. A
+    /// plan does not carry the estimator's configuration, so a URL with no changes seen
+    /// crawls at the default [`CrawlTimeConfig`]'s day crawl hour.
+    pub fn from_plan(plan: &RefreshPlan, rule: HourRule, classes: GroupClasses) -> Option<CrawlSchedule> {
+        let name = match classes {
+            GroupClasses::Six => &plan.group6,
+            GroupClasses::Sixteen => &plan.group16,
+        };
+        let group: FrequencyGroup = name.parse().ok()?;
         let times = Times {
             weekdays: &plan.weekdays,
             paper_hour: plan.paper_hour,
             min_wait_hour: plan.min_wait_hour,
             min_wait_slot: plan.min_wait_slot,
         };
-        Some(choose(group, &times, rule, CrawlTimeConfig::default().day_crawl_hour))
+        Some(choose(classes.classify(group), &times, rule, CrawlTimeConfig::default().day_crawl_hour))
     }
 
-    /// The schedule of a [`crawl_time`] result (for the simulator and the `groups`
-    /// report): as [`from_plan`](Self::from_plan) would make it from the plan built out of
-    /// `time`, except that a URL with no changes seen crawls at `config`'s day crawl hour.
+    /// The schedule of a [`crawl_time`] result for a URL of 16-group `group` (for the
+    /// simulator and the `groups` report): as [`from_plan`](Self::from_plan) would make it
+    /// from the plan built out of `time`, except that a URL with no changes seen crawls at
+    /// `config`'s day crawl hour.
     pub fn from_crawl_time(
         group: FrequencyGroup,
         time: &CrawlTime,
         rule: HourRule,
         config: &CrawlTimeConfig,
+        classes: GroupClasses,
     ) -> CrawlSchedule {
         let times = Times {
             weekdays: &time.weekdays,
@@ -160,32 +193,50 @@ impl CrawlSchedule {
             min_wait_hour: time.min_wait_hour,
             min_wait_slot: time.min_wait_slot,
         };
-        choose(group, &times, rule, config.day_crawl_hour)
+        choose(classes.classify(group), &times, rule, config.day_crawl_hour)
     }
 
-    /// The 6-group.
+    /// The group: the 6-group, unless made by [`sixteen`](Self::sixteen) or under
+    /// [`GroupClasses::Sixteen`].
     pub fn group(self) -> FrequencyGroup {
-        self.cycle.group()
+        self.group.group()
     }
 
-    /// Crawl weekdays in ascending order, Monday = 0.
+    /// Weekdays with a crawl at [`hour`](Self::hour), ascending, Monday = 0.
     pub fn weekdays(self) -> Vec<u8> {
-        (0..7).filter(|&day| self.weekdays & 1 << day != 0).collect()
+        days_of(self.weekdays)
     }
 
-    /// The first crawl hour of a crawl day (`G14` crawls again 12 hours later).
+    /// Weekdays with a second crawl 12 hours after [`hour`](Self::hour), ascending: every
+    /// day for `G14`, `i − 7` spread days for `Gi` with `i` in 8 … 13, none otherwise.
+    pub fn second_weekdays(self) -> Vec<u8> {
+        days_of(self.second_days())
+    }
+
+    /// The first crawl hour of a crawl day (`G8` to `G14` crawl again 12 hours later on
+    /// their [`second_weekdays`](Self::second_weekdays)).
     pub fn hour(self) -> u8 {
         self.hour
     }
 
-    /// Crawl hours of a crawl day, ascending: two for `G14`, one otherwise.
+    /// Crawl hours, ascending: two for `G8` to `G14` (the second of `hour` and
+    /// `hour + 12` only on their [`second_weekdays`](Self::second_weekdays)), one otherwise.
     pub fn hours(self) -> Vec<u8> {
-        self.hours_of_day().collect()
+        let mut hours = vec![self.hour];
+        if self.second_days() != 0 {
+            hours.push((self.hour + 12) % 24);
+            hours.sort_unstable();
+        }
+        hours
     }
 
     /// 1, or 2 for `2G1` and 4 for `4G1`: the weeks between crawl weeks.
     pub fn every_weeks(self) -> u8 {
-        self.cycle.every_weeks()
+        match self.group() {
+            FrequencyGroup::Weekly(_) => 1,
+            FrequencyGroup::Biweekly => 2,
+            FrequencyGroup::Fourweekly => 4,
+        }
     }
 
     /// The latest scheduled crawl instant `t` with `after_ms < t <= now_ms`, or `None`:
@@ -229,20 +280,29 @@ impl CrawlSchedule {
             .unwrap_or(i64::MAX)
     }
 
-    fn hours_of_day(self) -> impl DoubleEndedIterator<Item = u8> + ExactSizeIterator {
-        let (crawls, other) = match self.cycle {
-            Cycle::TwiceDaily => (2, (self.hour + 12) % 24),
-            _ => (1, self.hour),
-        };
-        [self.hour.min(other), self.hour.max(other)].into_iter().take(crawls)
+    /// Bit `d` set: a second crawl on weekday `d`, at `hour + 12` (mod 24).
+    fn second_days(self) -> u8 {
+        match self.group() {
+            FrequencyGroup::Weekly(crawls) => spread(crawls.saturating_sub(7)),
+            FrequencyGroup::Biweekly | FrequencyGroup::Fourweekly => 0,
+        }
+    }
+
+    /// Crawl hours of weekday `day`, ascending: from `hour` 12 on, the second crawl comes
+    /// first.
+    fn hours_on(self, day: u8) -> impl DoubleEndedIterator<Item = u8> {
+        let first = (self.weekdays & 1 << day != 0).then_some(self.hour);
+        let second = (self.second_days() & 1 << day != 0).then_some((self.hour + 12) % 24);
+        let (early, late) = if self.hour < 12 { (first, second) } else { (second, first) };
+        early.into_iter().chain(late)
     }
 
     /// Scheduled instants of a crawl week as milliseconds after its local Monday 00:00 (of
     /// week 0), ascending.
     fn week_offsets(self) -> impl DoubleEndedIterator<Item = i128> {
         let start = i128::from(WEEK_ZERO_MS);
-        (0..7u8).filter(move |&day| self.weekdays & 1 << day != 0).flat_map(move |day| {
-            self.hours_of_day().map(move |hour| {
+        (0..7u8).flat_map(move |day| {
+            self.hours_on(day).map(move |hour| {
                 start + i128::from(day) * i128::from(DAY_MS) + i128::from(hour) * i128::from(HOUR_MS)
             })
         })
@@ -253,16 +313,33 @@ fn local_offset_ms(utc_offset_minutes: i32) -> i128 {
     i128::from(utc_offset_minutes) * i128::from(MINUTE_MS)
 }
 
-fn weekday_mask(cycle: Cycle, weekdays: &[u8]) -> u8 {
+/// Weekdays of a day mask, ascending.
+fn days_of(mask: u8) -> Vec<u8> {
+    (0..7).filter(|&day| mask & 1 << day != 0).collect()
+}
+
+/// The mask of `days` (0 to 7) weekdays spread over the week from Monday: ⌊k·7/days⌋ for
+/// k < days.
+fn spread(days: u8) -> u8 {
+    (0..days).fold(0, |mask, k| mask | 1 << (k * 7 / days))
+}
+
+/// Days with a crawl at the hour of `group` (1..=14 crawls if `Weekly`): 0 when it takes
+/// them from `weekdays` and none of those is valid.
+fn weekday_mask(group: FrequencyGroup, weekdays: &[u8]) -> u8 {
     let mut valid = weekdays.iter().copied().filter(|&day| day < 7);
-    match cycle {
-        Cycle::TwiceDaily | Cycle::Daily => EVERY_DAY,
-        Cycle::ThriceWeekly => valid.fold(0, |mask, day| mask | 1 << day),
-        Cycle::Weekly | Cycle::Biweekly | Cycle::Fourweekly => valid.next().map_or(0, |day| 1 << day),
+    match group {
+        FrequencyGroup::Weekly(3) => valid.fold(0, |mask, day| mask | 1 << day),
+        FrequencyGroup::Weekly(1) | FrequencyGroup::Biweekly | FrequencyGroup::Fourweekly => {
+            valid.next().map_or(0, |day| 1 << day)
+        }
+        FrequencyGroup::Weekly(crawls) => spread(crawls.min(7)),
     }
 }
 
-/// Stored form of a [`CrawlSchedule`]: readable in JSON, checked when read back.
+/// Stored form of a [`CrawlSchedule`]: readable in JSON, checked when read back. The days
+/// of a second crawl follow from the group, so a 16-group needs no more fields than a
+/// 6-group, and records stored before 16-groups still read.
 #[derive(Serialize, Deserialize)]
 #[serde(rename = "CrawlSchedule", deny_unknown_fields)]
 struct StoredSchedule {
@@ -286,8 +363,7 @@ impl<'de> Deserialize<'de> for CrawlSchedule {
                 stored.weekdays, stored.hour
             )));
         }
-        let weekdays: Vec<u8> = (0..7).filter(|&day| stored.weekdays & 1 << day != 0).collect();
-        Ok(CrawlSchedule::new(stored.group, &weekdays, stored.hour))
+        Ok(CrawlSchedule::sixteen(stored.group, &days_of(stored.weekdays), stored.hour))
     }
 }
 
@@ -299,20 +375,19 @@ struct Times<'a> {
     min_wait_slot: Option<u8>,
 }
 
-/// Applies `rule`; `default_hour` stands in for an hour the history cannot give (no
-/// changes seen).
+/// Applies `rule` to a URL crawled by `group`; `default_hour` stands in for an hour the
+/// history cannot give (no changes seen).
 fn choose(group: FrequencyGroup, times: &Times<'_>, rule: HourRule, default_hour: u8) -> CrawlSchedule {
-    let cycle = Cycle::of(group);
     match rule {
         HourRule::Paper => {
-            CrawlSchedule::new(group, times.weekdays, times.paper_hour.unwrap_or(default_hour))
+            CrawlSchedule::sixteen(group, times.weekdays, times.paper_hour.unwrap_or(default_hour))
         }
         HourRule::LeastWait => match times.min_wait_slot.filter(|&slot| slot < SLOTS_PER_WEEK) {
             // Crawling once a week or less: the weekday is free too, so take the best slot.
-            Some(slot) if !cycle.is_daily() && cycle != Cycle::ThriceWeekly => {
-                CrawlSchedule::new(group, &[slot / 24], slot % 24)
+            Some(slot) if group.crawls_per_week() <= 1.0 => {
+                CrawlSchedule::sixteen(group, &[slot / 24], slot % 24)
             }
-            _ => CrawlSchedule::new(group, times.weekdays, times.min_wait_hour.unwrap_or(default_hour)),
+            _ => CrawlSchedule::sixteen(group, times.weekdays, times.min_wait_hour.unwrap_or(default_hour)),
         },
     }
 }
@@ -356,12 +431,13 @@ pub struct UrlGroups {
     pub weekly_rate: f64,
     pub group16: FrequencyGroup,
     pub group6: FrequencyGroup,
-    /// Of `group6`.
+    /// Of the group crawled by: `group6`, or `group16` under [`GroupClasses::Sixteen`].
     pub crawls_per_week: f64,
-    /// Crawl weekdays, Monday = 0.
+    /// Weekdays with a crawl at `hour`, Monday = 0.
     pub weekdays: Vec<u8>,
     pub weekday_names: Vec<&'static str>,
-    /// Local crawl hour under the report's rule (`G14` crawls again 12 hours later).
+    /// Local crawl hour under the report's rule (`G8` to `G14` crawl again 12 hours later
+    /// on some days or all: the timetable has those crawls).
     /// Without `hours` in the input the paper gives no time of day; the URL still needs
     /// one, so it crawls at the configured day crawl hour.
     pub hour: u8,
@@ -397,7 +473,7 @@ pub struct Load {
     pub daily_baseline: u64,
     /// `requests_per_day / daily_baseline`; 0 with no URLs.
     pub share: f64,
-    /// URLs per 6-group, `G14` first.
+    /// URLs per group of the report's classification, most crawled first.
     pub groups: Vec<GroupCount>,
 }
 
@@ -411,15 +487,18 @@ pub struct GroupCount {
 /// counts]}`, `hours` optional, blank lines skipped.
 ///
 /// The file gives hours of the day but not weekdays, so under [`HourRule::LeastWait`] the
-/// weekly and rarer groups keep `config`'s weekday and take the least-wait hour.
+/// weekly and rarer groups keep `config`'s weekday and take the least-wait hour. URLs are
+/// crawled, and the load counted, by the groups of `classes`.
 pub fn groups_report(
     input: &str,
     config: &CrawlTimeConfig,
     rule: HourRule,
+    classes: GroupClasses,
 ) -> Result<GroupsReport, GroupsError> {
     let mut urls = Vec::new();
     let mut timetable: BTreeMap<(u8, u8, u8), Vec<String>> = BTreeMap::new();
-    let mut per_cycle: BTreeMap<Cycle, u64> = Cycle::ALL.into_iter().map(|cycle| (cycle, 0)).collect();
+    let mut per_group: Vec<(FrequencyGroup, u64)> =
+        classes.groups().into_iter().map(|group| (group, 0)).collect();
     for (index, text) in input.lines().enumerate() {
         if text.trim().is_empty() {
             continue;
@@ -437,13 +516,15 @@ pub fn groups_report(
         let group6 = group16.six();
         // Every change was put on Monday: the weekday part of the least-wait slot is void.
         let time = CrawlTime { min_wait_slot: None, ..crawl_time(&hours, group6, config) };
-        let schedule = CrawlSchedule::from_crawl_time(group6, &time, rule, config);
-        for day in schedule.weekdays() {
-            for hour in schedule.hours_of_day() {
+        let schedule = CrawlSchedule::from_crawl_time(group16, &time, rule, config, classes);
+        for day in 0..7 {
+            for hour in schedule.hours_on(day) {
                 timetable.entry((day, hour, schedule.every_weeks())).or_default().push(entry.url.clone());
             }
         }
-        *per_cycle.entry(schedule.cycle).or_default() += 1;
+        if let Some((_, count)) = per_group.iter_mut().find(|(group, _)| *group == schedule.group()) {
+            *count += 1;
+        }
         let weekdays = schedule.weekdays();
         urls.push(UrlGroups {
             weekday_names: weekdays.iter().map(|&day| WEEKDAY_NAMES[usize::from(day)]).collect(),
@@ -452,7 +533,7 @@ pub fn groups_report(
             weekly_rate: entry.weekly_rate,
             group16,
             group6,
-            crawls_per_week: group6.crawls_per_week(),
+            crawls_per_week: schedule.group().crawls_per_week(),
             hour: schedule.hour(),
             paper_hour: time.paper_hour,
             min_wait_hour: time.min_wait_hour,
@@ -467,14 +548,12 @@ pub fn groups_report(
         days[usize::from(day)].crawls.push(TimetableCrawl { hour, urls, every_weeks });
     }
 
-    let groups: Vec<(FrequencyGroup, u64)> =
-        per_cycle.into_iter().map(|(cycle, urls)| (cycle.group(), urls)).collect();
-    let (requests_per_day, share) = daily_load(&groups);
+    let (requests_per_day, share) = daily_load(&per_group);
     let load = Load {
         requests_per_day,
-        daily_baseline: groups.iter().map(|&(_, urls)| urls).sum(),
+        daily_baseline: per_group.iter().map(|&(_, urls)| urls).sum(),
         share,
-        groups: groups.into_iter().map(|(group, urls)| GroupCount { group, urls }).collect(),
+        groups: per_group.into_iter().map(|(group, urls)| GroupCount { group, urls }).collect(),
     };
     Ok(GroupsReport { rule, urls, timetable: days, load })
 }
@@ -498,14 +577,6 @@ mod tests {
     use super::*;
 
     const KST: i32 = 9 * 60;
-    const SIX_GROUPS: [FrequencyGroup; 6] = [
-        FrequencyGroup::Weekly(14),
-        FrequencyGroup::Weekly(7),
-        FrequencyGroup::Weekly(3),
-        FrequencyGroup::Weekly(1),
-        FrequencyGroup::Biweekly,
-        FrequencyGroup::Fourweekly,
-    ];
     /// 2026-11-02T00:00 in Seoul, a Monday of week 2965 (odd; ≡ 1 mod 4).
     const MONDAY_KST: i64 = 1_793_577_600_000 - 9 * HOUR_MS;
 
@@ -575,7 +646,9 @@ mod tests {
     #[test]
     fn the_paper_table_gets_the_paper_groups_and_timetable() {
         use FrequencyGroup::{Biweekly, Fourweekly, Weekly};
-        let report = groups_report(&table_3_3(), &CrawlTimeConfig::default(), HourRule::Paper).unwrap();
+        let report =
+            groups_report(&table_3_3(), &CrawlTimeConfig::default(), HourRule::Paper, GroupClasses::Six)
+                .unwrap();
         let assigned: Vec<_> =
             report.urls.iter().map(|url| (url.url.as_str(), url.group16, url.group6)).collect();
         let g3 = ["u5", "u3", "u2", "u4", "u11", "u10"];
@@ -628,7 +701,9 @@ mod tests {
 
     #[test]
     fn least_wait_moves_the_hour_after_the_busiest_changes() {
-        let report = groups_report(&table_3_3(), &CrawlTimeConfig::default(), HourRule::LeastWait).unwrap();
+        let report =
+            groups_report(&table_3_3(), &CrawlTimeConfig::default(), HourRule::LeastWait, GroupClasses::Six)
+                .unwrap();
         let hours: Vec<_> = report.urls.iter().map(|url| (url.url.as_str(), url.hour)).take(8).collect();
         let expected =
             [("u1", 16), ("u5", 0), ("u3", 0), ("u2", 0), ("u4", 0), ("u11", 0), ("u10", 12), ("u9", 0)];
@@ -650,7 +725,8 @@ mod tests {
             serde_json::json!({ "url": "owl", "weekly_rate": 7.0, "hours": night }),
             serde_json::json!({ "url": "busy", "weekly_rate": 20.0, "hours": night }),
         );
-        let report = groups_report(&input, &CrawlTimeConfig::default(), HourRule::Paper).unwrap();
+        let report =
+            groups_report(&input, &CrawlTimeConfig::default(), HourRule::Paper, GroupClasses::Six).unwrap();
         assert_eq!((report.urls[0].paper_hour, report.urls[0].hour), (Some(12), 12));
         assert_eq!(report.urls[1].group6, FrequencyGroup::Weekly(14));
         for day in &report.timetable {
@@ -675,14 +751,15 @@ mod tests {
             (format!("{good}\n{good}\n{good}\n{good}\n{{\"url\": \"b\", \"weekly_rate\": 1e999}}"), 5),
         ];
         for (input, line) in cases {
-            let error = groups_report(&input, &config, HourRule::Paper).unwrap_err();
+            let error = groups_report(&input, &config, HourRule::Paper, GroupClasses::Six).unwrap_err();
             let message = error.to_string();
             assert!(message.starts_with(&format!("line {line}")), "{message}");
             assert!(!message.contains("at line"), "{message}");
         }
-        let error = groups_report("{\"url\": \"b\"}", &config, HourRule::Paper).unwrap_err();
+        let error =
+            groups_report("{\"url\": \"b\"}", &config, HourRule::Paper, GroupClasses::Six).unwrap_err();
         assert_eq!(error.to_string(), "line 1, column 12: missing field `weekly_rate`");
-        let empty = groups_report("\n \n", &config, HourRule::Paper).unwrap();
+        let empty = groups_report("\n \n", &config, HourRule::Paper, GroupClasses::Six).unwrap();
         assert!(empty.urls.is_empty());
         assert_eq!((empty.load.requests_per_day, empty.load.daily_baseline, empty.load.share), (0.0, 0, 0.0));
     }
@@ -763,9 +840,8 @@ mod tests {
     fn extreme_times_and_offsets_do_not_panic() {
         let times = [i64::MIN, i64::MIN + 1, -1, 0, 1, at(0, 0), i64::MAX - WEEK_MS, i64::MAX - 1, i64::MAX];
         let offsets = [i32::MIN, -720, 0, KST, i32::MAX];
-        let groups = SIX_GROUPS;
-        for group in groups {
-            let schedule = CrawlSchedule::new(group, &[6, 1], 23);
+        for group in GroupClasses::Sixteen.groups() {
+            let schedule = CrawlSchedule::sixteen(group, &[6, 1], 23);
             for offset in offsets {
                 for after in times {
                     let next = schedule.next_after(after, offset);
@@ -793,11 +869,15 @@ mod tests {
             state ^= state << 17;
             state % bound
         };
-        let groups = SIX_GROUPS;
-        for case in 0..3000 {
-            let group = groups[next(6) as usize];
+        let groups = GroupClasses::Sixteen.groups();
+        for case in 0..4000 {
+            let group = groups[next(16) as usize];
             let weekdays: Vec<u8> = (0..=next(4)).map(|_| next(8) as u8).collect();
-            let schedule = CrawlSchedule::new(group, &weekdays, next(26) as u8);
+            let schedule = if case % 4 < 2 {
+                CrawlSchedule::new(group, &weekdays, next(26) as u8)
+            } else {
+                CrawlSchedule::sixteen(group, &weekdays, next(26) as u8)
+            };
             let offset = next(1681) as i32 - 840;
             let after =
                 (next(40 * WEEK_MS as u64) as i64 - 20 * WEEK_MS) * if case % 2 == 0 { 1 } else { 1_000 };
@@ -818,33 +898,43 @@ mod tests {
     #[test]
     fn plans_become_schedules_under_either_rule() {
         let weekly = plan("G1", vec![5], [Some(12), Some(11), Some(2 * 24 + 11)]);
-        let paper = CrawlSchedule::from_plan(&weekly, HourRule::Paper).unwrap();
+        let paper = CrawlSchedule::from_plan(&weekly, HourRule::Paper, GroupClasses::Six).unwrap();
         assert_eq!((paper.group(), paper.weekdays(), paper.hour()), (FrequencyGroup::Weekly(1), vec![5], 12));
-        let least = CrawlSchedule::from_plan(&weekly, HourRule::LeastWait).unwrap();
+        let least = CrawlSchedule::from_plan(&weekly, HourRule::LeastWait, GroupClasses::Six).unwrap();
         assert_eq!((least.weekdays(), least.hour()), (vec![2], 11));
 
         let g3 = plan("G3", vec![0, 2, 4], [Some(0), Some(16), Some(6 * 24 + 16)]);
-        let least = CrawlSchedule::from_plan(&g3, HourRule::LeastWait).unwrap();
+        let least = CrawlSchedule::from_plan(&g3, HourRule::LeastWait, GroupClasses::Six).unwrap();
         assert_eq!((least.weekdays(), least.hour()), (vec![0, 2, 4], 16));
 
         let daily = plan("G7", (0..7).collect(), [Some(0), Some(16), Some(3)]);
-        let least = CrawlSchedule::from_plan(&daily, HourRule::LeastWait).unwrap();
+        let least = CrawlSchedule::from_plan(&daily, HourRule::LeastWait, GroupClasses::Six).unwrap();
         assert_eq!((least.weekdays().len(), least.hour()), (7, 16));
 
         let unseen = plan("4G1", vec![5], [None; 3]);
         for rule in [HourRule::Paper, HourRule::LeastWait] {
-            let schedule = CrawlSchedule::from_plan(&unseen, rule).unwrap();
+            let schedule = CrawlSchedule::from_plan(&unseen, rule, GroupClasses::Six).unwrap();
             assert_eq!((schedule.weekdays(), schedule.hour(), schedule.every_weeks()), (vec![5], 0, 4));
         }
-        let sixteen =
-            CrawlSchedule::from_plan(&plan("G5", vec![], [Some(12), None, None]), HourRule::Paper).unwrap();
+        let sixteen = CrawlSchedule::from_plan(
+            &plan("G5", vec![], [Some(12), None, None]),
+            HourRule::Paper,
+            GroupClasses::Six,
+        )
+        .unwrap();
         assert_eq!((sixteen.group(), sixteen.hour()), (FrequencyGroup::Weekly(7), 12));
         // An impossible slot falls back to the weekdays and least-wait hour.
-        let odd =
-            CrawlSchedule::from_plan(&plan("2G1", vec![5], [None, Some(7), Some(200)]), HourRule::LeastWait)
-                .unwrap();
+        let odd = CrawlSchedule::from_plan(
+            &plan("2G1", vec![5], [None, Some(7), Some(200)]),
+            HourRule::LeastWait,
+            GroupClasses::Six,
+        )
+        .unwrap();
         assert_eq!((odd.weekdays(), odd.hour()), (vec![5], 7));
-        assert_eq!(CrawlSchedule::from_plan(&plan("G0", vec![5], [None; 3]), HourRule::Paper), None);
+        assert_eq!(
+            CrawlSchedule::from_plan(&plan("G0", vec![5], [None; 3]), HourRule::Paper, GroupClasses::Six),
+            None
+        );
     }
 
     #[test]
@@ -871,5 +961,213 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<CrawlSchedule>(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn group_classes_by_name_and_members() {
+        use FrequencyGroup::{Biweekly, Fourweekly, Weekly};
+        assert_eq!(GroupClasses::default(), GroupClasses::Six);
+        for (classes, name) in [(GroupClasses::Six, "six"), (GroupClasses::Sixteen, "sixteen")] {
+            assert_eq!(serde_json::to_string(&classes).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<GroupClasses>(&format!("\"{name}\"")).unwrap(), classes);
+            assert_eq!(<GroupClasses as clap::ValueEnum>::from_str(name, false), Ok(classes));
+        }
+        let six = [Weekly(14), Weekly(7), Weekly(3), Weekly(1), Biweekly, Fourweekly];
+        assert_eq!(GroupClasses::Six.groups(), six);
+        let sixteen = GroupClasses::Sixteen.groups();
+        assert_eq!(sixteen.len(), 16);
+        assert_eq!(
+            (sixteen[0], sixteen[13], sixteen[14], sixteen[15]),
+            (Weekly(14), Weekly(1), Biweekly, Fourweekly)
+        );
+    }
+
+    #[test]
+    fn sixteen_groups_spread_their_crawl_days_from_monday() {
+        use FrequencyGroup::Weekly;
+        let days = |crawls| CrawlSchedule::sixteen(Weekly(crawls), &[], 0).weekdays();
+        assert_eq!(days(2), [0, 3]);
+        assert_eq!(days(4), [0, 1, 3, 5]);
+        assert_eq!(days(5), [0, 1, 2, 4, 5]);
+        assert_eq!(days(6), [0, 1, 2, 3, 4, 5]);
+        // The same rule gives G3 the paper's Mon, Wed, Fri; G3 still takes its weekdays.
+        assert_eq!(days_of(spread(3)), [0, 2, 4]);
+        assert_eq!(days(3), [0, 2, 4]);
+        assert_eq!(CrawlSchedule::sixteen(Weekly(3), &[1, 3], 0).weekdays(), [1, 3]);
+        // Spread groups ignore the weekdays given; `new` still takes a group to its 6-group.
+        let g2 = CrawlSchedule::sixteen(Weekly(2), &[6], 9);
+        assert_eq!((g2.group(), g2.weekdays(), g2.hours()), (Weekly(2), vec![0, 3], vec![9]));
+        assert_eq!(CrawlSchedule::new(Weekly(2), &[6], 9).group(), Weekly(3));
+        assert_eq!(g2.next_after(at(0, 9), KST), at(3, 9));
+        assert_eq!(g2.latest_due(at(0, 9), at(6, 23), KST), Some(at(3, 9)));
+        // Every Gi crawls i times a week, and a 6-group is the same schedule either way.
+        for crawls in 1..=14 {
+            let schedule = CrawlSchedule::sixteen(Weekly(crawls), &[], 7);
+            assert_eq!(schedule.week_offsets().count(), usize::from(crawls), "G{crawls}");
+            assert_eq!(schedule.every_weeks(), 1);
+            let six = Weekly(crawls).six();
+            assert_eq!(CrawlSchedule::sixteen(six, &[4], 7), CrawlSchedule::new(Weekly(crawls), &[4], 7));
+        }
+    }
+
+    #[test]
+    fn g10_crawls_daily_and_again_on_three_spread_days() {
+        let g10 = CrawlSchedule::sixteen(FrequencyGroup::Weekly(10), &[5], 4);
+        assert_eq!(g10.group(), FrequencyGroup::Weekly(10));
+        assert_eq!((g10.weekdays(), g10.second_weekdays()), ((0..7).collect(), vec![0, 2, 4]));
+        assert_eq!((g10.hour(), g10.hours()), (4, vec![4, 16]));
+        assert_eq!(g10.next_after(at(0, 4), KST), at(0, 16));
+        assert_eq!(g10.next_after(at(0, 16), KST), at(1, 4));
+        assert_eq!(g10.next_after(at(1, 4), KST), at(2, 4), "no second crawl on Tuesday");
+        assert_eq!(g10.next_after(at(2, 4), KST), at(2, 16));
+        assert_eq!(g10.latest_due(at(0, 0), at(1, 20), KST), Some(at(1, 4)));
+        assert_eq!(g10.latest_due(at(0, 0), at(4, 20), KST), Some(at(4, 16)));
+        let g7 = CrawlSchedule::sixteen(FrequencyGroup::Weekly(7), &[], 4);
+        assert!(g7.second_weekdays().is_empty());
+        let g14 = CrawlSchedule::sixteen(FrequencyGroup::Weekly(14), &[], 4);
+        assert_eq!(g14.second_weekdays(), g14.weekdays());
+    }
+
+    #[test]
+    fn a_late_g9_crawls_again_early_the_same_day() {
+        let g9 = CrawlSchedule::sixteen(FrequencyGroup::Weekly(9), &[], 15);
+        // Second crawls on Monday and Thursday, at 03:00: before the day's 15:00 crawl.
+        assert_eq!((g9.second_weekdays(), g9.hours()), (vec![0, 3], vec![3, 15]));
+        assert_eq!(g9.next_after(at(-1, 15), KST), at(0, 3));
+        assert_eq!(g9.next_after(at(0, 3), KST), at(0, 15));
+        assert_eq!(g9.next_after(at(0, 15), KST), at(1, 15));
+        assert_eq!(g9.next_after(at(2, 15), KST), at(3, 3));
+        assert_eq!(g9.next_after(at(6, 20), KST), at(7, 3));
+        assert_eq!(g9.latest_due(at(-1, 0), at(0, 10), KST), Some(at(0, 3)));
+        assert_eq!(g9.latest_due(at(0, 3), at(0, 14), KST), None);
+        assert_eq!(g9.latest_due(at(0, 0), at(0, 16), KST), Some(at(0, 15)));
+        assert_eq!(g9.latest_due(at(0, 0), at(3, 10), KST), Some(at(3, 3)));
+        assert_eq!(g9.latest_due(at(0, 0), at(7, 2), KST), Some(at(6, 15)));
+        let offsets: Vec<_> = g9.week_offsets().collect();
+        assert!(offsets.windows(2).all(|pair| pair[0] < pair[1]), "{offsets:?}");
+    }
+
+    #[test]
+    fn plans_become_sixteen_group_schedules() {
+        let sixteen = |group16: &str, group6: &str, weekdays, hours| RefreshPlan {
+            group16: group16.to_owned(),
+            ..plan(group6, weekdays, hours)
+        };
+        let g5 = sixteen("G5", "G7", (0..7).collect(), [Some(12), Some(16), Some(3 * 24 + 5)]);
+        let paper = CrawlSchedule::from_plan(&g5, HourRule::Paper, GroupClasses::Sixteen).unwrap();
+        assert_eq!(
+            (paper.group(), paper.weekdays(), paper.hour()),
+            (FrequencyGroup::Weekly(5), vec![0, 1, 2, 4, 5], 12)
+        );
+        let six = CrawlSchedule::from_plan(&g5, HourRule::Paper, GroupClasses::Six).unwrap();
+        assert_eq!(six.group(), FrequencyGroup::Weekly(7));
+        // More than weekly: the least-wait hour, not the slot.
+        let least = CrawlSchedule::from_plan(&g5, HourRule::LeastWait, GroupClasses::Sixteen).unwrap();
+        assert_eq!((least.weekdays(), least.hour()), (vec![0, 1, 2, 4, 5], 16));
+        let g9 = sixteen("G9", "G7", (0..7).collect(), [Some(0), Some(15), Some(15)]);
+        let least = CrawlSchedule::from_plan(&g9, HourRule::LeastWait, GroupClasses::Sixteen).unwrap();
+        assert_eq!(
+            (least.group(), least.hours(), least.second_weekdays()),
+            (FrequencyGroup::Weekly(9), vec![3, 15], vec![0, 3])
+        );
+        // Weekly or rarer: the least-wait slot, as with six groups.
+        for group in ["G1", "2G1", "4G1"] {
+            let rare = sixteen(group, group, vec![5], [Some(0), Some(11), Some(2 * 24 + 11)]);
+            let least = CrawlSchedule::from_plan(&rare, HourRule::LeastWait, GroupClasses::Sixteen).unwrap();
+            assert_eq!((least.weekdays(), least.hour()), (vec![2], 11), "{group}");
+        }
+        let g3 = sixteen("G3", "G3", vec![1, 3], [Some(12), None, None]);
+        let paper = CrawlSchedule::from_plan(&g3, HourRule::Paper, GroupClasses::Sixteen).unwrap();
+        assert_eq!((paper.weekdays(), paper.hour()), (vec![1, 3], 12));
+        let bad = sixteen("G0", "G7", vec![], [None; 3]);
+        assert_eq!(CrawlSchedule::from_plan(&bad, HourRule::Paper, GroupClasses::Sixteen), None);
+        assert!(CrawlSchedule::from_plan(&bad, HourRule::Paper, GroupClasses::Six).is_some());
+    }
+
+    #[test]
+    fn stored_sixteen_group_schedules_read_back_checked() {
+        let g9 = CrawlSchedule::sixteen(FrequencyGroup::Weekly(9), &[], 15);
+        let json = serde_json::to_string(&g9).unwrap();
+        assert_eq!(json, r#"{"group":"G9","weekdays":127,"hour":15}"#);
+        assert_eq!(serde_json::from_str::<CrawlSchedule>(&json).unwrap(), g9);
+        for group in GroupClasses::Sixteen.groups() {
+            let schedule = CrawlSchedule::sixteen(group, &[2, 6], 21);
+            let json = serde_json::to_string(&schedule).unwrap();
+            assert_eq!(serde_json::from_str::<CrawlSchedule>(&json).unwrap(), schedule, "{json}");
+        }
+        for bad in [
+            r#"{"group":"G9","weekdays":128,"hour":15}"#,
+            r#"{"group":"G2","weekdays":9,"hour":24}"#,
+            r#"{"group":"G15","weekdays":9,"hour":1}"#,
+            r#"{"group":"G9","weekdays":127,"second":128,"hour":15}"#,
+        ] {
+            assert!(serde_json::from_str::<CrawlSchedule>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_report_by_sixteen_groups() {
+        use FrequencyGroup::{Biweekly, Weekly};
+        let mut night = [0u64; 24];
+        night[2] = 3;
+        let input = [
+            serde_json::json!({ "url": "u2", "weekly_rate": 2.4 }),
+            serde_json::json!({ "url": "owl", "weekly_rate": 9.0, "hours": night }),
+            serde_json::json!({ "url": "u3", "weekly_rate": 3.0 }),
+            serde_json::json!({ "url": "u13", "weekly_rate": 0.3 }),
+            serde_json::json!({ "url": "u1", "weekly_rate": 4.7 }),
+        ]
+        .map(|line| format!("{line}\n"))
+        .concat();
+        let report =
+            groups_report(&input, &CrawlTimeConfig::default(), HourRule::Paper, GroupClasses::Sixteen)
+                .unwrap();
+        let assigned: Vec<_> = report
+            .urls
+            .iter()
+            .map(|url| (url.url.as_str(), url.group16, url.group6, url.crawls_per_week, url.hour))
+            .collect();
+        assert_eq!(
+            assigned,
+            [
+                ("u2", Weekly(2), Weekly(3), 2.0, 0),
+                ("owl", Weekly(9), Weekly(7), 9.0, 12),
+                ("u3", Weekly(3), Weekly(3), 3.0, 0),
+                ("u13", Biweekly, Biweekly, 0.5, 0),
+                ("u1", Weekly(5), Weekly(7), 5.0, 0),
+            ]
+        );
+        assert_eq!(report.urls[0].weekday_names, ["Mon", "Thu"]);
+        assert_eq!(report.urls[4].weekday_names, ["Mon", "Tue", "Wed", "Fri", "Sat"]);
+
+        let crawl =
+            |hour, urls: &[&str], every_weeks| TimetableCrawl { hour, urls: names(urls), every_weeks };
+        let owl = crawl(12, &["owl"], 1);
+        let days: Vec<_> = report.timetable.iter().map(|day| (day.name, day.crawls.clone())).collect();
+        assert_eq!(
+            days,
+            [
+                ("Mon", vec![crawl(0, &["u2", "owl", "u3", "u1"], 1), owl.clone()]),
+                ("Tue", vec![crawl(0, &["u1"], 1), owl.clone()]),
+                ("Wed", vec![crawl(0, &["u3", "u1"], 1), owl.clone()]),
+                ("Thu", vec![crawl(0, &["u2", "owl"], 1), owl.clone()]),
+                ("Fri", vec![crawl(0, &["u3", "u1"], 1), owl.clone()]),
+                ("Sat", vec![crawl(0, &["u1"], 1), crawl(0, &["u13"], 2), owl.clone()]),
+                ("Sun", vec![owl]),
+            ]
+        );
+
+        // (2 + 9 + 3 + 0.5 + 5) / 7 requests a day of 5.
+        let load = &report.load;
+        assert!((load.requests_per_day - 19.5 / 7.0).abs() < 1e-9, "{}", load.requests_per_day);
+        assert_eq!(load.daily_baseline, 5);
+        assert!((load.share - 19.5 / 7.0 / 5.0).abs() < 1e-9, "{}", load.share);
+        let counts: Vec<_> = load.groups.iter().map(|count| (count.group, count.urls)).collect();
+        let expected: Vec<_> = GroupClasses::Sixteen
+            .groups()
+            .into_iter()
+            .map(|group| (group, u64::from(matches!(group, Weekly(9 | 5 | 3 | 2) | Biweekly))))
+            .collect();
+        assert_eq!(counts, expected);
     }
 }

@@ -26,7 +26,7 @@ use recrawl_schemas::{host_of, normalise_url, url_key, DiscoveredLinks, PageEsti
 use thiserror::Error;
 
 use crate::book::{Applied, Book, BookSettings, Hosts, Linked, SchedulerState};
-use crate::groups::HourRule;
+use crate::groups::{GroupClasses, HourRule};
 use crate::links::LinkRules;
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{quota, Discovery, Horizon, Policy};
@@ -84,8 +84,11 @@ pub struct SchedulerArgs {
     #[arg(long, env = "RECRAWL_RESPONSE_TIME_SMOOTHING", default_value_t = 0.2, value_parser = unit_interval)]
     pub response_time_smoothing: f64,
     /// `groups`: crawl at the paper's hour or at the hour that least delays changes.
-    #[arg(long, env = "RECRAWL_GROUPS_HOUR", value_enum, default_value_t = HourRule::LeastWait)]
+    #[arg(long, env = "RECRAWL_GROUPS_HOUR", value_enum, default_value_t = HourRule::Paper)]
     pub groups_hour: HourRule,
+    /// `groups`: crawl by the paper's 6 deployed groups or by the 16 of its first table.
+    #[arg(long, env = "RECRAWL_GROUPS_CLASSES", value_enum, default_value_t = GroupClasses::Six)]
+    pub groups_classes: GroupClasses,
     /// Local time for the `groups` policy's weekdays and hours, minutes east of UTC.
     #[arg(long, env = "RECRAWL_UTC_OFFSET_MINUTES", default_value_t = 0, allow_negative_numbers = true)]
     pub utc_offset_minutes: i32,
@@ -151,6 +154,7 @@ impl SchedulerArgs {
             nutch_min_interval: min,
             nutch_max_interval: max,
             hour_rule: self.groups_hour,
+            classes: self.groups_classes,
         })
     }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::book::{Book, BookFull, Hosts};
-use crate::groups::{groups_report, GroupsError, HourRule};
+use crate::groups::{groups_report, GroupClasses, GroupsError, HourRule};
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{Horizon, Policy};
 
@@ -61,6 +61,9 @@ pub struct GroupsArgs {
     /// Crawl at the paper's hour or at the hour that least delays the changes.
     #[arg(long, value_enum, default_value_t = HourRule::Paper)]
     pub hour_rule: HourRule,
+    /// Crawl by the paper's 6 deployed groups or by the 16 of its first table.
+    #[arg(long, value_enum, default_value_t = GroupClasses::Six)]
+    pub classes: GroupClasses,
 }
 
 #[derive(Debug, Error)]
@@ -238,7 +241,7 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
 /// `groups`.
 pub fn groups(args: &GroupsArgs) -> Result<String, OfflineError> {
     let text = read(&args.rates)?;
-    let report = groups_report(&text, &CrawlTimeConfig::default(), args.hour_rule)
+    let report = groups_report(&text, &CrawlTimeConfig::default(), args.hour_rule, args.classes)
         .map_err(|source| OfflineError::Groups { path: args.rates.display().to_string(), source })?;
     Ok(serde_json::to_string_pretty(&report).unwrap_or_default() + "\n")
 }

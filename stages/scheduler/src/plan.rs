@@ -411,6 +411,31 @@ mod tests {
     }
 
     #[test]
+    fn groups_crawl_a_daily_page_once_its_crawl_hour_passes() {
+        // Hour-long periods from 1970-01-01T00:00Z; the plan is G7 at the paper's 00:00.
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for (url, period) in [("http://h/morning", 10), ("http://h/evening", 20)] {
+            book.apply_estimate(
+                &mut hosts,
+                &estimate(url, period, true, Some(true)),
+                &BookSettings::default(),
+            )
+            .unwrap();
+        }
+        let caps = vec![10; hosts.len()];
+        let settings = PlanSettings { period_ms: 3_600_000, ..settings(Policy::Groups) };
+        let due = |clock| urls(&book, &choose(&[&book], &hosts, clock, 10.0, 5, &caps, &settings));
+        assert!(due(23).is_empty(), "not before midnight");
+        // Both missed the same crawl instant, so they score the same; the earlier slot
+        // wins the tie.
+        assert_eq!(due(24), ["http://h/morning", "http://h/evening"]);
+        // Two hours late, they are still due (and score higher).
+        let late = choose(&[&book], &hosts, 26, 10.0, 5, &caps, &settings);
+        assert_eq!(late.len(), 2);
+        assert!(late[0].score > 2.0, "{}", late[0].score);
+    }
+
+    #[test]
     fn in_degree_first_follows_the_algorithm_on_a_small_graph() {
         // Crawled pages a, b, c link to the frontier:
         //   a → x, y;  b → y, z;  c → y, z, w  (discovered in that order: x, y, z, w).
