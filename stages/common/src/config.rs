@@ -75,6 +75,16 @@ pub fn unit_interval(value: &str) -> Result<f64, String> {
     }
 }
 
+/// A clap value parser for weights: a finite number ≥ 0.
+pub fn non_negative(value: &str) -> Result<f64, String> {
+    let parsed: f64 = value.parse().map_err(|e| format!("{e}"))?;
+    if parsed.is_finite() && parsed >= 0.0 {
+        Ok(parsed)
+    } else {
+        Err(format!("{parsed} is not a finite number ≥ 0"))
+    }
+}
+
 /// Kafka connection and loop settings.
 #[derive(Debug, Clone, Args)]
 pub struct KafkaArgs {
@@ -235,5 +245,15 @@ mod tests {
         assert_eq!(cli.kafka.validate(), Err(ConfigError::DrainTooLong { drain_ms: 7000, session_ms: 6000 }));
         let cli = parse(&["--brokers", "b:1", "--batch-size", "0"]).unwrap();
         assert_eq!(cli.kafka.validate(), Err(ConfigError::BatchSize));
+    }
+
+    #[test]
+    fn shares_and_weights_are_checked() {
+        assert_eq!(super::unit_interval("0.25"), Ok(0.25));
+        assert!(super::unit_interval("1.5").is_err());
+        assert_eq!(super::non_negative("3"), Ok(3.0));
+        for bad in ["-1", "inf", "NaN", "x"] {
+            assert!(super::non_negative(bad).is_err(), "{bad}");
+        }
     }
 }

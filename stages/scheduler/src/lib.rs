@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts};
-use recrawl_common::config::unit_interval;
+use recrawl_common::config::{non_negative, unit_interval};
 use recrawl_common::runtime::{run_stage, Assignment, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
@@ -59,7 +59,7 @@ pub struct SchedulerArgs {
     #[arg(long, env = "RECRAWL_HORIZON", default_value = "rolling:10")]
     pub horizon: Horizon,
     /// Weight of the download-time term p·g (in periods) against staleness.
-    #[arg(long, env = "RECRAWL_COST_WEIGHT", default_value_t = 1.0)]
+    #[arg(long, env = "RECRAWL_COST_WEIGHT", default_value_t = 1.0, value_parser = non_negative)]
     pub cost_weight: f64,
     /// How the frontier is ordered: in-degree first or breadth first.
     #[arg(long, env = "RECRAWL_DISCOVERY", value_enum, default_value_t = Discovery::Ifs)]
@@ -115,8 +115,6 @@ pub enum SchedulerError {
     SeedUrl { path: String, line: usize, reason: String },
     #[error("--nutch-*-interval: expected 0 < min ≤ initial ≤ max, got {min}, {initial}, {max}")]
     NutchIntervals { min: f64, initial: f64, max: f64 },
-    #[error("--cost-weight {0}: expected a finite number ≥ 0")]
-    CostWeight(f64),
 }
 
 /// Reads a seed file into normalised URLs; a bad line is an error naming it.
@@ -158,11 +156,8 @@ impl SchedulerArgs {
         })
     }
 
-    fn plan_settings(&self) -> Result<PlanSettings, SchedulerError> {
-        if !(self.cost_weight.is_finite() && self.cost_weight >= 0.0) {
-            return Err(SchedulerError::CostWeight(self.cost_weight));
-        }
-        Ok(PlanSettings {
+    fn plan_settings(&self) -> PlanSettings {
+        PlanSettings {
             policy: self.policy,
             cost_weight: self.cost_weight,
             period_ms: self.period_ms,
@@ -172,7 +167,7 @@ impl SchedulerArgs {
             discovery_share: self.discovery_share,
             min_download_probability: self.min_download_probability,
             pending_periods: self.pending_periods,
-        })
+        }
     }
 }
 
@@ -511,7 +506,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
         picks_per_period: args.picks_per_period,
         max_picks_per_host: args.max_picks_per_host,
         horizon: args.horizon,
-        plan: args.plan_settings().map_err(config_error)?,
+        plan: args.plan_settings(),
         book_settings: args.book_settings().map_err(config_error)?,
         link_rules: args.links.clone(),
         pending_seeds,

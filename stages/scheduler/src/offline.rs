@@ -43,7 +43,7 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 0)]
     pub period: u64,
     /// W, the weight of the download-time term.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = recrawl_common::config::non_negative)]
     pub cost_weight: f64,
     /// At most this many picks per host; no cap by default.
     #[arg(long)]
@@ -72,8 +72,6 @@ pub enum OfflineError {
     Read { path: String, source: std::io::Error },
     #[error("{path} line {line}: {reason}")]
     Line { path: String, line: usize, reason: String },
-    #[error("--cost-weight {0}: expected a finite number ≥ 0")]
-    CostWeight(f64),
     #[error("--policy groups needs refresh plans; use the `groups` command")]
     GroupsPolicy,
     #[error(transparent)]
@@ -150,9 +148,6 @@ fn probability(value: f64, name: &str) -> Result<f64, String> {
 pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
     if args.policy == Policy::Groups {
         return Err(OfflineError::GroupsPolicy);
-    }
-    if !(args.cost_weight.is_finite() && args.cost_weight >= 0.0) {
-        return Err(OfflineError::CostWeight(args.cost_weight));
     }
     let path = args.pages.display().to_string();
     let text = read(&args.pages)?;
