@@ -68,9 +68,9 @@ async fn two_instances_publish_m_picks_per_period_together() {
         stages.iter().all(|s| s.ctx.metrics.assigned_partitions.get() == 2)
     })
     .await;
-    let tracked = |s: &RunningStage| metric(s, "recrawl_scheduler_frontier_urls{stage=\"scheduler\"}");
+    let frontier = |s: &RunningStage| metric(s, "recrawl_scheduler_frontier_urls{stage=\"scheduler\"}");
     wait_for("the instances did not file every seed", || {
-        stages.iter().filter_map(tracked).sum::<f64>() == URLS as f64
+        stages.iter().filter_map(frontier).sum::<f64>() == URLS as f64
     })
     .await;
     // Periods that start after the split are picked by both instances with two

@@ -106,6 +106,17 @@ pub struct HostStats {
     pub urls: u32,
 }
 
+impl HostStats {
+    /// Folds a download's milliseconds per byte into g_i, weighting it by `smoothing`.
+    fn add_sample(&mut self, ms_per_byte: f64, smoothing: f64) {
+        self.ms_per_byte = if self.ms_per_byte.is_nan() {
+            ms_per_byte
+        } else {
+            (1.0 - smoothing) * self.ms_per_byte + smoothing * ms_per_byte
+        };
+    }
+}
+
 impl Default for HostStats {
     fn default() -> Self {
         Self { ms_per_byte: f64::NAN, backoff_level: 0, backoff_until: 0, crawl_delay_ms: 0, urls: 0 }
@@ -184,13 +195,8 @@ impl Hosts {
         let stats = &mut self.stats[id as usize];
         let request = &estimate.last_request;
         if request.downloaded && request.size_bytes > 0 && request.latency_ms > 0.0 {
-            let sample = request.latency_ms / request.size_bytes as f64;
-            stats.ms_per_byte = if stats.ms_per_byte.is_nan() {
-                sample
-            } else {
-                let alpha = settings.response_time_smoothing;
-                (1.0 - alpha) * stats.ms_per_byte + alpha * sample
-            };
+            stats
+                .add_sample(request.latency_ms / request.size_bytes as f64, settings.response_time_smoothing);
         }
         if let Some(delay) = request.crawl_delay_ms {
             stats.crawl_delay_ms = delay;
@@ -614,6 +620,7 @@ impl Book {
     pub fn restore(
         records: HashMap<String, SchedulerState>,
         hosts: &mut Hosts,
+        settings: &BookSettings,
     ) -> Result<(Book, usize), BookFull> {
         let mut records: Vec<(String, SchedulerState)> = records.into_iter().collect();
         records.sort_unstable_by_key(|(_, state)| state.slot);
@@ -652,11 +659,9 @@ impl Book {
             };
             book.insert(&url, page)?;
             if page.last_download != NONE && page.size > 0 && page.latency_ms > 0.0 {
-                let stats = &mut hosts.stats[host as usize];
-                let sample = f64::from(page.latency_ms) / f64::from(page.size);
                 // Seeds g_i with the pages' latest samples until new estimates arrive.
-                stats.ms_per_byte =
-                    if stats.ms_per_byte.is_nan() { sample } else { 0.8 * stats.ms_per_byte + 0.2 * sample };
+                let sample = f64::from(page.latency_ms) / f64::from(page.size);
+                hosts.stats[host as usize].add_sample(sample, settings.response_time_smoothing);
             }
         }
         Ok((book, skipped))
@@ -838,7 +843,7 @@ pub(crate) mod tests {
         let records: HashMap<String, SchedulerState> = book.take_dirty().into_iter().collect();
         assert_eq!(records.len(), 50);
         let mut restored_hosts = Hosts::default();
-        let (restored, skipped) = Book::restore(records, &mut restored_hosts).unwrap();
+        let (restored, skipped) = Book::restore(records, &mut restored_hosts, &settings).unwrap();
         assert_eq!(skipped, 0);
         assert_eq!(restored.len(), book.len());
         assert_eq!(restored.frontier_len(), 25);

@@ -14,16 +14,13 @@ use std::fmt;
 use std::num::NonZeroU8;
 
 use recrawl_estimator::refresh::{
-    crawl_time, daily_load, ChangeHours, CrawlTime, CrawlTimeConfig, FrequencyGroup,
+    crawl_time, daily_load, ChangeHours, CrawlTime, CrawlTimeConfig, FrequencyGroup, DAY_MS, HOUR_MS,
+    MINUTE_MS, WEEK_MS,
 };
 use recrawl_schemas::RefreshPlan;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
-const MINUTE_MS: i64 = 60_000;
-const HOUR_MS: i64 = 60 * MINUTE_MS;
-const DAY_MS: i64 = 24 * HOUR_MS;
-const WEEK_MS: i64 = 7 * DAY_MS;
 /// Monday 1970-01-05T00:00, local: week 0. Counting weeks from a fixed Monday lets every
 /// scheduler instance agree on the even (and ≡ 0 mod 4) weeks without talking.
 const WEEK_ZERO_MS: i64 = 345_600_000;

@@ -465,7 +465,7 @@ impl Stage for Scheduler {
 
     fn on_restored(&mut self, partition: i32, state: &mut StateStore<SchedulerState>) {
         let records = state.take_partition(partition);
-        match Book::restore(records, &mut self.hosts) {
+        match Book::restore(records, &mut self.hosts, &self.book_settings) {
             Ok((book, skipped)) => {
                 if skipped > 0 {
                     tracing::warn!(partition, skipped, "changelog records without a host skipped");

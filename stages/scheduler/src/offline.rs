@@ -179,7 +179,6 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
     pages.sort_by(|a, b| a.1.url.cmp(&b.1.url));
     let clock = pages.iter().map(|(_, p)| p.staleness as u64).max().unwrap_or(0) + 1;
     let (mut book, mut hosts) = (Book::default(), Hosts::default());
-    let mut response_times: Vec<Option<f64>> = Vec::new();
     for (line, page) in &pages {
         let bad = |reason: String| OfflineError::Line { path: path.clone(), line: *line, reason };
         if book.find(&page.url).is_some() {
@@ -196,18 +195,15 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
             page.p_download,
             page.change_rate,
         )?;
-        let host = book.page(slot).host as usize;
-        response_times.resize(hosts.len(), None);
-        match response_times[host] {
-            Some(known) if known != page.response_time => {
-                return Err(bad(format!(
-                    "response_time {} of host {} differs from an earlier line's {known}",
-                    page.response_time, page.host
-                )))
-            }
-            _ => response_times[host] = Some(page.response_time),
+        // g_i is the host's: a new host's is still unset (NaN).
+        let stats = &mut hosts.stats[book.page(slot).host as usize];
+        if !stats.ms_per_byte.is_nan() && stats.ms_per_byte != page.response_time {
+            return Err(bad(format!(
+                "response_time {} of host {} differs from an earlier line's {}",
+                page.response_time, page.host, stats.ms_per_byte
+            )));
         }
-        hosts.stats[host].ms_per_byte = page.response_time;
+        stats.ms_per_byte = page.response_time;
     }
     let settings = PlanSettings {
         policy: args.policy,

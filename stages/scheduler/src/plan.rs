@@ -67,6 +67,24 @@ struct Period {
     kappa: Option<f64>,
 }
 
+impl Period {
+    /// p_j·g_i in periods, weighted.
+    fn cost(&self, page: &Page) -> f64 {
+        f64::from(page.size) * self.cost_per_byte[page.host as usize]
+    }
+
+    /// The paper's s_j(t).
+    fn staleness(&self, page: &Page) -> f64 {
+        staleness(self.clock, page.last_download(), u64::from(page.discovered))
+    }
+
+    /// Periods since the stored copy was fetched, counting the period it was fetched in:
+    /// s + 1.
+    fn copy_age(&self, page: &Page) -> f64 {
+        self.staleness(page) + 1.0
+    }
+}
+
 /// The picks for period `clock`: at most `quota`, at most `host_caps[h]` of host h.
 /// `remaining` is the horizon's T − t.
 pub fn choose(
@@ -210,18 +228,16 @@ fn since_visit(page: &Page, clock: u64) -> f64 {
 /// on it this period.
 fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Option<f64> {
     let clock = period.clock;
-    let cost = f64::from(page.size) * period.cost_per_byte[page.host as usize];
-    let paper_staleness = staleness(clock, page.last_download(), u64::from(page.discovered));
+    let cost = period.cost(page);
     match settings.policy {
-        Policy::Paper => Some(paper_score(period.remaining, paper_staleness, cost)),
+        Policy::Paper => Some(paper_score(period.remaining, period.staleness(page), cost)),
         Policy::ChangeAware => {
             let p_download = f64::from(page.p_download);
             if p_download < settings.min_download_probability {
                 return None;
             }
             let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
-            // The copy's age counts the period it was fetched in: s + 1.
-            let out_of_date = expected_out_of_date(paper_staleness + 1.0, rate);
+            let out_of_date = expected_out_of_date(period.copy_age(page), rate);
             Some(paper_score(period.remaining, p_download * out_of_date, cost))
         }
         Policy::Groups => {
@@ -255,12 +271,12 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
 /// copy is out of date for at most its whole age.
 fn score_bound(page: &Page, period: &Period, settings: &PlanSettings) -> f64 {
     match settings.policy {
-        Policy::ChangeAware => {
-            let age = staleness(period.clock, page.last_download(), u64::from(page.discovered)) + 1.0;
-            let cost = f64::from(page.size) * period.cost_per_byte[page.host as usize];
-            // Evaluated as the score is, so rounding cannot put the score above it.
-            paper_score(period.remaining, f64::from(page.p_download) * age, cost)
-        }
+        // Evaluated as the score is, so rounding cannot put the score above it.
+        Policy::ChangeAware => paper_score(
+            period.remaining,
+            f64::from(page.p_download) * period.copy_age(page),
+            period.cost(page),
+        ),
         _ => f64::INFINITY,
     }
 }
