@@ -7,6 +7,7 @@ pub mod admin;
 pub mod config;
 pub mod http;
 pub mod kafka;
+pub mod links;
 pub mod metrics;
 pub mod runtime;
 pub mod service;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::groups::{CrawlSchedule, GroupClasses, HourRule};
-use crate::links::{LinkRules, Rejection};
+use recrawl_common::links::{LinkRules, Rejection};
 use crate::policy::nutch_interval;
 
 /// "No period": a page never estimated, downloaded or picked.

@@ -6,7 +6,6 @@
 
 pub mod book;
 pub mod groups;
-pub mod links;
 pub mod offline;
 pub mod plan;
 pub mod policy;
@@ -27,7 +26,7 @@ use thiserror::Error;
 
 use crate::book::{Applied, Book, BookSettings, Hosts, Linked, SchedulerState};
 use crate::groups::{GroupClasses, HourRule};
-use crate::links::LinkRules;
+use recrawl_common::links::LinkRules;
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{quota, Discovery, Horizon, Policy};
 

@@ -303,7 +303,7 @@ mod tests {
     use super::*;
     use crate::book::tests::{estimate, link};
     use crate::book::BookSettings;
-    use crate::links::LinkRules;
+    use recrawl_common::links::LinkRules;
 
     fn settings(policy: Policy) -> PlanSettings {
         PlanSettings { policy, period_ms: 1000, discovery_share: 0.0, ..PlanSettings::default() }

@@ -1,6 +1,7 @@
-//! Which discovered URLs may enter the frontier (`spec/in-degree-first.md` §2): http(s)
-//! only, page-like paths, no CGI, optionally no query string, bounded depth. The
-//! per-site cap depends on what is already tracked and is checked by the book.
+//! Which discovered URLs the fetch stage publishes and the scheduler admits to its
+//! frontier (`spec/in-degree-first.md` §2): http(s) only, page-like paths, no CGI,
+//! optionally no query string, bounded depth. Both stages share these flags; the per-site
+//! cap depends on what the scheduler already tracks and is checked by its book.
 
 use clap::Args;
 use url::Url;
