@@ -26,6 +26,8 @@ fn fetch_result() -> FetchResult {
         fetched_at_ms: 1_795_000_000_000,
         depth: 1,
         crawl_delay_ms: None,
+        redirects: Vec::new(),
+        retry_after_ms: None,
     }
 }
 
@@ -68,6 +70,8 @@ fn change_event() -> ChangeEvent {
         }),
         fetched_at_ms: 1_795_000_000_000,
         crawl_delay_ms: None,
+        etag: None,
+        last_modified: None,
     }
 }
 

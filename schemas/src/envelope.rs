@@ -316,11 +316,14 @@ mod properties {
                 reason: if discovery { PickReason::Discovery } else { PickReason::Refresh },
                 depth: 2,
                 score,
+                etag: discovery.then(|| "\"e\"".to_owned()),
+                last_modified: None,
+                deadline_ms: Some(period as i64),
             };
             let decoded = decode::<PagePick>(&encode(&pick).unwrap()).unwrap();
             // Compare bit patterns: NaN scores must survive too.
             prop_assert_eq!(decoded.score.to_bits(), pick.score.to_bits());
-            prop_assert_eq!((decoded.url, decoded.period, decoded.reason), (pick.url, pick.period, pick.reason));
+            prop_assert_eq!((decoded.url, decoded.period, decoded.reason, decoded.etag, decoded.deadline_ms), (pick.url, pick.period, pick.reason, pick.etag, pick.deadline_ms));
         }
     }
 }

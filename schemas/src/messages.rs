@@ -41,6 +41,13 @@ pub struct PagePick {
     /// `paper`, (T − t)·s − W·p·g in periods; for a discovery, the URL's in-degree (0
     /// breadth first).
     pub score: f64,
+    /// The stored copy's `ETag`, sent as `If-None-Match` so an unchanged page costs a 304.
+    pub etag: Option<String>,
+    /// The stored copy's `Last-Modified`, sent as `If-Modified-Since`.
+    pub last_modified: Option<String>,
+    /// When the pick's period ends, Unix milliseconds: a pick the fetcher cannot start by
+    /// then (politeness, Retry-After) is reported `deferred`. Null: no deadline.
+    pub deadline_ms: Option<i64>,
 }
 
 impl Message for PagePick {
@@ -48,44 +55,71 @@ impl Message for PagePick {
     const FORMAT: Format = Format::Bincode;
 }
 
-/// What came of one request.
+/// What came of one pick. Every outcome but `robots_denied` and `deferred` is a request
+/// to the site (`spec/estimator.md` §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FetchOutcome {
     /// HTTP 2xx with a body within the size cap.
     Downloaded,
-    /// HTTP 304: counts as a download whose content equals the previous one.
+    /// HTTP 304 to a conditional request: a download whose content equals the stored copy.
     NotModified,
-    /// The server answered with a status that is not 2xx or 304.
-    HttpError,
+    /// HTTP 2xx whose content type is outside the fetcher's allow-list: a download whose
+    /// body was not transferred, so its content cannot be compared.
+    UnsupportedType,
+    /// The server answered with a status that is not 2xx or 304 (`http_status` says which).
+    HttpStatus,
     /// No complete answer within the request timeout.
     Timeout,
-    /// The connection could not be made (refused, DNS, TLS).
-    ConnectError,
-    /// More redirects than the fetch stage allows.
+    /// The host name could not be resolved.
+    Dns,
+    /// No connection could be made (refused, unreachable, connect timeout).
+    Connect,
+    /// The TLS handshake failed (certificate, protocol).
+    Tls,
+    /// More redirects than the fetcher follows, or a redirect loop.
     TooManyRedirects,
-    /// The body exceeded the fetch stage's size cap.
+    /// The body exceeded the fetcher's size cap; `size_bytes` says how far it got.
     BodyTooLarge,
-    /// Any other transport error; `error` says what.
-    OtherError,
+    /// The host, or a redirect target, resolves to an address the fetcher refuses
+    /// (loopback, private, link-local, metadata, …) and the allow-list does not name.
+    BlockedAddress,
+    /// Any other failure; `error` says what.
+    Other,
+    /// robots.txt disallows the URL (or is unavailable): no request was made.
+    RobotsDenied,
+    /// The fetcher could not start the request within the pick's period (politeness
+    /// delay, Crawl-delay or Retry-After): no request was made.
+    Deferred,
 }
 
 impl FetchOutcome {
-    /// A download in the sense of the estimator: a usable body (2xx or 304).
+    /// A download in the sense of the estimator: the server delivered the page (2xx or 304).
     pub fn is_download(self) -> bool {
-        matches!(self, Self::Downloaded | Self::NotModified)
+        matches!(self, Self::Downloaded | Self::NotModified | Self::UnsupportedType)
+    }
+
+    /// Whether a request was made; the estimator's histories count only requests.
+    pub fn is_request(self) -> bool {
+        !matches!(self, Self::RobotsDenied | Self::Deferred)
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Downloaded => "downloaded",
             Self::NotModified => "not_modified",
-            Self::HttpError => "http_error",
+            Self::UnsupportedType => "unsupported_type",
+            Self::HttpStatus => "http_status",
             Self::Timeout => "timeout",
-            Self::ConnectError => "connect_error",
+            Self::Dns => "dns",
+            Self::Connect => "connect",
+            Self::Tls => "tls",
             Self::TooManyRedirects => "too_many_redirects",
             Self::BodyTooLarge => "body_too_large",
-            Self::OtherError => "other_error",
+            Self::BlockedAddress => "blocked_address",
+            Self::Other => "other",
+            Self::RobotsDenied => "robots_denied",
+            Self::Deferred => "deferred",
         }
     }
 }
@@ -131,6 +165,10 @@ pub struct FetchResult {
     pub depth: u32,
     /// The host's robots.txt Crawl-delay, when the fetcher knows one.
     pub crawl_delay_ms: Option<u64>,
+    /// Every redirect target followed, in order; the last is `final_url`.
+    pub redirects: Vec<String>,
+    /// The server's `Retry-After` with a 429 or 503, in milliseconds from the answer.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl FetchResult {
@@ -157,6 +195,8 @@ impl FetchResult {
             fetched_at_ms: 0,
             depth: 0,
             crawl_delay_ms: None,
+            redirects: Vec::new(),
+            retry_after_ms: None,
         }
     }
 }
@@ -306,6 +346,10 @@ pub struct ChangeEvent {
     pub fetched_at_ms: i64,
     /// The host's robots.txt Crawl-delay, when the fetcher knew one.
     pub crawl_delay_ms: Option<u64>,
+    /// The `ETag` of this answer (a 304 may omit it; then the stored copy's still holds).
+    pub etag: Option<String>,
+    /// The `Last-Modified` of this answer, as `etag`.
+    pub last_modified: Option<String>,
 }
 
 /// What a request did, for [`ChangeEvent::request`].
@@ -330,7 +374,7 @@ impl ChangeEvent {
             group: group.to_owned(),
             period,
             downloaded,
-            outcome: if downloaded { FetchOutcome::Downloaded } else { FetchOutcome::HttpError },
+            outcome: if downloaded { FetchOutcome::Downloaded } else { FetchOutcome::HttpStatus },
             http_status: Some(if downloaded { 200 } else { 503 }),
             latency_ms: 0.0,
             size_bytes: 0,
@@ -348,6 +392,8 @@ impl ChangeEvent {
             degrees: None,
             fetched_at_ms,
             crawl_delay_ms: None,
+            etag: None,
+            last_modified: None,
         }
     }
 }
@@ -379,6 +425,10 @@ pub struct LastRequest {
     pub http_status: Option<u16>,
     /// The host's robots.txt Crawl-delay, when the fetcher knows one.
     pub crawl_delay_ms: Option<u64>,
+    /// The answer's `ETag`, kept by the scheduler for the next pick's conditional request.
+    pub etag: Option<String>,
+    /// The answer's `Last-Modified`, as `etag`.
+    pub last_modified: Option<String>,
 }
 
 /// The model that produced a forecast (`spec/estimator.md` §4 and §6).
@@ -557,6 +607,9 @@ pub mod samples {
             reason: PickReason::Refresh,
             depth: 3,
             score: 12.5,
+            etag: Some("\"v1\"".into()),
+            last_modified: Some("Wed, 21 Oct 2026 07:28:00 GMT".into()),
+            deadline_ms: Some(1_780_000_060_000),
         }
     }
 
@@ -580,6 +633,8 @@ pub mod samples {
             fetched_at_ms: 1_780_000_000_000,
             depth: 3,
             crawl_delay_ms: Some(2_000),
+            redirects: vec!["http://example.com/a.html?moved=1".into()],
+            retry_after_ms: None,
         }
     }
 
@@ -635,6 +690,8 @@ pub mod samples {
             }),
             fetched_at_ms: 1_780_000_000_000,
             crawl_delay_ms: Some(2_000),
+            etag: Some("\"v2\"".into()),
+            last_modified: None,
         }
     }
 
@@ -655,6 +712,8 @@ pub mod samples {
                 fetched_at_ms: 1_780_000_000_000,
                 http_status: Some(200),
                 crawl_delay_ms: Some(2_000),
+                etag: Some("\"v2\"".into()),
+                last_modified: None,
             },
             crawls: 16,
             first_request_period: 27,

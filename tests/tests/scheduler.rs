@@ -101,6 +101,9 @@ async fn two_instances_publish_m_picks_per_period_together() {
         reason: PickReason::Refresh,
         depth: 0,
         score: 0.0,
+        etag: None,
+        last_modified: None,
+        deadline_ms: None,
     };
     for partition in 0..PARTITIONS {
         produce_at(&producer, &fetch, Some(partition), &sentinel.host, &sentinel).await;

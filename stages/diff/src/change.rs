@@ -244,6 +244,8 @@ impl Differ {
             degrees,
             fetched_at_ms: result.fetched_at_ms,
             crawl_delay_ms: result.crawl_delay_ms,
+            etag: result.etag.clone(),
+            last_modified: result.last_modified.clone(),
         };
         if let Some(current) = current {
             if result.outcome == FetchOutcome::Downloaded {
@@ -311,14 +313,18 @@ mod tests {
     }
 
     #[test]
-    fn failures_keep_the_previous_version_and_304_equals_it() {
+    fn failures_and_other_types_keep_the_previous_version_and_304_equals_it() {
         let mut differ = Differ::default();
         let mut kept = None;
         differ.apply(&mut kept, &result(1, FetchOutcome::Downloaded, "hello"));
         let before = kept.clone();
-        let failed = differ.apply(&mut kept, &result(2, FetchOutcome::HttpError, ""));
+        let failed = differ.apply(&mut kept, &result(2, FetchOutcome::HttpStatus, ""));
         assert!(!failed.downloaded);
         assert_eq!((failed.changed, failed.content_hash.as_deref(), failed.words), (None, None, None));
+        assert_eq!(kept, before);
+        let other_type = differ.apply(&mut kept, &result(2, FetchOutcome::UnsupportedType, ""));
+        assert!(other_type.downloaded, "the server delivered it");
+        assert_eq!((other_type.changed, other_type.content_hash.as_deref()), (None, None));
         assert_eq!(kept, before);
         let not_modified = differ.apply(&mut kept, &result(3, FetchOutcome::NotModified, ""));
         assert!(not_modified.downloaded && !not_modified.first_seen);

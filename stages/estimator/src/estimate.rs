@@ -117,6 +117,9 @@ pub enum Applied {
     Repeated(Box<PageEstimate>),
     /// An older request than the latest applied: ignored.
     Stale,
+    /// A pick that made no request (robots-denied, deferred): not part of the history
+    /// (`spec/estimator.md` §1), so nothing is recorded or predicted.
+    NotARequest,
 }
 
 /// This instance's share of a group in one partition, as it changes.
@@ -159,6 +162,9 @@ impl Estimator {
         state: &mut StateStore<EstimatorState>,
         now_ms: i64,
     ) -> Applied {
+        if !event.outcome.is_request() {
+            return Applied::NotARequest;
+        }
         if let Some(page) = state.get(partition, &event.url) {
             let history = &page.history;
             if history.requests > 0 && event.period <= history.last_request {
@@ -302,6 +308,8 @@ impl Estimator {
                 fetched_at_ms: page.last_fetched_at_ms,
                 http_status: event.http_status,
                 crawl_delay_ms: event.crawl_delay_ms,
+                etag: event.etag.clone(),
+                last_modified: event.last_modified.clone(),
             },
             crawls,
             first_request_period: history.first_request,
@@ -406,7 +414,7 @@ fn forecast_model(model: Model) -> ForecastModel {
 
 #[cfg(test)]
 mod tests {
-    use recrawl_schemas::RequestOutcome;
+    use recrawl_schemas::{FetchOutcome, RequestOutcome};
 
     use super::*;
 
@@ -471,6 +479,22 @@ mod tests {
         assert_eq!(view.download.counts()[50], 1, "one downloads every other time");
         let always = state.get(0, "http://a/0").unwrap();
         assert_eq!((always.history.changes, always.change_bin), (5, Some(100)));
+    }
+
+    #[test]
+    fn robots_denied_and_deferred_picks_are_not_requests() {
+        let mut estimator = Estimator::new(Settings::default());
+        let mut state = StateStore::default();
+        new_estimate(estimator.apply(&event("http://a/1", "g", 1, true, None), 0, &mut state, 0));
+        for outcome in [FetchOutcome::RobotsDenied, FetchOutcome::Deferred] {
+            let skipped = ChangeEvent { outcome, ..event("http://a/1", "g", 2, false, None) };
+            assert!(matches!(estimator.apply(&skipped, 0, &mut state, 0), Applied::NotARequest));
+        }
+        let page = state.get(0, "http://a/1").cloned().unwrap();
+        assert_eq!((page.history.requests, page.history.failures, page.history.last_request), (1, 0, 1));
+        let blocked = ChangeEvent { outcome: FetchOutcome::BlockedAddress, ..event("http://a/1", "g", 2, false, None) };
+        let estimate = new_estimate(estimator.apply(&blocked, 0, &mut state, 0));
+        assert_eq!((estimate.requests, estimate.failures), (2, 1), "a refused address is a failed request");
     }
 
     #[test]

@@ -175,6 +175,7 @@ impl EstimatorMetrics {
             Applied::New(estimate) => ("applied", Some(estimate)),
             Applied::Repeated(estimate) => ("repeated", Some(estimate)),
             Applied::Stale => ("stale", None),
+            Applied::NotARequest => ("not_a_request", None),
         };
         self.events.with_label_values(&[result]).inc();
         if let Some(estimate) = estimate {

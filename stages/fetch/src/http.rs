@@ -81,7 +81,7 @@ impl Fetcher {
             group: pick.group.clone(),
             period: pick.period,
             // Placeholder: set from the request's result below.
-            outcome: FetchOutcome::OtherError,
+            outcome: FetchOutcome::Other,
             http_status: None,
             latency_ms: 0.0,
             size_bytes: 0,
@@ -94,6 +94,8 @@ impl Fetcher {
             fetched_at_ms: 0,
             depth: pick.depth,
             crawl_delay_ms: None,
+            redirects: Vec::new(),
+            retry_after_ms: None,
         };
         let started = Instant::now();
         result.outcome = match self.request(pick, &mut result).await {
@@ -183,8 +185,8 @@ enum FetchFailure {
 impl FetchFailure {
     fn outcome(&self) -> FetchOutcome {
         match self {
-            Self::UnparsableUrl { .. } => FetchOutcome::OtherError,
-            Self::Status(_) => FetchOutcome::HttpError,
+            Self::UnparsableUrl { .. } => FetchOutcome::Other,
+            Self::Status(_) => FetchOutcome::HttpStatus,
             Self::AnnouncedBodyTooLarge { .. } | Self::BodyTooLarge { .. } => FetchOutcome::BodyTooLarge,
             Self::Transport(error) => transport_outcome(error),
         }
@@ -198,11 +200,11 @@ fn transport_outcome(error: &reqwest::Error) -> FetchOutcome {
     } else if error.is_connect() {
         // Checked before timeouts: a connect timeout means no connection was made, which is
         // what `ConnectError` stands for; `Timeout` is left to servers that accept and stall.
-        FetchOutcome::ConnectError
+        FetchOutcome::Connect
     } else if error.is_timeout() {
         FetchOutcome::Timeout
     } else {
-        FetchOutcome::OtherError
+        FetchOutcome::Other
     }
 }
 
@@ -282,6 +284,9 @@ mod tests {
             reason: PickReason::Discovery,
             depth: 0,
             score: 1.5,
+            etag: None,
+            last_modified: None,
+            deadline_ms: None,
             url,
         }
     }
@@ -360,7 +365,7 @@ mod tests {
         let fetcher = Fetcher::new(test_config()).unwrap();
         for (path, status) in [("/missing", 404), ("/broken", 500)] {
             let result = fetcher.fetch(&pick_for(&format!("http://{address}{path}"))).await;
-            assert_eq!(result.outcome, FetchOutcome::HttpError, "{path}");
+            assert_eq!(result.outcome, FetchOutcome::HttpStatus, "{path}");
             assert_eq!(result.http_status, Some(status));
             assert!(result.body.is_empty());
             assert_eq!(result.size_bytes, 0);
@@ -474,7 +479,7 @@ mod tests {
         let closed_address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let fetcher = Fetcher::new(test_config()).unwrap();
         let result = fetcher.fetch(&pick_for(&format!("http://{closed_address}/"))).await;
-        assert_eq!(result.outcome, FetchOutcome::ConnectError, "{:?}", result.error);
+        assert_eq!(result.outcome, FetchOutcome::Connect, "{:?}", result.error);
         assert_eq!(result.http_status, None);
         let error = result.error.unwrap_or_default();
         assert!(error.to_lowercase().contains("connection refused"), "{error}");
@@ -484,7 +489,7 @@ mod tests {
     async fn unparsable_pick_url_is_other_error() {
         let pick = PagePick { url: "not a url".to_owned(), ..pick_for("http://127.0.0.1/") };
         let result = Fetcher::new(test_config()).unwrap().fetch(&pick).await;
-        assert_eq!(result.outcome, FetchOutcome::OtherError);
+        assert_eq!(result.outcome, FetchOutcome::Other);
         assert_eq!(result.url, "not a url");
         assert!(result.error.unwrap_or_default().contains("not a url"));
     }

@@ -243,6 +243,9 @@ mod tests {
             reason: recrawl_schemas::PickReason::Refresh,
             depth: 0,
             score: 0.0,
+            etag: None,
+            last_modified: None,
+            deadline_ms: None,
         };
         let chains = chain_by_url(vec![pick("http://h/a", 1), pick("http://h/b", 1), pick("http://h/a", 2)]);
         let shape: Vec<Vec<(String, u64)>> =

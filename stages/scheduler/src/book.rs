@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use hashbrown::HashTable;
-use recrawl_schemas::{host_of, DiscoveredLinks, Format, Message, PageEstimate};
+use recrawl_schemas::{host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -256,6 +256,8 @@ pub struct SchedulerState {
     pub schedule: Option<CrawlSchedule>,
     /// Fingerprints of the pages linking here, while in the frontier.
     pub in_links: Vec<u32>,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
 }
 
 impl Message for SchedulerState {
@@ -282,6 +284,26 @@ pub struct Book {
     dead_in_links: usize,
     frontier: usize,
     dirty: Vec<u32>,
+    /// The stored copies' validators for conditional requests, only for the pages whose
+    /// server sent any, so the fixed-size [`Page`] stays small.
+    validators: HashMap<u32, Validators>,
+}
+
+/// A page's `ETag` and `Last-Modified`, sent back on its next pick.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validators {
+    pub etag: Option<Box<str>>,
+    pub last_modified: Option<Box<str>>,
+}
+
+impl Validators {
+    fn is_empty(&self) -> bool {
+        self.etag.is_none() && self.last_modified.is_none()
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.etag.as_deref().map_or(0, str::len) + self.last_modified.as_deref().map_or(0, str::len)
+    }
 }
 
 /// Bytes a [`Book`] uses, by structure.
@@ -292,6 +314,7 @@ pub struct BookMemory {
     pub index: usize,
     pub pages: usize,
     pub in_links: usize,
+    pub validators: usize,
 }
 
 /// A partition's URL bytes past 4 GiB.
@@ -350,6 +373,36 @@ impl Book {
             index: self.index.capacity() * 5,
             pages: self.pages.len() * std::mem::size_of::<Page>(),
             in_links: self.in_links.len() * std::mem::size_of::<InLink>(),
+            // A slot and two boxed strings per entry, plus a control byte, plus the text.
+            validators: self.validators.capacity() * (5 + std::mem::size_of::<Validators>())
+                + self.validators.values().map(Validators::heap_bytes).sum::<usize>(),
+        }
+    }
+
+    /// The validators of the stored copy of `slot`, for its conditional request.
+    pub fn validators(&self, slot: u32) -> Option<&Validators> {
+        self.validators.get(&slot)
+    }
+
+    /// Keeps what a request said about the stored copy's validators: a new download
+    /// replaces them, a 304 refreshes the ones it repeats, anything else leaves them.
+    fn update_validators(&mut self, slot: u32, request: &LastRequest) {
+        if !request.downloaded {
+            return;
+        }
+        let boxed = |value: &Option<String>| value.as_deref().map(Box::from);
+        let not_modified = request.http_status == Some(304);
+        let kept = self.validators.remove(&slot).unwrap_or_default();
+        let updated = if not_modified {
+            Validators {
+                etag: boxed(&request.etag).or(kept.etag),
+                last_modified: boxed(&request.last_modified).or(kept.last_modified),
+            }
+        } else {
+            Validators { etag: boxed(&request.etag), last_modified: boxed(&request.last_modified) }
+        };
+        if !updated.is_empty() {
+            self.validators.insert(slot, updated);
         }
     }
 
@@ -449,6 +502,7 @@ impl Book {
         }
         page.schedule = CrawlSchedule::from_plan(&estimate.refresh, settings.hour_rule, settings.classes);
         let host = page.host;
+        self.update_validators(slot, request);
         hosts.observe(host, estimate, settings);
         self.mark_dirty(slot);
         self.compact_in_links();
@@ -612,6 +666,8 @@ impl Book {
             interval: page.interval,
             schedule: page.schedule,
             in_links: self.in_link_fingerprints(page),
+            etag: self.validators(slot).and_then(|v| v.etag.as_deref().map(str::to_owned)),
+            last_modified: self.validators(slot).and_then(|v| v.last_modified.as_deref().map(str::to_owned)),
         }
     }
 
@@ -657,7 +713,14 @@ impl Book {
                 dirty: false,
                 schedule: state.schedule,
             };
-            book.insert(&url, page)?;
+            let slot = book.insert(&url, page)?;
+            let validators = Validators {
+                etag: state.etag.map(String::into_boxed_str),
+                last_modified: state.last_modified.map(String::into_boxed_str),
+            };
+            if !validators.is_empty() {
+                book.validators.insert(slot, validators);
+            }
             if page.last_download != NONE && page.size > 0 && page.latency_ms > 0.0 {
                 // Seeds g_i with the pages' latest samples until new estimates arrive.
                 let sample = f64::from(page.latency_ms) / f64::from(page.size);
@@ -705,6 +768,8 @@ pub(crate) mod tests {
                 fetched_at_ms: 0,
                 http_status: Some(if downloaded { 200 } else { 500 }),
                 crawl_delay_ms: None,
+                etag: downloaded.then(|| format!("\"{period}\"")),
+                last_modified: None,
             },
             crawls: period + 1,
             first_request_period: 0,
@@ -822,6 +887,24 @@ pub(crate) mod tests {
         assert_eq!(until, [2, 4, 8, 8, 8]);
         book.apply_estimate(&mut hosts, &estimate("http://h/a", 6, true, None), &settings).unwrap();
         assert_eq!(hosts.stats[0].backoff_level, 0);
+    }
+
+    #[test]
+    fn validators_follow_downloads_and_304s() {
+        let (mut book, mut hosts, settings) = (Book::default(), Hosts::default(), BookSettings::default());
+        let mut apply = |period: u64, status: u16, etag: Option<&str>, last_modified: Option<&str>| {
+            let mut update = estimate("http://h/a", period, status < 400, None);
+            update.last_request.http_status = Some(status);
+            update.last_request.etag = etag.map(str::to_owned);
+            update.last_request.last_modified = last_modified.map(str::to_owned);
+            book.apply_estimate(&mut hosts, &update, &settings).unwrap();
+            book.validators(0).map(|v| (v.etag.as_deref().map(str::to_owned), v.last_modified.as_deref().map(str::to_owned)))
+        };
+        let both = |etag: &str, modified: &str| Some((Some(etag.to_owned()), Some(modified.to_owned())));
+        assert_eq!(apply(1, 200, Some("\"a\""), Some("Mon")), both("\"a\"", "Mon"));
+        assert_eq!(apply(2, 304, Some("\"b\""), None), both("\"b\"", "Mon"), "a 304 keeps what it does not repeat");
+        assert_eq!(apply(3, 500, None, None), both("\"b\"", "Mon"), "a failure leaves them");
+        assert_eq!(apply(4, 200, None, None), None, "a new copy without validators clears them");
     }
 
     #[test]

@@ -254,6 +254,12 @@ impl Scheduler {
             .then(|| ((now_ms - self.plan.epoch_unix_ms) as u64) / self.plan.period_ms)
     }
 
+    /// When `period` starts, Unix milliseconds (saturating far in the future).
+    fn period_start_ms(&self, period: u64) -> i64 {
+        let offset = period.saturating_mul(self.plan.period_ms);
+        self.plan.epoch_unix_ms.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX))
+    }
+
     /// This instance's share of the per-site URL cap: the cap split over the partitions.
     fn site_cap(&self) -> u32 {
         let total = self.assignment.total.max(1) as u64;
@@ -352,7 +358,12 @@ impl Scheduler {
             let url = book.url(choice.slot).to_owned();
             book.picked(choice.slot, period);
             let host = self.hosts.name(page.host).to_owned();
+            let validators = book.validators(choice.slot);
+            let text = |value: Option<&str>| value.map(str::to_owned);
             picks.push(PagePick {
+                etag: text(validators.and_then(|v| v.etag.as_deref())),
+                last_modified: text(validators.and_then(|v| v.last_modified.as_deref())),
+                deadline_ms: Some(self.period_start_ms(period + 1)),
                 url_key: url_key(&url),
                 url,
                 // The estimator's --group-by decides the distribution group; by label it
@@ -413,7 +424,7 @@ impl Stage for Scheduler {
         if !self.pending_seeds.is_empty() {
             return Some(tokio::time::Instant::now());
         }
-        let start_ms = self.plan.epoch_unix_ms + (self.next_period * self.plan.period_ms) as i64;
+        let start_ms = self.period_start_ms(self.next_period);
         let wait = Duration::from_millis(start_ms.saturating_sub(unix_ms()).max(0) as u64);
         Some(tokio::time::Instant::now() + wait)
     }
