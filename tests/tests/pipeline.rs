@@ -84,8 +84,11 @@ async fn start_pipeline(
     seeds: &Path,
     policy_flags: &[&str],
 ) -> ([RunningStage; 3], RunningStage) {
+    // The test site is on loopback, refused unless allowed; one host, so no delay.
+    let mut fetch_flags = flags.to_vec();
+    fetch_flags.extend(["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0"].map(String::from));
     let stages = [
-        RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(flags), ctx)),
+        RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(&fetch_flags), ctx)),
         RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(flags), ctx)),
         RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(flags), ctx)),
     ];

@@ -36,10 +36,6 @@ pub struct LinkRules {
     /// Deepest link level followed from a seed (the estimator paper: 9).
     #[arg(long = "link-max-depth", env = "RECRAWL_LINK_MAX_DEPTH", default_value_t = 9)]
     pub max_depth: u32,
-    /// At most this many URLs tracked per host (the estimator paper: 3,000); split
-    /// evenly over the partitions, since each instance sees only its own.
-    #[arg(long = "link-max-per-site", env = "RECRAWL_LINK_MAX_PER_SITE", default_value_t = 3000)]
-    pub max_per_site: u32,
 }
 
 impl Default for LinkRules {
@@ -49,7 +45,6 @@ impl Default for LinkRules {
             allow_bare_paths: true,
             allow_query: true,
             max_depth: 9,
-            max_per_site: 3000,
         }
     }
 }

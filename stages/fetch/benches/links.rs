@@ -22,11 +22,11 @@ fn bench(c: &mut Criterion) {
     let html = page();
     let base = url::Url::parse("http://example.com/index.html").expect("url");
     let filter = LinkFilter::default();
-    assert_eq!(extract_links(&base, &html, &filter).len(), 1000);
+    assert_eq!(extract_links(&base, &html, &filter, 1).links.len(), 1000);
     let mut group = c.benchmark_group("links_100KiB_1000_links");
     group.throughput(Throughput::Bytes(html.len() as u64));
     group.bench_function("extract_links", |b| {
-        b.iter(|| extract_links(black_box(&base), black_box(&html), &filter))
+        b.iter(|| extract_links(black_box(&base), black_box(&html), &filter, 1))
     });
     group.bench_function("baseline_tokenise_only", |b| {
         b.iter(|| {

@@ -1,19 +1,30 @@
-//! Fetching one scheduled page. Every request ends in a [`FetchResult`], failures included,
-//! because the estimator's download rates count failed requests as much as downloads.
+//! Fetching one URL. Every pick ends in a [`FetchResult`], failures included, because the
+//! estimator's download rates count failed requests as much as downloads.
+//!
+//! Redirects are followed here rather than by reqwest so that every hop is checked
+//! against the address policy and recorded, and one timeout covers the whole request:
+//! every hop, the headers and the body.
 
 use std::error::Error as StdError;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
+use recrawl_common::unix_ms;
 use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
-use reqwest::header::{HeaderMap, HeaderName, CONTENT_TYPE, ETAG, LAST_MODIFIED};
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
+    LOCATION, RETRY_AFTER,
+};
 use reqwest::{redirect, Client, Response, StatusCode};
 use thiserror::Error;
+use tokio::time::Instant;
 use url::Url;
 
+use crate::address::{check_url_host, find_cause, AddressPolicy, BlockedAddress, DnsFailure, GuardedResolver};
+
 /// How the fetcher talks to servers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct FetchConfig {
-    /// Limit on a whole request: connecting, redirects, headers and body.
+    /// Limit on a whole request: every redirect hop, the headers and the body.
     pub request_timeout: Duration,
     /// Limit on opening one connection.
     pub connect_timeout: Duration,
@@ -23,16 +34,26 @@ pub struct FetchConfig {
     pub max_body_bytes: u64,
     /// Sent as `User-Agent` so that site operators can tell who is crawling.
     pub user_agent: String,
+    /// Media types whose bodies are read (prefixes of the `Content-Type` essence, lower
+    /// case); other 2xx answers end as `UnsupportedType` without their body.
+    pub content_types: Vec<String>,
+    /// Idle keep-alive connections kept per host.
+    pub idle_connections_per_host: usize,
+    /// Which addresses may be connected to, and `--resolve` overrides.
+    pub resolver: GuardedResolver,
 }
 
 impl Default for FetchConfig {
     fn default() -> Self {
         Self {
-            request_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
             max_redirects: 5,
             max_body_bytes: 8 * 1024 * 1024,
-            user_agent: "recrawl/0.1 (+https://github.com/recrawl)".to_owned(),
+            user_agent: "recrawl/0.1".to_owned(),
+            content_types: vec!["text/html".to_owned(), "application/xhtml+xml".to_owned()],
+            idle_connections_per_host: 1,
+            resolver: GuardedResolver::new(AddressPolicy::default(), Vec::new()),
         }
     }
 }
@@ -44,71 +65,87 @@ pub enum FetchSetupError {
     Client(#[from] reqwest::Error),
 }
 
-/// Fetches picks over HTTP(S). Cheap to clone: clones share one connection pool.
+/// What a GET led to after its redirects, before the outcome is decided.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// Redirect targets followed, in order.
+    pub redirects: Vec<Url>,
+    /// The body, read only for 2xx answers of an accepted type.
+    pub body: Option<Vec<u8>>,
+}
+
+/// Fetches over HTTP(S). Cheap to clone: clones share one connection pool.
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     client: Client,
-    max_body_bytes: u64,
+    policy: AddressPolicy,
+    request_timeout: Duration,
+    max_redirects: usize,
+    pub max_body_bytes: u64,
+    content_types: Vec<String>,
 }
 
 impl Fetcher {
     /// Builds the HTTP client; fails on an unusable configuration, such as a user agent that
     /// is not a valid header value.
     pub fn new(config: FetchConfig) -> Result<Self, FetchSetupError> {
+        let policy = config.resolver.policy().clone();
         let client = Client::builder()
             .use_rustls_tls()
             .user_agent(config.user_agent)
             .timeout(config.request_timeout)
             .connect_timeout(config.connect_timeout)
-            .redirect(redirect::Policy::limited(config.max_redirects))
+            .redirect(redirect::Policy::none())
+            // A proxy would connect on the fetcher's behalf, past the address checks.
+            .no_proxy()
+            .dns_resolver(std::sync::Arc::new(config.resolver))
+            .pool_max_idle_per_host(config.idle_connections_per_host)
             .gzip(true)
+            .brotli(true)
+            .deflate(true)
             .build()?;
-        Ok(Self { client, max_body_bytes: config.max_body_bytes })
+        let content_types = config.content_types.iter().map(|t| t.trim().to_ascii_lowercase()).collect();
+        Ok(Self {
+            client,
+            policy,
+            request_timeout: config.request_timeout,
+            max_redirects: config.max_redirects,
+            max_body_bytes: config.max_body_bytes,
+            content_types,
+        })
     }
 
-    /// Fetches `pick.url` and reports what came of it; failures are outcomes, not errors.
+    /// Fetches `pick.url`, conditionally when the pick carries validators, and reports
+    /// what came of it; failures are outcomes, not errors.
     ///
     /// The body is kept only for `Downloaded`. `size_bytes` counts the body bytes received:
     /// for a body abandoned part-way (`BodyTooLarge`, or a timeout while reading) that is
     /// how far it got, and it is 0 when an oversized `Content-Length` was refused before
-    /// reading. Bodies of non-2xx answers are not read, so for those `latency_ms` ends at
+    /// reading. Bodies of other answers are not read, so for those `latency_ms` ends at
     /// the response headers.
     pub async fn fetch(&self, pick: &PagePick) -> FetchResult {
-        let mut result = FetchResult {
-            url: pick.url.clone(),
-            url_key: pick.url_key.clone(),
-            host: pick.host.clone(),
-            group: pick.group.clone(),
-            period: pick.period,
-            // Placeholder: set from the request's result below.
-            outcome: FetchOutcome::Other,
-            http_status: None,
-            latency_ms: 0.0,
-            size_bytes: 0,
-            body: Vec::new(),
-            content_type: None,
-            etag: None,
-            last_modified: None,
-            final_url: None,
-            error: None,
-            fetched_at_ms: 0,
-            depth: pick.depth,
-            crawl_delay_ms: None,
-            redirects: Vec::new(),
-            retry_after_ms: None,
-        };
+        let mut result = unanswered(pick, FetchOutcome::Other);
         let started = Instant::now();
-        result.outcome = match self.request(pick, &mut result).await {
+        let fetched = tokio::time::timeout(self.request_timeout, self.request(pick, &mut result)).await;
+        let outcome = match fetched {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(failure)) => Err(failure),
+            Err(_) => Err(FetchFailure::Timeout(self.request_timeout)),
+        };
+        result.outcome = match outcome {
             Ok(outcome) => outcome,
             Err(failure) => {
-                result.error = Some(describe_with_causes(&failure));
-                failure.outcome()
+                let outcome = failure.outcome();
+                result.error = Some(failure.describe());
+                outcome
             }
         };
         result.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-        result.fetched_at_ms = unix_millis_now();
+        result.fetched_at_ms = unix_ms();
         tracing::debug!(
-            url = %result.url,
+            url = %redacted(&result.url),
             outcome = result.outcome.as_str(),
             status = ?result.http_status,
             latency_ms = result.latency_ms,
@@ -118,49 +155,177 @@ impl Fetcher {
         result
     }
 
-    /// Sends the request and fills in what the response tells; the body only on success.
     async fn request(&self, pick: &PagePick, result: &mut FetchResult) -> Result<FetchOutcome, FetchFailure> {
         let url = Url::parse(&pick.url)
-            .map_err(|source| FetchFailure::UnparsableUrl { url: pick.url.clone(), source })?;
-        let mut response = self.client.get(url.clone()).send().await?;
-        let status = response.status();
-        result.http_status = Some(status.as_u16());
-        record_headers(response.headers(), result);
-        if response.url() != &url {
-            result.final_url = Some(response.url().to_string());
+            .map_err(|source| FetchFailure::UnparsableUrl { url: redacted(&pick.url), source })?;
+        let mut conditions = HeaderMap::new();
+        let validators = [(IF_NONE_MATCH, &pick.etag), (IF_MODIFIED_SINCE, &pick.last_modified)];
+        for (name, value) in validators {
+            // A validator that is not a valid header value cannot have come from a header.
+            if let Some(value) = value.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+                conditions.insert(name, value);
+            }
         }
-        if status == StatusCode::NOT_MODIFIED {
+        let answer = self.get(url, conditions, self.max_body_bytes, &mut result.size_bytes).await;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err((failure, redirects)) => {
+                result.redirects = redirects.iter().map(Url::to_string).collect();
+                result.final_url = result.redirects.last().cloned();
+                return Err(failure);
+            }
+        };
+        record_headers(&answer.headers, result);
+        result.http_status = Some(answer.status.as_u16());
+        result.redirects = answer.redirects.iter().map(Url::to_string).collect();
+        result.final_url = result.redirects.last().cloned();
+        if answer.status == StatusCode::NOT_MODIFIED {
             return Ok(FetchOutcome::NotModified);
         }
-        if !status.is_success() {
-            return Err(FetchFailure::Status(status));
+        if !answer.status.is_success() {
+            if matches!(answer.status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE) {
+                result.retry_after_ms = retry_after(&answer.headers, SystemTime::now());
+            }
+            return Err(FetchFailure::Status(answer.status));
         }
-        result.body = self.read_body(&mut response, &mut result.size_bytes).await?;
-        Ok(FetchOutcome::Downloaded)
+        match answer.body {
+            Some(body) => {
+                result.body = body;
+                Ok(FetchOutcome::Downloaded)
+            }
+            None => Ok(FetchOutcome::UnsupportedType),
+        }
     }
 
-    /// Reads the body chunk by chunk so that an oversized one is dropped as soon as it
-    /// passes the cap instead of after it has all arrived. `received` counts the bytes read,
-    /// also when reading fails part-way.
-    async fn read_body(&self, response: &mut Response, received: &mut u64) -> Result<Vec<u8>, FetchFailure> {
-        let cap = self.max_body_bytes;
-        // Absent for compressed bodies, whose decoded size is only known by reading them.
-        let announced = response.content_length();
-        if let Some(announced) = announced.filter(|&length| length > cap) {
-            return Err(FetchFailure::AnnouncedBodyTooLarge { announced, cap });
-        }
-        // Within the cap by now, so the announced length is a safe allocation.
-        let mut body =
-            Vec::with_capacity(announced.and_then(|length| usize::try_from(length).ok()).unwrap_or(0));
-        while let Some(chunk) = response.chunk().await? {
-            *received = received.saturating_add(chunk.len() as u64);
-            if *received > cap {
-                return Err(FetchFailure::BodyTooLarge { cap });
+    /// A plain GET of `url` within the request timeout, following redirects: robots.txt
+    /// and frame documents. The error is the outcome it would have as a pick's.
+    pub async fn get_document(&self, url: Url, cap: u64) -> Result<Answer, (FetchOutcome, String)> {
+        let mut received = 0;
+        match tokio::time::timeout(self.request_timeout, self.get(url, HeaderMap::new(), cap, &mut received)).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err((failure, _))) => Err((failure.outcome(), failure.describe())),
+            Err(_) => {
+                let failure = FetchFailure::Timeout(self.request_timeout);
+                Err((failure.outcome(), failure.describe()))
             }
-            body.extend_from_slice(&chunk);
         }
-        Ok(body)
     }
+
+    /// GETs `url`, following up to `max_redirects` redirects, each hop checked against
+    /// the address policy. Reads the body of a 2xx answer of an accepted type, up to
+    /// `cap` bytes, counting into `received`. A failure comes with the redirects taken.
+    async fn get(
+        &self,
+        url: Url,
+        headers: HeaderMap,
+        cap: u64,
+        received: &mut u64,
+    ) -> Result<Answer, (FetchFailure, Vec<Url>)> {
+        let mut redirects: Vec<Url> = Vec::new();
+        let mut current = url;
+        loop {
+            let sent = self.send(&current, &headers).await;
+            let mut response = match sent {
+                Ok(response) => response,
+                Err(failure) => return Err((failure, redirects)),
+            };
+            let status = response.status();
+            let target = status
+                .is_redirection()
+                .then(|| response.headers().get(LOCATION))
+                .flatten()
+                .and_then(|location| location.to_str().ok())
+                .and_then(|location| current.join(location).ok());
+            if let Some(mut target) = target {
+                target.set_fragment(None);
+                let failure = if target == current || redirects.contains(&target) {
+                    Some(FetchFailure::RedirectLoop(redacted(target.as_str())))
+                } else if redirects.len() >= self.max_redirects {
+                    Some(FetchFailure::TooManyRedirects(self.max_redirects))
+                } else {
+                    None
+                };
+                redirects.push(target.clone());
+                if let Some(failure) = failure {
+                    return Err((failure, redirects));
+                }
+                current = target;
+                continue;
+            }
+            let accepted = status.is_success() && self.accepts(response.headers());
+            let body = if accepted {
+                match read_body(&mut response, cap, received).await {
+                    Ok(body) => Some(body),
+                    Err(failure) => return Err((failure, redirects)),
+                }
+            } else {
+                None
+            };
+            return Ok(Answer { status, headers: response.headers().clone(), redirects, body });
+        }
+    }
+
+    async fn send(&self, url: &Url, headers: &HeaderMap) -> Result<Response, FetchFailure> {
+        check_url_host(&self.policy, url)?;
+        Ok(self.client.get(url.clone()).headers(headers.clone()).send().await?)
+    }
+
+    /// Whether the answer's type is on the allow-list; an answer without one is read, as
+    /// browsers sniff it and most such pages are HTML.
+    fn accepts(&self, headers: &HeaderMap) -> bool {
+        let Some(content_type) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+            return true;
+        };
+        let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        self.content_types.iter().any(|accepted| essence.starts_with(accepted.as_str()))
+    }
+}
+
+/// A result for `pick` before any answer: the pick's identity and `outcome`.
+pub fn unanswered(pick: &PagePick, outcome: FetchOutcome) -> FetchResult {
+    FetchResult {
+        url: pick.url.clone(),
+        url_key: pick.url_key.clone(),
+        host: pick.host.clone(),
+        group: pick.group.clone(),
+        period: pick.period,
+        outcome,
+        http_status: None,
+        latency_ms: 0.0,
+        size_bytes: 0,
+        body: Vec::new(),
+        content_type: None,
+        etag: None,
+        last_modified: None,
+        final_url: None,
+        error: None,
+        fetched_at_ms: unix_ms(),
+        depth: pick.depth,
+        crawl_delay_ms: None,
+        redirects: Vec::new(),
+        retry_after_ms: None,
+    }
+}
+
+/// Reads the body chunk by chunk so that an oversized one is dropped as soon as it
+/// passes the cap instead of after it has all arrived. `received` counts the bytes read,
+/// also when reading fails part-way.
+async fn read_body(response: &mut Response, cap: u64, received: &mut u64) -> Result<Vec<u8>, FetchFailure> {
+    // Absent for compressed bodies, whose decoded size is only known by reading them.
+    let announced = response.content_length();
+    if let Some(announced) = announced.filter(|&length| length > cap) {
+        return Err(FetchFailure::AnnouncedBodyTooLarge { announced, cap });
+    }
+    // Within the cap by now, so the announced length is a safe allocation.
+    let mut body = Vec::with_capacity(announced.and_then(|length| usize::try_from(length).ok()).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await? {
+        *received = received.saturating_add(chunk.len() as u64);
+        if *received > cap {
+            return Err(FetchFailure::BodyTooLarge { cap });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Why a request did not end in a download; mapped onto a [`FetchOutcome`].
@@ -178,6 +343,14 @@ enum FetchFailure {
     AnnouncedBodyTooLarge { announced: u64, cap: u64 },
     #[error("the body grew past the cap of {cap} bytes")]
     BodyTooLarge { cap: u64 },
+    #[error("more than {0} redirects")]
+    TooManyRedirects(usize),
+    #[error("redirect loop back to {0}")]
+    RedirectLoop(String),
+    #[error("no complete answer within {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Blocked(#[from] BlockedAddress),
     #[error(transparent)]
     Transport(#[from] reqwest::Error),
 }
@@ -188,18 +361,33 @@ impl FetchFailure {
             Self::UnparsableUrl { .. } => FetchOutcome::Other,
             Self::Status(_) => FetchOutcome::HttpStatus,
             Self::AnnouncedBodyTooLarge { .. } | Self::BodyTooLarge { .. } => FetchOutcome::BodyTooLarge,
+            Self::TooManyRedirects(_) | Self::RedirectLoop(_) => FetchOutcome::TooManyRedirects,
+            Self::Timeout(_) => FetchOutcome::Timeout,
+            Self::Blocked(_) => FetchOutcome::BlockedAddress,
             Self::Transport(error) => transport_outcome(error),
+        }
+    }
+
+    /// The failure and its causes on one line, without the URL reqwest puts in its
+    /// messages (it may carry credentials, and the result names the URL anyway).
+    fn describe(self) -> String {
+        match self {
+            Self::Transport(error) => describe_with_causes(&error.without_url()),
+            other => describe_with_causes(&other),
         }
     }
 }
 
 fn transport_outcome(error: &reqwest::Error) -> FetchOutcome {
-    if error.is_redirect() {
-        // The limited redirect policy's only error is exceeding the limit.
-        FetchOutcome::TooManyRedirects
+    // Resolver and TLS failures surface as connect errors; their causes tell them apart.
+    if find_cause::<BlockedAddress>(error).is_some() {
+        FetchOutcome::BlockedAddress
+    } else if find_cause::<DnsFailure>(error).is_some() {
+        FetchOutcome::Dns
+    } else if find_cause::<rustls::Error>(error).is_some() {
+        FetchOutcome::Tls
     } else if error.is_connect() {
-        // Checked before timeouts: a connect timeout means no connection was made, which is
-        // what `ConnectError` stands for; `Timeout` is left to servers that accept and stall.
+        // Checked before timeouts: a connect timeout means no connection was made.
         FetchOutcome::Connect
     } else if error.is_timeout() {
         FetchOutcome::Timeout
@@ -225,6 +413,41 @@ fn describe_with_causes(error: &dyn StdError) -> String {
     text
 }
 
+/// `url` without its user name and password, for logs and error texts.
+pub fn redacted(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            // Both setters only fail for URLs that cannot carry credentials at all.
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.into()
+        }
+        Ok(_) => url.to_owned(),
+        // Unparsable, yet it may still carry `user:password@` in what looks like its
+        // authority: cut that out as text.
+        Err(_) => {
+            let authority_start = url.find("://").map_or(0, |i| i + 3);
+            let authority_end =
+                url[authority_start..].find(['/', '?', '#']).map_or(url.len(), |i| authority_start + i);
+            match url[authority_start..authority_end].rfind('@') {
+                Some(at) => format!("{}{}", &url[..authority_start], &url[authority_start + at + 1..]),
+                None => url.to_owned(),
+            }
+        }
+    }
+}
+
+/// `Retry-After` in milliseconds from `now`: delay-seconds or an HTTP date (RFC 9110
+/// §10.2.3); a date in the past is 0.
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(seconds.saturating_mul(1000));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).map_or(0, |wait| u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)))
+}
+
 fn record_headers(headers: &HeaderMap, result: &mut FetchResult) {
     result.content_type = header_text(headers, CONTENT_TYPE);
     result.etag = header_text(headers, ETAG);
@@ -235,14 +458,6 @@ fn record_headers(headers: &HeaderMap, result: &mut FetchResult) {
 fn header_text(headers: &HeaderMap, name: HeaderName) -> Option<String> {
     let value = headers.get(name)?;
     std::str::from_utf8(value.as_bytes()).ok().map(str::to_owned)
-}
-
-/// Milliseconds since the Unix epoch; a clock set before 1970 reads as 0 rather than failing
-/// a fetch that otherwise worked.
-fn unix_millis_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since_epoch| i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
@@ -291,15 +506,22 @@ mod tests {
         }
     }
 
-    /// Short limits, so that a broken test fails in seconds rather than hanging.
+    /// Short limits, so that a broken test fails in seconds rather than hanging; the
+    /// test servers' loopback address allowed.
     fn test_config() -> FetchConfig {
         FetchConfig {
             request_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
             max_redirects: 2,
             max_body_bytes: SMALL_CAP,
+            resolver: loopback_allowed(Vec::new()),
             ..FetchConfig::default()
         }
+    }
+
+    fn loopback_allowed(overrides: Vec<(String, std::net::IpAddr)>) -> GuardedResolver {
+        let loopback = crate::address::parse_allowed_network("127.0.0.1").unwrap();
+        GuardedResolver::new(AddressPolicy::new(vec![loopback]), overrides)
     }
 
     async fn fetch_from(router: Router, path: &str) -> FetchResult {
@@ -335,9 +557,9 @@ mod tests {
         );
         let address = serve(router).await;
         let pick = pick_for(&format!("http://{address}/page"));
-        let before_ms = unix_millis_now();
+        let before_ms = unix_ms();
         let result = Fetcher::new(test_config()).unwrap().fetch(&pick).await;
-        let after_ms = unix_millis_now();
+        let after_ms = unix_ms();
 
         assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
         assert_eq!(result.http_status, Some(200));
@@ -393,7 +615,7 @@ mod tests {
             get(|Path(remaining): Path<u32>| async move {
                 match remaining.checked_sub(1) {
                     Some(next) => Redirect::temporary(&format!("/hop/{next}")).into_response(),
-                    None => "arrived".into_response(),
+                    None => axum::response::Html("arrived").into_response(),
                 }
             }),
         )
@@ -425,7 +647,7 @@ mod tests {
             44, 0, 0, 100, 170, 142, 181, 15, 0, 0, 0,
         ];
         let router =
-            Router::new().route("/zipped", get(|| async { ([(CONTENT_ENCODING, "gzip")], &GZIPPED[..]) }));
+            Router::new().route("/zipped", get(|| async { ([(CONTENT_ENCODING, "gzip"), (CONTENT_TYPE, "text/html")], &GZIPPED[..]) }));
         let result = fetch_from(router, "/zipped").await;
         assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
         assert_eq!(result.body, b"hello from gzip");
@@ -434,7 +656,7 @@ mod tests {
 
     #[tokio::test]
     async fn oversized_content_length_is_refused_before_reading() {
-        let router = Router::new().route("/big", get(|| async { vec![b'x'; SMALL_CAP as usize + 1] }));
+        let router = Router::new().route("/big", get(|| async { ([(CONTENT_TYPE, "text/html")], vec![b'x'; SMALL_CAP as usize + 1]) }));
         let result = fetch_from(router, "/big").await;
         assert_eq!(result.outcome, FetchOutcome::BodyTooLarge);
         assert_eq!(result.size_bytes, 0);
@@ -500,7 +722,8 @@ mod tests {
             "/odd",
             get(|| async {
                 let etag = HeaderValue::from_bytes(b"\"\xff\"").unwrap();
-                ([(ETAG, etag), (LAST_MODIFIED, HeaderValue::from_static("yesterday"))], "body")
+                let html = HeaderValue::from_static("text/html");
+                ([(ETAG, etag), (LAST_MODIFIED, HeaderValue::from_static("yesterday")), (CONTENT_TYPE, html)], "body")
             }),
         );
         let result = fetch_from(router, "/odd").await;

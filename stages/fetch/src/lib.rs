@@ -1,23 +1,32 @@
-//! The fetch stage: fetches each picked URL over HTTP and emits the result and the
-//! page's links.
+//! The fetch stage: fetches each picked URL over HTTP, politely and only where robots.txt
+//! and the address policy allow, and emits the result and the page's links.
 
+pub mod address;
+pub mod crawl;
 pub mod http;
 pub mod links;
+pub mod metrics;
+pub mod robots;
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::Args;
-use futures::StreamExt;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
+use ipnet::IpNet;
+use recrawl_common::links::LinkRules;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{DEAD_LETTER, FETCH, FETCH_RESULTS, LINKS};
-use recrawl_schemas::{host_of, url_key, DiscoveredLinks, FetchResult, Format, Message, PagePick};
+use recrawl_schemas::{host_of, url_key, DiscoveredLinks, Format, Message, PagePick};
 use serde::{Deserialize, Serialize};
 
+use crate::address::{parse_allowed_network, parse_resolve, AddressPolicy, GuardedResolver};
+use crate::crawl::{Crawled, CrawlSettings, Crawler};
 use crate::http::{FetchConfig, Fetcher};
-use crate::links::{extract_links, LinkFilter};
+use crate::links::LinkFilter;
+use crate::metrics::FetchMetrics;
+use crate::robots::RobotsLifetimes;
 
 pub const STAGE: &str = "fetch";
 
@@ -27,36 +36,163 @@ pub struct FetchArgs {
     pub kafka: KafkaArgs,
     #[command(flatten)]
     pub service: ServiceArgs,
-    /// Requests in flight at once.
-    #[arg(long, env = "RECRAWL_FETCH_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
-    pub concurrency: u32,
-    /// Whole-request timeout, milliseconds.
-    #[arg(long, env = "RECRAWL_FETCH_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
+    #[command(flatten)]
+    pub http: HttpArgs,
+    #[command(flatten)]
+    pub politeness: PolitenessArgs,
+    #[command(flatten)]
+    pub links: LinkRules,
+    /// Most distinct links published per page.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_LINKS", default_value_t = 1000)]
+    pub max_links: usize,
+    /// Same-host `<frame>` documents fetched per page, whose links count as the page's.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_FRAMES", default_value_t = 4)]
+    pub max_frames: usize,
+}
+
+/// How requests are made.
+#[derive(Debug, Clone, Args)]
+pub struct HttpArgs {
+    /// Limit on a whole request (every redirect hop, headers and body), milliseconds;
+    /// the estimator paper's crawler gave up after 5 s.
+    #[arg(long, env = "RECRAWL_FETCH_REQUEST_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_ms: u64,
-    /// Connection timeout, milliseconds.
-    #[arg(long, env = "RECRAWL_FETCH_CONNECT_TIMEOUT_MS", default_value_t = 10_000)]
+    /// Limit on opening a connection, milliseconds.
+    #[arg(long, env = "RECRAWL_FETCH_CONNECT_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub connect_timeout_ms: u64,
-    /// Redirects followed before giving up.
+    /// Redirects followed before giving up (too_many_redirects).
     #[arg(long, env = "RECRAWL_FETCH_MAX_REDIRECTS", default_value_t = 5)]
     pub max_redirects: usize,
-    /// Bodies larger than this are abandoned (outcome body_too_large); at most 48 MiB,
-    /// below the envelope's payload limit.
+    /// Bodies larger than this are abandoned (body_too_large); at most 48 MiB, below the
+    /// envelope's payload limit.
     #[arg(long, env = "RECRAWL_FETCH_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1..=48 * 1024 * 1024))]
     pub max_body_bytes: u64,
-    /// User-Agent header.
+    /// User-Agent header; its product token (before the first `/`) selects the
+    /// robots.txt group.
     #[arg(long, env = "RECRAWL_FETCH_USER_AGENT", default_value = "recrawl/0.1")]
     pub user_agent: String,
-    /// Keep links with a query string.
-    #[arg(long, env = "RECRAWL_FETCH_LINKS_ALLOW_QUERY", default_value_t = true, action = clap::ArgAction::Set)]
-    pub links_allow_query: bool,
-    /// Most distinct links taken from one page.
-    #[arg(long, env = "RECRAWL_FETCH_MAX_LINKS", default_value_t = 1000)]
-    pub max_links: usize,
+    /// Media types whose bodies are read (comma-separated prefixes); others are recorded
+    /// as unsupported_type without their body.
+    #[arg(long, env = "RECRAWL_FETCH_CONTENT_TYPES", value_delimiter = ',', default_value = "text/html,application/xhtml+xml")]
+    pub content_types: Vec<String>,
+    /// Networks the fetcher may connect to although they are loopback, private,
+    /// link-local, metadata or otherwise internal (an IP or CIDR; repeat or comma-separate).
+    /// Refused by default, after DNS and on every redirect hop.
+    #[arg(long = "allow-address", env = "RECRAWL_FETCH_ALLOW_ADDRESSES", value_delimiter = ',', value_parser = parse_allowed_network)]
+    pub allow_addresses: Vec<IpNet>,
+    /// HOST=IP: connect to IP for HOST without DNS (repeat or comma-separate); the address
+    /// policy still applies.
+    #[arg(long = "resolve", env = "RECRAWL_FETCH_RESOLVE", value_delimiter = ',', value_parser = parse_resolve)]
+    pub resolve: Vec<(String, IpAddr)>,
 }
 
-/// The fetch stage keeps no state; replayed picks are fetched again and the diff stage
-/// drops the duplicate results.
+/// How hosts are spared.
+#[derive(Debug, Clone, Args)]
+pub struct PolitenessArgs {
+    /// Requests in flight at once, over all hosts.
+    #[arg(long, env = "RECRAWL_FETCH_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: u32,
+    /// Requests to one host in flight at once.
+    #[arg(long, env = "RECRAWL_FETCH_CONNECTIONS_PER_HOST", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub connections_per_host: u32,
+    /// Least time between requests to one host, milliseconds (a longer robots.txt
+    /// Crawl-delay wins).
+    #[arg(long, env = "RECRAWL_FETCH_MIN_HOST_DELAY_MS", default_value_t = 1_000)]
+    pub min_host_delay_ms: u64,
+    /// A host answering 429 or 503 without Retry-After is left alone this long, ms.
+    #[arg(long, env = "RECRAWL_FETCH_OVERLOAD_PAUSE_MS", default_value_t = 60_000)]
+    pub overload_pause_ms: u64,
+    /// Longest Retry-After honoured, milliseconds.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_RETRY_AFTER_MS", default_value_t = 3_600_000)]
+    pub max_retry_after_ms: u64,
+    /// How long one input batch may wait on politeness before its remaining picks are
+    /// put back on the fetch topic, milliseconds; below max.poll.interval.ms.
+    #[arg(long, env = "RECRAWL_FETCH_BATCH_BUDGET_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_budget_ms: u64,
+    /// How long a fetched robots.txt (or its absence) is trusted, milliseconds.
+    #[arg(long, env = "RECRAWL_FETCH_ROBOTS_TTL_MS", default_value_t = 86_400_000)]
+    pub robots_ttl_ms: u64,
+    /// How long a host whose robots.txt answered 5xx or 429 counts as disallowed, ms.
+    #[arg(long, env = "RECRAWL_FETCH_ROBOTS_ERROR_TTL_MS", default_value_t = 3_600_000)]
+    pub robots_error_ttl_ms: u64,
+    /// Origins whose robots.txt is kept in memory.
+    #[arg(long, env = "RECRAWL_FETCH_ROBOTS_CACHE_ORIGINS", default_value_t = 100_000)]
+    pub robots_cache_origins: usize,
+}
+
+/// A flag combination that cannot work.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FetchConfigError {
+    #[error("--request-timeout-ms {request_ms} must be below --drain-timeout-ms {drain_ms}, so requests in flight at shutdown can finish")]
+    RequestOutlastsDrain { request_ms: u64, drain_ms: u64 },
+    #[error("--batch-budget-ms {budget_ms} must be below max.poll.interval.ms ({poll_ms} ms), or the consumer leaves the group while a batch waits")]
+    BudgetOutlastsPoll { budget_ms: u64, poll_ms: u64 },
+    #[error("--kafka-option max.poll.interval.ms={0:?} is not a number")]
+    PollInterval(String),
+}
+
+/// librdkafka's default max.poll.interval.ms.
+const DEFAULT_MAX_POLL_INTERVAL_MS: u64 = 300_000;
+
+impl FetchArgs {
+    pub fn validate(&self) -> Result<(), FetchConfigError> {
+        let (request_ms, drain_ms) = (self.http.request_timeout_ms, self.kafka.drain_timeout_ms);
+        if request_ms >= drain_ms {
+            return Err(FetchConfigError::RequestOutlastsDrain { request_ms, drain_ms });
+        }
+        let poll_ms = match self.kafka.kafka_options.iter().rev().find(|(k, _)| k == "max.poll.interval.ms") {
+            Some((_, v)) => v.parse().map_err(|_| FetchConfigError::PollInterval(v.clone()))?,
+            None => DEFAULT_MAX_POLL_INTERVAL_MS,
+        };
+        let budget_ms = self.politeness.batch_budget_ms;
+        // The last requests of a batch may start just before the budget ends.
+        if budget_ms.saturating_add(request_ms) >= poll_ms {
+            return Err(FetchConfigError::BudgetOutlastsPoll { budget_ms, poll_ms });
+        }
+        Ok(())
+    }
+
+    pub fn fetch_config(&self) -> FetchConfig {
+        let http = &self.http;
+        FetchConfig {
+            request_timeout: Duration::from_millis(http.request_timeout_ms),
+            connect_timeout: Duration::from_millis(http.connect_timeout_ms),
+            max_redirects: http.max_redirects,
+            max_body_bytes: http.max_body_bytes,
+            user_agent: http.user_agent.clone(),
+            content_types: http.content_types.clone(),
+            idle_connections_per_host: self.politeness.connections_per_host as usize,
+            resolver: GuardedResolver::new(AddressPolicy::new(http.allow_addresses.clone()), http.resolve.clone()),
+        }
+    }
+
+    pub fn crawl_settings(&self) -> CrawlSettings {
+        let p = &self.politeness;
+        CrawlSettings {
+            min_host_delay: Duration::from_millis(p.min_host_delay_ms),
+            connections_per_host: p.connections_per_host as usize,
+            concurrency: p.concurrency as usize,
+            overload_pause: Duration::from_millis(p.overload_pause_ms),
+            max_retry_after: Duration::from_millis(p.max_retry_after_ms),
+            batch_budget: Duration::from_millis(p.batch_budget_ms),
+            max_frames: self.max_frames,
+            robots: RobotsLifetimes {
+                ttl: Duration::from_millis(p.robots_ttl_ms),
+                error_ttl: Duration::from_millis(p.robots_error_ttl_ms),
+            },
+            robots_capacity: p.robots_cache_origins,
+            user_agent: self.http.user_agent.clone(),
+        }
+    }
+
+    pub fn link_filter(&self) -> LinkFilter {
+        LinkFilter { rules: self.links.clone(), max_links: self.max_links }
+    }
+}
+
+/// The fetch stage keeps no changelog state; replayed picks are fetched again and the
+/// diff stage drops the duplicate results. Politeness and robots.txt live in memory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NoState;
 
@@ -66,47 +202,20 @@ impl Message for NoState {
 }
 
 #[derive(Debug)]
-struct FetchMetrics {
-    outcomes: IntCounterVec,
-    latency: HistogramVec,
-}
-
-impl FetchMetrics {
-    fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
-        let outcomes =
-            IntCounterVec::new(Opts::new("fetch_requests_total", "Requests by outcome."), &["outcome"])?;
-        let latency = HistogramVec::new(
-            HistogramOpts::new("fetch_latency_seconds", "Request wall time by outcome.")
-                .buckets(prometheus::exponential_buckets(0.005, 2.0, 14)?),
-            &["outcome"],
-        )?;
-        registry.register(Box::new(outcomes.clone()))?;
-        registry.register(Box::new(latency.clone()))?;
-        Ok(Self { outcomes, latency })
-    }
-}
-
-#[derive(Debug)]
 pub struct Fetch {
-    fetcher: Fetcher,
-    concurrency: usize,
-    link_filter: LinkFilter,
+    crawler: Crawler,
     metrics: FetchMetrics,
 }
 
 impl Fetch {
-    fn emit(&self, result: &FetchResult, out: &mut Emitter) -> Result<(), StageError> {
-        let outcome = result.outcome.as_str();
-        self.metrics.outcomes.with_label_values(&[outcome]).inc();
-        self.metrics.latency.with_label_values(&[outcome]).observe(result.latency_ms / 1000.0);
-        out.send(FETCH_RESULTS, &result.url, result)?;
-        if !result.outcome.is_download() || !is_html(result.content_type.as_deref()) {
-            return Ok(());
+    fn emit(&self, crawled: Crawled, out: &mut Emitter) -> Result<(), StageError> {
+        let Crawled { result, links } = crawled;
+        self.metrics.picks.with_label_values(&[result.outcome.as_str()]).inc();
+        for rejection in &links.rejected {
+            self.metrics.links.with_label_values(&[rejection.as_str()]).inc();
         }
-        let Ok(page_url) = url::Url::parse(result.final_url.as_deref().unwrap_or(&result.url)) else {
-            return Ok(());
-        };
-        for link in extract_links(&page_url, &result.body, &self.link_filter) {
+        self.metrics.links.with_label_values(&["published"]).inc_by(links.links.len() as u64);
+        for link in links.links {
             let Ok(host) = host_of(&link.url) else { continue };
             let discovered = DiscoveredLinks {
                 url_key: url_key(&link.url),
@@ -120,34 +229,8 @@ impl Fetch {
             };
             out.send(LINKS, &discovered.url, &discovered)?;
         }
-        Ok(())
+        out.send(FETCH_RESULTS, &result.url, &result)
     }
-}
-
-/// Groups picks by URL, keeping offset (and so period) order within each group. A stage
-/// that fell behind can hold the same URL for several periods in one batch: those are
-/// fetched one after the other, so the site sees them in period order; distinct URLs are
-/// fetched concurrently.
-fn chain_by_url(picks: Vec<PagePick>) -> Vec<Vec<PagePick>> {
-    let mut chains: Vec<Vec<PagePick>> = Vec::new();
-    let mut chain_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for pick in picks {
-        match chain_of.get(&pick.url) {
-            Some(&index) => chains[index].push(pick),
-            None => {
-                chain_of.insert(pick.url.clone(), chains.len());
-                chains.push(vec![pick]);
-            }
-        }
-    }
-    chains
-}
-
-fn is_html(content_type: Option<&str>) -> bool {
-    content_type.is_none_or(|ct| {
-        let ct = ct.to_ascii_lowercase();
-        ct.starts_with("text/html") || ct.starts_with("application/xhtml")
-    })
 }
 
 impl Stage for Fetch {
@@ -162,7 +245,7 @@ impl Stage for Fetch {
     }
 
     fn output_topics(&self) -> Vec<&'static str> {
-        vec![FETCH_RESULTS, LINKS, DEAD_LETTER]
+        vec![FETCH, FETCH_RESULTS, LINKS, DEAD_LETTER]
     }
 
     fn stateful(&self) -> bool {
@@ -177,25 +260,12 @@ impl Stage for Fetch {
     ) -> Result<(), StageError> {
         let picks: Vec<PagePick> =
             batch.iter().filter_map(|record| out.decode_keyed(record, |p: &PagePick| &p.host)).collect();
-        // Owned picks and a cloned client (an Arc inside) keep the futures free of
-        // borrowed lifetimes, which the stage's Send future requires.
-        let fetcher = self.fetcher.clone();
-        let results: Vec<Vec<FetchResult>> = futures::stream::iter(chain_by_url(picks))
-            .map(move |chain| {
-                let fetcher = fetcher.clone();
-                async move {
-                    let mut results = Vec::with_capacity(chain.len());
-                    for pick in &chain {
-                        results.push(fetcher.fetch(pick).await);
-                    }
-                    results
-                }
-            })
-            .buffered(self.concurrency)
-            .collect()
-            .await;
-        for result in results.iter().flatten() {
-            self.emit(result, out)?;
+        let output = self.crawler.crawl(picks).await.map_err(|e| StageError::Other(format!("a host task failed: {e}")))?;
+        for crawled in output.crawled {
+            self.emit(crawled, out)?;
+        }
+        for pick in output.requeued {
+            out.send(FETCH, &pick.host, &pick)?;
         }
         Ok(())
     }
@@ -203,67 +273,20 @@ impl Stage for Fetch {
 
 /// Runs the fetch stage until `ctx.shutdown`.
 pub async fn run(args: FetchArgs, ctx: StageContext) -> Result<(), RuntimeError> {
-    let fetcher = Fetcher::new(FetchConfig {
-        request_timeout: Duration::from_millis(args.request_timeout_ms),
-        connect_timeout: Duration::from_millis(args.connect_timeout_ms),
-        max_redirects: args.max_redirects,
-        max_body_bytes: args.max_body_bytes,
-        user_agent: args.user_agent.clone(),
-    })
-    .map_err(|e| StageError::Other(format!("--user-agent or TLS setup: {e}")))?;
+    args.validate().map_err(|e| StageError::Other(e.to_string()))?;
+    let fetcher = Fetcher::new(args.fetch_config())
+        .map_err(|e| StageError::Other(format!("--user-agent or TLS setup: {e}")))?;
     let metrics = FetchMetrics::register(ctx.metrics.registry())
         .map_err(|e| StageError::Other(format!("registering fetch metrics: {e}")))?;
-    let stage = Fetch {
-        fetcher,
-        concurrency: args.concurrency as usize,
-        link_filter: LinkFilter { allow_query: args.links_allow_query, max_links: args.max_links },
-        metrics,
-    };
-    run_stage(stage, &args.kafka, ctx).await
+    let crawler =
+        Crawler::new(fetcher, args.crawl_settings(), args.link_filter(), metrics.clone(), ctx.shutdown.clone());
+    run_stage(Fetch { crawler, metrics }, &args.kafka, ctx).await
 }
 
 /// The process entry point shared by `recrawl-fetch` and `recrawl stage fetch`.
 pub async fn main(args: FetchArgs) -> anyhow::Result<()> {
+    args.validate()?;
     let service = args.service.clone();
     run_service(STAGE, &service, |ctx| run(args, ctx)).await
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn picks_of_one_url_chain_in_period_order() {
-        let pick = |url: &str, period| PagePick {
-            url: url.to_owned(),
-            url_key: url_key(url),
-            host: "h".into(),
-            group: "h".into(),
-            period,
-            reason: recrawl_schemas::PickReason::Refresh,
-            depth: 0,
-            score: 0.0,
-            etag: None,
-            last_modified: None,
-            deadline_ms: None,
-        };
-        let chains = chain_by_url(vec![pick("http://h/a", 1), pick("http://h/b", 1), pick("http://h/a", 2)]);
-        let shape: Vec<Vec<(String, u64)>> =
-            chains.iter().map(|c| c.iter().map(|p| (p.url.clone(), p.period)).collect()).collect();
-        assert_eq!(
-            shape,
-            vec![
-                vec![("http://h/a".to_owned(), 1), ("http://h/a".to_owned(), 2)],
-                vec![("http://h/b".to_owned(), 1)],
-            ]
-        );
-    }
-
-    #[test]
-    fn html_detection_accepts_missing_and_html_types() {
-        assert!(is_html(None));
-        assert!(is_html(Some("Text/HTML; charset=utf-8")));
-        assert!(is_html(Some("application/xhtml+xml")));
-        assert!(!is_html(Some("application/pdf")));
-    }
-}

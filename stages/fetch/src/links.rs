@@ -8,22 +8,22 @@ use std::collections::HashMap;
 
 use lol_html::html_content::Element;
 use lol_html::{element, HtmlRewriter, Settings};
+use recrawl_common::links::{LinkRules, Rejection};
 use recrawl_schemas::url_key::normalise_parsed;
 use url::Url;
 
 /// Which links [`extract_links`] keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkFilter {
-    /// Keep links that carry a query string; query URLs can multiply without bound
-    /// (calendars, session ids, sort orders), so a crawl may want to ignore them.
-    pub allow_query: bool,
+    /// `spec/in-degree-first.md` §2, shared with the scheduler's frontier.
+    pub rules: LinkRules,
     /// At most this many distinct links per page.
     pub max_links: usize,
 }
 
 impl Default for LinkFilter {
     fn default() -> Self {
-        Self { allow_query: true, max_links: 1000 }
+        Self { rules: LinkRules::default(), max_links: 1000 }
     }
 }
 
@@ -36,18 +36,91 @@ pub struct ExtractedLink {
     pub occurrences: u32,
 }
 
-/// Finds the http(s) links of an HTML page: `<a href>`, `<area href>` and
+/// What a page links to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageLinks {
+    /// Links that pass the filter, in order of first occurrence.
+    pub links: Vec<ExtractedLink>,
+    /// `<frame src>` documents, in order, distinct: their links count as the page's own.
+    pub frames: Vec<Url>,
+    /// The rule each distinct rejected http(s) link failed.
+    pub rejected: Vec<Rejection>,
+    /// Position of each URL in `links`, or `None` once rejected or past `max_links`.
+    seen: HashMap<String, Option<usize>>,
+}
+
+impl PageLinks {
+    /// Adds a frame document's links to its framing page's: new URLs after the page's
+    /// own, repeats counted, up to `max_links` distinct links.
+    pub fn merge(&mut self, frame: PageLinks, max_links: usize) {
+        for link in frame.links {
+            self.add(link.url, link.occurrences, max_links);
+        }
+        self.rejected.extend(frame.rejected);
+    }
+
+    /// Adds the normalised `url` if `filter` admits it as a link at `depth`, else counts
+    /// its rejection.
+    pub fn record(&mut self, url: String, filter: &LinkFilter, depth: u32) {
+        match filter.rules.check(&url, depth) {
+            Ok(()) => self.add(url, 1, filter.max_links),
+            Err(rejection) => self.reject(url, rejection),
+        }
+    }
+
+    fn add(&mut self, url: String, occurrences: u32, max_links: usize) {
+        match self.seen.get(&url) {
+            Some(Some(index)) => {
+                if let Some(link) = self.links.get_mut(*index) {
+                    link.occurrences = link.occurrences.saturating_add(occurrences);
+                }
+            }
+            Some(None) => {}
+            None if self.links.len() < max_links => {
+                self.seen.insert(url.clone(), Some(self.links.len()));
+                self.links.push(ExtractedLink { url, occurrences });
+            }
+            None => {
+                self.seen.insert(url, None);
+            }
+        }
+    }
+
+    fn reject(&mut self, url: String, rejection: Rejection) {
+        if let std::collections::hash_map::Entry::Vacant(entry) = self.seen.entry(url) {
+            entry.insert(None);
+            self.rejected.push(rejection);
+        }
+    }
+
+    fn add_frame(&mut self, url: Url) {
+        if !self.frames.contains(&url) {
+            self.frames.push(url);
+        }
+    }
+}
+
+/// Whether a `Content-Type` is HTML; a missing one is taken as HTML.
+pub fn is_html(content_type: Option<&str>) -> bool {
+    content_type.is_none_or(|ct| {
+        let ct = ct.trim_start().to_ascii_lowercase();
+        ct.starts_with("text/html") || ct.starts_with("application/xhtml")
+    })
+}
+
+/// Finds the links of an HTML page: `<a href>`, `<area href>` and
 /// `<meta http-equiv="refresh">` targets, resolved against the page URL or the first
-/// `<base href>` that precedes them, and normalised.
+/// `<base href>` that precedes them and normalised, then checked against `filter.rules`
+/// as links at `depth`; and the page's `<frame src>` documents.
 ///
 /// Links come back in order of first occurrence, one entry per distinct URL. Once
 /// `filter.max_links` distinct URLs are kept, new URLs are ignored but repeats of kept ones
 /// are still counted. Markup the parser gives up on ends extraction with what was found so far.
-pub fn extract_links(page_url: &Url, html: &[u8], filter: &LinkFilter) -> Vec<ExtractedLink> {
-    let mut collector = LinkCollector::new(page_url, filter);
+pub fn extract_links(page_url: &Url, html: &[u8], filter: &LinkFilter, depth: u32) -> PageLinks {
+    let mut collector = LinkCollector::new(page_url, filter, depth);
     let settings = Settings {
         element_content_handlers: vec![element!(
-            "a[href], area[href], base[href], meta[http-equiv][content]",
+            "a[href], area[href], base[href], meta[http-equiv][content], frame[src]",
             |el| {
                 collector.visit(el);
                 Ok(())
@@ -66,28 +139,32 @@ pub fn extract_links(page_url: &Url, html: &[u8], filter: &LinkFilter) -> Vec<Ex
     if let Err(error) = parsed {
         tracing::debug!(page = %page_url, %error, "link extraction stopped early");
     }
-    collector.links
+    collector.found
+}
+
+/// The offline `links` command: the links the stage would publish for `html` fetched
+/// from `base` (a seed, so links at depth 1), as a JSON array of URLs.
+pub fn links_json(base: &Url, html: &[u8], filter: &LinkFilter) -> String {
+    let found = extract_links(base, html, filter, 1);
+    let urls: Vec<&str> = found.links.iter().map(|link| link.url.as_str()).collect();
+    let mut json = serde_json::to_string_pretty(&urls).unwrap_or_else(|_| "[]".to_owned());
+    json.push('\n');
+    json
 }
 
 /// Accumulates links while lol_html walks the page.
 struct LinkCollector<'a> {
     filter: &'a LinkFilter,
+    depth: u32,
     base: Url,
     /// Only the first `<base href>` counts, as in browsers.
     base_seen: bool,
-    links: Vec<ExtractedLink>,
-    index_by_url: HashMap<String, usize>,
+    found: PageLinks,
 }
 
 impl<'a> LinkCollector<'a> {
-    fn new(page_url: &Url, filter: &'a LinkFilter) -> Self {
-        Self {
-            filter,
-            base: page_url.clone(),
-            base_seen: false,
-            links: Vec::new(),
-            index_by_url: HashMap::new(),
-        }
+    fn new(page_url: &Url, filter: &'a LinkFilter, depth: u32) -> Self {
+        Self { filter, depth, base: page_url.clone(), base_seen: false, found: PageLinks::default() }
     }
 
     fn visit(&mut self, element: &Element<'_, '_>) {
@@ -102,6 +179,13 @@ impl<'a> LinkCollector<'a> {
                 if let Some(content) = element.get_attribute("content") {
                     if let Some(target) = refresh_target(&decode_character_references(&content)) {
                         self.record(target);
+                    }
+                }
+            }
+            "frame" => {
+                if let Some(src) = element.get_attribute("src") {
+                    if let Some(url) = self.resolve(&decode_character_references(&src)) {
+                        self.found.add_frame(url);
                     }
                 }
             }
@@ -121,22 +205,16 @@ impl<'a> LinkCollector<'a> {
         }
     }
 
+    /// The normalised absolute http(s) URL `reference` stands for.
+    fn resolve(&self, reference: &str) -> Option<Url> {
+        let mut url = self.base.join(reference).ok()?;
+        normalise_parsed(&mut url).ok()?;
+        Some(url)
+    }
+
     fn record(&mut self, reference: &str) {
-        let Ok(mut url) = self.base.join(reference) else { return };
-        if normalise_parsed(&mut url).is_err() {
-            return;
-        }
-        if url.query().is_some() && !self.filter.allow_query {
-            return;
-        }
-        let url = String::from(url);
-        if let Some(&index) = self.index_by_url.get(&url) {
-            if let Some(link) = self.links.get_mut(index) {
-                link.occurrences = link.occurrences.saturating_add(1);
-            }
-        } else if self.links.len() < self.filter.max_links {
-            self.index_by_url.insert(url.clone(), self.links.len());
-            self.links.push(ExtractedLink { url, occurrences: 1 });
+        if let Some(url) = self.resolve(reference) {
+            self.found.record(url.into(), self.filter, self.depth);
         }
     }
 }
@@ -269,7 +347,7 @@ mod tests {
     }
 
     fn extract(html: &str) -> Vec<ExtractedLink> {
-        extract_links(&page(), html.as_bytes(), &LinkFilter::default())
+        extract_links(&page(), html.as_bytes(), &LinkFilter::default(), 1).links
     }
 
     #[test]
@@ -359,6 +437,81 @@ mod tests {
     }
 
     #[test]
+    fn frames_are_documents_not_links() {
+        let found = extract_links(
+            &page(),
+            br#"<frameset><frame src="menu.html"><frame src="/main.html#top"><frame src="menu.html">
+            <frame src="javascript:void(0)"></frameset><a href="x.html">x</a>"#,
+            &LinkFilter::default(),
+            1,
+        );
+        assert_eq!(urls(&found.links), ["http://example.com/dir/x.html"]);
+        let frames: Vec<&str> = found.frames.iter().map(Url::as_str).collect();
+        assert_eq!(frames, ["http://example.com/dir/menu.html", "http://example.com/main.html"]);
+    }
+
+    #[test]
+    fn the_papers_rules_apply_to_each_distinct_link() {
+        let found = extract_links(
+            &page(),
+            br#"<a href="a.htm">1</a><a href="b.asp">2</a><a href="c.jsp">3</a><a href="d.cfm">4</a>
+            <a href="e.php">5</a><a href="sub/">6</a><a href="photo.jpg">7</a><a href="photo.jpg">7 again</a>
+            <a href="/cgi-bin/run">8</a><a href="run.cgi">9</a><a href="doc.pdf">10</a>
+            <a href="ftp://example.com/f.html">11</a><a href="page.html#section">12</a>
+            <a href="../../up.html">13</a>"#,
+            &LinkFilter::default(),
+            1,
+        );
+        assert_eq!(
+            urls(&found.links),
+            [
+                "http://example.com/dir/a.htm",
+                "http://example.com/dir/b.asp",
+                "http://example.com/dir/c.jsp",
+                "http://example.com/dir/d.cfm",
+                "http://example.com/dir/e.php",
+                "http://example.com/dir/sub/",
+                "http://example.com/dir/page.html",
+                "http://example.com/up.html",
+            ]
+        );
+        assert_eq!(
+            found.rejected,
+            [Rejection::Extension, Rejection::Cgi, Rejection::Cgi, Rejection::Extension],
+            "each distinct rejected URL once; ftp is not a link at all"
+        );
+        let too_deep = extract_links(&page(), br#"<a href="a.html">a</a>"#, &LinkFilter::default(), 10);
+        assert!(too_deep.links.is_empty());
+        assert_eq!(too_deep.rejected, [Rejection::Depth]);
+    }
+
+    #[test]
+    fn a_frames_links_merge_into_the_framing_pages() {
+        let filter = LinkFilter { max_links: 3, ..LinkFilter::default() };
+        let mut page_links = extract_links(&page(), br#"<a href="/a">a</a><a href="/b">b</a>"#, &filter, 1);
+        let frame = extract_links(&page(), br#"<a href="/b">b</a><a href="/c">c</a><a href="/d">d</a>"#, &filter, 1);
+        page_links.merge(frame, filter.max_links);
+        let counted: Vec<(&str, u32)> =
+            page_links.links.iter().map(|l| (l.url.as_str(), l.occurrences)).collect();
+        assert_eq!(
+            counted,
+            [("http://example.com/a", 1), ("http://example.com/b", 2), ("http://example.com/c", 1)]
+        );
+    }
+
+    #[test]
+    fn the_offline_command_prints_the_published_links_as_json() {
+        let json = links_json(
+            &page(),
+            br#"<base href="http://example.com/base/"><a href="x.html#f">x</a><a href="x.html">x</a>
+            <a href="y.gif">y</a><meta http-equiv="refresh" content="0;URL='z.php'">"#,
+            &LinkFilter::default(),
+        );
+        let parsed: Vec<String> = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed, ["http://example.com/base/x.html", "http://example.com/base/z.php"]);
+    }
+
+    #[test]
     fn non_http_schemes_are_skipped() {
         let links = extract(
             r#"<a href="mailto:someone@example.com">m</a><a href="javascript:void(0)">j</a>
@@ -371,10 +524,10 @@ mod tests {
     #[test]
     fn query_links_are_dropped_unless_allowed() {
         let html = br#"<a href="/plain">p</a><a href="/search?q=x&amp;page=2">s</a>"#;
-        let without_query = LinkFilter { allow_query: false, ..LinkFilter::default() };
-        assert_eq!(urls(&extract_links(&page(), html, &without_query)), ["http://example.com/plain"]);
+        let without_query = LinkFilter { rules: LinkRules { allow_query: false, ..LinkRules::default() }, ..LinkFilter::default() };
+        assert_eq!(urls(&extract_links(&page(), html, &without_query, 1).links), ["http://example.com/plain"]);
         assert_eq!(
-            urls(&extract_links(&page(), html, &LinkFilter::default())),
+            urls(&extract_links(&page(), html, &LinkFilter::default(), 1).links),
             ["http://example.com/plain", "http://example.com/search?q=x&page=2"]
         );
     }
@@ -383,11 +536,11 @@ mod tests {
     fn max_links_caps_distinct_links_but_repeats_still_count() {
         let html = br#"<a href="/1">1</a><a href="/2">2</a><a href="/3">3</a><a href="/1">1</a>"#;
         let filter = LinkFilter { max_links: 2, ..LinkFilter::default() };
-        let links = extract_links(&page(), html, &filter);
+        let links = extract_links(&page(), html, &filter, 1).links;
         assert_eq!(urls(&links), ["http://example.com/1", "http://example.com/2"]);
         assert_eq!(links[0].occurrences, 2);
         let none = LinkFilter { max_links: 0, ..LinkFilter::default() };
-        assert!(extract_links(&page(), html, &none).is_empty());
+        assert!(extract_links(&page(), html, &none, 1).links.is_empty());
     }
 
     #[test]
@@ -409,17 +562,17 @@ mod tests {
     #[test]
     fn declared_charset_decodes_non_ascii_hrefs() {
         let html = b"<meta charset=\"windows-1252\"><a href=\"/caf\xe9\">c</a>";
-        let links = extract_links(&page(), html, &LinkFilter::default());
+        let links = extract_links(&page(), html, &LinkFilter::default(), 1).links;
         assert_eq!(urls(&links), ["http://example.com/caf%C3%A9"]);
     }
 
     #[test]
     fn garbage_and_broken_markup_do_not_panic() {
         let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
-        assert!(extract_links(&page(), &garbage, &LinkFilter::default()).is_empty());
+        assert!(extract_links(&page(), &garbage, &LinkFilter::default(), 1).links.is_empty());
 
         let broken = b"<a href=\"/ok\">x</a><a href=\"\xff\xfe/bad\"<<<>\x00<a href='/unclosed";
-        let links = extract_links(&page(), broken, &LinkFilter::default());
+        let links = extract_links(&page(), broken, &LinkFilter::default(), 1).links;
         assert_eq!(links.first().map(|link| link.url.as_str()), Some("http://example.com/ok"));
     }
 

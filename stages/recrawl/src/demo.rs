@@ -118,6 +118,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut processes = Vec::new();
     for name in STAGES {
         let mut extra: Vec<String> = Vec::new();
+        if name == "fetch" {
+            // The demo site is on loopback, which the fetcher refuses unless allowed; it is
+            // one host serving every pick, so it gets no politeness delay.
+            extra.extend(["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0"].map(String::from));
+        }
         if name == "scheduler" {
             extra.extend([
                 "--period-ms".into(),

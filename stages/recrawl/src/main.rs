@@ -58,10 +58,10 @@ enum TopicsCommand {
 
 #[derive(Debug, Subcommand)]
 enum StageCommand {
-    Fetch(recrawl_fetch::FetchArgs),
+    // Boxed: the fetch and scheduler flags outweigh the other variants many times over.
+    Fetch(Box<recrawl_fetch::FetchArgs>),
     Diff(recrawl_diff::DiffArgs),
     Estimator(recrawl_estimator::EstimatorArgs),
-    // Boxed: the scheduler's flags outweigh the other variants many times over.
     Scheduler(Box<recrawl_scheduler::SchedulerArgs>),
 }
 
@@ -88,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Stage { stage } => match stage {
-            StageCommand::Fetch(args) => recrawl_fetch::main(args).await,
+            StageCommand::Fetch(args) => recrawl_fetch::main(*args).await,
             StageCommand::Diff(args) => recrawl_diff::main(args).await,
             StageCommand::Estimator(args) => recrawl_estimator::main(args).await,
             StageCommand::Scheduler(args) => recrawl_scheduler::main(*args).await,

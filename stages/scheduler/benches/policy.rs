@@ -93,8 +93,7 @@ fn tracked_book(n: usize) -> (Book, Hosts) {
 fn frontier_book(n: usize) -> (Book, Hosts) {
     let before = resident_bytes();
     let (mut book, mut hosts, mut rng) = (Book::default(), Hosts::default(), Rng(0x2545_f491_4f6c_dd1d));
-    let (rules, settings) =
-        (LinkRules { max_per_site: u32::MAX, ..LinkRules::default() }, BookSettings::default());
+    let (rules, settings) = (LinkRules::default(), BookSettings::default());
     let mut links = 0;
     for i in 0..n {
         let target = url(i % HOSTS, i / HOSTS);

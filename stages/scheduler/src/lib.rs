@@ -100,6 +100,10 @@ pub struct SchedulerArgs {
     pub nutch_max_interval: f64,
     #[command(flatten)]
     pub links: LinkRules,
+    /// At most this many URLs tracked per host (the estimator paper: 3,000); split
+    /// evenly over the partitions, since each instance sees only its own.
+    #[arg(long = "link-max-per-site", env = "RECRAWL_LINK_MAX_PER_SITE", default_value_t = 3000)]
+    pub link_max_per_site: u32,
     /// Seed URLs, one per line (# starts a comment); published to the links topic at
     /// start, so each lands on the instance that owns it.
     #[arg(long, env = "RECRAWL_SEEDS")]
@@ -238,6 +242,7 @@ pub struct Scheduler {
     plan: PlanSettings,
     book_settings: BookSettings,
     link_rules: LinkRules,
+    max_per_site: u32,
     pending_seeds: Vec<String>,
     next_period: u64,
     hosts: Hosts,
@@ -264,7 +269,7 @@ impl Scheduler {
     fn site_cap(&self) -> u32 {
         let total = self.assignment.total.max(1) as u64;
         let owned = self.assignment.partitions.len().max(1) as u64;
-        u32::try_from((u64::from(self.link_rules.max_per_site) * owned).div_ceil(total)).unwrap_or(u32::MAX)
+        u32::try_from((u64::from(self.max_per_site) * owned).div_ceil(total)).unwrap_or(u32::MAX)
     }
 
     /// Each host's picks this period: its share of the per-host cap, lowered to what its
@@ -519,6 +524,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
         plan: args.plan_settings(),
         book_settings: args.book_settings().map_err(config_error)?,
         link_rules: args.links.clone(),
+        max_per_site: args.link_max_per_site,
         pending_seeds,
         next_period: 0,
         hosts: Hosts::default(),
@@ -551,6 +557,7 @@ mod tests {
             plan: PlanSettings { period_ms: 1000, ..PlanSettings::default() },
             book_settings: BookSettings::default(),
             link_rules: LinkRules::default(),
+            max_per_site: 3000,
             pending_seeds: Vec::new(),
             next_period: 0,
             hosts: Hosts::default(),

@@ -1,0 +1,473 @@
+//! Serving a batch of picks politely: robots.txt first, then at most
+//! `connections_per_host` requests to a host at a time, each starting at least the host's
+//! delay (the larger of `--min-host-delay-ms` and its Crawl-delay) after the previous one
+//! to that host started and ended, never before a 429/503's Retry-After has passed, and
+//! never more than `--concurrency` in flight overall.
+//!
+//! A pick whose host cannot be served before the pick's deadline (the end of its period) is
+//! reported `deferred`; one that could, but not within the batch's time budget or before
+//! shutdown, is handed back to be requeued, so the stage never holds its input for long.
+//! Picks arrive keyed by host, so one instance owns each host's politeness; the hosts of a
+//! batch run as concurrent tasks.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use recrawl_common::unix_ms;
+use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+use crate::http::{redacted, unanswered, Fetcher};
+use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
+use crate::metrics::FetchMetrics;
+use crate::robots::{agent_token, RobotsCache, RobotsLifetimes, RobotsRules, MAX_ROBOTS_BYTES};
+
+/// Politeness and time limits.
+#[derive(Debug, Clone)]
+pub struct CrawlSettings {
+    /// Least time between requests to one host (raised by its Crawl-delay).
+    pub min_host_delay: Duration,
+    /// Requests to one host in flight at once.
+    pub connections_per_host: usize,
+    /// Requests in flight at once over all hosts.
+    pub concurrency: usize,
+    /// A host answering 429 or 503 without `Retry-After` gets no request for this long.
+    pub overload_pause: Duration,
+    /// Longest `Retry-After` honoured; a longer one is cut to this.
+    pub max_retry_after: Duration,
+    /// How long one batch may hold its picks; the rest are requeued.
+    pub batch_budget: Duration,
+    /// Same-host `<frame>` documents fetched per page for their links.
+    pub max_frames: usize,
+    pub robots: RobotsLifetimes,
+    /// Origins whose robots.txt is kept.
+    pub robots_capacity: usize,
+    /// The User-Agent, whose product token selects the robots.txt group.
+    pub user_agent: String,
+}
+
+impl Default for CrawlSettings {
+    fn default() -> Self {
+        Self {
+            min_host_delay: Duration::from_secs(1),
+            connections_per_host: 1,
+            concurrency: 64,
+            overload_pause: Duration::from_secs(60),
+            max_retry_after: Duration::from_secs(3600),
+            batch_budget: Duration::from_secs(60),
+            max_frames: 4,
+            robots: RobotsLifetimes { ttl: Duration::from_secs(24 * 3600), error_ttl: Duration::from_secs(3600) },
+            robots_capacity: 100_000,
+            user_agent: "recrawl/0.1".to_owned(),
+        }
+    }
+}
+
+/// One served pick: its result and, for a downloaded page, its links.
+#[derive(Debug)]
+pub struct Crawled {
+    pub result: FetchResult,
+    pub links: PageLinks,
+}
+
+/// What a batch came to: results in pick order, and the picks to requeue.
+#[derive(Debug, Default)]
+pub struct CrawlOutput {
+    pub crawled: Vec<Crawled>,
+    pub requeued: Vec<PagePick>,
+}
+
+/// When a host may next be asked, as far as this instance knows.
+#[derive(Debug, Clone, Copy, Default)]
+struct HostGate {
+    last_start: Option<Instant>,
+    last_end: Option<Instant>,
+    paused_until: Option<Instant>,
+    crawl_delay: Option<Duration>,
+}
+
+impl HostGate {
+    fn delay(&self, min_delay: Duration) -> Duration {
+        self.crawl_delay.map_or(min_delay, |crawl_delay| crawl_delay.max(min_delay))
+    }
+
+    /// The earliest start of the next request.
+    fn earliest(&self, now: Instant, min_delay: Duration) -> Instant {
+        let delay = self.delay(min_delay);
+        [self.last_start.map(|t| t + delay), self.last_end.map(|t| t + delay), self.paused_until]
+            .into_iter()
+            .flatten()
+            .fold(now, Instant::max)
+    }
+
+    /// Nothing here constrains a future request any more.
+    fn is_spent(&self, now: Instant, min_delay: Duration) -> bool {
+        self.earliest(now, min_delay) <= now
+    }
+}
+
+/// A pick's place in its batch.
+type Indexed = (usize, PagePick);
+
+enum Served {
+    Done(Box<Crawled>),
+    Requeue(PagePick),
+}
+
+/// What robots.txt says about an origin, for this batch.
+#[derive(Clone)]
+enum Robots {
+    Rules(Arc<RobotsRules>),
+    /// The file could not be fetched (DNS, connection, TLS, timeout, refused address):
+    /// the host is unreachable, so its picks fail the same way without more requests.
+    Unreachable { outcome: FetchOutcome, error: String },
+    /// The batch ran out of time, or shutdown began, before the file could be fetched.
+    NotYet,
+}
+
+/// What every host task of a batch shares.
+struct Shared {
+    fetcher: Fetcher,
+    settings: CrawlSettings,
+    filter: LinkFilter,
+    agent: String,
+    robots: Mutex<RobotsCache>,
+    permits: Semaphore,
+    metrics: FetchMetrics,
+    shutdown: CancellationToken,
+}
+
+/// The fetch stage's crawling state: robots.txt rules and each host's gate, kept across
+/// batches.
+pub struct Crawler {
+    shared: Arc<Shared>,
+    gates: HashMap<String, HostGate>,
+    prune_at: usize,
+}
+
+impl std::fmt::Debug for Crawler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Crawler").field("hosts", &self.gates.len()).finish_non_exhaustive()
+    }
+}
+
+const MIN_PRUNE_AT: usize = 1024;
+
+impl Crawler {
+    pub fn new(
+        fetcher: Fetcher,
+        settings: CrawlSettings,
+        filter: LinkFilter,
+        metrics: FetchMetrics,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let robots = Mutex::new(RobotsCache::new(settings.robots, settings.robots_capacity));
+        let agent = agent_token(&settings.user_agent).to_owned();
+        let permits = Semaphore::new(settings.concurrency.max(1));
+        let shared = Shared { fetcher, settings, filter, agent, robots, permits, metrics, shutdown };
+        Self { shared: Arc::new(shared), gates: HashMap::new(), prune_at: MIN_PRUNE_AT }
+    }
+
+    /// Serves `picks`; the hosts run concurrently, each host's picks in order. A host
+    /// task that panicked fails the batch, so that it is replayed rather than lost.
+    pub async fn crawl(&mut self, picks: Vec<PagePick>) -> Result<CrawlOutput, tokio::task::JoinError> {
+        let budget_end = Instant::now() + self.shared.settings.batch_budget;
+        let mut by_host: HashMap<String, Vec<Indexed>> = HashMap::new();
+        let total = picks.len();
+        for (index, pick) in picks.into_iter().enumerate() {
+            by_host.entry(pick.host.clone()).or_default().push((index, pick));
+        }
+        let mut tasks = JoinSet::new();
+        for (host, picks) in by_host {
+            self.shared.metrics.host_queue_depth.observe(picks.len() as f64);
+            let gate = self.gates.remove(&host).unwrap_or_default();
+            let shared = self.shared.clone();
+            tasks.spawn(async move {
+                let served = serve_host(&shared, picks, &Mutex::new(gate), budget_end).await;
+                (host, served)
+            });
+        }
+        let mut slots: Vec<Option<Served>> = (0..total).map(|_| None).collect();
+        while let Some(joined) = tasks.join_next().await {
+            let (host, (gate, served)) = joined?;
+            self.gates.insert(host, gate);
+            for (index, item) in served {
+                slots[index] = Some(item);
+            }
+        }
+        self.prune_gates();
+        let mut output = CrawlOutput::default();
+        for served in slots.into_iter().flatten() {
+            match served {
+                Served::Done(crawled) => output.crawled.push(*crawled),
+                Served::Requeue(pick) => output.requeued.push(pick),
+            }
+        }
+        self.shared.metrics.requeued.inc_by(output.requeued.len() as u64);
+        Ok(output)
+    }
+
+    /// Forgets hosts whose gates no longer constrain anything, once their number doubles.
+    fn prune_gates(&mut self) {
+        if self.gates.len() < self.prune_at {
+            return;
+        }
+        let now = Instant::now();
+        let min_delay = self.shared.settings.min_host_delay;
+        self.gates.retain(|_, gate| !gate.is_spent(now, min_delay));
+        self.prune_at = (self.gates.len() * 2).max(MIN_PRUNE_AT);
+    }
+
+    /// Hosts with a remembered gate.
+    pub fn hosts(&self) -> usize {
+        self.gates.len()
+    }
+}
+
+/// Serves one host's picks: robots.txt per origin, then the picks over
+/// `connections_per_host` lanes.
+async fn serve_host(
+    shared: &Shared,
+    picks: Vec<Indexed>,
+    gate: &Mutex<HostGate>,
+    budget_end: Instant,
+) -> (HostGate, Vec<(usize, Served)>) {
+    let mut robots: HashMap<String, Robots> = HashMap::new();
+    for (_, pick) in &picks {
+        let origin = origin_of(&pick.url);
+        if let std::collections::hash_map::Entry::Vacant(entry) = robots.entry(origin) {
+            let rules = robots_for(shared, entry.key(), gate, budget_end).await;
+            entry.insert(rules);
+        }
+    }
+    let queue = Mutex::new(VecDeque::from(picks));
+    let lanes = (0..shared.settings.connections_per_host.max(1)).map(|_| async {
+        let mut served = Vec::new();
+        loop {
+            // Popped in its own statement: the guard must not live across the await.
+            let next = lock(&queue).pop_front();
+            let Some((index, pick)) = next else { break };
+            let rules = robots.get(&origin_of(&pick.url)).cloned().unwrap_or(Robots::NotYet);
+            served.push((index, serve_pick(shared, pick, rules, gate, budget_end).await));
+        }
+        served
+    });
+    let served = futures::future::join_all(lanes).await.into_iter().flatten().collect();
+    (*lock(gate), served)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The guarded values stay consistent at every await-free critical section's end, so
+    // a panic elsewhere leaves nothing half-done.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `scheme://host[:port]` of a URL, the unit robots.txt applies to.
+fn origin_of(url: &str) -> String {
+    Url::parse(url).map(|u| u.origin().ascii_serialization()).unwrap_or_default()
+}
+
+/// The cached rules of `origin`, or fetches its robots.txt in the host's next slot.
+async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budget_end: Instant) -> Robots {
+    let cached = lock(&shared.robots).get(origin, Instant::now());
+    if let Some(rules) = cached {
+        lock(gate).crawl_delay = rules.crawl_delay();
+        return Robots::Rules(rules);
+    }
+    let Ok(robots_url) = Url::parse(origin).and_then(|o| o.join("/robots.txt")) else {
+        return Robots::Unreachable { outcome: FetchOutcome::Other, error: format!("no robots.txt URL for {origin:?}") };
+    };
+    let Some(slot) = reserve(shared, gate, None, budget_end) else { return Robots::NotYet };
+    if !wait_for(shared, slot.at).await {
+        return Robots::NotYet;
+    }
+    let answer = request(shared, gate, || shared.fetcher.get_document(robots_url.clone(), MAX_ROBOTS_BYTES)).await;
+    let metrics = &shared.metrics;
+    match answer {
+        Ok(answer) => {
+            let body = answer.body.unwrap_or_default();
+            let (rules, server_failure) = RobotsRules::from_answer(answer.status.as_u16(), &body, &shared.agent);
+            let result = match (&rules, server_failure) {
+                (_, true) => "server_error",
+                (RobotsRules::Parsed(_), _) => "parsed",
+                _ => "absent",
+            };
+            metrics.robots.with_label_values(&[result]).inc();
+            let rules = lock(&shared.robots).insert(origin, rules, server_failure, Instant::now());
+            lock(gate).crawl_delay = rules.crawl_delay();
+            Robots::Rules(rules)
+        }
+        Err((outcome, error)) => {
+            metrics.robots.with_label_values(&["unreachable"]).inc();
+            Robots::Unreachable { outcome, error: format!("robots.txt: {error}") }
+        }
+    }
+}
+
+/// A reserved start time on a host's gate.
+struct Slot {
+    at: Instant,
+}
+
+/// Reserves the host's next start; `None` when it would fall after `deadline` or the
+/// batch's budget, or shutdown has begun.
+fn reserve(shared: &Shared, gate: &Mutex<HostGate>, deadline: Option<Instant>, budget_end: Instant) -> Option<Slot> {
+    let mut gate = lock(gate);
+    let at = gate.earliest(Instant::now(), shared.settings.min_host_delay);
+    if at > budget_end || deadline.is_some_and(|deadline| at > deadline) || shared.shutdown.is_cancelled() {
+        return None;
+    }
+    gate.last_start = Some(at);
+    Some(Slot { at })
+}
+
+/// Waits until `at`; false when shutdown began first.
+async fn wait_for(shared: &Shared, at: Instant) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep_until(at) => true,
+        () = shared.shutdown.cancelled() => false,
+    }
+}
+
+/// Runs one request to the host under a global permit, then records its end on the gate.
+async fn request<T, F: std::future::Future<Output = T>>(
+    shared: &Shared,
+    gate: &Mutex<HostGate>,
+    send: impl FnOnce() -> F,
+) -> T {
+    // The semaphore is never closed, so acquiring fails only if it were.
+    let _permit = shared.permits.acquire().await.ok();
+    shared.metrics.active_connections.inc();
+    let answer = send().await;
+    shared.metrics.active_connections.dec();
+    lock(gate).last_end = Some(Instant::now());
+    answer
+}
+
+/// The deadline of `pick` on the monotonic clock, `None` without one.
+fn deadline_of(pick: &PagePick, now: Instant) -> Option<Instant> {
+    let deadline_ms = pick.deadline_ms?;
+    let left = u64::try_from(deadline_ms.saturating_sub(unix_ms())).unwrap_or(0);
+    Some(now + Duration::from_millis(left))
+}
+
+fn not_requested(pick: &PagePick, outcome: FetchOutcome, error: String, crawl_delay: Option<Duration>) -> Served {
+    let mut result = unanswered(pick, outcome);
+    result.error = Some(error);
+    result.crawl_delay_ms = crawl_delay.map(duration_ms);
+    Served::Done(Box::new(Crawled { result, links: PageLinks::default() }))
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+async fn serve_pick(
+    shared: &Shared,
+    pick: PagePick,
+    robots: Robots,
+    gate: &Mutex<HostGate>,
+    budget_end: Instant,
+) -> Served {
+    let metrics = &shared.metrics;
+    let now = Instant::now();
+    let deadline = deadline_of(&pick, now);
+    let crawl_delay = lock(gate).crawl_delay;
+    if deadline.is_some_and(|deadline| deadline <= now) {
+        return not_requested(&pick, FetchOutcome::Deferred, "the pick's period ended before it was reached".into(), crawl_delay);
+    }
+    let rules = match robots {
+        Robots::Rules(rules) => rules,
+        Robots::Unreachable { outcome, error } => return not_requested(&pick, outcome, error, None),
+        Robots::NotYet => return Served::Requeue(pick),
+    };
+    if !rules.allows(&pick.url) {
+        return not_requested(&pick, FetchOutcome::RobotsDenied, rules.denial(), crawl_delay);
+    }
+    let Some(slot) = reserve(shared, gate, deadline, budget_end) else {
+        let next = lock(gate).earliest(now, shared.settings.min_host_delay);
+        if deadline.is_some_and(|deadline| next > deadline) {
+            let wait = next.saturating_duration_since(now);
+            let error = format!("the host's next polite slot, in {wait:?}, is after the pick's period");
+            return not_requested(&pick, FetchOutcome::Deferred, error, crawl_delay);
+        }
+        return Served::Requeue(pick);
+    };
+    if !wait_for(shared, slot.at).await {
+        return Served::Requeue(pick);
+    }
+    let mut result = request(shared, gate, || shared.fetcher.fetch(&pick)).await;
+    result.crawl_delay_ms = crawl_delay.map(duration_ms);
+    if matches!(result.http_status, Some(429 | 503)) {
+        let pause = result
+            .retry_after_ms
+            .map_or(shared.settings.overload_pause, |ms| Duration::from_millis(ms).min(shared.settings.max_retry_after));
+        lock(gate).paused_until = Some(Instant::now() + pause);
+    }
+    let outcome = result.outcome.as_str();
+    metrics.latency.with_label_values(&[outcome]).observe(result.latency_ms / 1000.0);
+    metrics.bytes.inc_by(result.size_bytes);
+    let links = page_links(shared, &result, &rules, gate, deadline, budget_end).await;
+    Served::Done(Box::new(Crawled { result, links }))
+}
+
+/// The links of a downloaded HTML page, with those of its same-origin frames, which
+/// count as the page's own (`spec/in-degree-first.md` §2). A frame that is not fetched
+/// (another origin, disallowed, past `max_frames`, or no time left) is a plain link.
+async fn page_links(
+    shared: &Shared,
+    result: &FetchResult,
+    rules: &RobotsRules,
+    gate: &Mutex<HostGate>,
+    deadline: Option<Instant>,
+    budget_end: Instant,
+) -> PageLinks {
+    if result.outcome != FetchOutcome::Downloaded || !is_html(result.content_type.as_deref()) {
+        return PageLinks::default();
+    }
+    let Ok(page_url) = Url::parse(result.final_url.as_deref().unwrap_or(&result.url)) else {
+        return PageLinks::default();
+    };
+    let (filter, depth) = (&shared.filter, result.depth.saturating_add(1));
+    let mut links = extract_links(&page_url, &result.body, filter, depth);
+    let mut fetched = 0;
+    for frame in std::mem::take(&mut links.frames) {
+        let fetchable = fetched < shared.settings.max_frames
+            && frame.origin() == page_url.origin()
+            && rules.allows(frame.as_str());
+        let slot = fetchable.then(|| reserve(shared, gate, deadline, budget_end)).flatten();
+        let Some(slot) = slot else {
+            links.record(frame.into(), filter, depth);
+            continue;
+        };
+        fetched += 1;
+        if !wait_for(shared, slot.at).await {
+            links.record(frame.into(), filter, depth);
+            continue;
+        }
+        let max_body = shared.fetcher.max_body_bytes;
+        let answer = request(shared, gate, || shared.fetcher.get_document(frame.clone(), max_body)).await;
+        let frame_links = match answer {
+            Ok(answer) if answer.status.is_success() => answer.body.map(|body| {
+                let frame_url = answer.redirects.last().unwrap_or(&frame);
+                extract_links(frame_url, &body, filter, depth)
+            }),
+            Ok(_) => None,
+            Err((_, error)) => {
+                tracing::debug!(frame = %redacted(frame.as_str()), %error, "frame not fetched");
+                None
+            }
+        };
+        let outcome = if frame_links.is_some() { "downloaded" } else { "failed" };
+        shared.metrics.frames.with_label_values(&[outcome]).inc();
+        if let Some(frame_links) = frame_links {
+            links.merge(frame_links, filter.max_links);
+        }
+    }
+    links
+}

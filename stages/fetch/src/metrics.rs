@@ -1,0 +1,75 @@
+//! The fetch stage's Prometheus series. Per-host figures are distributions, never labels:
+//! a crawl reaches millions of hosts.
+
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+
+#[derive(Debug, Clone)]
+pub struct FetchMetrics {
+    /// Picks by outcome; `robots_denied` and `deferred` count the denials and the
+    /// deferred picks, which made no request.
+    pub picks: IntCounterVec,
+    /// Wall time of requests by outcome.
+    pub latency: HistogramVec,
+    /// Body bytes received.
+    pub bytes: IntCounter,
+    /// robots.txt answers by what they meant.
+    pub robots: IntCounterVec,
+    /// Picks handed back to the fetch topic because the batch's time was up.
+    pub requeued: IntCounter,
+    /// Requests in flight; each holds one connection.
+    pub active_connections: IntGauge,
+    /// Picks per host in a batch.
+    pub host_queue_depth: Histogram,
+    /// Links found, by `published` or the rule that rejected them.
+    pub links: IntCounterVec,
+    /// Extra requests for the documents of `<frame>`s.
+    pub frames: IntCounterVec,
+}
+
+impl FetchMetrics {
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let metrics = Self {
+            picks: IntCounterVec::new(Opts::new("fetch_picks_total", "Picks by outcome (robots_denied and deferred made no request)."), &["outcome"])?,
+            latency: HistogramVec::new(
+                HistogramOpts::new("fetch_latency_seconds", "Request wall time by outcome.")
+                    .buckets(prometheus::exponential_buckets(0.005, 2.0, 14)?),
+                &["outcome"],
+            )?,
+            bytes: IntCounter::new("fetch_body_bytes_total", "Body bytes received.")?,
+            robots: IntCounterVec::new(
+                Opts::new("fetch_robots_fetches_total", "robots.txt requests by result."),
+                &["result"],
+            )?,
+            requeued: IntCounter::new(
+                "fetch_requeued_total",
+                "Picks put back on the fetch topic at the end of a batch's time or at shutdown.",
+            )?,
+            active_connections: IntGauge::new(
+                "fetch_connections_active",
+                "Requests in flight, each holding one connection.",
+            )?,
+            host_queue_depth: Histogram::with_opts(
+                HistogramOpts::new("fetch_host_queue_depth", "Picks waiting per host when a batch starts.")
+                    .buckets(prometheus::exponential_buckets(1.0, 2.0, 12)?),
+            )?,
+            links: IntCounterVec::new(
+                Opts::new("fetch_links_total", "Distinct links per page: published, or the rule that rejected them."),
+                &["result"],
+            )?,
+            frames: IntCounterVec::new(
+                Opts::new("fetch_frames_total", "Frame documents fetched for their links, by outcome."),
+                &["outcome"],
+            )?,
+        };
+        registry.register(Box::new(metrics.picks.clone()))?;
+        registry.register(Box::new(metrics.latency.clone()))?;
+        registry.register(Box::new(metrics.bytes.clone()))?;
+        registry.register(Box::new(metrics.robots.clone()))?;
+        registry.register(Box::new(metrics.requeued.clone()))?;
+        registry.register(Box::new(metrics.active_connections.clone()))?;
+        registry.register(Box::new(metrics.host_queue_depth.clone()))?;
+        registry.register(Box::new(metrics.links.clone()))?;
+        registry.register(Box::new(metrics.frames.clone()))?;
+        Ok(metrics)
+    }
+}

@@ -1,0 +1,212 @@
+//! robots.txt: what an answer for `/robots.txt` means (RFC 9309 and the common
+//! convention), and a per-origin cache with a lifetime, so a host's rules cost one request
+//! per `--robots-ttl-ms` rather than one per page.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use texting_robots::Robot;
+use tokio::time::Instant;
+
+/// Largest robots.txt read; RFC 9309 asks crawlers to parse at least 500 KiB and allows
+/// ignoring the rest.
+pub const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
+
+/// The rules of one origin.
+#[derive(Debug)]
+pub enum RobotsRules {
+    /// No robots.txt (a 4xx answer other than 429), or one without rules for us.
+    AllowAll,
+    /// robots.txt could not be read because the server failed (5xx or 429): the site
+    /// is treated as disallowed until the entry expires.
+    DisallowAll { reason: String },
+    /// Parsed rules for our user-agent token.
+    Parsed(Box<Robot>),
+}
+
+impl RobotsRules {
+    /// The rules an answer for `/robots.txt` stands for, and whether it was a server
+    /// failure (cached for the shorter error lifetime). `status` is the final one after
+    /// redirects.
+    pub fn from_answer(status: u16, body: &[u8], agent: &str) -> (Self, bool) {
+        match status {
+            200..=299 => match Robot::new(agent, body) {
+                Ok(robot) => (Self::Parsed(Box::new(robot)), false),
+                // The parser accepts nearly anything; what it cannot read has no rules
+                // that could apply, as with an empty file.
+                Err(_) => (Self::AllowAll, false),
+            },
+            429 | 500..=599 => {
+                (Self::DisallowAll { reason: format!("robots.txt answered {status}") }, true)
+            }
+            // 4xx: the site has no robots.txt. Anything else that gets here (a redirect
+            // chain past the limit, 1xx) leaves no rules to follow either.
+            _ => (Self::AllowAll, false),
+        }
+    }
+
+    /// Whether `url` (of this origin) may be fetched.
+    pub fn allows(&self, url: &str) -> bool {
+        match self {
+            Self::AllowAll => true,
+            Self::DisallowAll { .. } => false,
+            Self::Parsed(robot) => robot.allowed(url),
+        }
+    }
+
+    /// The Crawl-delay for our user-agent, when the file gives a usable one.
+    pub fn crawl_delay(&self) -> Option<Duration> {
+        match self {
+            Self::Parsed(robot) => robot.delay.and_then(|seconds| Duration::try_from_secs_f32(seconds).ok()),
+            _ => None,
+        }
+    }
+
+    /// Why `url` is denied, for the result's `error`.
+    pub fn denial(&self) -> String {
+        match self {
+            Self::DisallowAll { reason } => format!("{reason}; the site is treated as disallowed for now"),
+            _ => "disallowed by robots.txt".to_owned(),
+        }
+    }
+}
+
+/// The product token robots.txt groups are matched against: the User-Agent up to its
+/// first `/` or space ("recrawl/0.1 (+https://…)" → "recrawl").
+pub fn agent_token(user_agent: &str) -> &str {
+    let token = user_agent.split(['/', ' ']).next().unwrap_or_default();
+    if token.is_empty() {
+        "*"
+    } else {
+        token
+    }
+}
+
+/// How long robots.txt answers are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RobotsLifetimes {
+    /// A fetched file, or the absence of one (4xx).
+    pub ttl: Duration,
+    /// A server failure (5xx, 429), after which the site counts as disallowed.
+    pub error_ttl: Duration,
+}
+
+#[derive(Debug)]
+struct Entry {
+    rules: Arc<RobotsRules>,
+    expires: Instant,
+}
+
+/// robots.txt rules by origin (`scheme://host:port`), each kept until it expires; at most
+/// `capacity` origins, dropping expired entries first and then the soonest to expire.
+#[derive(Debug)]
+pub struct RobotsCache {
+    entries: HashMap<String, Entry>,
+    lifetimes: RobotsLifetimes,
+    capacity: usize,
+}
+
+impl RobotsCache {
+    pub fn new(lifetimes: RobotsLifetimes, capacity: usize) -> Self {
+        Self { entries: HashMap::new(), lifetimes, capacity: capacity.max(1) }
+    }
+
+    /// The live rules of `origin`, if any.
+    pub fn get(&self, origin: &str, now: Instant) -> Option<Arc<RobotsRules>> {
+        self.entries.get(origin).filter(|entry| entry.expires > now).map(|entry| entry.rules.clone())
+    }
+
+    /// Keeps `rules` for `origin`; `server_failure` picks the shorter lifetime.
+    pub fn insert(&mut self, origin: &str, rules: RobotsRules, server_failure: bool, now: Instant) -> Arc<RobotsRules> {
+        let lifetime = if server_failure { self.lifetimes.error_ttl } else { self.lifetimes.ttl };
+        if self.entries.len() >= self.capacity && !self.entries.contains_key(origin) {
+            self.entries.retain(|_, entry| entry.expires > now);
+            if self.entries.len() >= self.capacity {
+                let soonest =
+                    self.entries.iter().min_by_key(|(_, entry)| entry.expires).map(|(key, _)| key.clone());
+                if let Some(key) = soonest {
+                    self.entries.remove(&key);
+                }
+            }
+        }
+        let rules = Arc::new(rules);
+        self.entries.insert(origin.to_owned(), Entry { rules: rules.clone(), expires: now + lifetime });
+        rules
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROBOTS: &[u8] = b"User-agent: otherbot\nDisallow: /\n\nUser-agent: recrawl\nDisallow: /private/\nAllow: /private/open.html\nCrawl-delay: 1.5\n\nUser-agent: *\nDisallow: /everyone-else/\n";
+
+    #[test]
+    fn our_group_applies_with_its_crawl_delay() {
+        let (rules, failure) = RobotsRules::from_answer(200, ROBOTS, "recrawl");
+        assert!(!failure);
+        assert!(rules.allows("http://h/index.html"));
+        assert!(!rules.allows("http://h/private/secret.html"));
+        assert!(rules.allows("http://h/private/open.html"), "the longer allow wins");
+        assert!(rules.allows("http://h/everyone-else/x.html"), "the * group is not ours");
+        assert_eq!(rules.crawl_delay(), Some(Duration::from_millis(1500)));
+        let (others, _) = RobotsRules::from_answer(200, ROBOTS, "somebot");
+        assert!(!others.allows("http://h/everyone-else/x.html"));
+        assert_eq!(others.crawl_delay(), None);
+    }
+
+    #[test]
+    fn missing_files_allow_and_server_failures_disallow() {
+        for status in [401, 403, 404, 410] {
+            let (rules, failure) = RobotsRules::from_answer(status, b"Disallow: /", "recrawl");
+            assert!(rules.allows("http://h/x.html") && !failure, "{status}");
+        }
+        for status in [429, 500, 503] {
+            let (rules, failure) = RobotsRules::from_answer(status, b"", "recrawl");
+            assert!(!rules.allows("http://h/x.html") && failure, "{status}");
+            assert!(rules.denial().contains(&status.to_string()));
+        }
+    }
+
+    #[test]
+    fn agent_token_is_the_product_name() {
+        assert_eq!(agent_token("recrawl/0.1 (+https://example.org/bot)"), "recrawl");
+        assert_eq!(agent_token("MyBot"), "MyBot");
+        assert_eq!(agent_token(""), "*");
+    }
+
+    #[test]
+    fn entries_expire_and_failures_expire_sooner() {
+        let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(100), error_ttl: Duration::from_secs(10) };
+        let mut cache = RobotsCache::new(lifetimes, 10);
+        let now = Instant::now();
+        cache.insert("http://a", RobotsRules::AllowAll, false, now);
+        cache.insert("http://b", RobotsRules::DisallowAll { reason: "503".into() }, true, now);
+        let later = now + Duration::from_secs(50);
+        assert!(cache.get("http://a", later).is_some());
+        assert!(cache.get("http://b", later).is_none());
+        assert!(cache.get("http://a", now + Duration::from_secs(100)).is_none());
+    }
+
+    #[test]
+    fn a_full_cache_drops_the_soonest_to_expire() {
+        let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(100), error_ttl: Duration::from_secs(10) };
+        let mut cache = RobotsCache::new(lifetimes, 2);
+        let now = Instant::now();
+        cache.insert("http://a", RobotsRules::AllowAll, false, now);
+        cache.insert("http://b", RobotsRules::AllowAll, true, now);
+        cache.insert("http://c", RobotsRules::AllowAll, false, now);
+        assert_eq!(cache.len(), 2);
+        assert!(cache.get("http://b", now).is_none());
+        assert!(cache.get("http://a", now).is_some() && cache.get("http://c", now).is_some());
+    }
+}
