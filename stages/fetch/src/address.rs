@@ -346,11 +346,12 @@ pub fn find_cause<'a, E: StdError + 'static>(error: &'a (dyn StdError + 'static)
         if let Some(found) = layer.downcast_ref::<E>() {
             return Some(found);
         }
-        let wrapped = layer.downcast_ref::<io::Error>().and_then(|io| io.get_ref());
-        if let Some(found) = wrapped.and_then(|inner| inner.downcast_ref::<E>()) {
-            return Some(found);
-        }
-        current = layer.source();
+        // An `io::Error` reports its wrapped error's source as its own, skipping the
+        // wrapped error itself (TLS failures are a rustls error in two io::Errors).
+        current = match layer.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
+            Some(wrapped) => Some(wrapped as &(dyn StdError + 'static)),
+            None => layer.source(),
+        };
     }
     None
 }

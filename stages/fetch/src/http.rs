@@ -222,7 +222,7 @@ impl Fetcher {
         received: &mut u64,
     ) -> Result<Answer, (FetchFailure, Vec<Url>)> {
         let mut redirects: Vec<Url> = Vec::new();
-        let mut current = url;
+        let mut current = url.clone();
         loop {
             let sent = self.send(&current, &headers).await;
             let mut response = match sent {
@@ -238,17 +238,13 @@ impl Fetcher {
                 .and_then(|location| current.join(location).ok());
             if let Some(mut target) = target {
                 target.set_fragment(None);
-                let failure = if target == current || redirects.contains(&target) {
-                    Some(FetchFailure::RedirectLoop(redacted(target.as_str())))
-                } else if redirects.len() >= self.max_redirects {
-                    Some(FetchFailure::TooManyRedirects(self.max_redirects))
-                } else {
-                    None
-                };
-                redirects.push(target.clone());
-                if let Some(failure) = failure {
-                    return Err((failure, redirects));
+                if target == url || redirects.contains(&target) {
+                    return Err((FetchFailure::RedirectLoop(redacted(target.as_str())), redirects));
                 }
+                if redirects.len() >= self.max_redirects {
+                    return Err((FetchFailure::TooManyRedirects(self.max_redirects), redirects));
+                }
+                redirects.push(target.clone());
                 current = target;
                 continue;
             }
@@ -629,6 +625,180 @@ mod tests {
         assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
         assert_eq!(result.body, b"arrived");
         assert_eq!(result.final_url, Some(format!("http://{address}/hop/0")));
+        assert_eq!(result.redirects, [format!("http://{address}/hop/1"), format!("http://{address}/hop/0")]);
+    }
+
+    #[tokio::test]
+    async fn redirect_loops_are_caught_and_recorded() {
+        let router = Router::new()
+            .route("/ping", get(|| async { Redirect::temporary("/pong") }))
+            .route("/pong", get(|| async { Redirect::temporary("/ping") }));
+        let address = serve(router).await;
+        let fetcher = Fetcher::new(FetchConfig { max_redirects: 10, ..test_config() }).unwrap();
+        let result = fetcher.fetch(&pick_for(&format!("http://{address}/ping"))).await;
+        assert_eq!(result.outcome, FetchOutcome::TooManyRedirects);
+        assert!(result.error.as_deref().unwrap_or_default().contains("loop"), "{:?}", result.error);
+        assert_eq!(result.redirects, [format!("http://{address}/pong")], "the loop's last hop is not followed");
+    }
+
+    /// `/page` answers 304 when the request's validator matches, else 200 with both.
+    fn conditional_page() -> Router {
+        Router::new().route(
+            "/page",
+            get(|headers: axum::http::HeaderMap| async move {
+                let matches_etag = headers.get(IF_NONE_MATCH).is_some_and(|v| v == "\"v1\"");
+                let matches_date = headers.get(IF_MODIFIED_SINCE).is_some_and(|v| v == "Wed, 21 Oct 2015 07:28:00 GMT");
+                if matches_etag || matches_date {
+                    (StatusCode::NOT_MODIFIED, [(ETAG, "\"v1\"")]).into_response()
+                } else {
+                    ([(ETAG, "\"v1\""), (LAST_MODIFIED, "Wed, 21 Oct 2015 07:28:00 GMT"), (CONTENT_TYPE, "text/html")], "<p>v1</p>")
+                        .into_response()
+                }
+            }),
+        )
+    }
+
+    #[tokio::test]
+    async fn validators_on_the_pick_make_a_conditional_request() {
+        let address = serve(conditional_page()).await;
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        let url = format!("http://{address}/page");
+        let first = fetcher.fetch(&pick_for(&url)).await;
+        assert_eq!((first.outcome, first.body.as_slice()), (FetchOutcome::Downloaded, &b"<p>v1</p>"[..]));
+        let by_etag = PagePick { etag: first.etag.clone(), ..pick_for(&url) };
+        let by_date = PagePick { last_modified: first.last_modified.clone(), ..pick_for(&url) };
+        for pick in [by_etag, by_date] {
+            let again = fetcher.fetch(&pick).await;
+            assert_eq!(again.outcome, FetchOutcome::NotModified, "{pick:?}");
+            assert_eq!((again.http_status, again.size_bytes), (Some(304), 0));
+            assert!(again.body.is_empty());
+        }
+        let stale = PagePick { etag: Some("\"v0\"".into()), ..pick_for(&url) };
+        assert_eq!(fetcher.fetch(&stale).await.outcome, FetchOutcome::Downloaded);
+    }
+
+    #[tokio::test]
+    async fn a_slow_trickle_past_the_timeout_is_a_timeout() {
+        let router = Router::new().route(
+            "/trickle",
+            get(|| async {
+                let drip = stream::unfold((), |()| async {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Some((Ok::<_, Infallible>(Bytes::from_static(b"x")), ()))
+                });
+                ([(CONTENT_TYPE, "text/html")], Body::from_stream(drip))
+            }),
+        );
+        let address = serve(router).await;
+        let request_timeout = Duration::from_millis(400);
+        let fetcher = Fetcher::new(FetchConfig { request_timeout, ..test_config() }).unwrap();
+        let result = fetcher.fetch(&pick_for(&format!("http://{address}/trickle"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Timeout, "{:?}", result.error);
+        assert!(result.size_bytes > 0, "bytes arrived before the cut");
+        assert!(result.body.is_empty());
+        assert!(result.latency_ms >= 400.0, "{}", result.latency_ms);
+    }
+
+    #[tokio::test]
+    async fn other_types_are_recorded_without_their_body() {
+        // An endless body: reading it would end in a timeout or body_too_large.
+        let router = Router::new().route(
+            "/paper.pdf",
+            get(|| async { ([(CONTENT_TYPE, "application/pdf")], streamed_body(&[100], true)) }),
+        );
+        let result = fetch_from(router, "/paper.pdf").await;
+        assert_eq!(result.outcome, FetchOutcome::UnsupportedType, "{:?}", result.error);
+        assert_eq!((result.http_status, result.size_bytes), (Some(200), 0));
+        assert_eq!(result.content_type.as_deref(), Some("application/pdf"));
+        assert!(result.outcome.is_download() && result.body.is_empty());
+    }
+
+    #[tokio::test]
+    async fn too_many_requests_reports_retry_after() {
+        let router = Router::new()
+            .route("/busy", get(|| async { (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, "120")], "slow down") }));
+        let result = fetch_from(router, "/busy").await;
+        assert_eq!((result.outcome, result.http_status), (FetchOutcome::HttpStatus, Some(429)));
+        assert_eq!(result.retry_after_ms, Some(120_000));
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        let header = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(RETRY_AFTER, HeaderValue::from_static(value));
+            retry_after(&headers, now)
+        };
+        assert_eq!(header("30"), Some(30_000));
+        // 1_445_412_480 is Wed, 21 Oct 2015 07:28:00 GMT.
+        assert_eq!(header("Wed, 21 Oct 2015 07:29:30 GMT"), Some(90_000));
+        assert_eq!(header("Wed, 21 Oct 2015 07:00:00 GMT"), Some(0));
+        assert_eq!(header("soon"), None);
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[tokio::test]
+    async fn internal_addresses_are_refused_unless_allowed() {
+        let router = Router::new().route("/", get(|| async { axum::response::Html("inside") }));
+        let address = serve(router).await;
+        let refusing = Fetcher::new(FetchConfig { resolver: GuardedResolver::new(AddressPolicy::default(), Vec::new()), ..test_config() }).unwrap();
+        let loopback = refusing.fetch(&pick_for(&format!("http://{address}/"))).await;
+        assert_eq!(loopback.outcome, FetchOutcome::BlockedAddress, "{:?}", loopback.error);
+        assert!(loopback.error.as_deref().unwrap_or_default().contains("loopback"));
+        let metadata = refusing.fetch(&pick_for("http://169.254.169.254/latest/meta-data/")).await;
+        assert_eq!(metadata.outcome, FetchOutcome::BlockedAddress);
+        assert!(metadata.error.as_deref().unwrap_or_default().contains("metadata"));
+        // A name is judged by what it resolves to.
+        let named = Fetcher::new(FetchConfig {
+            resolver: GuardedResolver::new(AddressPolicy::default(), vec![("intranet.test".into(), "10.1.2.3".parse().unwrap())]),
+            ..test_config()
+        })
+        .unwrap();
+        let private = named.fetch(&pick_for("http://intranet.test/")).await;
+        assert_eq!(private.outcome, FetchOutcome::BlockedAddress);
+        assert!(private.error.as_deref().unwrap_or_default().contains("private"));
+        // The allow-list of the test config lets the same server through.
+        let allowed = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        assert_eq!(allowed.outcome, FetchOutcome::Downloaded);
+    }
+
+    #[tokio::test]
+    async fn every_redirect_hop_is_checked() {
+        let router = Router::new().route(
+            "/out",
+            get(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") }),
+        );
+        let result = fetch_from(router, "/out").await;
+        assert_eq!(result.outcome, FetchOutcome::BlockedAddress, "{:?}", result.error);
+        assert_eq!(result.redirects, ["http://169.254.169.254/latest/meta-data/"]);
+        assert_eq!(result.final_url.as_deref(), Some("http://169.254.169.254/latest/meta-data/"));
+    }
+
+    #[tokio::test]
+    async fn unknown_names_are_dns_failures() {
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for("http://nonexistent.invalid/")).await;
+        assert_eq!(result.outcome, FetchOutcome::Dns, "{:?}", result.error);
+    }
+
+    #[tokio::test]
+    async fn a_failed_handshake_is_a_tls_failure() {
+        let address = serve(Router::new().route("/", get(|| async { "plain" }))).await;
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        let result = fetcher.fetch(&pick_for(&format!("https://{address}/"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Tls, "{:?}", result.error);
+    }
+
+    #[tokio::test]
+    async fn credentials_stay_out_of_error_texts() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://crawler:s3cret@{closed}/"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Connect);
+        let error = result.error.unwrap_or_default();
+        assert!(!error.contains("s3cret") && !error.is_empty(), "{error}");
+        assert_eq!(redacted("http://crawler:s3cret@example.com/a"), "http://example.com/a");
+        assert_eq!(redacted("http://crawler:s3cret@exa mple.com/a"), "http://exa mple.com/a");
+        assert_eq!(redacted("http://example.com/a@b"), "http://example.com/a@b");
     }
 
     #[tokio::test]
