@@ -492,7 +492,8 @@ mod tests {
         }
         let page = state.get(0, "http://a/1").cloned().unwrap();
         assert_eq!((page.history.requests, page.history.failures, page.history.last_request), (1, 0, 1));
-        let blocked = ChangeEvent { outcome: FetchOutcome::BlockedAddress, ..event("http://a/1", "g", 2, false, None) };
+        let blocked =
+            ChangeEvent { outcome: FetchOutcome::BlockedAddress, ..event("http://a/1", "g", 2, false, None) };
         let estimate = new_estimate(estimator.apply(&blocked, 0, &mut state, 0));
         assert_eq!((estimate.requests, estimate.failures), (2, 1), "a refused address is a failed request");
     }

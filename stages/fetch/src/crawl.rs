@@ -61,7 +61,10 @@ impl Default for CrawlSettings {
             max_retry_after: Duration::from_secs(3600),
             batch_budget: Duration::from_secs(60),
             max_frames: 4,
-            robots: RobotsLifetimes { ttl: Duration::from_secs(24 * 3600), error_ttl: Duration::from_secs(3600) },
+            robots: RobotsLifetimes {
+                ttl: Duration::from_secs(24 * 3600),
+                error_ttl: Duration::from_secs(3600),
+            },
             robots_capacity: 100_000,
             user_agent: "recrawl/0.1".to_owned(),
         }
@@ -125,7 +128,10 @@ enum Robots {
     Rules(Arc<RobotsRules>),
     /// The file could not be fetched (DNS, connection, TLS, timeout, refused address):
     /// the host is unreachable, so its picks fail the same way without more requests.
-    Unreachable { outcome: FetchOutcome, error: String },
+    Unreachable {
+        outcome: FetchOutcome,
+        error: String,
+    },
     /// The batch ran out of time, or shutdown began, before the file could be fetched.
     NotYet,
 }
@@ -280,18 +286,24 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
         return Robots::Rules(rules);
     }
     let Ok(robots_url) = Url::parse(origin).and_then(|o| o.join("/robots.txt")) else {
-        return Robots::Unreachable { outcome: FetchOutcome::Other, error: format!("no robots.txt URL for {origin:?}") };
+        return Robots::Unreachable {
+            outcome: FetchOutcome::Other,
+            error: format!("no robots.txt URL for {origin:?}"),
+        };
     };
     let Some(slot) = reserve(shared, gate, None, budget_end) else { return Robots::NotYet };
     if !wait_for(shared, slot.at).await {
         return Robots::NotYet;
     }
-    let answer = request(shared, gate, || shared.fetcher.get_document(robots_url.clone(), MAX_ROBOTS_BYTES)).await;
+    let answer =
+        request(shared, gate, || shared.fetcher.get_document(robots_url.clone(), MAX_ROBOTS_BYTES, true))
+            .await;
     let metrics = &shared.metrics;
     match answer {
         Ok(answer) => {
             let body = answer.body.unwrap_or_default();
-            let (rules, server_failure) = RobotsRules::from_answer(answer.status.as_u16(), &body, &shared.agent);
+            let (rules, server_failure) =
+                RobotsRules::from_answer(answer.status.as_u16(), &body, &shared.agent);
             let result = match (&rules, server_failure) {
                 (_, true) => "server_error",
                 (RobotsRules::Parsed(_), _) => "parsed",
@@ -316,7 +328,12 @@ struct Slot {
 
 /// Reserves the host's next start; `None` when it would fall after `deadline` or the
 /// batch's budget, or shutdown has begun.
-fn reserve(shared: &Shared, gate: &Mutex<HostGate>, deadline: Option<Instant>, budget_end: Instant) -> Option<Slot> {
+fn reserve(
+    shared: &Shared,
+    gate: &Mutex<HostGate>,
+    deadline: Option<Instant>,
+    budget_end: Instant,
+) -> Option<Slot> {
     let mut gate = lock(gate);
     let at = gate.earliest(Instant::now(), shared.settings.min_host_delay);
     if at > budget_end || deadline.is_some_and(|deadline| at > deadline) || shared.shutdown.is_cancelled() {
@@ -356,7 +373,12 @@ fn deadline_of(pick: &PagePick, now: Instant) -> Option<Instant> {
     Some(now + Duration::from_millis(left))
 }
 
-fn not_requested(pick: &PagePick, outcome: FetchOutcome, error: String, crawl_delay: Option<Duration>) -> Served {
+fn not_requested(
+    pick: &PagePick,
+    outcome: FetchOutcome,
+    error: String,
+    crawl_delay: Option<Duration>,
+) -> Served {
     let mut result = unanswered(pick, outcome);
     result.error = Some(error);
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
@@ -379,7 +401,12 @@ async fn serve_pick(
     let deadline = deadline_of(&pick, now);
     let crawl_delay = lock(gate).crawl_delay;
     if deadline.is_some_and(|deadline| deadline <= now) {
-        return not_requested(&pick, FetchOutcome::Deferred, "the pick's period ended before it was reached".into(), crawl_delay);
+        return not_requested(
+            &pick,
+            FetchOutcome::Deferred,
+            "the pick's period ended before it was reached".into(),
+            crawl_delay,
+        );
     }
     let rules = match robots {
         Robots::Rules(rules) => rules,
@@ -404,9 +431,9 @@ async fn serve_pick(
     let mut result = request(shared, gate, || shared.fetcher.fetch(&pick)).await;
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     if matches!(result.http_status, Some(429 | 503)) {
-        let pause = result
-            .retry_after_ms
-            .map_or(shared.settings.overload_pause, |ms| Duration::from_millis(ms).min(shared.settings.max_retry_after));
+        let pause = result.retry_after_ms.map_or(shared.settings.overload_pause, |ms| {
+            Duration::from_millis(ms).min(shared.settings.max_retry_after)
+        });
         lock(gate).paused_until = Some(Instant::now() + pause);
     }
     let outcome = result.outcome.as_str();
@@ -451,7 +478,8 @@ async fn page_links(
             continue;
         }
         let max_body = shared.fetcher.max_body_bytes;
-        let answer = request(shared, gate, || shared.fetcher.get_document(frame.clone(), max_body)).await;
+        let answer =
+            request(shared, gate, || shared.fetcher.get_document(frame.clone(), max_body, false)).await;
         let frame_links = match answer {
             Ok(answer) if answer.status.is_success() => answer.body.map(|body| {
                 let frame_url = answer.redirects.last().unwrap_or(&frame);
@@ -470,4 +498,279 @@ async fn page_links(
         }
     }
     links
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, SocketAddr};
+
+    use axum::extract::Request;
+    use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::Router;
+    use prometheus::Registry;
+    use recrawl_schemas::{host_of, url_key, PickReason};
+
+    use super::*;
+    use crate::address::{parse_allowed_network, AddressPolicy, GuardedResolver};
+    use crate::http::FetchConfig;
+
+    type Log = Arc<Mutex<Vec<(String, Instant)>>>;
+
+    /// A site on 127.0.0.1 answering `respond(path)`, recording each request's path and
+    /// arrival time on the server's side.
+    async fn site(respond: fn(&str) -> Response) -> (SocketAddr, Log) {
+        let log: Log = Arc::default();
+        let recorded = log.clone();
+        let router = Router::new().fallback(move |request: Request| {
+            let recorded = recorded.clone();
+            async move {
+                let path = request.uri().path().to_owned();
+                lock(&recorded).push((path.clone(), Instant::now()));
+                respond(&path)
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        (address, log)
+    }
+
+    fn html(body: &'static str) -> Response {
+        ([(CONTENT_TYPE, "text/html")], body).into_response()
+    }
+
+    fn not_found() -> Response {
+        StatusCode::NOT_FOUND.into_response()
+    }
+
+    fn paths(log: &Log) -> Vec<String> {
+        lock(log).iter().map(|(path, _)| path.clone()).collect()
+    }
+
+    /// A crawler allowed to reach loopback, with `names` resolving to 127.0.0.1.
+    fn crawler_with(settings: CrawlSettings, names: &[&str], shutdown: CancellationToken) -> Crawler {
+        let loopback = parse_allowed_network("127.0.0.1").unwrap();
+        let overrides: Vec<(String, IpAddr)> =
+            names.iter().map(|name| ((*name).to_owned(), IpAddr::from([127, 0, 0, 1]))).collect();
+        let config = FetchConfig {
+            request_timeout: Duration::from_secs(3),
+            resolver: GuardedResolver::new(AddressPolicy::new(vec![loopback]), overrides),
+            ..FetchConfig::default()
+        };
+        let metrics = FetchMetrics::register(&Registry::new()).unwrap();
+        Crawler::new(Fetcher::new(config).unwrap(), settings, LinkFilter::default(), metrics, shutdown)
+    }
+
+    fn crawler(settings: CrawlSettings) -> Crawler {
+        crawler_with(settings, &[], CancellationToken::new())
+    }
+
+    fn no_delay() -> CrawlSettings {
+        CrawlSettings { min_host_delay: Duration::ZERO, ..CrawlSettings::default() }
+    }
+
+    fn pick(url: &str) -> PagePick {
+        PagePick {
+            url: url.to_owned(),
+            url_key: url_key(url),
+            host: host_of(url).unwrap(),
+            group: host_of(url).unwrap(),
+            period: 3,
+            reason: PickReason::Refresh,
+            depth: 0,
+            score: 1.0,
+            etag: None,
+            last_modified: None,
+            deadline_ms: None,
+        }
+    }
+
+    fn outcomes(output: &CrawlOutput) -> Vec<(String, FetchOutcome)> {
+        output
+            .crawled
+            .iter()
+            .map(|c| (c.result.url.rsplit('/').next().unwrap_or_default().to_owned(), c.result.outcome))
+            .collect()
+    }
+
+    /// Gaps between consecutive arrivals on the server.
+    fn gaps(log: &Log) -> Vec<Duration> {
+        lock(log).windows(2).map(|pair| pair[1].1.duration_since(pair[0].1)).collect()
+    }
+
+    #[tokio::test]
+    async fn requests_to_a_host_arrive_at_least_the_delay_apart() {
+        let (address, log) =
+            site(|path| if path == "/robots.txt" { not_found() } else { html("<p>page</p>") }).await;
+        let delay = Duration::from_millis(150);
+        let mut crawler = crawler(CrawlSettings { min_host_delay: delay, ..CrawlSettings::default() });
+        let picks: Vec<PagePick> = (0..4).map(|i| pick(&format!("http://{address}/p{i}.html"))).collect();
+        let output = crawler.crawl(picks).await.unwrap();
+        assert!(output.crawled.iter().all(|c| c.result.outcome == FetchOutcome::Downloaded));
+        assert_eq!(paths(&log), ["/robots.txt", "/p0.html", "/p1.html", "/p2.html", "/p3.html"]);
+        for gap in gaps(&log) {
+            assert!(gap >= delay, "{gap:?} < {delay:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn crawl_delay_spaces_requests_and_is_reported() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => "User-agent: *\nCrawl-delay: 0.3\n".into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let mut crawler = crawler(no_delay());
+        let picks: Vec<PagePick> = (0..3).map(|i| pick(&format!("http://{address}/p{i}.html"))).collect();
+        let output = crawler.crawl(picks).await.unwrap();
+        assert!(output.crawled.iter().all(|c| c.result.crawl_delay_ms == Some(300)));
+        assert_eq!(lock(&log).len(), 4);
+        for gap in gaps(&log) {
+            assert!(gap >= Duration::from_millis(300), "{gap:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn disallowed_urls_are_denied_without_a_request_and_robots_is_cached() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => "User-agent: recrawl\nDisallow: /private\n".into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let mut crawler = crawler(no_delay());
+        let urls = [format!("http://{address}/private/a.html"), format!("http://{address}/open.html")];
+        let output = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await.unwrap();
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("a.html".to_owned(), FetchOutcome::RobotsDenied),
+                ("open.html".to_owned(), FetchOutcome::Downloaded)
+            ]
+        );
+        assert!(!output.crawled[0].result.outcome.is_request());
+        let again = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await.unwrap();
+        assert_eq!(outcomes(&again), outcomes(&output));
+        assert_eq!(
+            paths(&log),
+            ["/robots.txt", "/open.html", "/open.html"],
+            "one robots.txt, no private page"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_robots_txt_disallows_the_site() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let mut crawler = crawler(no_delay());
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/a.html"))]).await.unwrap();
+        let result = &output.crawled[0].result;
+        assert_eq!(result.outcome, FetchOutcome::RobotsDenied);
+        assert!(result.error.as_deref().unwrap_or_default().contains("503"), "{:?}", result.error);
+        assert_eq!(paths(&log), ["/robots.txt"]);
+    }
+
+    #[tokio::test]
+    async fn retry_after_pauses_the_host_deferring_or_requeueing_the_rest() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            "/busy.html" => (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, "5")]).into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let settings = CrawlSettings { batch_budget: Duration::from_secs(2), ..no_delay() };
+        let mut crawler = crawler(settings);
+        let soon =
+            PagePick { deadline_ms: Some(unix_ms() + 1_000), ..pick(&format!("http://{address}/soon.html")) };
+        let later = pick(&format!("http://{address}/later.html"));
+        let output =
+            crawler.crawl(vec![pick(&format!("http://{address}/busy.html")), soon, later]).await.unwrap();
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("busy.html".to_owned(), FetchOutcome::HttpStatus),
+                ("soon.html".to_owned(), FetchOutcome::Deferred)
+            ]
+        );
+        assert_eq!(output.crawled[0].result.retry_after_ms, Some(5_000));
+        assert_eq!(
+            output.requeued.iter().map(|p| p.url.as_str()).collect::<Vec<_>>(),
+            [format!("http://{address}/later.html")]
+        );
+        assert_eq!(paths(&log), ["/robots.txt", "/busy.html"]);
+    }
+
+    #[tokio::test]
+    async fn a_pick_past_its_period_is_deferred_without_a_request() {
+        let (address, log) =
+            site(|path| if path == "/robots.txt" { not_found() } else { html("<p>page</p>") }).await;
+        let mut crawler = crawler(no_delay());
+        let late =
+            PagePick { deadline_ms: Some(unix_ms() - 1), ..pick(&format!("http://{address}/late.html")) };
+        let output = crawler.crawl(vec![late]).await.unwrap();
+        assert_eq!(output.crawled[0].result.outcome, FetchOutcome::Deferred);
+        assert!(!paths(&log).contains(&"/late.html".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn refused_and_unreachable_hosts_fail_each_pick() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let mut crawler = crawler(no_delay());
+        let picks = vec![
+            pick("http://169.254.169.254/latest/a.html"),
+            pick("http://169.254.169.254/latest/b.html"),
+            pick(&format!("http://{closed}/c.html")),
+        ];
+        let output = crawler.crawl(picks).await.unwrap();
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("a.html".to_owned(), FetchOutcome::BlockedAddress),
+                ("b.html".to_owned(), FetchOutcome::BlockedAddress),
+                ("c.html".to_owned(), FetchOutcome::Connect),
+            ]
+        );
+        assert!(output.crawled[0].result.error.as_deref().unwrap_or_default().starts_with("robots.txt: "));
+    }
+
+    #[tokio::test]
+    async fn same_origin_frames_lend_their_links_and_others_are_links() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            "/menu.html" => html(r#"<a href="/m1.html">m1</a><a href="/own.html">own again</a>"#),
+            _ => html(
+                r#"<a href="/own.html">own</a><frameset><frame src="/menu.html">
+                <frame src="http://elsewhere.test/x.html"></frameset>"#,
+            ),
+        })
+        .await;
+        let mut crawler = crawler(no_delay());
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/index.html"))]).await.unwrap();
+        let links: Vec<(&str, u32)> =
+            output.crawled[0].links.links.iter().map(|l| (l.url.as_str(), l.occurrences)).collect();
+        let own = format!("http://{address}/own.html");
+        let m1 = format!("http://{address}/m1.html");
+        assert_eq!(links, [(own.as_str(), 2), (m1.as_str(), 1), ("http://elsewhere.test/x.html", 1)]);
+        assert_eq!(paths(&log), ["/robots.txt", "/index.html", "/menu.html"]);
+    }
+
+    #[tokio::test]
+    async fn at_shutdown_picks_not_started_are_requeued() {
+        let (address, log) = site(|_| html("<p>page</p>")).await;
+        let shutdown = CancellationToken::new();
+        let mut crawler = crawler_with(no_delay(), &["a.test"], shutdown.clone());
+        shutdown.cancel();
+        let picks = vec![
+            pick(&format!("http://{address}/a.html")),
+            pick(&format!("http://a.test:{}/b.html", address.port())),
+        ];
+        let output = crawler.crawl(picks.clone()).await.unwrap();
+        assert!(output.crawled.is_empty());
+        assert_eq!(output.requeued, picks);
+        assert!(paths(&log).is_empty());
+    }
 }

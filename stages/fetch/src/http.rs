@@ -19,7 +19,9 @@ use thiserror::Error;
 use tokio::time::Instant;
 use url::Url;
 
-use crate::address::{check_url_host, find_cause, AddressPolicy, BlockedAddress, DnsFailure, GuardedResolver};
+use crate::address::{
+    check_url_host, find_cause, AddressPolicy, BlockedAddress, DnsFailure, GuardedResolver,
+};
 
 /// How the fetcher talks to servers.
 #[derive(Debug, Clone)]
@@ -166,7 +168,7 @@ impl Fetcher {
                 conditions.insert(name, value);
             }
         }
-        let answer = self.get(url, conditions, self.max_body_bytes, &mut result.size_bytes).await;
+        let answer = self.get(url, conditions, self.max_body_bytes, false, &mut result.size_bytes).await;
         let answer = match answer {
             Ok(answer) => answer,
             Err((failure, redirects)) => {
@@ -198,10 +200,17 @@ impl Fetcher {
     }
 
     /// A plain GET of `url` within the request timeout, following redirects: robots.txt
-    /// and frame documents. The error is the outcome it would have as a pick's.
-    pub async fn get_document(&self, url: Url, cap: u64) -> Result<Answer, (FetchOutcome, String)> {
+    /// (read whatever its type, `any_type`) and frame documents (read if of an accepted
+    /// type). The error is the outcome it would have as a pick's.
+    pub async fn get_document(
+        &self,
+        url: Url,
+        cap: u64,
+        any_type: bool,
+    ) -> Result<Answer, (FetchOutcome, String)> {
         let mut received = 0;
-        match tokio::time::timeout(self.request_timeout, self.get(url, HeaderMap::new(), cap, &mut received)).await {
+        let get = self.get(url, HeaderMap::new(), cap, any_type, &mut received);
+        match tokio::time::timeout(self.request_timeout, get).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err((failure, _))) => Err((failure.outcome(), failure.describe())),
             Err(_) => {
@@ -212,13 +221,15 @@ impl Fetcher {
     }
 
     /// GETs `url`, following up to `max_redirects` redirects, each hop checked against
-    /// the address policy. Reads the body of a 2xx answer of an accepted type, up to
-    /// `cap` bytes, counting into `received`. A failure comes with the redirects taken.
+    /// the address policy. Reads the body of a 2xx answer of an accepted type (or of any
+    /// type), up to `cap` bytes, counting into `received`. A failure comes with the
+    /// redirects taken.
     async fn get(
         &self,
         url: Url,
         headers: HeaderMap,
         cap: u64,
+        any_type: bool,
         received: &mut u64,
     ) -> Result<Answer, (FetchFailure, Vec<Url>)> {
         let mut redirects: Vec<Url> = Vec::new();
@@ -248,7 +259,7 @@ impl Fetcher {
                 current = target;
                 continue;
             }
-            let accepted = status.is_success() && self.accepts(response.headers());
+            let accepted = status.is_success() && (any_type || self.accepts(response.headers()));
             let body = if accepted {
                 match read_body(&mut response, cap, received).await {
                     Ok(body) => Some(body),
@@ -638,7 +649,11 @@ mod tests {
         let result = fetcher.fetch(&pick_for(&format!("http://{address}/ping"))).await;
         assert_eq!(result.outcome, FetchOutcome::TooManyRedirects);
         assert!(result.error.as_deref().unwrap_or_default().contains("loop"), "{:?}", result.error);
-        assert_eq!(result.redirects, [format!("http://{address}/pong")], "the loop's last hop is not followed");
+        assert_eq!(
+            result.redirects,
+            [format!("http://{address}/pong")],
+            "the loop's last hop is not followed"
+        );
     }
 
     /// `/page` answers 304 when the request's validator matches, else 200 with both.
@@ -647,11 +662,19 @@ mod tests {
             "/page",
             get(|headers: axum::http::HeaderMap| async move {
                 let matches_etag = headers.get(IF_NONE_MATCH).is_some_and(|v| v == "\"v1\"");
-                let matches_date = headers.get(IF_MODIFIED_SINCE).is_some_and(|v| v == "Wed, 21 Oct 2015 07:28:00 GMT");
+                let matches_date =
+                    headers.get(IF_MODIFIED_SINCE).is_some_and(|v| v == "Wed, 21 Oct 2015 07:28:00 GMT");
                 if matches_etag || matches_date {
                     (StatusCode::NOT_MODIFIED, [(ETAG, "\"v1\"")]).into_response()
                 } else {
-                    ([(ETAG, "\"v1\""), (LAST_MODIFIED, "Wed, 21 Oct 2015 07:28:00 GMT"), (CONTENT_TYPE, "text/html")], "<p>v1</p>")
+                    (
+                        [
+                            (ETAG, "\"v1\""),
+                            (LAST_MODIFIED, "Wed, 21 Oct 2015 07:28:00 GMT"),
+                            (CONTENT_TYPE, "text/html"),
+                        ],
+                        "<p>v1</p>",
+                    )
                         .into_response()
                 }
             }),
@@ -715,8 +738,10 @@ mod tests {
 
     #[tokio::test]
     async fn too_many_requests_reports_retry_after() {
-        let router = Router::new()
-            .route("/busy", get(|| async { (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, "120")], "slow down") }));
+        let router = Router::new().route(
+            "/busy",
+            get(|| async { (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, "120")], "slow down") }),
+        );
         let result = fetch_from(router, "/busy").await;
         assert_eq!((result.outcome, result.http_status), (FetchOutcome::HttpStatus, Some(429)));
         assert_eq!(result.retry_after_ms, Some(120_000));
@@ -742,7 +767,11 @@ mod tests {
     async fn internal_addresses_are_refused_unless_allowed() {
         let router = Router::new().route("/", get(|| async { axum::response::Html("inside") }));
         let address = serve(router).await;
-        let refusing = Fetcher::new(FetchConfig { resolver: GuardedResolver::new(AddressPolicy::default(), Vec::new()), ..test_config() }).unwrap();
+        let refusing = Fetcher::new(FetchConfig {
+            resolver: GuardedResolver::new(AddressPolicy::default(), Vec::new()),
+            ..test_config()
+        })
+        .unwrap();
         let loopback = refusing.fetch(&pick_for(&format!("http://{address}/"))).await;
         assert_eq!(loopback.outcome, FetchOutcome::BlockedAddress, "{:?}", loopback.error);
         assert!(loopback.error.as_deref().unwrap_or_default().contains("loopback"));
@@ -751,7 +780,10 @@ mod tests {
         assert!(metadata.error.as_deref().unwrap_or_default().contains("metadata"));
         // A name is judged by what it resolves to.
         let named = Fetcher::new(FetchConfig {
-            resolver: GuardedResolver::new(AddressPolicy::default(), vec![("intranet.test".into(), "10.1.2.3".parse().unwrap())]),
+            resolver: GuardedResolver::new(
+                AddressPolicy::default(),
+                vec![("intranet.test".into(), "10.1.2.3".parse().unwrap())],
+            ),
             ..test_config()
         })
         .unwrap();
@@ -759,16 +791,15 @@ mod tests {
         assert_eq!(private.outcome, FetchOutcome::BlockedAddress);
         assert!(private.error.as_deref().unwrap_or_default().contains("private"));
         // The allow-list of the test config lets the same server through.
-        let allowed = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        let allowed =
+            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
         assert_eq!(allowed.outcome, FetchOutcome::Downloaded);
     }
 
     #[tokio::test]
     async fn every_redirect_hop_is_checked() {
-        let router = Router::new().route(
-            "/out",
-            get(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") }),
-        );
+        let router = Router::new()
+            .route("/out", get(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") }));
         let result = fetch_from(router, "/out").await;
         assert_eq!(result.outcome, FetchOutcome::BlockedAddress, "{:?}", result.error);
         assert_eq!(result.redirects, ["http://169.254.169.254/latest/meta-data/"]);
@@ -777,7 +808,8 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_names_are_dns_failures() {
-        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for("http://nonexistent.invalid/")).await;
+        let result =
+            Fetcher::new(test_config()).unwrap().fetch(&pick_for("http://nonexistent.invalid/")).await;
         assert_eq!(result.outcome, FetchOutcome::Dns, "{:?}", result.error);
     }
 
@@ -792,7 +824,10 @@ mod tests {
     #[tokio::test]
     async fn credentials_stay_out_of_error_texts() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://crawler:s3cret@{closed}/"))).await;
+        let result = Fetcher::new(test_config())
+            .unwrap()
+            .fetch(&pick_for(&format!("http://crawler:s3cret@{closed}/")))
+            .await;
         assert_eq!(result.outcome, FetchOutcome::Connect);
         let error = result.error.unwrap_or_default();
         assert!(!error.contains("s3cret") && !error.is_empty(), "{error}");
@@ -816,8 +851,10 @@ mod tests {
             31, 139, 8, 0, 0, 0, 0, 0, 2, 3, 203, 72, 205, 201, 201, 87, 72, 43, 202, 207, 85, 72, 175, 202,
             44, 0, 0, 100, 170, 142, 181, 15, 0, 0, 0,
         ];
-        let router =
-            Router::new().route("/zipped", get(|| async { ([(CONTENT_ENCODING, "gzip"), (CONTENT_TYPE, "text/html")], &GZIPPED[..]) }));
+        let router = Router::new().route(
+            "/zipped",
+            get(|| async { ([(CONTENT_ENCODING, "gzip"), (CONTENT_TYPE, "text/html")], &GZIPPED[..]) }),
+        );
         let result = fetch_from(router, "/zipped").await;
         assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
         assert_eq!(result.body, b"hello from gzip");
@@ -826,7 +863,10 @@ mod tests {
 
     #[tokio::test]
     async fn oversized_content_length_is_refused_before_reading() {
-        let router = Router::new().route("/big", get(|| async { ([(CONTENT_TYPE, "text/html")], vec![b'x'; SMALL_CAP as usize + 1]) }));
+        let router = Router::new().route(
+            "/big",
+            get(|| async { ([(CONTENT_TYPE, "text/html")], vec![b'x'; SMALL_CAP as usize + 1]) }),
+        );
         let result = fetch_from(router, "/big").await;
         assert_eq!(result.outcome, FetchOutcome::BodyTooLarge);
         assert_eq!(result.size_bytes, 0);
@@ -893,7 +933,14 @@ mod tests {
             get(|| async {
                 let etag = HeaderValue::from_bytes(b"\"\xff\"").unwrap();
                 let html = HeaderValue::from_static("text/html");
-                ([(ETAG, etag), (LAST_MODIFIED, HeaderValue::from_static("yesterday")), (CONTENT_TYPE, html)], "body")
+                (
+                    [
+                        (ETAG, etag),
+                        (LAST_MODIFIED, HeaderValue::from_static("yesterday")),
+                        (CONTENT_TYPE, html),
+                    ],
+                    "body",
+                )
             }),
         );
         let result = fetch_from(router, "/odd").await;

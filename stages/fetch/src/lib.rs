@@ -22,7 +22,7 @@ use recrawl_schemas::{host_of, url_key, DiscoveredLinks, Format, Message, PagePi
 use serde::{Deserialize, Serialize};
 
 use crate::address::{parse_allowed_network, parse_resolve, AddressPolicy, GuardedResolver};
-use crate::crawl::{Crawled, CrawlSettings, Crawler};
+use crate::crawl::{CrawlSettings, Crawled, Crawler};
 use crate::http::{FetchConfig, Fetcher};
 use crate::links::LinkFilter;
 use crate::metrics::FetchMetrics;
@@ -74,7 +74,12 @@ pub struct HttpArgs {
     pub user_agent: String,
     /// Media types whose bodies are read (comma-separated prefixes); others are recorded
     /// as unsupported_type without their body.
-    #[arg(long, env = "RECRAWL_FETCH_CONTENT_TYPES", value_delimiter = ',', default_value = "text/html,application/xhtml+xml")]
+    #[arg(
+        long,
+        env = "RECRAWL_FETCH_CONTENT_TYPES",
+        value_delimiter = ',',
+        default_value = "text/html,application/xhtml+xml"
+    )]
     pub content_types: Vec<String>,
     /// Networks the fetcher may connect to although they are loopback, private,
     /// link-local, metadata or otherwise internal (an IP or CIDR; repeat or comma-separate).
@@ -163,7 +168,10 @@ impl FetchArgs {
             user_agent: http.user_agent.clone(),
             content_types: http.content_types.clone(),
             idle_connections_per_host: self.politeness.connections_per_host as usize,
-            resolver: GuardedResolver::new(AddressPolicy::new(http.allow_addresses.clone()), http.resolve.clone()),
+            resolver: GuardedResolver::new(
+                AddressPolicy::new(http.allow_addresses.clone()),
+                http.resolve.clone(),
+            ),
         }
     }
 
@@ -260,7 +268,11 @@ impl Stage for Fetch {
     ) -> Result<(), StageError> {
         let picks: Vec<PagePick> =
             batch.iter().filter_map(|record| out.decode_keyed(record, |p: &PagePick| &p.host)).collect();
-        let output = self.crawler.crawl(picks).await.map_err(|e| StageError::Other(format!("a host task failed: {e}")))?;
+        let output = self
+            .crawler
+            .crawl(picks)
+            .await
+            .map_err(|e| StageError::Other(format!("a host task failed: {e}")))?;
         for crawled in output.crawled {
             self.emit(crawled, out)?;
         }
@@ -278,8 +290,13 @@ pub async fn run(args: FetchArgs, ctx: StageContext) -> Result<(), RuntimeError>
         .map_err(|e| StageError::Other(format!("--user-agent or TLS setup: {e}")))?;
     let metrics = FetchMetrics::register(ctx.metrics.registry())
         .map_err(|e| StageError::Other(format!("registering fetch metrics: {e}")))?;
-    let crawler =
-        Crawler::new(fetcher, args.crawl_settings(), args.link_filter(), metrics.clone(), ctx.shutdown.clone());
+    let crawler = Crawler::new(
+        fetcher,
+        args.crawl_settings(),
+        args.link_filter(),
+        metrics.clone(),
+        ctx.shutdown.clone(),
+    );
     run_stage(Fetch { crawler, metrics }, &args.kafka, ctx).await
 }
 
@@ -289,4 +306,3 @@ pub async fn main(args: FetchArgs) -> anyhow::Result<()> {
     let service = args.service.clone();
     run_service(STAGE, &service, |ctx| run(args, ctx)).await
 }
-

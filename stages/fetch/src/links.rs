@@ -489,7 +489,8 @@ mod tests {
     fn a_frames_links_merge_into_the_framing_pages() {
         let filter = LinkFilter { max_links: 3, ..LinkFilter::default() };
         let mut page_links = extract_links(&page(), br#"<a href="/a">a</a><a href="/b">b</a>"#, &filter, 1);
-        let frame = extract_links(&page(), br#"<a href="/b">b</a><a href="/c">c</a><a href="/d">d</a>"#, &filter, 1);
+        let frame =
+            extract_links(&page(), br#"<a href="/b">b</a><a href="/c">c</a><a href="/d">d</a>"#, &filter, 1);
         page_links.merge(frame, filter.max_links);
         let counted: Vec<(&str, u32)> =
             page_links.links.iter().map(|l| (l.url.as_str(), l.occurrences)).collect();
@@ -524,8 +525,14 @@ mod tests {
     #[test]
     fn query_links_are_dropped_unless_allowed() {
         let html = br#"<a href="/plain">p</a><a href="/search?q=x&amp;page=2">s</a>"#;
-        let without_query = LinkFilter { rules: LinkRules { allow_query: false, ..LinkRules::default() }, ..LinkFilter::default() };
-        assert_eq!(urls(&extract_links(&page(), html, &without_query, 1).links), ["http://example.com/plain"]);
+        let without_query = LinkFilter {
+            rules: LinkRules { allow_query: false, ..LinkRules::default() },
+            ..LinkFilter::default()
+        };
+        assert_eq!(
+            urls(&extract_links(&page(), html, &without_query, 1).links),
+            ["http://example.com/plain"]
+        );
         assert_eq!(
             urls(&extract_links(&page(), html, &LinkFilter::default(), 1).links),
             ["http://example.com/plain", "http://example.com/search?q=x&page=2"]

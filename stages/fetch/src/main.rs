@@ -7,7 +7,12 @@ use recrawl_common::links::LinkRules;
 /// recrawl fetch: fetches picked URLs over HTTP, emits results and links. Without a
 /// subcommand it runs the stage.
 #[derive(Debug, Parser)]
-#[command(name = "recrawl-fetch", version, args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(
+    name = "recrawl-fetch",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
     #[command(subcommand)]
     offline: Option<Offline>,

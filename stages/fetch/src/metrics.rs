@@ -1,7 +1,9 @@
 //! The fetch stage's Prometheus series. Per-host figures are distributions, never labels:
 //! a crawl reaches millions of hosts.
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+};
 
 #[derive(Debug, Clone)]
 pub struct FetchMetrics {
@@ -29,7 +31,13 @@ pub struct FetchMetrics {
 impl FetchMetrics {
     pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let metrics = Self {
-            picks: IntCounterVec::new(Opts::new("fetch_picks_total", "Picks by outcome (robots_denied and deferred made no request)."), &["outcome"])?,
+            picks: IntCounterVec::new(
+                Opts::new(
+                    "fetch_picks_total",
+                    "Picks by outcome (robots_denied and deferred made no request).",
+                ),
+                &["outcome"],
+            )?,
             latency: HistogramVec::new(
                 HistogramOpts::new("fetch_latency_seconds", "Request wall time by outcome.")
                     .buckets(prometheus::exponential_buckets(0.005, 2.0, 14)?),
@@ -53,7 +61,10 @@ impl FetchMetrics {
                     .buckets(prometheus::exponential_buckets(1.0, 2.0, 12)?),
             )?,
             links: IntCounterVec::new(
-                Opts::new("fetch_links_total", "Distinct links per page: published, or the rule that rejected them."),
+                Opts::new(
+                    "fetch_links_total",
+                    "Distinct links per page: published, or the rule that rejected them.",
+                ),
                 &["result"],
             )?,
             frames: IntCounterVec::new(

@@ -37,9 +37,7 @@ impl RobotsRules {
                 // that could apply, as with an empty file.
                 Err(_) => (Self::AllowAll, false),
             },
-            429 | 500..=599 => {
-                (Self::DisallowAll { reason: format!("robots.txt answered {status}") }, true)
-            }
+            429 | 500..=599 => (Self::DisallowAll { reason: format!("robots.txt answered {status}") }, true),
             // 4xx: the site has no robots.txt. Anything else that gets here (a redirect
             // chain past the limit, 1xx) leaves no rules to follow either.
             _ => (Self::AllowAll, false),
@@ -118,7 +116,13 @@ impl RobotsCache {
     }
 
     /// Keeps `rules` for `origin`; `server_failure` picks the shorter lifetime.
-    pub fn insert(&mut self, origin: &str, rules: RobotsRules, server_failure: bool, now: Instant) -> Arc<RobotsRules> {
+    pub fn insert(
+        &mut self,
+        origin: &str,
+        rules: RobotsRules,
+        server_failure: bool,
+        now: Instant,
+    ) -> Arc<RobotsRules> {
         let lifetime = if server_failure { self.lifetimes.error_ttl } else { self.lifetimes.ttl };
         if self.entries.len() >= self.capacity && !self.entries.contains_key(origin) {
             self.entries.retain(|_, entry| entry.expires > now);

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::groups::{CrawlSchedule, GroupClasses, HourRule};
-use recrawl_common::links::{LinkRules, Rejection};
 use crate::policy::nutch_interval;
+use recrawl_common::links::{LinkRules, Rejection};
 
 /// "No period": a page never estimated, downloaded or picked.
 pub const NONE: u32 = u32::MAX;
@@ -898,11 +898,17 @@ pub(crate) mod tests {
             update.last_request.etag = etag.map(str::to_owned);
             update.last_request.last_modified = last_modified.map(str::to_owned);
             book.apply_estimate(&mut hosts, &update, &settings).unwrap();
-            book.validators(0).map(|v| (v.etag.as_deref().map(str::to_owned), v.last_modified.as_deref().map(str::to_owned)))
+            book.validators(0).map(|v| {
+                (v.etag.as_deref().map(str::to_owned), v.last_modified.as_deref().map(str::to_owned))
+            })
         };
         let both = |etag: &str, modified: &str| Some((Some(etag.to_owned()), Some(modified.to_owned())));
         assert_eq!(apply(1, 200, Some("\"a\""), Some("Mon")), both("\"a\"", "Mon"));
-        assert_eq!(apply(2, 304, Some("\"b\""), None), both("\"b\"", "Mon"), "a 304 keeps what it does not repeat");
+        assert_eq!(
+            apply(2, 304, Some("\"b\""), None),
+            both("\"b\"", "Mon"),
+            "a 304 keeps what it does not repeat"
+        );
         assert_eq!(apply(3, 500, None, None), both("\"b\"", "Mon"), "a failure leaves them");
         assert_eq!(apply(4, 200, None, None), None, "a new copy without validators clears them");
     }

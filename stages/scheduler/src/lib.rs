@@ -26,9 +26,9 @@ use thiserror::Error;
 
 use crate::book::{Applied, Book, BookSettings, Hosts, Linked, SchedulerState};
 use crate::groups::{GroupClasses, HourRule};
-use recrawl_common::links::LinkRules;
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{quota, Discovery, Horizon, Policy};
+use recrawl_common::links::LinkRules;
 
 pub const STAGE: &str = "scheduler";
 /// 2026-01-01T00:00:00Z.
