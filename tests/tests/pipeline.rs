@@ -84,9 +84,12 @@ async fn start_pipeline(
     seeds: &Path,
     policy_flags: &[&str],
 ) -> ([RunningStage; 3], RunningStage) {
-    // The test site is on loopback, refused unless allowed; one host, so no delay.
+    // The test site is on loopback, refused unless allowed; one host, so no delay; and
+    // requests end within the tests' short drain timeout.
     let mut fetch_flags = flags.to_vec();
-    fetch_flags.extend(["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0"].map(String::from));
+    fetch_flags.extend(
+        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "2000"].map(String::from),
+    );
     let stages = [
         RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(&fetch_flags), ctx)),
         RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(flags), ctx)),

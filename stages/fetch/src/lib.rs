@@ -306,3 +306,56 @@ pub async fn main(args: FetchArgs) -> anyhow::Result<()> {
     let service = args.service.clone();
     run_service(STAGE, &service, |ctx| run(args, ctx)).await
 }
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: FetchArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<FetchArgs, clap::Error> {
+        let mut argv = vec!["recrawl-fetch", "--brokers", "127.0.0.1:9092"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).map(|cli| cli.args)
+    }
+
+    #[test]
+    fn defaults_are_the_papers_and_polite() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.validate(), Ok(()));
+        let config = args.fetch_config();
+        assert_eq!(config.request_timeout, Duration::from_secs(5));
+        assert!(config.resolver.policy().check("h", "127.0.0.1".parse().unwrap()).is_err(), "loopback refused");
+        let settings = args.crawl_settings();
+        assert_eq!((settings.connections_per_host, settings.min_host_delay), (1, Duration::from_secs(1)));
+        assert_eq!(args.link_filter().rules, LinkRules::default());
+    }
+
+    #[test]
+    fn allow_list_and_overrides_parse_and_bad_values_name_the_flag() {
+        let args = parse(&["--allow-address", "127.0.0.1,10.0.0.0/8", "--resolve", "a.test=127.0.0.1"]).unwrap();
+        let policy = args.fetch_config().resolver.policy().clone();
+        assert!(policy.check("a.test", "127.0.0.1".parse().unwrap()).is_ok());
+        assert!(policy.check("b", "10.9.8.7".parse().unwrap()).is_ok());
+        assert!(policy.check("c", "192.168.1.1".parse().unwrap()).is_err());
+        let error = parse(&["--allow-address", "10.0.0.0/99"]).unwrap_err().to_string();
+        assert!(error.contains("--allow-address"), "{error}");
+        let error = parse(&["--resolve", "nohost"]).unwrap_err().to_string();
+        assert!(error.contains("--resolve"), "{error}");
+    }
+
+    #[test]
+    fn timeouts_must_fit_the_drain_and_the_poll_interval() {
+        let args = parse(&["--request-timeout-ms", "10000", "--drain-timeout-ms", "10000"]).unwrap();
+        assert_eq!(args.validate(), Err(FetchConfigError::RequestOutlastsDrain { request_ms: 10_000, drain_ms: 10_000 }));
+        let args = parse(&["--batch-budget-ms", "300000"]).unwrap();
+        assert_eq!(args.validate(), Err(FetchConfigError::BudgetOutlastsPoll { budget_ms: 300_000, poll_ms: 300_000 }));
+        let args = parse(&["--batch-budget-ms", "300000", "--kafka-option", "max.poll.interval.ms=600000"]).unwrap();
+        assert_eq!(args.validate(), Ok(()));
+    }
+}
