@@ -510,10 +510,10 @@ mod tests {
     use axum::response::{IntoResponse, Response};
     use axum::Router;
     use prometheus::Registry;
-    use recrawl_schemas::{host_of, url_key, PickReason};
 
     use super::*;
     use crate::address::{parse_allowed_network, AddressPolicy, GuardedResolver};
+    use crate::http::tests::{pick_for as pick, serve};
     use crate::http::FetchConfig;
 
     type Log = Arc<Mutex<Vec<(String, Instant)>>>;
@@ -531,10 +531,7 @@ mod tests {
                 respond(&path)
             }
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, router).await });
-        (address, log)
+        (serve(router).await, log)
     }
 
     fn html(body: &'static str) -> Response {
@@ -571,21 +568,6 @@ mod tests {
         CrawlSettings { min_host_delay: Duration::ZERO, ..CrawlSettings::default() }
     }
 
-    fn pick(url: &str) -> PagePick {
-        PagePick {
-            url: url.to_owned(),
-            url_key: url_key(url),
-            host: host_of(url).unwrap(),
-            group: host_of(url).unwrap(),
-            period: 3,
-            reason: PickReason::Refresh,
-            depth: 0,
-            score: 1.0,
-            etag: None,
-            last_modified: None,
-            deadline_ms: None,
-        }
-    }
 
     fn outcomes(output: &CrawlOutput) -> Vec<(String, FetchOutcome)> {
         output

@@ -468,7 +468,7 @@ fn header_text(headers: &HeaderMap, name: HeaderName) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::convert::Infallible;
     use std::net::SocketAddr;
 
@@ -489,14 +489,14 @@ mod tests {
 
     /// Serves `router` on an ephemeral loopback port. The listener is bound before this
     /// returns, so requests queue in its backlog until the server task accepts them.
-    async fn serve(router: Router) -> SocketAddr {
+    pub(crate) async fn serve(router: Router) -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await });
         address
     }
 
-    fn pick_for(raw_url: &str) -> PagePick {
+    pub(crate) fn pick_for(raw_url: &str) -> PagePick {
         let url = normalise_url(raw_url).unwrap();
         PagePick {
             url_key: url_key(&url),
