@@ -88,7 +88,8 @@ async fn start_pipeline(
     // requests end within the tests' short drain timeout.
     let mut fetch_flags = flags.to_vec();
     fetch_flags.extend(
-        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "2000"].map(String::from),
+        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "2000"]
+            .map(String::from),
     );
     let stages = [
         RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(&fetch_flags), ctx)),

@@ -106,13 +106,18 @@ fn picks(port: u16, batch: usize) -> Vec<PagePick> {
 }
 
 fn crawler() -> Crawler {
-    let overrides: Vec<(String, IpAddr)> = (0..HOSTS).map(|i| (host(i), IpAddr::from([127, 0, 0, 1]))).collect();
+    let overrides: Vec<(String, IpAddr)> =
+        (0..HOSTS).map(|i| (host(i), IpAddr::from([127, 0, 0, 1]))).collect();
     let loopback = recrawl_fetch::address::parse_allowed_network("127.0.0.1").expect("network");
     let config = FetchConfig {
         resolver: GuardedResolver::new(AddressPolicy::new(vec![loopback]), overrides),
         ..FetchConfig::default()
     };
-    let settings = CrawlSettings { min_host_delay: Duration::ZERO, concurrency: CONCURRENCY, ..CrawlSettings::default() };
+    let settings = CrawlSettings {
+        min_host_delay: Duration::ZERO,
+        concurrency: CONCURRENCY,
+        ..CrawlSettings::default()
+    };
     let metrics = FetchMetrics::register(&prometheus::Registry::new()).expect("metrics");
     let fetcher = Fetcher::new(config).expect("fetcher");
     Crawler::new(fetcher, settings, LinkFilter::default(), metrics, CancellationToken::new())
@@ -126,12 +131,16 @@ async fn crawl_batch(crawler: &mut Crawler, port: u16, batch: usize) {
 }
 
 async fn plain_batch(client: &reqwest::Client, port: u16, batch: usize) {
-    let urls: Vec<String> = (0..BATCH).map(|i| format!("http://127.0.0.1:{port}/b{batch}/p{i}.html")).collect();
-    let fetched = futures::stream::iter(urls)
-        .map(|url| async move { client.get(url).send().await.expect("get").bytes().await.expect("body").len() })
-        .buffer_unordered(CONCURRENCY)
-        .collect::<Vec<usize>>()
-        .await;
+    let urls: Vec<String> =
+        (0..BATCH).map(|i| format!("http://127.0.0.1:{port}/b{batch}/p{i}.html")).collect();
+    let fetched =
+        futures::stream::iter(urls)
+            .map(|url| async move {
+                client.get(url).send().await.expect("get").bytes().await.expect("body").len()
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<usize>>()
+            .await;
     assert!(fetched.iter().all(|&len| len > 10_000));
 }
 
@@ -140,7 +149,8 @@ fn cpu_time(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
     // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
     let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<u64> = after_name.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+    let fields: Vec<u64> =
+        after_name.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
     // Clock ticks of 1/100 s on Linux.
     Duration::from_millis(fields.iter().sum::<u64>() * 10)
 }
@@ -186,7 +196,8 @@ fn main() {
     group.finish();
 
     let batches = 10;
-    let (own_before, server_before, started) = (cpu_time(std::process::id()), cpu_time(server.id()), Instant::now());
+    let (own_before, server_before, started) =
+        (cpu_time(std::process::id()), cpu_time(server.id()), Instant::now());
     for _ in 0..batches {
         runtime.block_on(crawl_batch(&mut crawler, port, batch));
         batch += 1;

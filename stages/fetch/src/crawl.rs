@@ -5,8 +5,9 @@
 //! never more than `--concurrency` in flight overall.
 //!
 //! A pick whose host cannot be served before the pick's deadline (the end of its period) is
-//! reported `deferred`; one that could, but not within the batch's time budget or before
-//! shutdown, is handed back to be requeued, so the stage never holds its input for long.
+//! reported `deferred`; one that could, but not within the batch's time budget, is handed
+//! back to be requeued when the budget is spent (at once on shutdown), so the stage never
+//! holds its input for long and a paused host's picks do not circle through the topic.
 //! Picks arrive keyed by host, so one instance owns each host's politeness; the hosts of a
 //! batch run as concurrent tasks.
 
@@ -366,6 +367,14 @@ async fn request<T, F: std::future::Future<Output = T>>(
     answer
 }
 
+/// Requeues `pick` once the batch's budget is spent (at once on shutdown): a pick whose
+/// host is paused past the budget then comes back at most once per budget, rather than
+/// circling through the topic as fast as the stage can read it.
+async fn requeue_at_budget_end(shared: &Shared, pick: PagePick, budget_end: Instant) -> Served {
+    wait_for(shared, budget_end).await;
+    Served::Requeue(pick)
+}
+
 /// The deadline of `pick` on the monotonic clock, `None` without one.
 fn deadline_of(pick: &PagePick, now: Instant) -> Option<Instant> {
     let deadline_ms = pick.deadline_ms?;
@@ -411,7 +420,7 @@ async fn serve_pick(
     let rules = match robots {
         Robots::Rules(rules) => rules,
         Robots::Unreachable { outcome, error } => return not_requested(&pick, outcome, error, None),
-        Robots::NotYet => return Served::Requeue(pick),
+        Robots::NotYet => return requeue_at_budget_end(shared, pick, budget_end).await,
     };
     if !rules.allows(&pick.url) {
         return not_requested(&pick, FetchOutcome::RobotsDenied, rules.denial(), crawl_delay);
@@ -423,7 +432,7 @@ async fn serve_pick(
             let error = format!("the host's next polite slot, in {wait:?}, is after the pick's period");
             return not_requested(&pick, FetchOutcome::Deferred, error, crawl_delay);
         }
-        return Served::Requeue(pick);
+        return requeue_at_budget_end(shared, pick, budget_end).await;
     };
     if !wait_for(shared, slot.at).await {
         return Served::Requeue(pick);
@@ -567,7 +576,6 @@ mod tests {
     fn no_delay() -> CrawlSettings {
         CrawlSettings { min_host_delay: Duration::ZERO, ..CrawlSettings::default() }
     }
-
 
     fn outcomes(output: &CrawlOutput) -> Vec<(String, FetchOutcome)> {
         output

@@ -330,7 +330,10 @@ mod tests {
         assert_eq!(args.validate(), Ok(()));
         let config = args.fetch_config();
         assert_eq!(config.request_timeout, Duration::from_secs(5));
-        assert!(config.resolver.policy().check("h", "127.0.0.1".parse().unwrap()).is_err(), "loopback refused");
+        assert!(
+            config.resolver.policy().check("h", "127.0.0.1".parse().unwrap()).is_err(),
+            "loopback refused"
+        );
         let settings = args.crawl_settings();
         assert_eq!((settings.connections_per_host, settings.min_host_delay), (1, Duration::from_secs(1)));
         assert_eq!(args.link_filter().rules, LinkRules::default());
@@ -338,7 +341,8 @@ mod tests {
 
     #[test]
     fn allow_list_and_overrides_parse_and_bad_values_name_the_flag() {
-        let args = parse(&["--allow-address", "127.0.0.1,10.0.0.0/8", "--resolve", "a.test=127.0.0.1"]).unwrap();
+        let args =
+            parse(&["--allow-address", "127.0.0.1,10.0.0.0/8", "--resolve", "a.test=127.0.0.1"]).unwrap();
         let policy = args.fetch_config().resolver.policy().clone();
         assert!(policy.check("a.test", "127.0.0.1".parse().unwrap()).is_ok());
         assert!(policy.check("b", "10.9.8.7".parse().unwrap()).is_ok());
@@ -352,10 +356,17 @@ mod tests {
     #[test]
     fn timeouts_must_fit_the_drain_and_the_poll_interval() {
         let args = parse(&["--request-timeout-ms", "10000", "--drain-timeout-ms", "10000"]).unwrap();
-        assert_eq!(args.validate(), Err(FetchConfigError::RequestOutlastsDrain { request_ms: 10_000, drain_ms: 10_000 }));
+        assert_eq!(
+            args.validate(),
+            Err(FetchConfigError::RequestOutlastsDrain { request_ms: 10_000, drain_ms: 10_000 })
+        );
         let args = parse(&["--batch-budget-ms", "300000"]).unwrap();
-        assert_eq!(args.validate(), Err(FetchConfigError::BudgetOutlastsPoll { budget_ms: 300_000, poll_ms: 300_000 }));
-        let args = parse(&["--batch-budget-ms", "300000", "--kafka-option", "max.poll.interval.ms=600000"]).unwrap();
+        assert_eq!(
+            args.validate(),
+            Err(FetchConfigError::BudgetOutlastsPoll { budget_ms: 300_000, poll_ms: 300_000 })
+        );
+        let args =
+            parse(&["--batch-budget-ms", "300000", "--kafka-option", "max.poll.interval.ms=600000"]).unwrap();
         assert_eq!(args.validate(), Ok(()));
     }
 }
