@@ -23,7 +23,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Offline {
     /// Prints, as a JSON array, the normalised links the stage would publish for an HTML
-    /// file fetched from --base: document order, deduplicated, after the link rules.
+    /// file fetched from --base: document order, deduplicated, after the link rules. The
+    /// links inside its <frame> documents, which the stage fetches, are not included.
     Links {
         /// The URL the file was fetched from; relative links resolve against it.
         #[arg(long)]
