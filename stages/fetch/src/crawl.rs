@@ -229,11 +229,6 @@ impl Crawler {
         self.gates.retain(|_, gate| !gate.is_spent(now, min_delay));
         self.prune_at = (self.gates.len() * 2).max(MIN_PRUNE_AT);
     }
-
-    /// Hosts with a remembered gate.
-    pub fn hosts(&self) -> usize {
-        self.gates.len()
-    }
 }
 
 /// Serves one host's picks: robots.txt per origin, then the picks over
@@ -293,7 +288,7 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
         };
     };
     let Some(slot) = reserve(shared, gate, None, budget_end) else { return Robots::NotYet };
-    if !wait_for(shared, slot.at).await {
+    if !wait_for(shared, slot).await {
         return Robots::NotYet;
     }
     let answer =
@@ -322,11 +317,6 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
     }
 }
 
-/// A reserved start time on a host's gate.
-struct Slot {
-    at: Instant,
-}
-
 /// Reserves the host's next start; `None` when it would fall after `deadline` or the
 /// batch's budget, or shutdown has begun.
 fn reserve(
@@ -334,14 +324,14 @@ fn reserve(
     gate: &Mutex<HostGate>,
     deadline: Option<Instant>,
     budget_end: Instant,
-) -> Option<Slot> {
+) -> Option<Instant> {
     let mut gate = lock(gate);
     let at = gate.earliest(Instant::now(), shared.settings.min_host_delay);
     if at > budget_end || deadline.is_some_and(|deadline| at > deadline) || shared.shutdown.is_cancelled() {
         return None;
     }
     gate.last_start = Some(at);
-    Some(Slot { at })
+    Some(at)
 }
 
 /// Waits until `at`; false when shutdown began first.
@@ -434,7 +424,7 @@ async fn serve_pick(
         }
         return requeue_at_budget_end(shared, pick, budget_end).await;
     };
-    if !wait_for(shared, slot.at).await {
+    if !wait_for(shared, slot).await {
         return Served::Requeue(pick);
     }
     let mut result = request(shared, gate, || shared.fetcher.fetch(&pick)).await;
@@ -482,7 +472,7 @@ async fn page_links(
             continue;
         };
         fetched += 1;
-        if !wait_for(shared, slot.at).await {
+        if !wait_for(shared, slot).await {
             links.record(frame.into(), filter, depth);
             continue;
         }

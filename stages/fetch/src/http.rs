@@ -130,13 +130,7 @@ impl Fetcher {
     pub async fn fetch(&self, pick: &PagePick) -> FetchResult {
         let mut result = unanswered(pick, FetchOutcome::Other);
         let started = Instant::now();
-        let fetched = tokio::time::timeout(self.request_timeout, self.request(pick, &mut result)).await;
-        let outcome = match fetched {
-            Ok(Ok(outcome)) => Ok(outcome),
-            Ok(Err(failure)) => Err(failure),
-            Err(_) => Err(FetchFailure::Timeout(self.request_timeout)),
-        };
-        result.outcome = match outcome {
+        result.outcome = match self.within_timeout(self.request(pick, &mut result)).await {
             Ok(outcome) => outcome,
             Err(failure) => {
                 let outcome = failure.outcome();
@@ -209,15 +203,22 @@ impl Fetcher {
         any_type: bool,
     ) -> Result<Answer, (FetchOutcome, String)> {
         let mut received = 0;
-        let get = self.get(url, HeaderMap::new(), cap, any_type, &mut received);
-        match tokio::time::timeout(self.request_timeout, get).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err((failure, _))) => Err((failure.outcome(), failure.describe())),
-            Err(_) => {
-                let failure = FetchFailure::Timeout(self.request_timeout);
-                Err((failure.outcome(), failure.describe()))
-            }
-        }
+        let get = async {
+            self.get(url, HeaderMap::new(), cap, any_type, &mut received)
+                .await
+                .map_err(|(failure, _)| failure)
+        };
+        self.within_timeout(get).await.map_err(|failure| (failure.outcome(), failure.describe()))
+    }
+
+    /// `work` cut off at the request timeout, which then is its failure.
+    async fn within_timeout<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, FetchFailure>>,
+    ) -> Result<T, FetchFailure> {
+        tokio::time::timeout(self.request_timeout, work)
+            .await
+            .unwrap_or(Err(FetchFailure::Timeout(self.request_timeout)))
     }
 
     /// GETs `url`, following up to `max_redirects` redirects, each hop checked against

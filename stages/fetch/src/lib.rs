@@ -302,7 +302,6 @@ pub async fn run(args: FetchArgs, ctx: StageContext) -> Result<(), RuntimeError>
 
 /// The process entry point shared by `recrawl-fetch` and `recrawl stage fetch`.
 pub async fn main(args: FetchArgs) -> anyhow::Result<()> {
-    args.validate()?;
     let service = args.service.clone();
     run_service(STAGE, &service, |ctx| run(args, ctx)).await
 }
