@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
 use crate::history::{Observation, PageHistory};
-use crate::model::{fine_bin, poisson_rate, predict, Eligibility, Kind, Model, PreparedPrior, Prior};
+use crate::model::{fine_bin, predict, Eligibility, Kind, Model, PreparedPrior, Prior};
 use crate::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
 
 /// What a URL's group is.
@@ -328,7 +328,7 @@ impl Estimator {
             model: forecast_model(settings.model),
             downloads,
             changes_forecast,
-            change_rate: poisson_rate(history.comparisons, history.changes),
+            change_rate: history.change_rate(),
             refresh: RefreshPlan {
                 weekly_change_rate,
                 group16: group16.to_string(),

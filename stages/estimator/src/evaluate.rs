@@ -270,7 +270,7 @@ pub fn generate(config: &GenerateConfig) -> Result<Vec<(String, String)>, Evalua
 }
 
 /// A rate drawn from coarse shares (which must have some weight).
-fn draw_rate(shares: &CoarseShares, rng: &mut Pcg64) -> f64 {
+pub fn draw_rate(shares: &CoarseShares, rng: &mut Pcg64) -> f64 {
     let mut remaining = rng.random::<f64>() * shares.total();
     let weighted = shares.values().iter().enumerate().filter(|(_, share)| **share > 0.0);
     // Rounding can leave a sliver past the last bin: it belongs to the last bin with weight.

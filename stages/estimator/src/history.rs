@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::poisson_rate;
+
 /// One request's outcome as the estimator sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
@@ -104,6 +106,16 @@ impl PageHistory {
             self.recent_comparisons.push(changed);
         }
         true
+    }
+
+    /// Cho & Garcia-Molina's change rate per period: the bias-reduced rate per comparison
+    /// over the mean spacing of the URL's requests (1 period until there are two).
+    pub fn change_rate(&self) -> Option<f64> {
+        let spacing = match self.first_and_last() {
+            Some((first, last)) if self.requests >= 2 => (last - first) as f64 / f64::from(self.requests - 1),
+            _ => 1.0,
+        };
+        poisson_rate(self.comparisons, self.changes).map(|rate| rate / spacing.max(1.0))
     }
 
     pub fn first_and_last(&self) -> Option<(u64, u64)> {
@@ -265,5 +277,18 @@ mod tests {
         assert_eq!(long.counts(64), (31, 32));
         assert_eq!(long.counts(2), (1, 1));
         assert_eq!(Outcomes::default().counts(5), (0, 0));
+    }
+
+    #[test]
+    fn change_rate_is_per_period_over_the_request_spacing() {
+        let mut history = PageHistory::default();
+        // Requests every 4 periods, 2 changes in 3 comparisons.
+        for (crawl, changed) in [(0, None), (4, Some(true)), (8, Some(false)), (12, Some(true))] {
+            history.record(crawl, Observation { downloaded: true, changed });
+        }
+        let per_comparison = -((1.0f64 + 0.5) / 3.5).ln();
+        let rate = history.change_rate().expect("comparisons");
+        assert!((rate - per_comparison / 4.0).abs() < 1e-12, "{rate}");
+        assert_eq!(PageHistory::default().change_rate(), None);
     }
 }

@@ -191,9 +191,8 @@ impl Hosts {
     }
 
     /// Folds one request's outcome into the host's response time and back-off.
-    fn observe(&mut self, id: u32, estimate: &PageEstimate, settings: &BookSettings) {
+    fn observe(&mut self, id: u32, request: &LastRequest, settings: &BookSettings) {
         let stats = &mut self.stats[id as usize];
-        let request = &estimate.last_request;
         if request.downloaded && request.size_bytes > 0 && request.latency_ms > 0.0 {
             stats
                 .add_sample(request.latency_ms / request.size_bytes as f64, settings.response_time_smoothing);
@@ -209,6 +208,20 @@ impl Hosts {
             stats.backoff_level = 0;
         }
     }
+}
+
+/// The part of an estimate the book keeps about a tracked page.
+#[derive(Debug, Clone, Copy)]
+pub struct Learned<'a> {
+    /// The period of the request the estimate answers.
+    pub period: u64,
+    pub request: &'a LastRequest,
+    /// Probabilities of a change at the next comparison and a download at the next request.
+    pub p_change: f64,
+    pub p_download: f64,
+    /// Poisson change rate per period.
+    pub change_rate: Option<f64>,
+    pub schedule: Option<CrawlSchedule>,
 }
 
 /// What an estimate did to the book.
@@ -474,24 +487,44 @@ impl Book {
         if !page.is_frontier() && period <= page.last_estimate {
             return Ok(Applied::Replayed);
         }
-        let applied = if page.is_frontier() {
+        let applied = if page.is_frontier() { Applied::New } else { Applied::Updated };
+        self.learn(
+            hosts,
+            slot,
+            &Learned {
+                period: estimate.period,
+                request: &estimate.last_request,
+                p_change: estimate.changes_forecast.next,
+                p_download: estimate.downloads.next,
+                change_rate: estimate.change_rate,
+                schedule: CrawlSchedule::from_plan(&estimate.refresh, settings.hour_rule, settings.classes),
+            },
+            settings,
+        );
+        Ok(applied)
+    }
+
+    /// Folds what a request and the estimator's forecast say into the page at `slot`,
+    /// which has not seen `learned.period` yet; a frontier page becomes tracked. The
+    /// stage gets here from an estimate; the simulator, which runs the estimator's
+    /// functions in process, directly.
+    pub fn learn(&mut self, hosts: &mut Hosts, slot: u32, learned: &Learned<'_>, settings: &BookSettings) {
+        let request = learned.request;
+        let page = &mut self.pages[slot as usize];
+        if page.is_frontier() {
             self.frontier -= 1;
             self.dead_in_links += page.in_degree as usize;
             page.in_links = NONE;
-            Applied::New
-        } else {
-            Applied::Updated
-        };
-        let request = &estimate.last_request;
-        page.last_estimate = period;
+        }
+        page.last_estimate = period32(learned.period);
         if request.downloaded {
             page.last_download = period32(request.period);
             page.size = u32::try_from(request.size_bytes).unwrap_or(u32::MAX);
             page.latency_ms = request.latency_ms as f32;
         }
-        page.p_change = estimate.changes_forecast.next as f32;
-        page.p_download = estimate.downloads.next as f32;
-        page.change_rate = estimate.change_rate.map_or(f32::NAN, |rate| rate as f32);
+        page.p_change = learned.p_change as f32;
+        page.p_download = learned.p_download as f32;
+        page.change_rate = learned.change_rate.map_or(f32::NAN, |rate| rate as f32);
         if let Some(changed) = request.changed {
             page.interval = nutch_interval(
                 f64::from(page.interval),
@@ -500,13 +533,20 @@ impl Book {
                 settings.nutch_max_interval,
             ) as f32;
         }
-        page.schedule = CrawlSchedule::from_plan(&estimate.refresh, settings.hour_rule, settings.classes);
+        page.schedule = learned.schedule;
         let host = page.host;
         self.update_validators(slot, request);
-        hosts.observe(host, estimate, settings);
+        hosts.observe(host, request, settings);
         self.mark_dirty(slot);
         self.compact_in_links();
-        Ok(applied)
+    }
+
+    /// Forgets which pages changed since the last [`take_dirty`](Self::take_dirty), for
+    /// a caller that keeps no changelog (the simulator).
+    pub fn clear_dirty(&mut self) {
+        for slot in std::mem::take(&mut self.dirty) {
+            self.pages[slot as usize].dirty = false;
+        }
     }
 
     /// Adds a tracked URL from known figures rather than an estimate: the `plan`

@@ -69,8 +69,8 @@ pub struct SchedulerArgs {
     /// At most this many picks per host per period, across all instances.
     #[arg(long, env = "RECRAWL_MAX_PICKS_PER_HOST", default_value_t = 60)]
     pub max_picks_per_host: usize,
-    /// `change-aware`: no picks for URLs whose next request is predicted to download
-    /// with less than this probability.
+    /// `change-aware`, `lambda-crawl`: no picks for URLs whose next request is predicted
+    /// to download with less than this probability.
     #[arg(long, env = "RECRAWL_MIN_DOWNLOAD_PROBABILITY", default_value_t = 0.1, value_parser = unit_interval)]
     pub min_download_probability: f64,
     /// Periods a pick waits for its estimate before the URL may be picked again.

@@ -26,8 +26,8 @@ pub struct PlanSettings {
     pub discovery: Discovery,
     /// Share of the picks that goes to the frontier when it has candidates.
     pub discovery_share: f64,
-    /// `change-aware`: pages whose next request is predicted to download with less than
-    /// this probability get no picks.
+    /// `change-aware`, `lambda-crawl`: pages whose next request is predicted to download
+    /// with less than this probability get no picks.
     pub min_download_probability: f64,
     /// Periods a picked page waits for its estimate before it may be picked again.
     pub pending_periods: u32,
@@ -255,6 +255,11 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             (since >= interval).then_some(since / interval)
         }
         Policy::LambdaCrawl => {
+            // LambdaCrawl assumes every request downloads: pages predicted not to would
+            // take picks for nothing.
+            if f64::from(page.p_download) < settings.min_download_probability {
+                return None;
+            }
             let since = since_visit(page, clock);
             match period.kappa {
                 Some(kappa) => {
@@ -292,6 +297,9 @@ fn lambda_kappa(
 ) -> Option<f64> {
     let mut rates: HashMap<u64, u64> = HashMap::new();
     for (_, _, page) in eligible(books, host_caps, period.clock, settings, false) {
+        if f64::from(page.p_download) < settings.min_download_probability {
+            continue;
+        }
         let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;
         *rates.entry(f64::from(rate).to_bits()).or_default() += 1;
     }

@@ -108,11 +108,13 @@ pub fn paper_score(remaining: f64, staleness: f64, cost_periods: f64) -> f64 {
     remaining * staleness - cost_periods
 }
 
-/// The change rate per period a policy uses: the estimator's Poisson rate when it has
-/// one, else the rate whose chance of at least one change per period is `p_change`.
+/// The change rate per period a policy uses: the estimator's Poisson rate when it is
+/// positive, else the rate whose chance of at least one change per period is `p_change`.
+/// The Poisson estimate is 0 until a change is seen, which would never send the page
+/// again; the forecast, drawn towards its group's distribution, keeps it in play.
 pub fn change_rate(estimated: Option<f64>, p_change: f64) -> f64 {
     match estimated {
-        Some(rate) if rate.is_finite() && rate >= 0.0 => rate,
+        Some(rate) if rate.is_finite() && rate > 0.0 => rate,
         // Capped below 1 so a certain change gives a large finite rate, not infinity.
         _ => -(1.0 - p_change.clamp(0.0, 0.999)).ln(),
     }
@@ -364,6 +366,7 @@ mod tests {
         assert!(change_rate(None, 1.0).is_finite());
         assert_eq!(change_rate(None, 0.0), 0.0);
         assert_eq!(change_rate(Some(0.25), 0.9), 0.25);
+        assert!((change_rate(Some(0.0), 0.5) - std::f64::consts::LN_2).abs() < 1e-12);
         assert!((change_rate(None, 0.5) - std::f64::consts::LN_2).abs() < 1e-12);
     }
 
