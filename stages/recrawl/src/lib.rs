@@ -4,4 +4,5 @@
 
 pub mod demo;
 pub mod observe;
+pub mod sim;
 pub mod site;

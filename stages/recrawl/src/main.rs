@@ -20,6 +20,11 @@ struct Cli {
 enum Command {
     /// Run the whole pipeline locally: embedded Kafka, a demo website, the four stages.
     Demo(recrawl::demo::DemoArgs),
+    /// Compare scheduling policies on a simulated web (or replayed histories); `sim paper`
+    /// reproduces the papers' experiments.
+    Sim(recrawl::sim::SimArgs),
+    /// Serve the simulated web on 127.0.0.1 (one virtual host per site) with its ground truth.
+    Simweb(recrawl::sim::server::SimWebArgs),
     /// Topic administration.
     Topics {
         #[command(subcommand)]
@@ -69,6 +74,8 @@ enum StageCommand {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Demo(args) => recrawl::demo::run(args).await,
+        Command::Sim(args) => recrawl::sim::run(args).await,
+        Command::Simweb(args) => recrawl::sim::server::run(args).await,
         Command::Topics { command: TopicsCommand::Create { kafka, file, replication_factor } } => {
             let catalogue = match file {
                 Some(path) => {

@@ -1,0 +1,197 @@
+//! The simulated web and what runs on it: the model ([`web`]) and its text ([`text`]),
+//! the HTTP server `recrawl simweb` ([`server`]), the ground-truth measures
+//! ([`measure`]), the policy simulator `recrawl sim` ([`simulate`], [`replay`]) and the
+//! papers' experiments `recrawl sim paper` ([`paper`]).
+
+pub mod chart;
+pub mod measure;
+pub mod paper;
+pub mod replay;
+pub mod server;
+pub mod simulate;
+pub mod text;
+pub mod web;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use simulate::{simulate, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
+use web::{Truth, Web, WebParams};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    pub command: Option<SimCommand>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Reproduce the papers' experiments on the simulated web (CSV, SVG, Markdown).
+    Paper(paper::PaperArgs),
+}
+
+/// `recrawl sim`: every policy on the same web at the same budget.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Pages of the simulated web.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub pages: u64,
+    /// Pages per site (the web has pages / this many sites).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub pages_per_site: u32,
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub periods: u64,
+    /// R: picks per period as a share of the pages.
+    #[arg(long, default_value_t = 0.2, value_parser = parse_share)]
+    pub budget: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Wall minutes a period stands for (time of day of changes and response times).
+    #[arg(long, default_value_t = 60.0)]
+    pub period_minutes: f64,
+    /// Policies to run, comma-separated (default: all): optimum, clairvoyant,
+    /// proportional, uniform, paper, change-aware, nutch-adaptive, lambda-crawl, groups.
+    #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
+    pub policies: Vec<SimPolicy>,
+    /// Replay change histories in the `urlid_offset_history.txt` format instead of
+    /// simulating a web: one period per day, every request downloads.
+    #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed"])]
+    pub replay: Option<PathBuf>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_share(raw: &str) -> Result<f64, String> {
+    match raw.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err(format!("{raw:?}: expected a share in (0, 1]")),
+    }
+}
+
+fn parse_policy(raw: &str) -> Result<SimPolicy, String> {
+    SimPolicy::parse(raw).ok_or_else(|| {
+        let names: Vec<&str> = SimPolicy::ALL.iter().map(|p| p.name()).collect();
+        format!("{raw:?}: expected one of {}", names.join(", "))
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct SimReport<'a> {
+    pages: usize,
+    periods: u64,
+    budget: f64,
+    seed: Option<u64>,
+    replay: Option<String>,
+    changes: usize,
+    seconds: f64,
+    policies: &'a [PolicyResult],
+}
+
+pub async fn run(args: SimArgs) -> anyhow::Result<()> {
+    match args.command {
+        Some(SimCommand::Paper(paper)) => tokio::task::spawn_blocking(move || paper::run(&paper)).await?,
+        None => tokio::task::spawn_blocking(move || run_policies(&args.run)).await?,
+    }
+}
+
+fn run_policies(args: &RunArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let policies = if args.policies.is_empty() { SimPolicy::ALL.to_vec() } else { args.policies.clone() };
+    let config = SimConfig {
+        periods: args.periods,
+        budget: args.budget,
+        period_minutes: args.period_minutes,
+        ..SimConfig::default()
+    };
+    let (results, pages, changes) = match &args.replay {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("--replay {}", path.display()))?;
+            let world =
+                replay::ReplayWorld::parse(&text).with_context(|| format!("--replay {}", path.display()))?;
+            let config =
+                SimConfig { periods: config.periods.min(world.truth.horizon().ceil() as u64), ..config };
+            (simulate(&world, &policies, &config), world.truth.len(), world.truth.total_changes())
+        }
+        None => {
+            let sites = args.pages.div_ceil(u64::from(args.pages_per_site));
+            if sites > u64::from(u32::MAX) {
+                bail!("--pages / --pages-per-site: too many sites");
+            }
+            let web = Web::generate(WebParams {
+                seed: args.seed,
+                sites: sites as u32,
+                pages_per_site: args.pages_per_site,
+                period_minutes: args.period_minutes,
+                ..WebParams::default()
+            });
+            let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };
+            (simulate(&world, &policies, &config), world.truth.len(), world.truth.total_changes())
+        }
+    };
+    let report = SimReport {
+        pages,
+        periods: config.periods,
+        budget: args.budget,
+        seed: args.replay.is_none().then_some(args.seed),
+        replay: args.replay.as_ref().map(|p| p.display().to_string()),
+        changes,
+        seconds: started.elapsed().as_secs_f64(),
+        policies: &results,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", table(&report));
+    }
+    Ok(())
+}
+
+fn ratio(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"))
+}
+
+fn table(report: &SimReport<'_>) -> String {
+    let mut out = format!(
+        "{} pages, {} periods, budget {} of the pages per period, {} changes; {:.1} s\n",
+        report.pages, report.periods, report.budget, report.changes, report.seconds
+    );
+    out.push_str(&format!(
+        "{:<15} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>8} {:>8} {:>7}\n",
+        "policy",
+        "freshness",
+        "age",
+        "harmonic",
+        "staleness",
+        "requests",
+        "wasted",
+        "÷optimum",
+        "÷clairv.",
+        "seconds"
+    ));
+    for r in report.policies {
+        out.push_str(&format!(
+            "{:<15} {:>9.4} {:>8.3} {:>9.3} {:>9.2} {:>10} {:>10} {:>8} {:>8} {:>7.1}\n",
+            format!("{}{}", r.name, if r.sees_truth { "*" } else { "" }),
+            r.freshness,
+            r.age,
+            r.harmonic_cost,
+            r.paper_staleness,
+            r.requests,
+            r.wasted_requests,
+            ratio(r.ratio_to_optimum),
+            ratio(r.ratio_to_clairvoyant),
+            r.seconds,
+        ));
+    }
+    out.push_str("* sees the true change rates or times\n");
+    out
+}

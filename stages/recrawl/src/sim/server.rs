@@ -1,0 +1,663 @@
+//! `recrawl simweb`: the simulated web over HTTP on 127.0.0.1, one virtual host per site
+//! (`s{site}.sim.test`, told apart by the Host header), with its ground truth.
+//!
+//! Wall time maps to periods: period p starts at `epoch_unix_ms + p·period_ms`. A page's
+//! text at a moment is its initial text with every change before that moment applied, a
+//! change of one of the six kinds at a time, so what a crawler downloads at a time is
+//! determined by the seed. Pages that do not download answer 404 or 500, or hold the
+//! request until the client gives up; ETag and Last-Modified name the version and the
+//! time it appeared, and a matching conditional request gets 304.
+//!
+//! Ground truth: `GET /_sim/truth` lists every page's change times up to now (periods)
+//! and `GET /_sim/served` every response; `--truth-log` writes both at shutdown.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use clap::Args;
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64;
+use recrawl_common::unix_ms;
+use recrawl_diff::criteria::ChangeKind;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::text::{apply_change, encode, initial_words, render_html, Charset, Language, Vocabulary};
+use super::web::{Failure, Web, WebParams};
+
+/// Every site's host name ends in this.
+pub const DOMAIN: &str = "sim.test";
+const VOCABULARY_WORDS: usize = 20_000;
+
+/// The six kinds as changes happen on the simulated pages: replacements most, moves
+/// least, so degrees spread as in the diff paper's experiment 1.
+const KIND_WEIGHTS: [(ChangeKind, f64); 6] = [
+    (ChangeKind::Replace, 0.35),
+    (ChangeKind::Add, 0.2),
+    (ChangeKind::Drop, 0.15),
+    (ChangeKind::Copy, 0.1),
+    (ChangeKind::Shrink, 0.1),
+    (ChangeKind::Move, 0.1),
+];
+
+#[derive(Debug, Clone, Args)]
+pub struct SimWebArgs {
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..100_000))]
+    pub sites: u32,
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..100_000))]
+    pub pages_per_site: u32,
+    /// Wall milliseconds per period.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub period_ms: u64,
+    /// Simulated minutes a period stands for (time of day of changes and load).
+    #[arg(long, default_value_t = 60.0)]
+    pub period_minutes: f64,
+    /// Median changes per period of a page.
+    #[arg(long, default_value_t = 0.2)]
+    pub median_change_rate: f64,
+    /// Share of sites in Korean (half of them served in EUC-KR).
+    #[arg(long, default_value_t = 0.3)]
+    pub korean_share: f64,
+    /// Start of period 0, Unix ms (default: now).
+    #[arg(long)]
+    pub epoch_unix_ms: Option<i64>,
+    /// Multiplies the hosts' modelled response times (0: answer at once).
+    #[arg(long, default_value_t = 0.25)]
+    pub latency_scale: f64,
+    /// How long a page that times out holds the request, ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub hold_ms: u64,
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Write the truth (every page's change times) and the served log here at shutdown, as
+    /// JSON lines.
+    #[arg(long)]
+    pub truth_log: Option<PathBuf>,
+}
+
+impl SimWebArgs {
+    pub fn web_params(&self) -> WebParams {
+        WebParams {
+            seed: self.seed,
+            sites: self.sites,
+            pages_per_site: self.pages_per_site,
+            period_minutes: self.period_minutes,
+            median_change_rate: self.median_change_rate,
+            korean_share: self.korean_share,
+            ..WebParams::default()
+        }
+    }
+}
+
+/// One response of the server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Served {
+    pub page: Option<u32>,
+    pub path: String,
+    pub host: String,
+    pub status: u16,
+    /// Version served (changes applied); for a 304, the version it confirmed.
+    pub version: Option<u64>,
+    /// When, in periods.
+    pub at: f64,
+}
+
+/// One page's change times up to a moment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PageTruth {
+    pub page: u32,
+    pub url: String,
+    pub changes: Vec<f64>,
+}
+
+#[derive(Debug)]
+struct PageText {
+    version: u64,
+    /// Time of the latest change applied.
+    changed_at: f64,
+    words: Vec<u32>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    web: Web,
+    vocabularies: [Vocabulary; 2],
+    period_ms: f64,
+    epoch_unix_ms: i64,
+    latency_scale: f64,
+    hold: Duration,
+    port: u16,
+    texts: Mutex<HashMap<u32, PageText>>,
+    served: Mutex<Vec<Served>>,
+    shutdown: CancellationToken,
+}
+
+/// A running simulated web; stops on [`SimWebServer::shutdown`] or drop.
+#[derive(Debug)]
+pub struct SimWebServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    truth_log: Option<PathBuf>,
+}
+
+impl Drop for SimWebServer {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+    }
+}
+
+impl SimWebServer {
+    pub async fn start(args: &SimWebArgs) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("--listen {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        let params = args.web_params();
+        let seed = params.seed;
+        let shared = Arc::new(Shared {
+            web: Web::generate(params),
+            vocabularies: [
+                Vocabulary::new(Language::English, VOCABULARY_WORDS, seed),
+                Vocabulary::new(Language::Korean, VOCABULARY_WORDS, seed),
+            ],
+            period_ms: args.period_ms as f64,
+            epoch_unix_ms: args.epoch_unix_ms.unwrap_or_else(unix_ms),
+            latency_scale: args.latency_scale.max(0.0),
+            hold: Duration::from_millis(args.hold_ms),
+            port: addr.port(),
+            texts: Mutex::new(HashMap::new()),
+            served: Mutex::new(Vec::new()),
+            shutdown: CancellationToken::new(),
+        });
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let token = shared.shutdown.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned()).await;
+        });
+        Ok(Self { addr, shared, truth_log: args.truth_log.clone() })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn web(&self) -> &Web {
+        &self.shared.web
+    }
+
+    pub fn host(&self, site: u32) -> String {
+        format!("s{site}.{DOMAIN}")
+    }
+
+    /// Every site's home page: the crawl's seeds.
+    pub fn home_urls(&self) -> Vec<String> {
+        (0..self.shared.web.sites().len() as u32)
+            .map(|site| format!("http://{}:{}/", self.host(site), self.addr.port()))
+            .collect()
+    }
+
+    /// The URL a page is served at (redirected pages too: this is where the redirect ends).
+    pub fn url(&self, page: u32) -> String {
+        self.shared.page_url(page)
+    }
+
+    /// The page a URL of this web names (through a redirect too).
+    pub fn page_of(&self, url: &str) -> Option<u32> {
+        let path = url.split("://").nth(1)?.split_once('/')?.1;
+        let id = path
+            .strip_prefix("p/")
+            .or_else(|| path.strip_prefix("private/"))
+            .and_then(|file| file.strip_suffix(".html"))
+            .or_else(|| path.strip_prefix("r/"))?;
+        id.parse().ok().filter(|&page| (page as usize) < self.shared.web.len())
+    }
+
+    /// The moment `unix_ms` in periods.
+    pub fn period_at(&self, unix_ms: i64) -> f64 {
+        self.shared.period_at(unix_ms)
+    }
+
+    pub fn served(&self) -> Vec<Served> {
+        self.shared.served.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Every page's change times before `until` (periods).
+    pub fn truth(&self, until: f64) -> Vec<PageTruth> {
+        self.shared.truth(until)
+    }
+
+    /// Stops serving; writes the truth log if one was asked for.
+    pub fn shutdown(self) -> anyhow::Result<()> {
+        self.shared.shutdown.cancel();
+        if let Some(path) = &self.truth_log {
+            let now = self.shared.period_at(unix_ms());
+            let mut out = String::new();
+            for page in self.shared.truth(now) {
+                out.push_str(&serde_json::to_string(&serde_json::json!({ "truth": page }))?);
+                out.push('\n');
+            }
+            for served in self.served() {
+                out.push_str(&serde_json::to_string(&serde_json::json!({ "served": served }))?);
+                out.push('\n');
+            }
+            std::fs::write(path, out).with_context(|| format!("--truth-log {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn period_at(&self, unix_ms: i64) -> f64 {
+        ((unix_ms - self.epoch_unix_ms) as f64 / self.period_ms).max(0.0)
+    }
+
+    fn unix_ms_at(&self, period: f64) -> i64 {
+        self.epoch_unix_ms + (period * self.period_ms) as i64
+    }
+
+    fn site_url(&self, site: u32) -> String {
+        format!("http://s{site}.{DOMAIN}:{}", self.port)
+    }
+
+    fn page_path(&self, page: u32) -> String {
+        let dir = if self.web.page(page).private { "private" } else { "p" };
+        format!("/{dir}/{page}.html")
+    }
+
+    fn page_url(&self, page: u32) -> String {
+        format!("{}{}", self.site_url(self.web.page(page).site), self.page_path(page))
+    }
+
+    /// How a page links to `target`: relative on its own site, through `/r/` when the
+    /// target is reached by a redirect.
+    fn href(&self, from_site: u32, target: u32) -> String {
+        let page = self.web.page(target);
+        let path =
+            if page.redirected && !page.private { format!("/r/{target}") } else { self.page_path(target) };
+        if page.site == from_site {
+            path
+        } else {
+            format!("{}{path}", self.site_url(page.site))
+        }
+    }
+
+    fn truth(&self, until: f64) -> Vec<PageTruth> {
+        (0..self.web.len() as u32)
+            .map(|page| PageTruth {
+                page,
+                url: self.page_url(page),
+                changes: self.web.changes(page, 0.0).take_while(|&t| t < until).collect(),
+            })
+            .collect()
+    }
+
+    fn vocabulary(&self, page: u32) -> &Vocabulary {
+        match self.web.site_of(page).language {
+            Language::English => &self.vocabularies[0],
+            Language::Korean => &self.vocabularies[1],
+        }
+    }
+
+    /// The page's text at `at`: (version, time of that version, html).
+    fn render(&self, page: u32, at: f64) -> (u64, f64, String) {
+        let vocabulary = self.vocabulary(page);
+        let seed = self.web.params().seed;
+        let mut texts = match self.texts.lock() {
+            Ok(texts) => texts,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let text = texts.entry(page).or_insert_with(|| {
+            let mut rng = Pcg64::seed_from_u64(seed ^ u64::from(page).rotate_left(29));
+            let words = initial_words(vocabulary, usize::from(self.web.page(page).words), &mut rng);
+            PageText { version: 0, changed_at: 0.0, words }
+        });
+        // Requests arrive roughly in time order; a late one sees the newer version, which
+        // was live when it was answered.
+        let (applied_until, any_applied) = (text.changed_at, text.version > 0);
+        for change in self.web.changes(page, applied_until).skip_while(|&t| any_applied && t <= applied_until)
+        {
+            if change >= at {
+                break;
+            }
+            text.version += 1;
+            text.changed_at = change;
+            let mut rng = Pcg64::seed_from_u64(seed ^ u64::from(page) << 24 ^ text.version);
+            let mut pick = rng.random::<f64>();
+            let kind = KIND_WEIGHTS
+                .iter()
+                .find(|(_, weight)| {
+                    pick -= weight;
+                    pick < 0.0
+                })
+                .map_or(ChangeKind::Replace, |(kind, _)| *kind);
+            // Between 0.5 % and 30 % of the words, log-uniformly: mostly small edits.
+            let share = 0.005 * 60f64.powf(rng.random::<f64>());
+            apply_change(kind, &mut text.words, share, vocabulary, &mut rng);
+        }
+        let site = self.web.page(page).site;
+        let links: Vec<String> =
+            self.web.links(page).into_iter().map(|target| self.href(site, target)).collect();
+        let charset = self.web.site_of(page).charset;
+        let html = render_html(&format!("Page {page}"), &text.words, vocabulary, &links, charset.name());
+        (text.version, text.changed_at, html)
+    }
+
+    fn record(&self, served: Served) {
+        if let Ok(mut log) = self.served.lock() {
+            log.push(served);
+        }
+    }
+}
+
+fn etag(page: u32, version: u64) -> String {
+    format!("\"{page}-{version}\"")
+}
+
+fn http_date(unix_ms: i64) -> String {
+    httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_millis(unix_ms.max(0) as u64))
+}
+
+/// Whether the request's validators still match the version served now.
+fn not_modified(headers: &HeaderMap, tag: &str, last_modified_ms: i64) -> bool {
+    if let Some(value) = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
+        return value.split(',').any(|candidate| candidate.trim() == tag);
+    }
+    headers
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v).ok())
+        .is_some_and(|since| {
+            let since_ms = since.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+            // HTTP dates have whole seconds.
+            last_modified_ms / 1000 <= since_ms / 1000
+        })
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri) -> Response {
+    let at = shared.period_at(unix_ms());
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let path = uri.path().to_owned();
+    let site = host
+        .split(':')
+        .next()
+        .and_then(|name| name.strip_suffix(DOMAIN))
+        .and_then(|name| name.strip_suffix('.'))
+        .and_then(|name| name.strip_prefix('s'))
+        .and_then(|id| id.parse::<u32>().ok())
+        .filter(|&site| (site as usize) < shared.web.sites().len());
+    let served = |status: StatusCode, page: Option<u32>, version: Option<u64>| Served {
+        page,
+        path: path.clone(),
+        host: host.clone(),
+        status: status.as_u16(),
+        version,
+        at,
+    };
+    if path.starts_with("/_sim/") {
+        return match path.as_str() {
+            "/_sim/truth" => json(&shared.truth(at)),
+            "/_sim/served" => json(&shared.served.lock().map(|s| s.clone()).unwrap_or_default()),
+            _ => StatusCode::NOT_FOUND.into_response(),
+        };
+    }
+    let Some(site) = site else {
+        shared.record(served(StatusCode::NOT_FOUND, None, None));
+        return (StatusCode::NOT_FOUND, "no such site").into_response();
+    };
+    let per_site = shared.web.params().pages_per_site;
+    let first = site * per_site;
+    let id_in = |prefix: &str, suffix: &str| {
+        path.strip_prefix(prefix)
+            .and_then(|rest| rest.strip_suffix(suffix))
+            .and_then(|id| id.parse::<u32>().ok())
+            .filter(|&id| id >= first && id < first + per_site)
+    };
+    if path == "/robots.txt" {
+        let delay = shared.web.sites()[site as usize].crawl_delay_ms;
+        let mut body = String::from("User-agent: *\nDisallow: /private/\n");
+        if delay > 0 {
+            body.push_str(&format!("Crawl-delay: {}\n", f64::from(delay) / 1000.0));
+        }
+        shared.record(served(StatusCode::OK, None, None));
+        return ([(header::CONTENT_TYPE, "text/plain")], body).into_response();
+    }
+    if path == "/" {
+        // The home page links to the site's pages in order of their ids' popularity rank.
+        let links: Vec<String> =
+            (first..first + per_site.min(20)).map(|page| shared.href(site, page)).collect();
+        let vocabulary = &shared.vocabularies[0];
+        let html = render_html(&format!("Site {site}"), &[], vocabulary, &links, Charset::Utf8.name());
+        shared.record(served(StatusCode::OK, None, None));
+        return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+    }
+    if let Some(page) = id_in("/r/", "") {
+        shared.record(served(StatusCode::MOVED_PERMANENTLY, Some(page), None));
+        return (StatusCode::MOVED_PERMANENTLY, [(header::LOCATION, shared.page_path(page))]).into_response();
+    }
+    let page = id_in("/p/", ".html")
+        .filter(|&page| !shared.web.page(page).private)
+        .or_else(|| id_in("/private/", ".html").filter(|&page| shared.web.page(page).private));
+    let Some(page) = page else {
+        shared.record(served(StatusCode::NOT_FOUND, None, None));
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let model = *shared.web.page(page);
+    let site_model = &shared.web.sites()[site as usize];
+    let delay_ms = shared.web.response_ms(site_model, at, shared.web.bytes(page)) * shared.latency_scale;
+    tokio::time::sleep(Duration::from_micros((delay_ms * 1000.0) as u64)).await;
+    if !shared.web.downloads(page, at as u64) {
+        let status = match model.failure {
+            Failure::NotFound => StatusCode::NOT_FOUND,
+            Failure::ServerError => StatusCode::INTERNAL_SERVER_ERROR,
+            Failure::Timeout => {
+                // Held until the client gives up (or the server stops).
+                tokio::select! {
+                    _ = tokio::time::sleep(shared.hold) => {}
+                    _ = shared.shutdown.cancelled() => {}
+                }
+                StatusCode::GATEWAY_TIMEOUT
+            }
+        };
+        shared.record(served(status, Some(page), None));
+        return status.into_response();
+    }
+    let (version, changed_at, html) = shared.render(page, at);
+    let tag = etag(page, version);
+    // Version 0 appeared a day before the web started.
+    let modified_ms =
+        if version == 0 { shared.epoch_unix_ms - 86_400_000 } else { shared.unix_ms_at(changed_at) };
+    let validators = [(header::ETAG, tag.clone()), (header::LAST_MODIFIED, http_date(modified_ms))];
+    if not_modified(&headers, &tag, modified_ms) {
+        shared.record(served(StatusCode::NOT_MODIFIED, Some(page), Some(version)));
+        return (StatusCode::NOT_MODIFIED, validators).into_response();
+    }
+    let charset = shared.web.site_of(page).charset;
+    let body = match encode(&html, charset) {
+        Ok(body) => body,
+        Err(error) => {
+            shared.record(served(StatusCode::INTERNAL_SERVER_ERROR, Some(page), None));
+            return (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response();
+        }
+    };
+    shared.record(served(StatusCode::OK, Some(page), Some(version)));
+    let content_type = format!("text/html; charset={}", charset.name());
+    (validators, [(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+fn json(value: &impl Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
+}
+
+/// `recrawl simweb`: serves until interrupted.
+pub async fn run(args: SimWebArgs) -> anyhow::Result<()> {
+    let server = SimWebServer::start(&args).await?;
+    let web = server.web();
+    println!(
+        "simulated web: {} sites × {} pages on http://{} (hosts s0.{DOMAIN} … s{}.{DOMAIN}, resolve them to 127.0.0.1); period {} ms; truth at http://{}/_sim/truth",
+        web.sites().len(),
+        args.pages_per_site,
+        server.addr(),
+        web.sites().len() - 1,
+        args.period_ms,
+        server.addr()
+    );
+    for url in server.home_urls() {
+        println!("{url}");
+    }
+    tokio::signal::ctrl_c().await?;
+    server.shutdown()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(seed: u64) -> SimWebArgs {
+        SimWebArgs {
+            seed,
+            sites: 12,
+            pages_per_site: 30,
+            period_ms: 100,
+            period_minutes: 60.0,
+            median_change_rate: 0.3,
+            korean_share: 0.5,
+            // Thirty periods have passed: changes behind most pages.
+            epoch_unix_ms: Some(unix_ms() - 3_000),
+            latency_scale: 0.0,
+            hold_ms: 30_000,
+            listen: "127.0.0.1:0".parse().expect("address"),
+            truth_log: None,
+        }
+    }
+
+    fn client(server: &SimWebServer) -> reqwest::Client {
+        let mut builder = reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none());
+        for site in 0..server.web().sites().len() as u32 {
+            builder = builder.resolve(&server.host(site), server.addr());
+        }
+        builder.timeout(Duration::from_secs(20)).build().expect("client")
+    }
+
+    /// Pages that download and are not private, by change rate: (fastest, one that never changes).
+    fn servable(web: &Web) -> impl Iterator<Item = u32> + '_ {
+        (0..web.len() as u32).filter(|&p| web.page(p).download_probability >= 1.0 && !web.page(p).private)
+    }
+
+    #[tokio::test]
+    async fn the_same_seed_serves_the_same_pages() {
+        let (a, b) = (
+            SimWebServer::start(&args(5)).await.expect("a"),
+            SimWebServer::start(&args(5)).await.expect("b"),
+        );
+        let static_page =
+            servable(a.web()).find(|&p| a.web().page(p).change_rate == 0.0).expect("a static page");
+        let body = |server: &SimWebServer| {
+            let (client, url) = (client(server), server.url(static_page));
+            async move { client.get(url).send().await.expect("get").bytes().await.expect("body") }
+        };
+        let (first, second) = (body(&a).await, body(&b).await);
+        assert!(first.len() > 100);
+        assert_eq!(first, second);
+        let other = SimWebServer::start(&args(6)).await.expect("other");
+        assert_ne!(a.web().pages(), other.web().pages());
+    }
+
+    #[tokio::test]
+    async fn what_was_served_agrees_with_the_truth() {
+        let server = SimWebServer::start(&args(9)).await.expect("server");
+        let client = client(&server);
+        let pages: Vec<u32> = servable(server.web()).take(40).collect();
+        for &page in &pages {
+            let response = client.get(server.url(page)).send().await.expect("get");
+            assert_eq!(response.status(), 200);
+            let tag = response.headers().get(header::ETAG).expect("etag").to_str().expect("ascii").to_owned();
+            // A conditional request with the validator it just got is answered 304, unless
+            // the page changed in between.
+            let again =
+                client.get(server.url(page)).header(header::IF_NONE_MATCH, &tag).send().await.expect("get");
+            assert!(matches!(again.status().as_u16(), 304 | 200));
+        }
+        let served: Vec<Served> = server.served().into_iter().filter(|s| s.version.is_some()).collect();
+        assert_eq!(served.len(), 2 * pages.len());
+        let until = served.iter().map(|s| s.at).fold(0.0, f64::max) + 1.0;
+        let truth = server.truth(until);
+        let mut changed_pages = 0;
+        for entry in &served {
+            let page = entry.page.expect("a page");
+            let changes = &truth[page as usize].changes;
+            let before = changes.iter().filter(|&&t| t < entry.at).count() as u64;
+            assert_eq!(entry.version, Some(before), "page {page} at {}", entry.at);
+            changed_pages += usize::from(before > 0);
+        }
+        assert!(changed_pages > served.len() / 4, "the web changes: {changed_pages}");
+        // The truth endpoint serves the same change times.
+        let endpoint =
+            client.get(format!("http://{}/_sim/truth", server.addr())).send().await.expect("truth");
+        let endpoint: Vec<serde_json::Value> =
+            serde_json::from_str(&endpoint.text().await.expect("body")).expect("json");
+        assert_eq!(endpoint.len(), server.web().len());
+        let listed = endpoint[pages[0] as usize]["changes"].as_array().expect("changes").len();
+        assert!(listed >= truth[pages[0] as usize].changes.iter().filter(|&&t| t < served[0].at).count());
+    }
+
+    #[tokio::test]
+    async fn robots_redirects_failures_and_charsets_follow_the_model() {
+        let server = SimWebServer::start(&args(11)).await.expect("server");
+        let client = client(&server);
+        let web = server.web();
+        let robots = client
+            .get(format!("http://{}:{}/robots.txt", server.host(0), server.addr().port()))
+            .send()
+            .await
+            .expect("robots");
+        let robots = robots.text().await.expect("text");
+        assert!(robots.contains("Disallow: /private/"));
+        let delayed =
+            web.sites().iter().position(|s| s.crawl_delay_ms > 0).expect("a site with a crawl delay") as u32;
+        let robots = client
+            .get(format!("http://{}:{}/robots.txt", server.host(delayed), server.addr().port()))
+            .send()
+            .await
+            .expect("robots");
+        assert!(robots.text().await.expect("text").contains("Crawl-delay: 0.25"));
+        let redirected = servable(web).find(|&p| web.page(p).redirected).expect("a redirected page");
+        let site = web.page(redirected).site;
+        let response = client
+            .get(format!("http://{}:{}/r/{redirected}", server.host(site), server.addr().port()))
+            .send()
+            .await
+            .expect("redirect");
+        assert_eq!(response.status(), 301);
+        assert_eq!(response.headers()[header::LOCATION], format!("/p/{redirected}.html").as_str());
+        let missing = (0..web.len() as u32)
+            .find(|&p| {
+                web.page(p).download_probability == 0.0
+                    && web.page(p).failure == Failure::NotFound
+                    && !web.page(p).private
+            })
+            .expect("a page that never downloads");
+        assert_eq!(client.get(server.url(missing)).send().await.expect("get").status(), 404);
+        let korean = servable(web).find(|&p| web.site_of(p).charset == Charset::EucKr);
+        {
+            let page = korean.expect("a page in EUC-KR");
+            let response = client.get(server.url(page)).send().await.expect("get");
+            assert_eq!(response.headers()[header::CONTENT_TYPE], "text/html; charset=euc-kr");
+            let body = response.bytes().await.expect("body");
+            let (text, _, errors) = encoding_rs::EUC_KR.decode(&body);
+            assert!(!errors && text.chars().any(|c| ('\u{AC00}'..='\u{D7A3}').contains(&c)));
+        }
+    }
+}

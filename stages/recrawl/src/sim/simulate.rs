@@ -1,0 +1,542 @@
+//! The policy simulator: every scheduler policy crawls the same simulated (or replayed)
+//! web at the same budget, one process, no HTTP or Kafka, and is measured against the
+//! ground truth (`freshness-limits.md`).
+//!
+//! The learned policies see only what they fetched: each request goes through the
+//! estimator's history and forecast functions and the scheduler's book, and the next
+//! period's picks come from the scheduler's [`choose`], the code the stages run. The
+//! reference policies read the truth: the known-rate optimum (Cho & Garcia-Molina's
+//! frequencies from the true rates, as a credit schedule), change-proportional crawling,
+//! and the clairvoyant, which fetches only stale pages.
+//!
+//! A period's picks are fetched in their order, evenly spread over the period.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use recrawl_estimator::history::{Observation, PageHistory};
+use recrawl_estimator::model::{fine_bin, predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
+use recrawl_estimator::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
+use recrawl_scheduler::book::{Book, BookSettings, Hosts, Learned};
+use recrawl_scheduler::groups::CrawlSchedule;
+use recrawl_scheduler::plan::{choose, PlanSettings};
+use recrawl_scheduler::policy::{Horizon, Policy};
+use recrawl_schemas::LastRequest;
+use serde::Serialize;
+
+use super::measure::{optimal_frequencies_per_page, CopyTracker, CreditSchedule, Measures};
+use super::web::{Truth, Web};
+
+/// What the simulator needs of a web beyond its change times.
+pub trait World: Sync {
+    fn truth(&self) -> &Truth;
+    /// The host of a page, numbered from 0.
+    fn host(&self, page: u32) -> u32;
+    fn hosts(&self) -> u32;
+    /// The Table 1 group of a page's site, numbered from 0 (for the group priors).
+    fn group(&self, page: u32) -> usize;
+    fn bytes(&self, page: u32) -> u64;
+    fn downloads(&self, page: u32, period: u64) -> bool;
+    fn response_ms(&self, page: u32, t: f64) -> f64;
+}
+
+/// A generated web and its truth over the simulated periods.
+#[derive(Debug)]
+pub struct SimulatedWeb<'a> {
+    pub web: &'a Web,
+    pub truth: Truth,
+}
+
+impl World for SimulatedWeb<'_> {
+    fn truth(&self) -> &Truth {
+        &self.truth
+    }
+    fn host(&self, page: u32) -> u32 {
+        self.web.page(page).site
+    }
+    fn hosts(&self) -> u32 {
+        self.web.sites().len() as u32
+    }
+    fn group(&self, page: u32) -> usize {
+        self.web.site_of(page).group as usize
+    }
+    fn bytes(&self, page: u32) -> u64 {
+        self.web.bytes(page)
+    }
+    fn downloads(&self, page: u32, period: u64) -> bool {
+        self.web.downloads(page, period)
+    }
+    fn response_ms(&self, page: u32, t: f64) -> f64 {
+        self.web.response_ms(self.web.site_of(page), t, self.web.bytes(page))
+    }
+}
+
+/// A policy the simulator runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimPolicy {
+    /// Reference: the known-rate optimum.
+    Optimum,
+    /// Reference: fetches only pages that changed since their stored copy and will
+    /// download.
+    Clairvoyant,
+    /// Reference floor: crawl frequency proportional to the true change rate.
+    Proportional,
+    /// A scheduler policy, learning online.
+    Scheduler(Policy),
+}
+
+impl SimPolicy {
+    pub const ALL: [SimPolicy; 9] = [
+        SimPolicy::Optimum,
+        SimPolicy::Clairvoyant,
+        SimPolicy::Proportional,
+        SimPolicy::Scheduler(Policy::Uniform),
+        SimPolicy::Scheduler(Policy::Paper),
+        SimPolicy::Scheduler(Policy::ChangeAware),
+        SimPolicy::Scheduler(Policy::NutchAdaptive),
+        SimPolicy::Scheduler(Policy::LambdaCrawl),
+        SimPolicy::Scheduler(Policy::Groups),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SimPolicy::Optimum => "optimum",
+            SimPolicy::Clairvoyant => "clairvoyant",
+            SimPolicy::Proportional => "proportional",
+            SimPolicy::Scheduler(policy) => policy.as_str(),
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<SimPolicy> {
+        SimPolicy::ALL.into_iter().find(|policy| policy.name() == name)
+    }
+
+    pub fn sees_truth(self) -> bool {
+        !matches!(self, SimPolicy::Scheduler(_))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    pub periods: u64,
+    /// R: picks per period as a share of the pages.
+    pub budget: f64,
+    /// Wall minutes a period stands for (the `groups` policy crawls by the clock).
+    pub period_minutes: f64,
+    pub model: Model,
+    /// The paper's horizon for its rule.
+    pub horizon: Horizon,
+    /// W of the paper's rule (weight of the download time), in periods.
+    pub cost_weight: f64,
+    pub threads: usize,
+    /// Whether to sample freshness at the end of every period (a pass over every page).
+    pub freshness_by_period: bool,
+    /// Whether the store starts empty (every page stale until its first download) rather
+    /// than with a copy of every page taken at time 0.
+    pub cold_start: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            periods: 100,
+            budget: 0.2,
+            period_minutes: 60.0,
+            model: Model::Paper,
+            horizon: Horizon::Rolling(10),
+            cost_weight: 1.0,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            freshness_by_period: false,
+            cold_start: false,
+        }
+    }
+}
+
+/// One policy's figures: time averages over pages and periods.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyResult {
+    pub name: &'static str,
+    pub sees_truth: bool,
+    pub freshness: f64,
+    /// Mean age of the stored copies, periods.
+    pub age: f64,
+    pub harmonic_cost: f64,
+    /// The scheduler paper's s_j(t), averaged over pages and periods.
+    pub paper_staleness: f64,
+    pub requests: u64,
+    pub wasted_requests: u64,
+    pub unchanged_downloads: u64,
+    pub failures: u64,
+    pub ratio_to_optimum: Option<f64>,
+    pub ratio_to_clairvoyant: Option<f64>,
+    pub seconds: f64,
+    /// Share of pages fresh at the end of each period, when asked for (for charts).
+    #[serde(skip)]
+    pub freshness_by_period: Vec<f64>,
+}
+
+/// Runs every policy of `policies` on `world`; results in the order asked.
+pub fn simulate(world: &dyn World, policies: &[SimPolicy], config: &SimConfig) -> Vec<PolicyResult> {
+    let queue = Mutex::new(policies.iter().copied().enumerate().collect::<Vec<_>>());
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..config.threads.clamp(1, policies.len().max(1)) {
+            scope.spawn(|| loop {
+                let next = queue.lock().map(|mut queue| queue.pop()).ok().flatten();
+                let Some((index, policy)) = next else { break };
+                let result = run_policy(world, policy, config);
+                if let Ok(mut results) = results.lock() {
+                    results.push((index, result));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|(index, _)| *index);
+    let mut results: Vec<PolicyResult> = results.into_iter().map(|(_, result)| result).collect();
+    let reference = |name: &str| results.iter().find(|r| r.name == name).map(|r| r.freshness);
+    let (optimum, clairvoyant) = (reference("optimum"), reference("clairvoyant"));
+    for result in &mut results {
+        result.ratio_to_optimum = optimum.filter(|&f| f > 0.0).map(|f| result.freshness / f);
+        result.ratio_to_clairvoyant = clairvoyant.filter(|&f| f > 0.0).map(|f| result.freshness / f);
+    }
+    results
+}
+
+/// How a policy's picks come about.
+enum Chooser {
+    Credits(CreditSchedule),
+    Clairvoyant,
+    Learned(Box<Learner>),
+}
+
+/// Crawls `world` with one policy for `config.periods` periods.
+pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> PolicyResult {
+    let started = Instant::now();
+    let truth = world.truth();
+    let n = truth.len();
+    let m = ((config.budget * n as f64).round() as usize).min(n);
+    let horizon = truth.horizon().min(config.periods as f64);
+    let mut chooser = match policy {
+        SimPolicy::Optimum => Chooser::Credits(CreditSchedule::new(frequencies(truth.rates(), m, true))),
+        SimPolicy::Proportional => {
+            Chooser::Credits(CreditSchedule::new(frequencies(truth.rates(), m, false)))
+        }
+        SimPolicy::Clairvoyant => Chooser::Clairvoyant,
+        SimPolicy::Scheduler(policy) => Chooser::Learned(Box::new(Learner::new(world, policy, config))),
+    };
+    let mut trackers = vec![CopyTracker::new(); n];
+    // The next change of each page not yet applied to its tracker.
+    let mut cursors = vec![0u32; n];
+    // The store starts with a copy of every page taken at time 0.
+    let mut last_download = vec![0u32; n];
+    let mut measures = Measures::default();
+    if config.cold_start {
+        trackers.iter_mut().for_each(|tracker| tracker.changed(0.0, &mut measures));
+    }
+    let mut staleness_sum = 0.0;
+    // Σ_j d_j, the periods of the pages' last downloads, and how many were this period's.
+    let mut download_sum = 0.0;
+    let mut downloaded_now = 0u64;
+    let mut freshness_by_period = Vec::with_capacity(config.periods as usize);
+    let advance =
+        |page: u32, to: f64, trackers: &mut [CopyTracker], cursors: &mut [u32], m: &mut Measures| {
+            let changes = truth.changes(page);
+            let cursor = &mut cursors[page as usize];
+            while let Some(&t) = changes.get(*cursor as usize).filter(|&&t| t <= to) {
+                trackers[page as usize].changed(t, m);
+                *cursor += 1;
+            }
+        };
+    for period in 0..config.periods {
+        let start = period as f64;
+        let picks: Vec<u32> = match &mut chooser {
+            Chooser::Credits(schedule) => schedule.next_period(m),
+            Chooser::Clairvoyant => {
+                for page in 0..n as u32 {
+                    advance(page, start, &mut trackers, &mut cursors, &mut measures);
+                }
+                clairvoyant_picks(world, period, &trackers, &cursors, m, horizon)
+            }
+            Chooser::Learned(learner) => learner.choose(period, m),
+        };
+        let spacing = 1.0 / picks.len().max(1) as f64;
+        for (k, &page) in picks.iter().enumerate() {
+            let at = start + (k as f64 + 0.5) * spacing;
+            advance(page, at, &mut trackers, &mut cursors, &mut measures);
+            let downloaded = world.downloads(page, period);
+            let tracker = &mut trackers[page as usize];
+            let changed = tracker.missed() > 0;
+            tracker.fetched(at, downloaded, &mut measures);
+            if downloaded {
+                let last = &mut last_download[page as usize];
+                if u64::from(*last) != period {
+                    download_sum += (period - u64::from(*last)) as f64;
+                    downloaded_now += 1;
+                    *last = period as u32;
+                }
+            }
+            if let Chooser::Learned(learner) = &mut chooser {
+                learner.learn(world, page, period, at, downloaded, changed);
+            }
+        }
+        if let Chooser::Learned(learner) = &mut chooser {
+            learner.end_period();
+        }
+        // Σ_j s_j(period) = Σ over pages not downloaded this period of period − 1 − d_j,
+        // kept from the running sum of the d_j rather than a pass over every page.
+        if period > 0 {
+            let current = downloaded_now as f64;
+            staleness_sum +=
+                (n as f64 - current) * (period - 1) as f64 - (download_sum - current * period as f64);
+        }
+        downloaded_now = 0;
+        if config.freshness_by_period {
+            freshness_by_period.push(period_freshness(truth, &trackers, &cursors, start + 1.0));
+        }
+    }
+    for page in 0..n as u32 {
+        advance(page, horizon, &mut trackers, &mut cursors, &mut measures);
+        trackers[page as usize].finish(horizon, &mut measures);
+    }
+    PolicyResult {
+        name: policy.name(),
+        sees_truth: policy.sees_truth(),
+        freshness: measures.freshness(),
+        age: measures.age(),
+        harmonic_cost: measures.harmonic_cost(),
+        paper_staleness: staleness_sum / (n.max(1) as f64 * config.periods.max(1) as f64),
+        requests: measures.requests,
+        wasted_requests: measures.wasted_requests(),
+        unchanged_downloads: measures.unchanged_downloads,
+        failures: measures.failures,
+        ratio_to_optimum: None,
+        ratio_to_clairvoyant: None,
+        seconds: started.elapsed().as_secs_f64(),
+        freshness_by_period,
+    }
+}
+
+/// Share of pages fresh at `at`, counting changes not yet applied to their trackers.
+fn period_freshness(truth: &Truth, trackers: &[CopyTracker], cursors: &[u32], at: f64) -> f64 {
+    let fresh = (0..trackers.len())
+        .filter(|&page| {
+            let pending = truth.changes(page as u32).get(cursors[page] as usize).is_some_and(|&t| t < at);
+            trackers[page].is_fresh() && !pending
+        })
+        .count();
+    fresh as f64 / trackers.len().max(1) as f64
+}
+
+/// Per-page crawl frequencies from the true rates: the optimum, or proportional to λ.
+fn frequencies(rates: &[f64], m: usize, optimum: bool) -> Vec<f64> {
+    if optimum {
+        return optimal_frequencies_per_page(rates, m as f64);
+    }
+    let total: f64 = rates.iter().sum();
+    rates.iter().map(|&rate| if total > 0.0 { m as f64 * rate / total } else { 0.0 }).collect()
+}
+
+/// The stale pages that will download whose next change comes latest: fetched now, they
+/// stay fresh longest.
+fn clairvoyant_picks(
+    world: &dyn World,
+    period: u64,
+    trackers: &[CopyTracker],
+    cursors: &[u32],
+    m: usize,
+    horizon: f64,
+) -> Vec<u32> {
+    let truth = world.truth();
+    let mut stale: Vec<(f64, u32)> = (0..trackers.len() as u32)
+        .filter(|&page| !trackers[page as usize].is_fresh() && world.downloads(page, period))
+        .map(|page| {
+            let next = truth.changes(page).get(cursors[page as usize] as usize).copied().unwrap_or(horizon);
+            (next.min(horizon), page)
+        })
+        .collect();
+    if stale.len() > m {
+        stale.select_nth_unstable_by(m, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        stale.truncate(m);
+    }
+    stale.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    stale.into_iter().map(|(_, page)| page).collect()
+}
+
+/// A learned policy: the estimator's per-URL history and group distributions, and the
+/// scheduler's book, fed with each request as it happens.
+struct Learner {
+    policy: Policy,
+    book: Book,
+    hosts: Hosts,
+    host_caps: Vec<u32>,
+    plan: PlanSettings,
+    book_settings: BookSettings,
+    horizon: Horizon,
+    model: Model,
+    histories: Vec<PageHistory>,
+    /// The fine bins each page is counted in, per Table 1 group: DR, MR (u8::MAX: none).
+    bins: Vec<[u8; 2]>,
+    groups: Vec<GroupPriors>,
+    page_groups: Vec<u8>,
+    /// The `groups` policy's per-page change calendar.
+    calendars: Vec<(WeeklyChanges, ChangeHours)>,
+    eligibility: Eligibility,
+    period_ms: f64,
+}
+
+const NO_BIN: u8 = u8::MAX;
+const WINDOW: u32 = 5;
+
+struct GroupPriors {
+    histograms: [RateHistogram; 2],
+    priors: [PreparedPrior; 2],
+}
+
+impl Learner {
+    fn new(world: &dyn World, policy: Policy, config: &SimConfig) -> Self {
+        let n = world.truth().len();
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for page in 0..n as u32 {
+            let host = format!("h{}", world.host(page));
+            let url = format!("http://{host}/{page}");
+            // Known from the initial crawl at time 0, nothing learned yet.
+            let added =
+                book.add_tracked(&mut hosts, &url, &host, 0, world.bytes(page) as u32, 0.5, 1.0, None);
+            debug_assert_eq!(added.ok(), Some(page));
+        }
+        let period_ms = config.period_minutes * 60_000.0;
+        let plan = PlanSettings {
+            policy,
+            cost_weight: config.cost_weight,
+            period_ms: period_ms as u64,
+            discovery_share: 0.0,
+            // Every pick is answered within its period.
+            pending_periods: 0,
+            ..PlanSettings::default()
+        };
+        let groups = (0..2)
+            .map(|_| {
+                let empty = RateHistogram::new();
+                GroupPriors {
+                    priors: [PreparedPrior::new(&empty, 2 * WINDOW), PreparedPrior::new(&empty, 2 * WINDOW)],
+                    histograms: [RateHistogram::new(), RateHistogram::new()],
+                }
+            })
+            .collect();
+        let calendars = if policy == Policy::Groups { vec![Default::default(); n] } else { Vec::new() };
+        Self {
+            policy,
+            host_caps: vec![u32::MAX; hosts.len()],
+            book,
+            hosts,
+            plan,
+            book_settings: BookSettings::default(),
+            horizon: config.horizon,
+            model: config.model,
+            histories: vec![PageHistory::default(); n],
+            bins: vec![[NO_BIN; 2]; n],
+            groups,
+            page_groups: (0..n as u32).map(|page| world.group(page).min(1) as u8).collect(),
+            calendars,
+            eligibility: Eligibility::default(),
+            period_ms,
+        }
+    }
+
+    fn choose(&mut self, period: u64, m: usize) -> Vec<u32> {
+        let remaining = self.horizon.remaining(period);
+        let choices = choose(&[&self.book], &self.hosts, period, remaining, m, &self.host_caps, &self.plan);
+        choices
+            .into_iter()
+            .map(|choice| {
+                self.book.picked(choice.slot, period);
+                choice.slot
+            })
+            .collect()
+    }
+
+    fn learn(&mut self, world: &dyn World, page: u32, period: u64, at: f64, downloaded: bool, changed: bool) {
+        let slot = page as usize;
+        let changed = downloaded.then_some(changed);
+        let history = &mut self.histories[slot];
+        history.record(period, Observation { downloaded, changed });
+        let history = *history;
+        // The page's place in its group's DR and MR distributions, as the estimator keeps it.
+        let rates = history.rates(period + 1);
+        let group = &mut self.groups[usize::from(self.page_groups[slot])];
+        let eligible = [
+            self.eligibility.dr_eligible(&rates).then(|| fine_bin(rates.download_rate.unwrap_or(0.0)) as u8),
+            self.eligibility
+                .mr_eligible(&rates)
+                .then(|| fine_bin(rates.modification_rate.unwrap_or(0.0)) as u8),
+        ];
+        for (kind, bin) in eligible.into_iter().enumerate() {
+            let old = self.bins[slot][kind];
+            if old != NO_BIN {
+                group.histograms[kind].remove(usize::from(old));
+            }
+            if let Some(bin) = bin {
+                group.histograms[kind].add(usize::from(bin));
+            }
+            self.bins[slot][kind] = bin.unwrap_or(NO_BIN);
+        }
+        let next = |kind: Kind, prior: &PreparedPrior, (yes, no): (u32, u32)| {
+            predict(self.model, kind, prior, yes, no, 1).probabilities.get(1).copied().unwrap_or(0.0)
+        };
+        let p_download = next(Kind::Dr, &group.priors[0], history.recent_requests.counts(WINDOW));
+        let p_change = next(Kind::Mr, &group.priors[1], history.recent_comparisons.counts(WINDOW));
+        let fetched_at_ms = (at * self.period_ms) as i64;
+        let schedule = if self.policy == Policy::Groups {
+            let (weekly, hours) = &mut self.calendars[slot];
+            let config = CrawlTimeConfig::default();
+            if changed == Some(true) {
+                weekly.record(fetched_at_ms, 28, 0);
+                hours.record(fetched_at_ms, 0, 0);
+            }
+            let group16 = FrequencyGroup::sixteen(weekly.weekly_rate(fetched_at_ms, 0, 28, 0));
+            let time = crawl_time(hours, group16.six(), &config);
+            Some(CrawlSchedule::from_crawl_time(
+                group16,
+                &time,
+                self.book_settings.hour_rule,
+                &config,
+                self.book_settings.classes,
+            ))
+        } else {
+            None
+        };
+        let request = LastRequest {
+            period,
+            downloaded,
+            changed,
+            size_bytes: world.bytes(page),
+            update_size: None,
+            latency_ms: world.response_ms(page, at),
+            fetched_at_ms,
+            http_status: Some(if downloaded { 200 } else { 500 }),
+            crawl_delay_ms: None,
+            etag: None,
+            last_modified: None,
+        };
+        let learned = Learned {
+            period,
+            request: &request,
+            p_change,
+            p_download,
+            change_rate: history.change_rate(),
+            schedule,
+        };
+        self.book.learn(&mut self.hosts, page, &learned, &self.book_settings);
+    }
+
+    /// The estimator files its partitions' shares once per batch; here, once a period.
+    fn end_period(&mut self) {
+        for group in &mut self.groups {
+            for kind in 0..2 {
+                group.priors[kind] = PreparedPrior::new(&group.histograms[kind], 2 * WINDOW);
+            }
+        }
+        self.book.clear_dirty();
+    }
+}
