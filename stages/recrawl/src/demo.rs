@@ -1,9 +1,11 @@
 //! `recrawl demo`: the whole pipeline on one machine. Starts an embedded Kafka broker
 //! (librdkafka's mock cluster on 127.0.0.1) unless `--brokers` names one, creates the
-//! topics, serves a small changing website on 127.0.0.1, launches the four stages as
-//! separate processes, prints one line per period, then stops every process with SIGTERM
-//! and prints a summary.
+//! topics, serves the simulated web on 127.0.0.1, launches the four stages as separate
+//! processes, prints one line per period with the freshness of what the pipeline stored
+//! against the web's ground truth, then stops every process with SIGTERM and compares
+//! the run with uniform crawling of the same web.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -21,8 +23,12 @@ use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH};
 use recrawl_schemas::{TopicCatalogue, TopicNames};
 use tokio::process::{Child, Command};
 
-use crate::observe::{Observer, Tally};
-use crate::site::{DemoSite, SiteConfig};
+use crate::observe::{Observed, Observer, Tally};
+use crate::sim::measure::{CopyTracker, Measures};
+use crate::sim::server::{PageTruth, SimWebArgs, SimWebServer};
+use crate::sim::simulate::{run_policy, SimConfig, SimPolicy, SimulatedWeb};
+use crate::sim::web::Truth;
+use recrawl_scheduler::policy::Policy;
 
 pub const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -40,17 +46,26 @@ pub struct DemoArgs {
     #[arg(long = "kafka-option", env = "RECRAWL_KAFKA_OPTIONS", value_delimiter = ';', value_parser = parse_kafka_option)]
     pub kafka_options: Vec<(String, String)>,
     /// Periods to run.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     pub periods: u64,
     /// Length of a period, milliseconds.
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(200..))]
     pub period_ms: u64,
-    /// Ordinary pages on the demo website (plus a home page and one always-failing page).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..10_000))]
-    pub pages: u64,
-    /// m: picks per period.
-    #[arg(long, default_value_t = 8)]
-    pub picks_per_period: usize,
+    /// Sites of the simulated web.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..1000))]
+    pub sites: u32,
+    /// Pages per site.
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..10_000))]
+    pub pages_per_site: u32,
+    /// Median changes per period of a page (rates are heavy-tailed around it).
+    #[arg(long, default_value_t = 0.2)]
+    pub median_change_rate: f64,
+    /// m: picks per period (default: a fifth of the pages).
+    #[arg(long)]
+    pub picks_per_period: Option<usize>,
+    /// Seed of the simulated web.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Directory for the stages' logs (default: a new temporary directory, kept).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
@@ -93,16 +108,6 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     println!("topics: {created} ready under prefix {:?}", args.topic_prefix);
 
-    let site = DemoSite::start(SiteConfig {
-        pages: args.pages as usize,
-        change_every: vec![1, 2, 3, 5, 0],
-        failing_pages: 1,
-        links_per_page: 3,
-    })
-    .await
-    .context("starting the demo website")?;
-    println!("website: {} ({} pages, one always failing)", site.home_url(), args.pages + 2);
-
     let log_dir = match &args.log_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("--log-dir {}", dir.display()))?;
@@ -110,18 +115,50 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         None => tempfile::Builder::new().prefix("recrawl-demo-").tempdir()?.keep(),
     };
-    let seeds = log_dir.join("seeds.txt");
-    std::fs::write(&seeds, format!("{}\n", site.home_url()))?;
-
     // Period 0 starts once the stages have had time to join their groups.
     let epoch_unix_ms = unix_ms() + 5_000;
+    let web_args = SimWebArgs {
+        seed: args.seed,
+        sites: args.sites,
+        pages_per_site: args.pages_per_site,
+        period_ms: args.period_ms,
+        period_minutes: 60.0,
+        median_change_rate: args.median_change_rate,
+        korean_share: 0.3,
+        epoch_unix_ms: Some(epoch_unix_ms),
+        latency_scale: 0.25,
+        hold_ms: 30_000,
+        listen: "127.0.0.1:0".parse()?,
+        truth_log: Some(log_dir.join("truth.jsonl")),
+    };
+    let simweb = SimWebServer::start(&web_args).await.context("starting the simulated web")?;
+    let pages = simweb.web().len();
+    let picks_per_period = args.picks_per_period.unwrap_or(pages.div_ceil(5));
+    println!(
+        "simulated web: {} sites × {} pages on http://{} (truth at /_sim/truth, log {})",
+        args.sites,
+        args.pages_per_site,
+        simweb.addr(),
+        log_dir.join("truth.jsonl").display()
+    );
+    let seeds = log_dir.join("seeds.txt");
+    std::fs::write(&seeds, simweb.home_urls().join("\n") + "\n")?;
+
     let mut processes = Vec::new();
     for name in STAGES {
         let mut extra: Vec<String> = Vec::new();
         if name == "fetch" {
-            // The demo site is on loopback, which the fetcher refuses unless allowed; it is
-            // one host serving every pick, so it gets no politeness delay.
-            extra.extend(["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0"].map(String::from));
+            // The simulated web is on loopback, which the fetcher refuses unless allowed;
+            // its host names resolve there. Pages that time out hold their requests for
+            // 30 s: a 1 s timeout keeps a period's batch short.
+            extra.extend(
+                ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "100", "--request-timeout-ms", "1000"]
+                    .map(String::from),
+            );
+            for site in 0..args.sites {
+                extra.push("--resolve".into());
+                extra.push(format!("{}=127.0.0.1", simweb.host(site)));
+            }
         }
         if name == "scheduler" {
             extra.extend([
@@ -130,20 +167,38 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
                 "--epoch-unix-ms".into(),
                 epoch_unix_ms.to_string(),
                 "--picks-per-period".into(),
-                args.picks_per_period.to_string(),
+                picks_per_period.to_string(),
                 "--seeds".into(),
                 seeds.display().to_string(),
+                // The run is short: half the picks go to discovering the web.
+                "--discovery-share".into(),
+                "0.5".into(),
             ]);
         }
         processes.push(spawn_stage(name, &kafka, &extra, &log_dir)?);
     }
     println!("stages: {} (logs in {})", describe(&processes), log_dir.display());
 
-    let result = watch(&args, &kafka, &mut processes, epoch_unix_ms).await;
+    let result = watch(&args, &kafka, &mut processes, epoch_unix_ms, &simweb).await;
     let stage_exits = stop(&mut processes).await;
-    site.shutdown();
+    let (tally, stored, interrupted) = result?;
+    let horizon = (tally.periods.len() as u64).min(args.periods);
+    let truth = simweb.truth(horizon as f64);
+    let pipeline = time_averaged(&truth, &stored, horizon as f64);
+    let world = SimulatedWeb { truth: Truth::of_web(simweb.web(), horizon as f64), web: simweb.web() };
+    let uniform = run_policy(
+        &world,
+        SimPolicy::Scheduler(Policy::Uniform),
+        &SimConfig {
+            periods: horizon,
+            budget: picks_per_period as f64 / pages as f64,
+            cold_start: true,
+            threads: 1,
+            ..SimConfig::default()
+        },
+    );
+    simweb.shutdown()?;
     drop(mock);
-    let (tally, interrupted) = result?;
 
     let totals = tally.totals();
     let exits: Vec<String> = stage_exits
@@ -151,8 +206,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         .map(|(name, code)| format!("{name} {}", code.map_or("killed".to_owned(), |c| format!("exit {c}"))))
         .collect();
     println!(
-        "summary: {} periods{}, {} picks, {} fetched, {} failed, {} changes, mean change degree {}; {} dead letters; stages stopped: {}; logs in {}",
-        tally.periods.len().min(args.periods as usize),
+        "summary: {horizon} periods{}, {} picks, {} fetched, {} failed, {} changes, mean change degree {}; {} dead letters; stages stopped: {}; logs in {}",
         if interrupted { " (interrupted)" } else { "" },
         totals.picks,
         totals.fetched,
@@ -163,10 +217,55 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         exits.join(", "),
         log_dir.display(),
     );
+    println!(
+        "freshness against the truth, averaged over the run and all {pages} pages (a page counts as stale until first stored): pipeline {:.3} with {} requests; uniform crawling of the same web at {picks_per_period} picks a period, every URL known from the start (simulated): {:.3} with {} requests",
+        pipeline.freshness(),
+        totals.fetched,
+        uniform.freshness,
+        uniform.requests,
+    );
     if stage_exits.iter().any(|(_, code)| *code != Some(0)) {
         bail!("a stage did not stop cleanly; see its log in {}", log_dir.display());
     }
     Ok(())
+}
+
+/// The times (periods) at which the pipeline stored each page, from its change events.
+type Stored = HashMap<u32, Vec<f64>>;
+
+/// Share of the web's pages whose stored copy is the live version at `at`.
+fn freshness_at(truth: &[PageTruth], stored: &Stored, at: f64) -> f64 {
+    let fresh = truth
+        .iter()
+        .filter(|page| {
+            let last = stored.get(&page.page).and_then(|times| times.iter().copied().filter(|&t| t <= at).reduce(f64::max));
+            last.is_some_and(|last| !page.changes.iter().any(|&t| t > last && t <= at))
+        })
+        .count();
+    fresh as f64 / truth.len().max(1) as f64
+}
+
+/// The measures of what the pipeline stored over [0, horizon), each page stale until its
+/// first download.
+fn time_averaged(truth: &[PageTruth], stored: &Stored, horizon: f64) -> Measures {
+    let mut measures = Measures::default();
+    for page in truth {
+        let mut tracker = CopyTracker::new();
+        tracker.changed(0.0, &mut measures);
+        let mut downloads: Vec<f64> = stored.get(&page.page).cloned().unwrap_or_default();
+        downloads.retain(|&t| t < horizon);
+        downloads.sort_by(f64::total_cmp);
+        let mut changes = page.changes.iter().copied().filter(|&t| t < horizon).peekable();
+        for at in downloads {
+            while let Some(change) = changes.next_if(|&t| t <= at) {
+                tracker.changed(change, &mut measures);
+            }
+            tracker.fetched(at, true, &mut measures);
+        }
+        changes.for_each(|change| tracker.changed(change, &mut measures));
+        tracker.finish(horizon, &mut measures);
+    }
+    measures
 }
 
 /// librdkafka's mock broker has no CreateTopics handler, so the embedded broker gets its
@@ -245,29 +344,39 @@ async fn wait_ready(processes: &mut [StageProcess]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints a line per period until `args.periods` have been shown; returns the tally and
-/// whether the user interrupted.
+/// Prints a line per period until `args.periods` have been shown; returns the tally, when
+/// the pipeline stored each page, and whether the user interrupted.
 async fn watch(
     args: &DemoArgs,
     kafka: &KafkaArgs,
     processes: &mut [StageProcess],
     epoch_unix_ms: i64,
-) -> anyhow::Result<(Tally, bool)> {
+    simweb: &SimWebServer,
+) -> anyhow::Result<(Tally, Stored, bool)> {
     wait_ready(processes).await?;
     println!("all stages ready; period 0 starts in {} ms", (epoch_unix_ms - unix_ms()).max(0));
     let observer = Observer::new(kafka, &[FETCH, CHANGE_EVENTS, DEAD_LETTER]).await?;
     let mut tally = Tally::default();
+    let mut stored = Stored::new();
     let mut next_to_print = 0u64;
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     println!(
-        "{:>6} {:>6} {:>8} {:>7} {:>8} {:>12}",
-        "period", "picks", "fetched", "failed", "changes", "mean degree"
+        "{:>6} {:>6} {:>8} {:>7} {:>8} {:>12} {:>7} {:>10}",
+        "period", "picks", "fetched", "failed", "changes", "mean degree", "stored", "freshness"
     );
     let period_start = |p: u64| epoch_unix_ms + (p * args.period_ms) as i64;
     while next_to_print < args.periods {
         tokio::select! {
-            observed = observer.next() => tally.record(&observed?),
-            _ = tokio::signal::ctrl_c() => return Ok((tally, true)),
+            observed = observer.next() => {
+                let observed = observed?;
+                if let Observed::Change(event) = &observed {
+                    if let (true, Some(page)) = (event.downloaded, simweb.page_of(&event.url)) {
+                        stored.entry(page).or_default().push(simweb.period_at(event.fetched_at_ms));
+                    }
+                }
+                tally.record(&observed);
+            }
+            _ = tokio::signal::ctrl_c() => return Ok((tally, stored, true)),
             _ = ticker.tick() => {
                 for process in processes.iter_mut() {
                     if let Some(status) = process.child.try_wait()? {
@@ -281,14 +390,18 @@ async fn watch(
                 let over = now >= period_start(next_to_print + 1);
                 let overdue = now >= period_start(next_to_print + 2);
                 if (over && period.is_complete()) || overdue {
+                    let end = (next_to_print + 1) as f64;
+                    let freshness = freshness_at(&simweb.truth(end), &stored, end);
                     println!(
-                        "{:>6} {:>6} {:>8} {:>7} {:>8} {:>12}{}",
+                        "{:>6} {:>6} {:>8} {:>7} {:>8} {:>12} {:>7} {:>10.3}{}",
                         next_to_print,
                         period.picks,
                         period.fetched,
                         period.failed,
                         period.changes,
                         format_degree(period.mean_degree()),
+                        stored.len(),
+                        freshness,
                         if period.fetched < period.picks { "  (results still arriving)" } else { "" },
                     );
                     next_to_print += 1;
@@ -296,7 +409,7 @@ async fn watch(
             }
         }
     }
-    Ok((tally, false))
+    Ok((tally, stored, false))
 }
 
 fn format_degree(degree: Option<f64>) -> String {
