@@ -152,8 +152,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             // its host names resolve there. Pages that time out hold their requests for
             // 30 s: a 1 s timeout keeps a period's batch short.
             extra.extend(
-                ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "100", "--request-timeout-ms", "1000"]
-                    .map(String::from),
+                [
+                    "--allow-address",
+                    "127.0.0.1",
+                    "--min-host-delay-ms",
+                    "100",
+                    "--request-timeout-ms",
+                    "1000",
+                ]
+                .map(String::from),
             );
             for site in 0..args.sites {
                 extra.push("--resolve".into());
@@ -238,7 +245,9 @@ fn freshness_at(truth: &[PageTruth], stored: &Stored, at: f64) -> f64 {
     let fresh = truth
         .iter()
         .filter(|page| {
-            let last = stored.get(&page.page).and_then(|times| times.iter().copied().filter(|&t| t <= at).reduce(f64::max));
+            let last = stored
+                .get(&page.page)
+                .and_then(|times| times.iter().copied().filter(|&t| t <= at).reduce(f64::max));
             last.is_some_and(|last| !page.changes.iter().any(|&t| t > last && t <= at))
         })
         .count();

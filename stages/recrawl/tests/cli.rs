@@ -18,7 +18,7 @@ fn recrawl() -> Command {
 fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
     let logs = tempfile::tempdir().expect("tempdir");
     let output = recrawl()
-        .args(["demo", "--periods", "3", "--period-ms", "1000", "--pages", "4", "--picks-per-period", "6"])
+        .args(["demo", "--periods", "3", "--period-ms", "1000", "--sites", "2", "--pages-per-site", "5"])
         .arg("--log-dir")
         .arg(logs.path())
         .output()
@@ -42,6 +42,18 @@ fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
         .map(|l| l.split_whitespace().nth(2).and_then(|w| w.parse().ok()).expect("fetched column"))
         .collect();
     assert!(totals.iter().sum::<u64>() > 0, "{stdout}");
+    // Freshness against the simulated web's truth, per period and against uniform crawling.
+    let freshness: Vec<f64> = period_lines
+        .iter()
+        .map(|l| l.split_whitespace().last().and_then(|w| w.parse().ok()).expect("freshness column"))
+        .collect();
+    assert!(freshness.iter().all(|f| (0.0..=1.0).contains(f)), "{stdout}");
+    let comparison =
+        stdout.lines().find(|l| l.starts_with("freshness against the truth")).expect("comparison line");
+    assert!(comparison.contains("pipeline") && comparison.contains("uniform"), "{comparison}");
+    let truth = std::fs::read_to_string(logs.path().join("truth.jsonl")).expect("truth log");
+    assert_eq!(truth.lines().filter(|l| l.starts_with("{\"truth\"")).count(), 10, "one truth line per page");
+    assert!(truth.lines().any(|l| l.starts_with("{\"served\"")));
 }
 
 /// `--brokers` points the demo at an existing Kafka (CI: tansu) instead of the embedded one.
@@ -95,4 +107,84 @@ fn a_stage_rejects_bad_settings_at_start_naming_them() {
         .expect("runs");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--seeds /nonexistent/seeds.txt"));
+}
+
+#[test]
+fn sim_prints_every_policy_as_json() {
+    let output = recrawl()
+        .args(["sim", "--pages", "2000", "--periods", "12", "--budget", "0.25", "--seed", "4", "--json"])
+        .output()
+        .expect("sim runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let policies = report["policies"].as_array().expect("policies");
+    let names: Vec<&str> = policies.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "optimum",
+            "clairvoyant",
+            "proportional",
+            "uniform",
+            "paper",
+            "change-aware",
+            "nutch-adaptive",
+            "lambda-crawl",
+            "groups"
+        ]
+    );
+    for policy in policies {
+        for field in ["freshness", "age", "harmonic_cost", "ratio_to_optimum", "ratio_to_clairvoyant"] {
+            assert!(policy[field].as_f64().is_some_and(f64::is_finite), "{field}: {policy}");
+        }
+        assert!(policy["requests"].as_u64().is_some_and(|r| r <= 12 * 500), "{policy}");
+        assert!(policy["wasted_requests"].as_u64().is_some(), "{policy}");
+    }
+    assert_eq!(policies[0]["ratio_to_optimum"].as_f64(), Some(1.0));
+    // The same seed gives the same figures.
+    let again = recrawl()
+        .args([
+            "sim",
+            "--pages",
+            "2000",
+            "--periods",
+            "12",
+            "--budget",
+            "0.25",
+            "--seed",
+            "4",
+            "--json",
+            "--policies",
+            "uniform",
+        ])
+        .output()
+        .expect("sim runs");
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).expect("JSON");
+    assert_eq!(again["policies"][0]["freshness"], policies[3]["freshness"]);
+}
+
+#[test]
+fn sim_replays_a_history_file_and_rejects_bad_input_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let history = dir.path().join("urlid_offset_history.txt");
+    std::fs::write(
+        &history,
+        "1\t0\t[[1,0],[1,1],[1,0],[1,1]]\n2\t0\t[[1,1],[1,1],[1,1],[1,1]]\n3\t0\t[[2,0],[2,0]]\n",
+    )
+    .expect("write");
+    let output = recrawl()
+        .args(["sim", "--json", "--budget", "0.5", "--replay"])
+        .arg(&history)
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["pages"], 3);
+    assert_eq!(report["changes"], 6);
+    std::fs::write(&history, "1\t0\t[[1,0],[1]]\n").expect("write");
+    let output = recrawl().args(["sim", "--replay"]).arg(&history).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("--replay") && stderr.contains("line 1"), "{stderr}");
+    let output = recrawl().args(["sim", "--budget", "0"]).output().expect("runs");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--budget"));
 }
