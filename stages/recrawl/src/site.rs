@@ -1,5 +1,5 @@
-//! The placeholder website that `recrawl demo` and the end-to-end tests crawl,
-//! until a later simulated web replaces it.
+//! A small deterministic website for the end-to-end tests (the demo crawls the
+//! simulated web of [`crate::sim`]).
 //!
 //! It serves a home page, `pages` ordinary pages that link to each other, and
 //! `failing_pages` pages that always answer 500. A page's content changes after
