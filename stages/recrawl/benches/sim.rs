@@ -25,7 +25,8 @@ fn policies(c: &mut Criterion) {
     ] {
         group.bench_function(policy.name(), |b| b.iter(|| black_box(run_policy(&world, policy, &config))));
     }
-    group.bench_function("truth_of_web", |b| b.iter(|| black_box(Truth::of_web(&web, config.periods as f64))));
+    group
+        .bench_function("truth_of_web", |b| b.iter(|| black_box(Truth::of_web(&web, config.periods as f64))));
     group.finish();
 }
 

@@ -15,11 +15,11 @@ use recrawl_scheduler::book::{Book, BookSettings, Hosts, Learned};
 use recrawl_scheduler::groups::{CrawlSchedule, GroupClasses, HourRule};
 use recrawl_scheduler::plan::{choose, PlanSettings};
 use recrawl_scheduler::policy::{Discovery, Policy};
-use recrawl_schemas::{DiscoveredLinks, LastRequest};
+use recrawl_schemas::DiscoveredLinks;
 
 use super::chart::{bars, lines, Labels};
 use super::measure::{CopyTracker, Measures};
-use super::simulate::{simulate, SimConfig, SimPolicy, SimulatedWeb};
+use super::simulate::{simulate, simulated_request, SimConfig, SimPolicy, SimulatedWeb};
 use super::web::{Truth, Web, WebParams};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -506,19 +506,7 @@ fn ifs(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
                     .and_then(|id| id.parse().ok())
                     .context("a simulated page URL")?;
                 let depth = u32::from(book.page(slot).depth);
-                let request = LastRequest {
-                    period,
-                    downloaded: true,
-                    changed: None,
-                    size_bytes: web.bytes(page),
-                    update_size: None,
-                    latency_ms: 0.0,
-                    fetched_at_ms: 0,
-                    http_status: Some(200),
-                    crawl_delay_ms: None,
-                    etag: None,
-                    last_modified: None,
-                };
+                let request = simulated_request(period, true, None, web.bytes(page), 0.0);
                 let learned = Learned {
                     period,
                     request: &request,

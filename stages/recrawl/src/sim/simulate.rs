@@ -363,6 +363,29 @@ fn clairvoyant_picks(
     stale.into_iter().map(|(_, page)| page).collect()
 }
 
+/// What the book learns of a simulated request: a 200 or a 500, no validators.
+pub fn simulated_request(
+    period: u64,
+    downloaded: bool,
+    changed: Option<bool>,
+    bytes: u64,
+    latency_ms: f64,
+) -> LastRequest {
+    LastRequest {
+        period,
+        downloaded,
+        changed,
+        size_bytes: bytes,
+        update_size: None,
+        latency_ms,
+        fetched_at_ms: 0,
+        http_status: Some(if downloaded { 200 } else { 500 }),
+        crawl_delay_ms: None,
+        etag: None,
+        last_modified: None,
+    }
+}
+
 /// A learned policy: the estimator's per-URL history and group distributions, and the
 /// scheduler's book, fed with each request as it happens.
 struct Learner {
@@ -506,19 +529,9 @@ impl Learner {
         } else {
             None
         };
-        let request = LastRequest {
-            period,
-            downloaded,
-            changed,
-            size_bytes: world.bytes(page),
-            update_size: None,
-            latency_ms: world.response_ms(page, at),
-            fetched_at_ms,
-            http_status: Some(if downloaded { 200 } else { 500 }),
-            crawl_delay_ms: None,
-            etag: None,
-            last_modified: None,
-        };
+        let request =
+            simulated_request(period, downloaded, changed, world.bytes(page), world.response_ms(page, at));
+        let request = LastRequest { fetched_at_ms, ..request };
         let learned = Learned {
             period,
             request: &request,
