@@ -259,21 +259,24 @@ impl Web {
         1.0 + DIURNAL_AMPLITUDE * (TAU * (self.hour_at(t) - site.change_peak_hour) / 24.0).cos()
     }
 
-    /// The page's change times from `from` on, in order, without end.
-    pub fn changes(&self, id: u32, from: f64) -> ChangeClock<'_> {
+    /// The page's change process from time 0, owned: advance it with
+    /// [`ChangeState::next_change`].
+    pub fn change_state(&self, id: u32) -> ChangeState {
         let page = &self.pages[id as usize];
         let stream = self.params.seed.rotate_left(17) ^ u64::from(id).wrapping_mul(0xD1B5_4A32_D192_ED03);
-        let mut clock = ChangeClock {
-            web: self,
-            site: &self.sites[page.site as usize],
+        ChangeState {
             rng: Pcg64::seed_from_u64(stream),
+            site: page.site,
             bound: f64::from(page.change_rate) * (1.0 + DIURNAL_AMPLITUDE),
             t: 0.0,
-        };
-        // The process always starts at 0, so a page's changes do not depend on where a
-        // reader starts.
-        while clock.peek_from(from) {}
-        clock
+        }
+    }
+
+    /// The page's change times from `from` on, in order, without end. The process always
+    /// starts at 0, so a page's changes do not depend on where a reader starts.
+    pub fn changes(&self, id: u32, from: f64) -> impl Iterator<Item = f64> + '_ {
+        let mut state = self.change_state(id);
+        std::iter::from_fn(move || state.next_change(self)).skip_while(move |&t| t < from)
     }
 
     /// Whether a request for the page made in `period` downloads (the same answer for
@@ -327,43 +330,27 @@ impl Web {
     }
 }
 
-/// A page's change times as a Poisson process whose intensity follows the site's day,
-/// drawn by thinning: candidates at the peak rate, each kept with probability
-/// weight(t) / peak weight.
+/// A page's change process: a Poisson process whose intensity follows the site's day,
+/// drawn by thinning (candidates at the peak rate, each kept with probability
+/// weight(t) / peak weight). It owns its state, so a server can keep one per page.
 #[derive(Debug, Clone)]
-pub struct ChangeClock<'a> {
-    web: &'a Web,
-    site: &'a Site,
+pub struct ChangeState {
     rng: Pcg64,
+    site: u32,
     bound: f64,
     t: f64,
 }
 
-impl ChangeClock<'_> {
-    /// Advances to the next change; false (without moving past it) when it is at or
-    /// after `from`.
-    fn peek_from(&mut self, from: f64) -> bool {
-        let saved = (self.rng.clone(), self.t);
-        match self.next() {
-            Some(t) if t < from => true,
-            _ => {
-                (self.rng, self.t) = saved;
-                false
-            }
-        }
-    }
-}
-
-impl Iterator for ChangeClock<'_> {
-    type Item = f64;
-
-    fn next(&mut self) -> Option<f64> {
+impl ChangeState {
+    /// The next change time; `None` for a page that never changes.
+    pub fn next_change(&mut self, web: &Web) -> Option<f64> {
         if self.bound <= 0.0 {
             return None;
         }
+        let site = &web.sites[self.site as usize];
         loop {
             self.t += -(1.0 - self.rng.random::<f64>()).ln() / self.bound;
-            let keep = self.web.diurnal_weight(self.site, self.t) / (1.0 + DIURNAL_AMPLITUDE);
+            let keep = web.diurnal_weight(site, self.t) / (1.0 + DIURNAL_AMPLITUDE);
             if self.rng.random::<f64>() < keep {
                 return Some(self.t);
             }
