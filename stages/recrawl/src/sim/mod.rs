@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use recrawl_estimator::model::Eligibility;
 use serde::Serialize;
 
 use simulate::{simulate, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
@@ -60,6 +61,13 @@ pub struct RunArgs {
     /// proportional, uniform, paper, change-aware, nutch-adaptive, lambda-crawl, groups.
     #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
     pub policies: Vec<SimPolicy>,
+    /// The estimator's least request rate for a URL to count in its group's
+    /// distributions (the paper's 0.9 assumes every URL is requested every crawl).
+    #[arg(long, default_value_t = 0.9)]
+    pub min_request_rate: f64,
+    /// The estimator's least download (change) recall for the same.
+    #[arg(long, default_value_t = 0.2)]
+    pub min_recall: f64,
     /// Replay change histories in the `urlid_offset_history.txt` format instead of
     /// simulating a web: one period per day, every request downloads.
     #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed"])]
@@ -109,6 +117,7 @@ fn run_policies(args: &RunArgs) -> anyhow::Result<()> {
         periods: args.periods,
         budget: args.budget,
         period_minutes: args.period_minutes,
+        eligibility: Eligibility { min_request_rate: args.min_request_rate, min_recall: args.min_recall },
         ..SimConfig::default()
     };
     let (results, pages, changes) = match &args.replay {

@@ -131,6 +131,9 @@ pub struct SimConfig {
     pub threads: usize,
     /// Whether to sample freshness at the end of every period (a pass over every page).
     pub freshness_by_period: bool,
+    /// Which URLs count in the estimator's group distributions (its `--min-request-rate`,
+    /// `--min-recall`).
+    pub eligibility: Eligibility,
     /// Whether the store starts empty (every page stale until its first download) rather
     /// than with a copy of every page taken at time 0.
     pub cold_start: bool,
@@ -148,6 +151,7 @@ impl Default for SimConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             freshness_by_period: false,
             cold_start: false,
+            eligibility: Eligibility::default(),
         }
     }
 }
@@ -462,7 +466,7 @@ impl Learner {
             groups,
             page_groups: (0..n as u32).map(|page| world.group(page).min(1) as u8).collect(),
             calendars,
-            eligibility: Eligibility::default(),
+            eligibility: config.eligibility,
             period_ms,
         }
     }
