@@ -225,10 +225,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         log_dir.display(),
     );
     println!(
-        "freshness against the truth, averaged over the run and all {pages} pages (a page counts as stale until first stored): pipeline {:.3} with {} requests; uniform crawling of the same web at {picks_per_period} picks a period, every URL known from the start (simulated): {:.3} with {} requests",
+        "freshness against the truth, averaged over the run and all {pages} pages (a page counts as stale until first stored): pipeline {:.3} (age {:.2} periods, harmonic cost {:.2}) with {} requests; uniform crawling of the same web at {picks_per_period} picks a period, every URL known from the start (simulated): {:.3} (age {:.2}, harmonic cost {:.2}) with {} requests",
         pipeline.freshness(),
+        pipeline.age(),
+        pipeline.harmonic_cost(),
         totals.fetched,
         uniform.freshness,
+        uniform.age,
+        uniform.harmonic_cost,
         uniform.requests,
     );
     if stage_exits.iter().any(|(_, code)| *code != Some(0)) {
