@@ -45,7 +45,12 @@ fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
     // Freshness against the simulated web's truth, per period and against uniform crawling.
     let freshness: Vec<f64> = period_lines
         .iter()
-        .map(|l| l.split_whitespace().last().and_then(|w| w.parse().ok()).expect("freshness column"))
+        .map(|l| {
+            l.split_whitespace()
+                .nth(7)
+                .and_then(|w| w.parse().ok())
+                .unwrap_or_else(|| panic!("freshness column: {stdout}"))
+        })
         .collect();
     assert!(freshness.iter().all(|f| (0.0..=1.0).contains(f)), "{stdout}");
     let comparison =
