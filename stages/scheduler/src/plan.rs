@@ -216,6 +216,12 @@ fn refresh_candidates(
     into_choices(top, PickReason::Refresh, |key| key)
 }
 
+/// Whether the page's next request is predicted to download with less than the least
+/// probability worth a pick.
+fn predicted_to_fail(page: &Page, settings: &PlanSettings) -> bool {
+    f64::from(page.p_download) < settings.min_download_probability
+}
+
 /// Periods since the page was last downloaded or picked; never → since discovery, + 1.
 fn since_visit(page: &Page, clock: u64) -> f64 {
     match page.last_visit() {
@@ -232,10 +238,10 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
     match settings.policy {
         Policy::Paper => Some(paper_score(period.remaining, period.staleness(page), cost)),
         Policy::ChangeAware => {
-            let p_download = f64::from(page.p_download);
-            if p_download < settings.min_download_probability {
+            if predicted_to_fail(page, settings) {
                 return None;
             }
+            let p_download = f64::from(page.p_download);
             let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
             let out_of_date = expected_out_of_date(period.copy_age(page), rate);
             Some(paper_score(period.remaining, p_download * out_of_date, cost))
@@ -257,7 +263,7 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
         Policy::LambdaCrawl => {
             // LambdaCrawl assumes every request downloads: pages predicted not to would
             // take picks for nothing.
-            if f64::from(page.p_download) < settings.min_download_probability {
+            if predicted_to_fail(page, settings) {
                 return None;
             }
             let since = since_visit(page, clock);
@@ -297,7 +303,7 @@ fn lambda_kappa(
 ) -> Option<f64> {
     let mut rates: HashMap<u64, u64> = HashMap::new();
     for (_, _, page) in eligible(books, host_caps, period.clock, settings, false) {
-        if f64::from(page.p_download) < settings.min_download_probability {
+        if predicted_to_fail(page, settings) {
             continue;
         }
         let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;

@@ -53,9 +53,6 @@ impl World for ReplayWorld {
     fn host(&self, _page: u32) -> u32 {
         0
     }
-    fn hosts(&self) -> u32 {
-        1
-    }
     fn group(&self, _page: u32) -> usize {
         0
     }

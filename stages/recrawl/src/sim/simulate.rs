@@ -32,7 +32,6 @@ pub trait World: Sync {
     fn truth(&self) -> &Truth;
     /// The host of a page, numbered from 0.
     fn host(&self, page: u32) -> u32;
-    fn hosts(&self) -> u32;
     /// The Table 1 group of a page's site, numbered from 0 (for the group priors).
     fn group(&self, page: u32) -> usize;
     fn bytes(&self, page: u32) -> u64;
@@ -53,9 +52,6 @@ impl World for SimulatedWeb<'_> {
     }
     fn host(&self, page: u32) -> u32 {
         self.web.page(page).site
-    }
-    fn hosts(&self) -> u32 {
-        self.web.sites().len() as u32
     }
     fn group(&self, page: u32) -> usize {
         self.web.site_of(page).group as usize
@@ -603,9 +599,6 @@ mod tests {
         }
         fn host(&self, _page: u32) -> u32 {
             0
-        }
-        fn hosts(&self) -> u32 {
-            1
         }
         fn group(&self, _page: u32) -> usize {
             0
