@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use crate::envelope::{kafka_headers, Format, Message, MAGIC, SCHEMA_VERSION};
 use crate::messages::*;
-use crate::topics::{TopicCatalogue, DEFAULT_TOPIC_PREFIX};
+use crate::topics::{dead_letter_headers, TopicCatalogue, DEAD_LETTER_KINDS, DEFAULT_TOPIC_PREFIX};
 
 /// `PagePick` → `page-pick`.
 pub fn kebab_name(type_name: &str) -> String {
@@ -70,7 +70,10 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
     let mut messages = Map::new();
     for topic in &catalogue.topics {
         let address = format!("{DEFAULT_TOPIC_PREFIX}{}", topic.name);
-        let mut topic_configuration = json!({ "cleanup.policy": [topic.cleanup_policy.as_str()] });
+        let mut topic_configuration = json!({
+            "cleanup.policy": [topic.cleanup_policy.as_str()],
+            "max.message.bytes": catalogue.max_message_bytes,
+        });
         if let Some(retention) = topic.retention_ms {
             topic_configuration["retention.ms"] = json!(retention);
         }
@@ -95,11 +98,14 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
                 "summary": "The original message's bytes, unchanged.",
                 "payload": { "type": "string", "format": "binary" },
                 "headers": { "type": "object", "properties": {
-                    "recrawl-dlq-reason": { "type": "string", "description": "why the stage rejected the message" },
-                    "recrawl-dlq-stage": { "type": "string", "description": "the stage that rejected it" },
-                    "recrawl-dlq-topic": { "type": "string", "description": "topic it was read from" },
-                    "recrawl-dlq-partition": { "type": "string", "description": "partition it was read from" },
-                    "recrawl-dlq-offset": { "type": "string", "description": "offset it was read from" },
+                    dead_letter_headers::REASON: { "type": "string", "description": "why the stage rejected the message" },
+                    dead_letter_headers::KIND: { "type": "string", "enum": DEAD_LETTER_KINDS, "description": "the kind of reason" },
+                    dead_letter_headers::STAGE: { "type": "string", "description": "the stage that rejected it" },
+                    dead_letter_headers::TOPIC: { "type": "string", "description": "the topic the message belongs on: read from, or meant for when the broker refused it" },
+                    dead_letter_headers::PARTITION: { "type": "string", "description": "partition it was read from (inputs only)" },
+                    dead_letter_headers::OFFSET: { "type": "string", "description": "offset it was read from (inputs only)" },
+                    dead_letter_headers::ORIGINAL_BYTES: { "type": "string", "description": "size of the original value in bytes" },
+                    dead_letter_headers::TRUNCATED: { "type": "string", "description": "\"true\" when only the value's first bytes are kept" },
                 }},
             }),
             None => json!({

@@ -55,6 +55,13 @@ impl Format {
 pub trait Message: Serialize + DeserializeOwned {
     const NAME: &'static str;
     const FORMAT: Format;
+
+    /// Checks what a decoded message holds against [`bounds`](crate::messages::bounds),
+    /// so that no field from a topic can overflow a stage's arithmetic or memory; the
+    /// error names the field.
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -250,6 +257,28 @@ mod tests {
         let mut result = samples::fetch_result();
         result.body = vec![0; MAX_BINCODE_BODY + 1];
         assert!(matches!(encode(&result), Err(EnvelopeError::Encode { .. })));
+    }
+
+    #[test]
+    fn messages_out_of_bounds_fail_validation_naming_the_field() {
+        assert_eq!(samples::page_pick().validate(), Ok(()));
+        assert_eq!(samples::fetch_result().validate(), Ok(()));
+        assert_eq!(samples::change_event().validate(), Ok(()));
+        let mut pick = samples::page_pick();
+        pick.url = format!("http://example.com/{}", "a".repeat(9000));
+        assert!(pick.validate().unwrap_err().contains("url"));
+        let mut pick = samples::page_pick();
+        pick.period = u64::MAX;
+        assert!(pick.validate().unwrap_err().contains("period"));
+        let mut pick = samples::page_pick();
+        pick.score = f64::NAN;
+        assert!(pick.validate().unwrap_err().contains("score"));
+        let mut result = samples::fetch_result();
+        result.fetched_at_ms = -5;
+        assert!(result.validate().unwrap_err().contains("fetched_at_ms"));
+        let mut event = samples::change_event();
+        event.host.clear();
+        assert!(event.validate().unwrap_err().contains("host"));
     }
 
     #[test]

@@ -53,6 +53,13 @@ pub struct PagePick {
 impl Message for PagePick {
     const NAME: &'static str = "PagePick";
     const FORMAT: Format = Format::Bincode;
+
+    fn validate(&self) -> Result<(), String> {
+        bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
+        bounds::optional_text("etag", self.etag.as_deref())?;
+        bounds::optional_text("last_modified", self.last_modified.as_deref())?;
+        bounds::finite("score", self.score)
+    }
 }
 
 /// What came of one pick. Every outcome but `robots_denied` and `deferred` is a request
@@ -204,6 +211,17 @@ impl FetchResult {
 impl Message for FetchResult {
     const NAME: &'static str = "FetchResult";
     const FORMAT: Format = Format::Bincode;
+
+    fn validate(&self) -> Result<(), String> {
+        bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
+        bounds::time_ms("fetched_at_ms", self.fetched_at_ms)?;
+        bounds::non_negative("latency_ms", self.latency_ms)?;
+        for text in [&self.content_type, &self.etag, &self.last_modified, &self.final_url, &self.error] {
+            bounds::optional_text("a header, URL or error", text.as_deref())?;
+        }
+        bounds::count("redirects", self.redirects.len(), bounds::MAX_REDIRECTS)?;
+        self.redirects.iter().try_for_each(|url| bounds::text("a redirect", url, bounds::MAX_URL_BYTES))
+    }
 }
 
 /// A link found on a fetched page. Topic `links`, keyed by the linked URL so that the
@@ -231,6 +249,11 @@ pub struct DiscoveredLinks {
 impl Message for DiscoveredLinks {
     const NAME: &'static str = "DiscoveredLinks";
     const FORMAT: Format = Format::Bincode;
+
+    fn validate(&self) -> Result<(), String> {
+        bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
+        bounds::optional_text("source_url", self.source_url.as_deref())
+    }
 }
 
 /// How many of each IED edit operation turned the old word sequence into the new one
@@ -401,6 +424,14 @@ impl ChangeEvent {
 impl Message for ChangeEvent {
     const NAME: &'static str = "ChangeEvent";
     const FORMAT: Format = Format::Json;
+
+    fn validate(&self) -> Result<(), String> {
+        bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
+        bounds::time_ms("fetched_at_ms", self.fetched_at_ms)?;
+        bounds::non_negative("latency_ms", self.latency_ms)?;
+        bounds::optional_text("etag", self.etag.as_deref())?;
+        bounds::optional_text("last_modified", self.last_modified.as_deref())
+    }
 }
 
 /// The latest request of a page, forwarded so the scheduler can update staleness,
@@ -553,6 +584,25 @@ pub struct PageEstimate {
 impl Message for PageEstimate {
     const NAME: &'static str = "PageEstimate";
     const FORMAT: Format = Format::Bincode;
+
+    fn validate(&self) -> Result<(), String> {
+        bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
+        let last = &self.last_request;
+        bounds::period(last.period)?;
+        bounds::time_ms("last_request.fetched_at_ms", last.fetched_at_ms)?;
+        bounds::non_negative("last_request.latency_ms", last.latency_ms)?;
+        for (name, value) in [
+            ("request_rate", self.request_rate),
+            ("download_rate", self.download_rate),
+            ("modification_rate", self.modification_rate),
+            ("change_rate", self.change_rate),
+        ] {
+            value.map_or(Ok(()), |value| bounds::non_negative(name, value))?;
+        }
+        bounds::non_negative("downloads.next", self.downloads.next)?;
+        bounds::non_negative("changes_forecast.next", self.changes_forecast.next)?;
+        bounds::non_negative("refresh.weekly_change_rate", self.refresh.weekly_change_rate)
+    }
 }
 
 /// One estimator partition's share of a group's DR and MR distributions
@@ -781,5 +831,78 @@ pub mod samples {
             modification_rate_fine,
             published_at_ms: 1_780_000_000_000,
         }
+    }
+}
+
+/// Bounds on what a message from a topic may hold, checked before a stage uses it
+/// ([`Message::validate`]): whatever the producer, a stage's arithmetic and memory stay
+/// within these.
+pub mod bounds {
+    /// Longest URL accepted anywhere (browsers and servers commonly stop near 8 KiB).
+    pub const MAX_URL_BYTES: usize = 8 * 1024;
+    /// Longest host name (DNS allows 253 characters).
+    pub const MAX_HOST_BYTES: usize = 255;
+    /// Most redirects recorded for one request.
+    pub const MAX_REDIRECTS: usize = 64;
+    /// Largest period number: a million years of one-minute periods, far from overflow.
+    pub const MAX_PERIOD: u64 = 1 << 40;
+    /// Latest Unix time in milliseconds accepted (about the year 6400).
+    pub const MAX_TIME_MS: i64 = 1 << 47;
+
+    pub fn text(name: &str, value: &str, max: usize) -> Result<(), String> {
+        if value.len() > max {
+            return Err(format!("{name} is {} bytes, more than {max}", value.len()));
+        }
+        Ok(())
+    }
+
+    pub fn optional_text(name: &str, value: Option<&str>) -> Result<(), String> {
+        value.map_or(Ok(()), |value| text(name, value, MAX_URL_BYTES))
+    }
+
+    pub fn count(name: &str, count: usize, max: usize) -> Result<(), String> {
+        if count > max {
+            return Err(format!("{count} {name}, more than {max}"));
+        }
+        Ok(())
+    }
+
+    pub fn period(period: u64) -> Result<(), String> {
+        if period > MAX_PERIOD {
+            return Err(format!("period {period} is beyond {MAX_PERIOD}"));
+        }
+        Ok(())
+    }
+
+    /// The page identity every keyed message carries.
+    pub fn identity(url: &str, url_key: &str, host: &str, period_number: u64) -> Result<(), String> {
+        text("url", url, MAX_URL_BYTES)?;
+        text("url_key", url_key, MAX_URL_BYTES)?;
+        if host.is_empty() {
+            return Err("host is empty".to_owned());
+        }
+        text("host", host, MAX_HOST_BYTES)?;
+        period(period_number)
+    }
+
+    pub fn time_ms(name: &str, ms: i64) -> Result<(), String> {
+        if !(0..=MAX_TIME_MS).contains(&ms) {
+            return Err(format!("{name} {ms} is not a Unix time in milliseconds in [0, {MAX_TIME_MS}]"));
+        }
+        Ok(())
+    }
+
+    pub fn finite(name: &str, value: f64) -> Result<(), String> {
+        if !value.is_finite() {
+            return Err(format!("{name} is {value}, not a finite number"));
+        }
+        Ok(())
+    }
+
+    pub fn non_negative(name: &str, value: f64) -> Result<(), String> {
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(format!("{name} is {value}, not a finite number ≥ 0"));
+        }
+        Ok(())
     }
 }

@@ -19,6 +19,32 @@ pub const ESTIMATES: &str = "estimates";
 pub const DISTRIBUTIONS: &str = "distributions";
 pub const DEAD_LETTER: &str = "dead-letter";
 
+/// Why a record was dead-lettered, as the `recrawl-dlq-kind` header and the
+/// `recrawl_dead_letters_total{kind}` label say: it did not decode; it is of a schema
+/// version this build does not read; its key is not the one its payload names; it
+/// decoded but failed a check; or the broker refused an output it caused.
+pub const DEAD_LETTER_KINDS: [&str; 5] =
+    ["undecodable", "schema_version", "key_mismatch", "invalid", "unproducible"];
+
+/// The Kafka headers of a dead letter: why and where the record was rejected.
+pub mod dead_letter_headers {
+    /// Why the stage rejected the record, in words.
+    pub const REASON: &str = "recrawl-dlq-reason";
+    /// The kind of reason, one of the stages' `DeadLetterKind`s (a bounded set).
+    pub const KIND: &str = "recrawl-dlq-kind";
+    /// The stage that rejected it.
+    pub const STAGE: &str = "recrawl-dlq-stage";
+    /// The topic the record belongs on: read from (an input) or meant for (an output).
+    pub const TOPIC: &str = "recrawl-dlq-topic";
+    /// Partition and offset it was read from (inputs only).
+    pub const PARTITION: &str = "recrawl-dlq-partition";
+    pub const OFFSET: &str = "recrawl-dlq-offset";
+    /// Size of the original value in bytes; when it exceeds what a dead letter carries,
+    /// only its first bytes are kept and [`TRUNCATED`] is "true".
+    pub const ORIGINAL_BYTES: &str = "recrawl-dlq-original-bytes";
+    pub const TRUNCATED: &str = "recrawl-dlq-truncated";
+}
+
 #[derive(Debug, Error)]
 pub enum TopicError {
     #[error("topic catalogue does not parse: {0}")]
@@ -66,6 +92,8 @@ pub struct TopicSpec {
 #[serde(deny_unknown_fields)]
 pub struct TopicCatalogue {
     pub replication_factor: i32,
+    /// Every topic's `max.message.bytes`: the stages' default `--max-record-bytes`.
+    pub max_message_bytes: usize,
     #[serde(rename = "topic")]
     pub topics: Vec<TopicSpec>,
 }
@@ -90,6 +118,9 @@ impl TopicCatalogue {
         let invalid = |msg: String| Err(TopicError::Invalid(msg));
         if self.replication_factor < 1 {
             return invalid(format!("replication_factor {} must be at least 1", self.replication_factor));
+        }
+        if self.max_message_bytes < 1 << 20 {
+            return invalid(format!("max_message_bytes {} must be at least 1 MiB", self.max_message_bytes));
         }
         let mut by_name = HashMap::new();
         for topic in &self.topics {

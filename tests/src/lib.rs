@@ -17,6 +17,18 @@ use tokio::task::JoinHandle;
 
 pub const EXTERNAL_BROKERS_ENV: &str = "RECRAWL_TEST_BROKERS";
 
+/// A workspace binary (`recrawl-diff`, …) built beside this test executable. `cargo test
+/// --workspace` builds every stage binary, since each stage crate has integration tests
+/// of its own; `cargo build --bins` does too.
+pub fn binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe.parent().and_then(std::path::Path::parent).expect("target directory");
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is missing: run `cargo build --bins` first", path.display());
+    path
+}
+
 /// The broker a test runs against. The mock cluster is `!Send`: keep this on the test's
 /// own task.
 pub enum Broker {

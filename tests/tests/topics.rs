@@ -27,8 +27,9 @@ async fn topics_create_applies_the_catalogue_once() {
 
     let names = catalogue_topic_names(&catalogue, &kafka.topics());
     let probe: BaseConsumer = reader_config(&kafka, "probe").create().expect("client");
+    let brokers = kafka.brokers.clone();
     let counts = tokio::task::spawn_blocking(move || {
-        topic_partitions(probe.client(), &names, Duration::from_secs(30))
+        topic_partitions(probe.client(), &brokers, &names, Duration::from_secs(30))
     })
     .await
     .expect("join")
@@ -36,4 +37,22 @@ async fn topics_create_applies_the_catalogue_once() {
     for spec in &catalogue.topics {
         assert_eq!(counts.get(&kafka.topics().name(&spec.name)), Some(&spec.partitions), "{}", spec.name);
     }
+}
+
+/// An unreachable cluster is one clear error naming the brokers tried, within the
+/// start-up timeout, not a minute of repeated log lines.
+#[tokio::test]
+async fn an_unreachable_broker_is_named_within_the_startup_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let unreachable = listener.local_addr().expect("address").to_string();
+    drop(listener);
+    let mut flags = kafka_flags(&unreachable, "unreachable.");
+    flags.extend(["--startup-timeout-ms".to_owned(), "2000".to_owned()]);
+    let kafka: KafkaArgs = parse_args(&flags);
+    let started = std::time::Instant::now();
+    let error = create_topics(&kafka, &TopicCatalogue::builtin(), Some(1)).await.expect_err("unreachable");
+    let text = error.to_string();
+    assert!(text.contains(&unreachable) && text.contains("cannot reach"), "{text}");
+    // Bounded by the timeout, not by librdkafka's retries: a minute would mean it is not.
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
 }

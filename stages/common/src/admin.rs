@@ -18,6 +18,10 @@ use crate::kafka::base_config;
 pub enum AdminError {
     #[error("creating the Kafka admin client: {0}")]
     Client(KafkaError),
+    #[error("cannot reach the Kafka brokers {brokers} within {waited:?} ({source}): check --brokers, the network and any TLS/SASL --kafka-option")]
+    Unreachable { brokers: String, waited: Duration, source: KafkaError },
+    #[error("a blocking Kafka call panicked: {0}")]
+    Join(#[from] tokio::task::JoinError),
     #[error("creating topics: {0}")]
     Request(KafkaError),
     #[error("creating topic {topic}: {code}")]
@@ -45,9 +49,20 @@ pub async fn create_topics(
 ) -> Result<Vec<(String, TopicOutcome)>, AdminError> {
     let admin: AdminClient<DefaultClientContext> =
         base_config(args, &[]).create().map_err(AdminError::Client)?;
+    let waited = Duration::from_millis(args.startup_timeout_ms);
+    let brokers = args.brokers.clone();
+    let admin = tokio::task::spawn_blocking(move || {
+        admin.inner().fetch_metadata(None, waited).map(|_| admin).map_err(|source| AdminError::Unreachable {
+            brokers,
+            waited,
+            source,
+        })
+    })
+    .await??;
     let names = args.topics();
     let replication = replication_factor.unwrap_or(catalogue.replication_factor);
     let full_names: Vec<String> = catalogue.topics.iter().map(|t| names.name(&t.name)).collect();
+    let max_message_bytes = catalogue.max_message_bytes.to_string();
     let retention: Vec<Option<String>> =
         catalogue.topics.iter().map(|t| t.retention_ms.map(|r| r.to_string())).collect();
     let new_topics: Vec<NewTopic<'_>> = catalogue
@@ -57,7 +72,8 @@ pub async fn create_topics(
         .zip(&retention)
         .map(|((spec, name), retention)| {
             let topic = NewTopic::new(name, spec.partitions, TopicReplication::Fixed(replication))
-                .set("cleanup.policy", spec.cleanup_policy.as_str());
+                .set("cleanup.policy", spec.cleanup_policy.as_str())
+                .set("max.message.bytes", &max_message_bytes);
             match retention {
                 Some(ms) => topic.set("retention.ms", ms),
                 None => topic,
@@ -76,17 +92,24 @@ pub async fn create_topics(
         .collect()
 }
 
-/// Partition counts of `topics`; a missing topic is an error naming it. Blocking.
+/// Partition counts of `topics` from one metadata request to `brokers` (the client's
+/// bootstrap list, for the error); an unreachable cluster and a missing topic are errors
+/// naming them. Blocking, at most `timeout`.
 pub fn topic_partitions<C: ClientContext>(
     client: &Client<C>,
+    brokers: &str,
     topics: &[String],
     timeout: Duration,
 ) -> Result<HashMap<String, i32>, AdminError> {
+    let metadata = client.fetch_metadata(None, timeout).map_err(|source| match source {
+        KafkaError::MetadataFetch(RDKafkaErrorCode::OperationTimedOut | RDKafkaErrorCode::AllBrokersDown)
+        | KafkaError::MetadataFetch(RDKafkaErrorCode::BrokerTransportFailure) => {
+            AdminError::Unreachable { brokers: brokers.to_owned(), waited: timeout, source }
+        }
+        source => AdminError::Metadata { topic: topics.join(", "), source },
+    })?;
     let mut counts = HashMap::new();
     for topic in topics {
-        let metadata = client
-            .fetch_metadata(Some(topic), timeout)
-            .map_err(|source| AdminError::Metadata { topic: topic.clone(), source })?;
         let found = metadata.topics().iter().find(|t| t.name() == topic);
         match found {
             Some(t) if t.error().is_none() && !t.partitions().is_empty() => {

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 use thiserror::Error;
 
@@ -19,6 +20,8 @@ pub enum ConfigError {
     SessionTimeout(String),
     #[error("--batch-size must be at least 1")]
     BatchSize,
+    #[error("--instance-id {0:?}: expected 1 to 200 characters of [A-Za-z0-9._-]")]
+    InstanceId(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -42,8 +45,13 @@ impl Compression {
     }
 }
 
-/// librdkafka default, used when no `session.timeout.ms` is passed through.
-const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
+/// recrawl's consumer session timeout, unless `session.timeout.ms` is passed through:
+/// librdkafka's 45 s would leave a crashed instance's partitions idle that long.
+pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 10_000;
+
+/// The largest Kafka record any stage produces or accepts, unless `--max-record-bytes`
+/// says otherwise; `deploy/topics.toml` gives every topic this `max.message.bytes`.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 16 << 20;
 
 pub fn parse_kafka_option(raw: &str) -> Result<(String, String), ConfigError> {
     let (key, value) = raw.split_once('=').ok_or_else(|| ConfigError::KafkaOptionSyntax(raw.to_owned()))?;
@@ -56,6 +64,9 @@ pub fn parse_kafka_option(raw: &str) -> Result<(String, String), ConfigError> {
         "group.id" => Some("--group-id"),
         "enable.auto.offset.store" => Some("offsets are stored after outputs are acknowledged"),
         "compression.type" | "compression.codec" => Some("--compression"),
+        "message.max.bytes" | "max.partition.fetch.bytes" => Some("--max-record-bytes"),
+        "group.instance.id" => Some("--instance-id"),
+        "allow.auto.create.topics" => Some("topics are created from deploy/topics.toml, never by a client"),
         _ => None,
     };
     if let Some(flag) = reserved {
@@ -98,6 +109,11 @@ pub struct KafkaArgs {
     /// recrawl.diff, so pipelines under different prefixes never share a group).
     #[arg(long, env = "RECRAWL_GROUP_ID")]
     pub group_id: Option<String>,
+    /// Static group membership (group.instance.id): an instance restarted under the same
+    /// id gets its partitions back at once, without a rebalance. Unique per instance and
+    /// stable across its restarts, e.g. the pod name; default: dynamic membership.
+    #[arg(long, env = "RECRAWL_INSTANCE_ID")]
+    pub instance_id: Option<String>,
     /// A librdkafka property passed to every client, key=value; repeatable
     /// (in the environment, separate several with ';'). TLS and SASL go here:
     /// security.protocol, ssl.*, sasl.*.
@@ -108,27 +124,72 @@ pub struct KafkaArgs {
     pub compression: Compression,
     /// Most input messages handled in one batch (outputs of a batch are acknowledged
     /// before its offsets are stored).
-    #[arg(long, env = "RECRAWL_BATCH_SIZE", default_value_t = 500)]
+    #[arg(long, env = "RECRAWL_BATCH_SIZE", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(1..=100_000).map(|n| n as usize))]
     pub batch_size: usize,
     /// How long a batch waits for more messages after the first, milliseconds.
-    #[arg(long, env = "RECRAWL_BATCH_LINGER_MS", default_value_t = 5)]
+    #[arg(long, env = "RECRAWL_BATCH_LINGER_MS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub batch_linger_ms: u64,
     /// On SIGTERM/SIGINT, how long the in-flight batch may take to finish before the
     /// stage commits what is done and exits, milliseconds.
-    #[arg(long, env = "RECRAWL_DRAIN_TIMEOUT_MS", default_value_t = 10_000)]
+    #[arg(long, env = "RECRAWL_DRAIN_TIMEOUT_MS", default_value_t = 8_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub drain_timeout_ms: u64,
     /// After a state restore has read a changelog to its high watermark, keep reading
     /// until nothing new arrives for this long, milliseconds. Covers brokers that
     /// under-report the watermark (tansu 0.6 does after multi-record batches); 0 trusts
     /// the watermark.
-    #[arg(long, env = "RECRAWL_RESTORE_SETTLE_MS", default_value_t = 250)]
+    #[arg(long, env = "RECRAWL_RESTORE_SETTLE_MS", default_value_t = 250,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub restore_settle_ms: u64,
+    /// The largest Kafka record, bytes (key, value and headers): the producer's
+    /// message.max.bytes and the consumer's per-partition fetch size. Topics must accept
+    /// it (max.message.bytes in deploy/topics.toml); the fetch stage's --max-body-bytes
+    /// must fit in it.
+    #[arg(long, env = "RECRAWL_MAX_RECORD_BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES,
+          value_parser = clap::value_parser!(u64).range(1 << 20..=256 << 20).map(|b| b as usize))]
+    pub max_record_bytes: usize,
+    /// How long the brokers must answer at start, milliseconds: an unreachable cluster is
+    /// an error naming the brokers tried after this long.
+    #[arg(long, env = "RECRAWL_STARTUP_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    pub startup_timeout_ms: u64,
+    /// How long the stage rides out Kafka being unreachable or failing (retrying with
+    /// back-off, /readyz 503) before /healthz turns 503 and it exits non-zero,
+    /// milliseconds.
+    #[arg(long, env = "RECRAWL_OUTAGE_TIMEOUT_MS", default_value_t = 600_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=86_400_000))]
+    pub outage_timeout_ms: u64,
 }
 
 impl KafkaArgs {
+    /// `brokers`, `topic_prefix` and `kafka_options` with every other setting as its flag
+    /// (or environment variable) gives it, for tools that start stages themselves.
+    pub fn with_defaults(
+        brokers: &str,
+        topic_prefix: &str,
+        kafka_options: Vec<(String, String)>,
+    ) -> Result<Self, clap::Error> {
+        use clap::FromArgMatches;
+        let command = Self::augment_args(clap::Command::new("kafka"));
+        let matches =
+            command.try_get_matches_from(["kafka", "--brokers", brokers, "--topic-prefix", topic_prefix])?;
+        let mut args = Self::from_arg_matches(&matches)?;
+        args.kafka_options = kafka_options;
+        Ok(args)
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.batch_size == 0 {
             return Err(ConfigError::BatchSize);
+        }
+        if let Some(id) = &self.instance_id {
+            let valid = (1..=200).contains(&id.len())
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+            if !valid {
+                return Err(ConfigError::InstanceId(id.clone()));
+            }
         }
         let session_ms = match self.kafka_options.iter().rev().find(|(k, _)| k == "session.timeout.ms") {
             Some((_, v)) => v.parse().map_err(|_| ConfigError::SessionTimeout(v.clone()))?,
@@ -243,8 +304,33 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.kafka.validate(), Err(ConfigError::DrainTooLong { drain_ms: 7000, session_ms: 6000 }));
-        let cli = parse(&["--brokers", "b:1", "--batch-size", "0"]).unwrap();
-        assert_eq!(cli.kafka.validate(), Err(ConfigError::BatchSize));
+        let cli = parse(&["--brokers", "b:1"]).unwrap();
+        assert_eq!(cli.kafka.drain_timeout_ms, 8000);
+        assert!(cli.kafka.validate().is_ok(), "the defaults fit the default session timeout");
+        let cli = parse(&["--brokers", "b:1", "--instance-id", "pod/1"]).unwrap();
+        assert_eq!(cli.kafka.validate(), Err(ConfigError::InstanceId("pod/1".into())));
+    }
+
+    #[test]
+    fn absurd_values_fail_at_start_naming_the_flag() {
+        for (flag, value) in [
+            ("--batch-size", "0"),
+            ("--max-record-bytes", "1000"),
+            ("--max-record-bytes", "999999999999"),
+            ("--outage-timeout-ms", "0"),
+            ("--startup-timeout-ms", "100"),
+            ("--drain-timeout-ms", "0"),
+        ] {
+            let err = parse(&["--brokers", "b:1", flag, value]).unwrap_err();
+            assert!(err.contains(flag), "{flag} {value}: {err}");
+        }
+        for reserved in ["message.max.bytes=1", "group.instance.id=x", "allow.auto.create.topics=true"] {
+            let err = parse(&["--brokers", "b:1", "--kafka-option", reserved]).unwrap_err();
+            assert!(err.contains("--kafka-option"), "{reserved}: {err}");
+        }
+        let args = KafkaArgs::with_defaults("h:1", "p.", vec![("a".into(), "b".into())]).unwrap();
+        assert_eq!((args.brokers.as_str(), args.topic_prefix.as_str()), ("h:1", "p."));
+        assert_eq!(args.max_record_bytes, DEFAULT_MAX_RECORD_BYTES);
     }
 
     #[test]

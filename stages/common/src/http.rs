@@ -3,7 +3,8 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -15,23 +16,51 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::StageMetrics;
 
-/// Liveness and readiness flags, shared between the loop and the server.
+/// Liveness and readiness, shared between the loop, the Kafka clients and the server.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
     ready: Arc<AtomicBool>,
     failed: Arc<AtomicBool>,
+    /// Since when the Kafka clients have been failing to reach the cluster.
+    kafka_down_since: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Health {
+    /// The loop owns its partitions with their state restored (or owns none by choice).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
+    /// Ready, and the cluster reachable: the stage can make progress.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed) && !self.is_failed()
+        self.ready.load(Ordering::Relaxed) && !self.is_failed() && self.kafka_down_for().is_none()
     }
 
-    /// The loop stopped on an error: liveness fails so an orchestrator restarts us.
+    /// A client failed to reach the cluster or to deliver; the first report starts the
+    /// outage clock.
+    pub fn kafka_down(&self, why: &str) {
+        let mut since = self.kafka_down_since.lock().unwrap_or_else(PoisonError::into_inner);
+        if since.is_none() {
+            tracing::warn!(why, "Kafka unreachable; retrying until it is back or the outage timeout passes");
+            *since = Some(Instant::now());
+        }
+    }
+
+    /// A client reached the cluster.
+    pub fn kafka_up(&self) {
+        let since = self.kafka_down_since.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(since) = since {
+            tracing::info!(after = ?since.elapsed(), "Kafka reachable again");
+        }
+    }
+
+    /// How long the current outage has lasted, if there is one.
+    pub fn kafka_down_for(&self) -> Option<Duration> {
+        self.kafka_down_since.lock().unwrap_or_else(PoisonError::into_inner).map(|since| since.elapsed())
+    }
+
+    /// The loop stopped on an error, or is stuck past its deadline: liveness fails so an
+    /// orchestrator restarts us.
     pub fn set_failed(&self) {
         self.failed.store(true, Ordering::Relaxed);
     }

@@ -1,23 +1,37 @@
-//! librdkafka client configuration and the consumer context (statistics → lag gauges,
-//! rebalances → a notification the loop turns into state restores).
+//! librdkafka client configuration and the client contexts: statistics → lag gauges and
+//! cluster reachability, librdkafka's log lines → tracing (connection failures once per
+//! outage, not once a second), rebalances → a notification the loop turns into state
+//! restores.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientConfig;
 use rdkafka::ClientContext;
 use tokio::sync::Notify;
 
-use crate::config::KafkaArgs;
+use crate::config::{KafkaArgs, DEFAULT_SESSION_TIMEOUT_MS};
+use crate::http::Health;
 use crate::metrics::StageMetrics;
+
+/// Largest fetch response librdkafka may ask for: its default, or one record if larger.
+const DEFAULT_FETCH_MAX_BYTES: usize = 50 << 20;
 
 /// Settings every client gets: brokers, then recrawl's defaults, then the user's
 /// passthrough options (which may override the defaults but not the reserved keys).
 pub fn base_config(args: &KafkaArgs, defaults: &[(&str, &str)]) -> ClientConfig {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", &args.brokers);
+    // A producer or consumer that names a missing topic must fail, not create it with
+    // the broker's default partition count: the stages' state depends on co-partitioning.
+    config.set("allow.auto.create.topics", "false");
+    // Statistics drive the lag gauges and the reachability behind /readyz.
+    config.set("statistics.interval.ms", "1000");
     for (key, value) in defaults {
         config.set(*key, *value);
     }
@@ -27,26 +41,58 @@ pub fn base_config(args: &KafkaArgs, defaults: &[(&str, &str)]) -> ClientConfig 
     config
 }
 
+/// Fetch limits that let a record of `--max-record-bytes` through.
+fn fetch_limits(args: &KafkaArgs, config: &mut ClientConfig) {
+    let fetch_max = args.max_record_bytes.max(DEFAULT_FETCH_MAX_BYTES);
+    config
+        .set("max.partition.fetch.bytes", args.max_record_bytes.to_string())
+        .set("fetch.max.bytes", fetch_max.to_string())
+        // A response holds at most fetch.max.bytes of records plus protocol framing.
+        .set("receive.message.max.bytes", (fetch_max + (1 << 20)).to_string());
+}
+
 /// A group consumer whose offsets are stored by the loop, only after a batch's outputs
-/// are acknowledged, and committed in the background and on shutdown.
+/// are acknowledged, and committed in the background and on shutdown. Cooperative
+/// rebalancing keeps every other partition consuming while one moves; with
+/// `--instance-id` the membership is static, so a restart gets its partitions back at
+/// once.
 pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
+    let session = DEFAULT_SESSION_TIMEOUT_MS.to_string();
     let mut config = base_config(
         args,
         &[
             ("auto.offset.reset", "earliest"),
             ("enable.auto.commit", "true"),
-            ("statistics.interval.ms", "5000"),
+            ("auto.commit.interval.ms", "1000"),
+            ("partition.assignment.strategy", "cooperative-sticky"),
+            ("session.timeout.ms", &session),
+            ("heartbeat.interval.ms", "1000"),
         ],
     );
     config.set("group.id", group).set("enable.auto.offset.store", "false");
+    if let Some(id) = &args.instance_id {
+        config.set("group.instance.id", id);
+    }
+    fetch_limits(args, &mut config);
     config
 }
 
-/// An idempotent producer that waits for all in-sync replicas.
+/// An idempotent producer that waits for all in-sync replicas. A delivery not
+/// acknowledged within `message.timeout.ms` comes back to the loop, which retries it
+/// for as long as `--outage-timeout-ms` allows.
 pub fn producer_config(args: &KafkaArgs) -> ClientConfig {
-    let mut config =
-        base_config(args, &[("acks", "all"), ("enable.idempotence", "true"), ("linger.ms", "5")]);
-    config.set("compression.type", args.compression.as_str());
+    let mut config = base_config(
+        args,
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "true"),
+            ("linger.ms", "5"),
+            ("message.timeout.ms", "30000"),
+        ],
+    );
+    config
+        .set("compression.type", args.compression.as_str())
+        .set("message.max.bytes", args.max_record_bytes.to_string());
     config
 }
 
@@ -55,19 +101,97 @@ pub fn producer_config(args: &KafkaArgs) -> ClientConfig {
 pub fn reader_config(args: &KafkaArgs, group: &str) -> ClientConfig {
     let mut config = base_config(args, &[("auto.offset.reset", "earliest")]);
     config.set("group.id", group).set("enable.auto.commit", "false").set("enable.auto.offset.store", "false");
+    fetch_limits(args, &mut config);
     config
 }
+
+/// Whether librdkafka's statistics show a connection to at least one broker.
+fn any_broker_up(statistics: &Statistics) -> bool {
+    statistics.brokers.values().any(|broker| broker.source != "internal" && broker.state == "UP")
+}
+
+/// Connection failures are reported once per outage through [`Health::kafka_down`];
+/// everything else librdkafka says goes to tracing at its own level.
+fn forward_log(health: &Health, level: RDKafkaLogLevel, facility: &str, message: &str) {
+    let connection_failure = matches!(facility, "FAIL" | "ERROR")
+        && ["Connect to", "Connection refused", "Disconnected", "timed out", "Failed to resolve"]
+            .iter()
+            .any(|sign| message.contains(sign));
+    if connection_failure {
+        tracing::debug!(target: "librdkafka", facility, message);
+        health.kafka_down(message);
+        return;
+    }
+    match level {
+        RDKafkaLogLevel::Emerg
+        | RDKafkaLogLevel::Alert
+        | RDKafkaLogLevel::Critical
+        | RDKafkaLogLevel::Error => {
+            tracing::error!(target: "librdkafka", facility, message)
+        }
+        RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", facility, message),
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+            tracing::info!(target: "librdkafka", facility, message)
+        }
+        RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", facility, message),
+    }
+}
+
+fn forward_error(health: &Health, error: KafkaError, reason: &str) {
+    match error.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure) => {
+            health.kafka_down(reason)
+        }
+        _ => tracing::error!(%error, reason, "Kafka client error"),
+    }
+}
+
+/// The context of a stage's producer and readers: reachability only.
+#[derive(Debug, Clone)]
+pub struct ClusterContext {
+    health: Health,
+}
+
+impl ClusterContext {
+    pub fn new(health: Health) -> Self {
+        Self { health }
+    }
+}
+
+impl ClientContext for ClusterContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        forward_log(&self.health, level, facility, message);
+    }
+
+    fn stats(&self, statistics: Statistics) {
+        if any_broker_up(&statistics) {
+            self.health.kafka_up();
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        forward_error(&self.health, error, reason);
+    }
+}
+
+impl ConsumerContext for ClusterContext {}
 
 #[derive(Debug)]
 pub struct StageConsumerContext {
     metrics: StageMetrics,
+    health: Health,
     rebalanced: Arc<Notify>,
     joined: Arc<AtomicBool>,
 }
 
 impl StageConsumerContext {
-    pub fn new(metrics: StageMetrics) -> Self {
-        Self { metrics, rebalanced: Arc::new(Notify::new()), joined: Arc::new(AtomicBool::new(false)) }
+    pub fn new(metrics: StageMetrics, health: Health) -> Self {
+        Self {
+            metrics,
+            health,
+            rebalanced: Arc::new(Notify::new()),
+            joined: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// Notified after every rebalance.
@@ -82,7 +206,17 @@ impl StageConsumerContext {
 }
 
 impl ClientContext for StageConsumerContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        forward_log(&self.health, level, facility, message);
+    }
+
     fn stats(&self, statistics: Statistics) {
+        if any_broker_up(&statistics) {
+            self.health.kafka_up();
+        }
+        // Partitions no longer assigned drop out of the gauge: a series per partition
+        // this instance owns, right across rebalances.
+        self.metrics.consumer_lag.reset();
         for (topic, stats) in &statistics.topics {
             for partition in stats.partitions.values() {
                 // librdkafka reports -1 for partitions it has no lag for (not assigned,
@@ -95,6 +229,10 @@ impl ClientContext for StageConsumerContext {
                 }
             }
         }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        forward_error(&self.health, error, reason);
     }
 }
 
@@ -147,5 +285,29 @@ mod tests {
         unknown.set("no.such.property", "1");
         let error = unknown.create::<BaseProducer>().err().map(|e| e.to_string()).unwrap_or_default();
         assert!(error.contains("no.such.property"), "{error}");
+    }
+
+    /// The record limit reaches both ends, and every client refuses to create topics.
+    #[test]
+    fn the_record_limit_and_no_auto_creation_reach_every_client() {
+        let cli = Cli::parse_from(["stage", "--brokers", "b:1", "--max-record-bytes", "33554432"]);
+        let producer = producer_config(&cli.kafka);
+        assert_eq!(producer.get("message.max.bytes"), Some("33554432"));
+        let consumer = consumer_config(&cli.kafka, "g");
+        assert_eq!(consumer.get("max.partition.fetch.bytes"), Some("33554432"));
+        assert_eq!(consumer.get("fetch.max.bytes"), Some("52428800"));
+        assert_eq!(consumer.get("group.instance.id"), None);
+        for config in [&producer, &consumer, &reader_config(&cli.kafka, "r")] {
+            assert_eq!(config.get("allow.auto.create.topics"), Some("false"));
+        }
+        assert_eq!(
+            recrawl_schemas::TopicCatalogue::builtin().max_message_bytes,
+            crate::config::DEFAULT_MAX_RECORD_BYTES,
+            "deploy/topics.toml's topics take the stages' largest record"
+        );
+        let cli = Cli::parse_from(["stage", "--brokers", "b:1", "--instance-id", "diff-0"]);
+        let consumer = consumer_config(&cli.kafka, "g");
+        assert_eq!(consumer.get("group.instance.id"), Some("diff-0"));
+        assert_eq!(consumer.get("partition.assignment.strategy"), Some("cooperative-sticky"));
     }
 }

@@ -3,7 +3,8 @@
 //! same registry through [`StageMetrics::registry`].
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 #[derive(Debug, Clone)]
@@ -18,6 +19,7 @@ pub struct StageMetrics {
     pub assigned_partitions: IntGauge,
     pub state_keys: IntGauge,
     pub restore_seconds: Histogram,
+    pub restored_records: IntCounter,
 }
 
 impl StageMetrics {
@@ -64,8 +66,8 @@ impl StageMetrics {
             errors: counter("errors_total", "Errors, by kind.", &["kind"]),
             dead_letters: counter(
                 "dead_letters_total",
-                "Input messages sent to the dead-letter topic, by topic.",
-                &["topic"],
+                "Records sent to the dead-letter topic, by the topic they belong on and kind (undecodable, schema_version, key_mismatch, invalid, unproducible).",
+                &["topic", "kind"],
             ),
             consumer_lag: register(
                 &registry,
@@ -82,8 +84,13 @@ impl StageMetrics {
             state_keys: gauge("state_keys", "Keys held in partitioned state."),
             restore_seconds: histogram(
                 "state_restore_seconds",
-                "Time to restore one partition's state from its changelog.",
+                "Time to restore newly assigned partitions' state from the changelog.",
                 prometheus::exponential_buckets(0.001, 4.0, 10).unwrap_or_default(),
+            ),
+            restored_records: register(
+                &registry,
+                IntCounter::new("state_restored_keys_total", "Keys restored from the changelog.")
+                    .unwrap_or_else(|e| panic!("state_restored_keys_total: {e}")),
             ),
             registry,
         }

@@ -1,19 +1,25 @@
 //! The at-least-once loop every stage runs:
 //!
-//! 1. take a batch of input messages (up to `--batch-size`, waiting `--batch-linger-ms`
-//!    after the first);
+//! 1. take a batch of input messages (up to `--batch-size` or 64 MiB, waiting
+//!    `--batch-linger-ms` after the first);
 //! 2. make the state match the assignment: restore newly assigned partitions from the
 //!    changelog, drop revoked ones;
-//! 3. let the stage handle the batch: it decodes (a malformed message becomes a
-//!    dead-letter record with its reason), updates state and emits outputs;
+//! 3. let the stage handle the batch: it decodes and checks each message (one that fails
+//!    becomes a dead letter with its reason), updates state and emits outputs;
 //! 4. produce the outputs and the changelog records of every touched key, and wait until
-//!    all are acknowledged;
-//! 5. only then store the batch's offsets (committed in the background and on shutdown).
+//!    all are acknowledged: transient failures (broker down, leader moves, timeouts, a
+//!    fenced or unknown producer id) are retried with back-off, re-creating the producer
+//!    after a fatal error, for up to `--outage-timeout-ms`; an output the broker refuses
+//!    for good goes to the dead-letter topic instead, and a dead letter it refuses is
+//!    logged, counted and skipped, so no record can stop a stage;
+//! 5. only then store the batch's offsets (committed every second and on shutdown).
 //!
 //! A crash anywhere before step 5 replays the batch; stages make replays no-ops by
 //! recording the last applied (url, period) per key. On shutdown the loop stops
 //! consuming, lets the in-flight batch finish within `--drain-timeout-ms`, commits the
-//! stored offsets and flushes the producer.
+//! stored offsets and flushes the producer, and reports failure if any of that did not
+//! complete. While Kafka is unreachable `/readyz` answers 503; past the outage timeout
+//! `/healthz` does too and the stage exits non-zero.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Display;
@@ -28,22 +34,34 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
 use recrawl_schemas::envelope::{
-    check_kafka_headers, kafka_headers, CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER,
+    check_kafka_headers, kafka_headers, EnvelopeError, CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER,
 };
-use recrawl_schemas::{decode, encode, EnvelopeError, Message, TopicNames};
+use recrawl_schemas::topics::{dead_letter_headers, DEAD_LETTER, DEAD_LETTER_KINDS};
+use recrawl_schemas::{decode, encode, Message, TopicNames};
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, AdminError};
 use crate::config::{ConfigError, KafkaArgs};
 use crate::http::Health;
-use crate::kafka::{consumer_config, producer_config, reader_config, StageConsumerContext};
+use crate::kafka::{consumer_config, producer_config, reader_config, ClusterContext, StageConsumerContext};
 use crate::metrics::StageMetrics;
 use crate::state::StateStore;
 
-const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
-const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Each shutdown step (final commit, producer flush, client teardown) gets this long.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A batch also ends once its payloads reach this size, so batches of large records do
+/// not hold `--batch-size` of them in memory.
+const BATCH_MAX_BYTES: usize = 64 << 20;
+/// Room a dead letter keeps within `--max-record-bytes` for its key and headers.
+const DEAD_LETTER_HEADROOM: usize = 64 << 10;
+/// How much of a value too large to dead-letter whole is kept.
+const DEAD_LETTER_KEPT_BYTES: usize = 64 << 10;
+/// Longest reason text a dead letter carries.
+const MAX_REASON_BYTES: usize = 1024;
 
 #[derive(Debug, Error)]
 pub enum RuntimeError {
@@ -55,28 +73,107 @@ pub enum RuntimeError {
     Topics(#[from] AdminError),
     #[error("subscribing to {topics:?}: {source}")]
     Subscribe { topics: Vec<String>, source: KafkaError },
-    #[error("consuming: {0}")]
-    Consume(KafkaError),
-    #[error("producing to {topic}: {source}")]
-    Produce { topic: String, source: KafkaError },
+    #[error("Kafka unusable for {waited:?} (--outage-timeout-ms) while {doing}: {last_error}")]
+    Outage { doing: String, waited: Duration, last_error: String },
     #[error("restoring partition {partition} of {topic}: {reason}")]
     Restore { topic: String, partition: i32, reason: String },
     #[error("reading {topic}: {reason}")]
     Tail { topic: String, reason: String },
+    #[error("the in-flight batch did not finish within --drain-timeout-ms ({0:?}); it will be replayed")]
+    DrainTimeout(Duration),
+    #[error("shutting down: {0}")]
+    Close(String),
     #[error("stage: {0}")]
     Stage(#[from] StageError),
     #[error("a blocking Kafka call panicked: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
 
-/// An error a stage cannot turn into a dead letter: the loop stops without storing the
-/// batch's offsets, so the batch is replayed after a restart.
+/// An error a stage cannot turn into a dead letter: set-up failures. The loop stops
+/// without storing the batch's offsets.
 #[derive(Debug, Error)]
 pub enum StageError {
     #[error("encoding an output: {0}")]
     Encode(#[from] EnvelopeError),
     #[error("{0}")]
     Other(String),
+}
+
+/// Why a record went to the dead-letter topic; its name is the `recrawl-dlq-kind` header
+/// and the `kind` label of `recrawl_dead_letters_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterKind {
+    Undecodable,
+    SchemaVersion,
+    KeyMismatch,
+    Invalid,
+    Unproducible,
+}
+
+impl DeadLetterKind {
+    pub const ALL: [Self; 5] =
+        [Self::Undecodable, Self::SchemaVersion, Self::KeyMismatch, Self::Invalid, Self::Unproducible];
+
+    pub fn as_str(self) -> &'static str {
+        DEAD_LETTER_KINDS[self as usize]
+    }
+
+    fn of_decode_error(error: &EnvelopeError) -> Self {
+        match error {
+            EnvelopeError::UnknownVersion { .. } => Self::SchemaVersion,
+            EnvelopeError::HeaderMismatch { header, .. } if *header == SCHEMA_VERSION_HEADER => {
+                Self::SchemaVersion
+            }
+            _ => Self::Undecodable,
+        }
+    }
+}
+
+/// The kinds of `recrawl_errors_total`, all exported from the start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The consumer reported an error (broker unreachable, a partition's leader moving).
+    Consume,
+    /// A delivery failed and will be retried.
+    Produce,
+    /// The producer hit a fatal error (fenced, unknown producer id) and was re-created.
+    ProducerRecreated,
+    /// The broker refused a dead letter; it was logged and skipped.
+    DeadLetterRefused,
+    /// A changelog restore failed and will be retried.
+    Restore,
+    /// A changelog record this build cannot read was skipped.
+    RestoreDecode,
+    /// Offsets could not be stored (the partition was revoked meanwhile).
+    StoreOffsets,
+    /// The assignment could not be read.
+    Assignment,
+}
+
+impl ErrorKind {
+    pub const ALL: [Self; 8] = [
+        Self::Consume,
+        Self::Produce,
+        Self::ProducerRecreated,
+        Self::DeadLetterRefused,
+        Self::Restore,
+        Self::RestoreDecode,
+        Self::StoreOffsets,
+        Self::Assignment,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Consume => "consume",
+            Self::Produce => "produce",
+            Self::ProducerRecreated => "producer_recreated",
+            Self::DeadLetterRefused => "dead_letter_refused",
+            Self::Restore => "restore",
+            Self::RestoreDecode => "restore_decode",
+            Self::StoreOffsets => "store_offsets",
+            Self::Assignment => "assignment",
+        }
+    }
 }
 
 /// An input message, owned so stages can hold it across awaits.
@@ -118,14 +215,28 @@ impl InputRecord {
     /// Decodes the payload, checking the Kafka headers against the envelope; the error
     /// is the reason recorded with the dead letter.
     pub fn decode<M: Message>(&self) -> Result<M, String> {
-        let payload = self.payload.as_deref().ok_or_else(|| "message has no payload".to_owned())?;
+        self.decode_classified().map_err(|(_, reason)| reason)
+    }
+
+    fn decode_classified<M: Message>(&self) -> Result<M, (DeadLetterKind, String)> {
+        let undecodable = |error: EnvelopeError| (DeadLetterKind::of_decode_error(&error), error.to_string());
+        let payload = match self.payload.as_deref() {
+            Some(payload) if !payload.is_empty() => payload,
+            _ => return Err((DeadLetterKind::Undecodable, "the message has no payload".to_owned())),
+        };
         check_kafka_headers(payload, self.content_type.as_deref(), self.schema_version.as_deref())
-            .map_err(|e| e.to_string())?;
-        decode(payload).map_err(|e| e.to_string())
+            .map_err(undecodable)?;
+        let message: M = decode(payload).map_err(undecodable)?;
+        message.validate().map_err(|reason| (DeadLetterKind::Invalid, format!("{}: {reason}", M::NAME)))?;
+        Ok(message)
     }
 
     pub fn key_str(&self) -> Option<&str> {
         self.key.as_deref().and_then(|k| std::str::from_utf8(k).ok())
+    }
+
+    fn payload_len(&self) -> usize {
+        self.payload.as_ref().map_or(0, Vec::len)
     }
 }
 
@@ -140,6 +251,72 @@ pub struct OutputRecord {
     /// Set for changelog records (partition p of the input); `None` lets the
     /// partitioner hash the key.
     pub partition: Option<i32>,
+    /// For a dead letter: its kind and the topic it belongs on.
+    dead_letter: Option<(DeadLetterKind, String)>,
+}
+
+impl OutputRecord {
+    /// A dead letter of `key` and `value` that belong on `topic` (read from `at`, the
+    /// partition and offset, for inputs). A value that would not fit in a record of
+    /// `max_record_bytes` keeps only its first bytes; the size header says how large it was.
+    #[allow(clippy::too_many_arguments)]
+    fn dead_letter(
+        names: &TopicNames,
+        stage: &str,
+        topic: &str,
+        at: Option<(i32, i64)>,
+        key: &[u8],
+        value: Option<&[u8]>,
+        kind: DeadLetterKind,
+        reason: &str,
+        max_record_bytes: usize,
+    ) -> Self {
+        let room = max_record_bytes.saturating_sub(DEAD_LETTER_HEADROOM);
+        let keep = |bytes: &[u8], limit: usize| bytes[..bytes.len().min(limit)].to_vec();
+        let value = value.unwrap_or_default();
+        let truncated = value.len().saturating_add(key.len()) > room;
+        let (key, payload) = if truncated {
+            (keep(key, DEAD_LETTER_KEPT_BYTES), keep(value, DEAD_LETTER_KEPT_BYTES))
+        } else {
+            (key.to_vec(), value.to_vec())
+        };
+        let mut headers = vec![
+            (dead_letter_headers::REASON, truncate_text(reason, MAX_REASON_BYTES).into_bytes()),
+            (dead_letter_headers::KIND, kind.as_str().as_bytes().to_vec()),
+            (dead_letter_headers::STAGE, stage.as_bytes().to_vec()),
+            (dead_letter_headers::TOPIC, topic.as_bytes().to_vec()),
+            (dead_letter_headers::ORIGINAL_BYTES, value.len().to_string().into_bytes()),
+        ];
+        if let Some((partition, offset)) = at {
+            headers.push((dead_letter_headers::PARTITION, partition.to_string().into_bytes()));
+            headers.push((dead_letter_headers::OFFSET, offset.to_string().into_bytes()));
+        }
+        if truncated {
+            headers.push((dead_letter_headers::TRUNCATED, b"true".to_vec()));
+        }
+        Self {
+            topic: names.name(DEAD_LETTER),
+            key,
+            payload: Some(payload),
+            headers,
+            partition: None,
+            dead_letter: Some((kind, topic.to_owned())),
+        }
+    }
+
+    fn size(&self) -> usize {
+        let headers: usize = self.headers.iter().map(|(name, value)| name.len() + value.len()).sum();
+        self.key.len() + self.payload.as_ref().map_or(0, Vec::len) + headers
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary.
+fn truncate_text(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// Collects a stage's outputs for one batch or tick.
@@ -147,12 +324,13 @@ pub struct OutputRecord {
 pub struct Emitter {
     topics: TopicNames,
     stage: &'static str,
+    max_record_bytes: usize,
     records: Vec<OutputRecord>,
 }
 
 impl Emitter {
-    fn new(topics: TopicNames, stage: &'static str) -> Self {
-        Self { topics, stage, records: Vec::new() }
+    fn new(topics: TopicNames, stage: &'static str, max_record_bytes: usize) -> Self {
+        Self { topics, stage, max_record_bytes, records: Vec::new() }
     }
 
     pub fn topics(&self) -> &TopicNames {
@@ -169,47 +347,58 @@ impl Emitter {
             payload: Some(payload),
             headers,
             partition: None,
+            dead_letter: None,
         });
         Ok(())
     }
 
-    /// Sends the original key and bytes of `record` to the dead-letter topic, with the
-    /// reason and origin in headers.
-    pub fn dead_letter(&mut self, record: &InputRecord, reason: impl Display) {
+    /// Sends `record`'s key and bytes (its first bytes, if too large) to the dead-letter
+    /// topic, with the reason and origin in headers.
+    pub fn dead_letter(&mut self, record: &InputRecord, kind: DeadLetterKind, reason: impl Display) {
         let reason = reason.to_string();
-        tracing::warn!(topic = %record.topic, partition = record.partition, offset = record.offset, %reason, "dead-lettering input");
-        self.records.push(OutputRecord {
-            topic: self.topics.name(recrawl_schemas::topics::DEAD_LETTER),
-            key: record.key.clone().unwrap_or_default(),
-            payload: record.payload.clone(),
-            headers: vec![
-                ("recrawl-dlq-reason", reason.into_bytes()),
-                ("recrawl-dlq-stage", self.stage.as_bytes().to_vec()),
-                ("recrawl-dlq-topic", record.topic.clone().into_bytes()),
-                ("recrawl-dlq-partition", record.partition.to_string().into_bytes()),
-                ("recrawl-dlq-offset", record.offset.to_string().into_bytes()),
-            ],
-            partition: None,
-        });
+        tracing::warn!(
+            topic = %record.topic,
+            partition = record.partition,
+            offset = record.offset,
+            bytes = record.payload_len(),
+            kind = kind.as_str(),
+            reason = %truncate_text(&reason, MAX_REASON_BYTES),
+            "dead-lettering input"
+        );
+        self.records.push(OutputRecord::dead_letter(
+            &self.topics,
+            self.stage,
+            &record.topic,
+            Some((record.partition, record.offset)),
+            record.key.as_deref().unwrap_or_default(),
+            record.payload.as_deref(),
+            kind,
+            &reason,
+            self.max_record_bytes,
+        ));
     }
 
-    /// Decodes `record` as `M` and checks that its Kafka key is `key_of(&message)`
+    /// Decodes and checks `record` as `M` and that its Kafka key is `key_of(&message)`
     /// (the field the producer keyed it by); otherwise dead-letters it with the reason.
     pub fn decode_keyed<M: Message>(
         &mut self,
         record: &InputRecord,
         key_of: impl Fn(&M) -> &str,
     ) -> Option<M> {
-        match record.decode::<M>() {
+        match record.decode_classified::<M>() {
             Ok(message) if record.key_str() == Some(key_of(&message)) => Some(message),
             Ok(message) => {
-                let reason =
-                    format!("key {:?} is not the {}'s {:?}", record.key_str(), M::NAME, key_of(&message));
-                self.dead_letter(record, reason);
+                let key = record.key_str().map(|key| truncate_text(key, 200));
+                let reason = format!(
+                    "key {key:?} is not the {}'s {:?}",
+                    M::NAME,
+                    truncate_text(key_of(&message), 200)
+                );
+                self.dead_letter(record, DeadLetterKind::KeyMismatch, reason);
                 None
             }
-            Err(reason) => {
-                self.dead_letter(record, reason);
+            Err((kind, reason)) => {
+                self.dead_letter(record, kind, reason);
                 None
             }
         }
@@ -249,7 +438,8 @@ pub trait Stage: Send + 'static {
         out: &mut Emitter,
     ) -> impl Future<Output = Result<(), StageError>> + Send;
 
-    /// When the stage next wants [`Stage::tick`] (the scheduler's period clock).
+    /// When the stage next wants [`Stage::tick`] (the scheduler's period clock). Ticks
+    /// wait until the instance has joined its group and restored its partitions.
     fn next_tick(&self) -> Option<tokio::time::Instant> {
         None
     }
@@ -303,10 +493,11 @@ struct Loop<S: Stage> {
     ctx: StageContext,
     topics: TopicNames,
     consumer: Arc<StreamConsumer<StageConsumerContext>>,
-    producer: FutureProducer,
+    producer: FutureProducer<ClusterContext>,
     store: StateStore<S::State>,
     input_topics: Vec<String>,
     assignment: Assignment,
+    outage: Duration,
 }
 
 /// Runs `stage` until `ctx.shutdown` is cancelled or an unrecoverable error occurs.
@@ -316,36 +507,38 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
     let topics = args.topics();
     let group = args.group_for(name);
     let consumer: StreamConsumer<StageConsumerContext> = consumer_config(args, &group)
-        .create_with_context(StageConsumerContext::new(ctx.metrics.clone()))
+        .create_with_context(StageConsumerContext::new(ctx.metrics.clone(), ctx.health.clone()))
         .map_err(|source| RuntimeError::Client { client: "consumer", source })?;
     let consumer = Arc::new(consumer);
-    let producer: FutureProducer = producer_config(args)
-        .create()
-        .map_err(|source| RuntimeError::Client { client: "producer", source })?;
+    let producer = create_producer(args, &ctx.health)?;
 
     let input_topics: Vec<String> = stage.input_topics().iter().map(|t| topics.name(t)).collect();
+    let output_topics: Vec<String> = stage.output_topics().iter().map(|t| topics.name(t)).collect();
     let mut copartitioned = input_topics.clone();
     if stage.stateful() {
         copartitioned.push(topics.state(name));
     }
     let mut to_check = copartitioned.clone();
-    to_check.extend(stage.output_topics().iter().map(|t| topics.name(t)));
-    to_check.push(topics.name(recrawl_schemas::topics::DEAD_LETTER));
+    to_check.extend(output_topics.iter().cloned());
+    to_check.push(topics.name(DEAD_LETTER));
     let counts = {
         let consumer = consumer.clone();
+        let brokers = args.brokers.clone();
+        let timeout = Duration::from_millis(args.startup_timeout_ms);
         tokio::task::spawn_blocking(move || {
-            let counts = admin::topic_partitions(consumer.client(), &to_check, METADATA_TIMEOUT)?;
+            let counts = admin::topic_partitions(consumer.client(), &brokers, &to_check, timeout)?;
             admin::check_copartitioned(&counts, &copartitioned)?;
             Ok::<_, AdminError>(counts)
         })
         .await??
     };
+    export_zeros(&ctx.metrics, &input_topics, &output_topics, stage.stateful().then(|| topics.state(name)));
     let total = input_topics.first().and_then(|t| counts.get(t)).copied().unwrap_or(0);
     let topic_refs: Vec<&str> = input_topics.iter().map(String::as_str).collect();
     consumer
         .subscribe(&topic_refs)
         .map_err(|source| RuntimeError::Subscribe { topics: input_topics.clone(), source })?;
-    tracing::info!(stage = name, %group, inputs = ?input_topics, "consuming");
+    tracing::info!(stage = name, %group, instance = ?args.instance_id, inputs = ?input_topics, "consuming");
 
     let mut event_loop = Loop {
         stage,
@@ -357,6 +550,7 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
         store: StateStore::default(),
         input_topics,
         assignment: Assignment { partitions: Vec::new(), total },
+        outage: Duration::from_millis(args.outage_timeout_ms),
     };
     let result = event_loop.run().await;
     if result.is_err() {
@@ -365,77 +559,182 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
     event_loop.ctx.health.set_ready(false);
     let closed = event_loop.close().await;
     // Destroying the Kafka clients waits on the brokers (leaving the group, the
-    // producer's last requests): done off the async threads, and not waited on forever.
+    // producer's last requests): done off the async threads, and not waited on past the
+    // close timeout, since an unreachable broker can hold it for minutes.
     let destroyed = tokio::task::spawn_blocking(move || drop(event_loop));
-    if tokio::time::timeout(FLUSH_TIMEOUT, destroyed).await.is_err() {
-        tracing::warn!(
-            ?FLUSH_TIMEOUT,
-            "Kafka clients still closing; leaving them to finish in the background"
-        );
+    if tokio::time::timeout(CLOSE_TIMEOUT, destroyed).await.is_err() {
+        tracing::warn!(?CLOSE_TIMEOUT, "Kafka clients still closing; leaving them behind");
     }
     result.and(closed)
+}
+
+fn create_producer(
+    args: &KafkaArgs,
+    health: &Health,
+) -> Result<FutureProducer<ClusterContext>, RuntimeError> {
+    producer_config(args)
+        .create_with_context(ClusterContext::new(health.clone()))
+        .map_err(|source| RuntimeError::Client { client: "producer", source })
+}
+
+/// Every counter's series the loop can move, at 0 from the start, so that an alert on
+/// the first increment sees it.
+fn export_zeros(metrics: &StageMetrics, inputs: &[String], outputs: &[String], changelog: Option<String>) {
+    for topic in inputs {
+        metrics.messages_in.with_label_values(&[topic]).reset();
+        for kind in DeadLetterKind::ALL {
+            metrics.dead_letters.with_label_values(&[topic, kind.as_str()]).reset();
+        }
+    }
+    for topic in outputs.iter().chain(&changelog) {
+        metrics.messages_out.with_label_values(&[topic]).reset();
+        metrics.dead_letters.with_label_values(&[topic, DeadLetterKind::Unproducible.as_str()]).reset();
+    }
+    for kind in ErrorKind::ALL {
+        metrics.errors.with_label_values(&[kind.as_str()]).reset();
+    }
+}
+
+/// Whether the broker refuses this record whatever happens, so retrying cannot help.
+fn refused_for_good(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::MessageSizeTooLarge
+                | RDKafkaErrorCode::InvalidMessageSize
+                | RDKafkaErrorCode::InvalidMessage
+                | RDKafkaErrorCode::MessageBatchTooLarge
+                | RDKafkaErrorCode::InvalidRecord
+                | RDKafkaErrorCode::InvalidTimestamp
+                | RDKafkaErrorCode::PolicyViolation
+        )
+    )
+}
+
+/// Doubling back-off between retries, from [`FIRST_BACKOFF`] to [`MAX_BACKOFF`].
+#[derive(Debug)]
+struct Backoff(Duration);
+
+impl Backoff {
+    fn new() -> Self {
+        Self(FIRST_BACKOFF)
+    }
+
+    fn next(&mut self) -> Duration {
+        let wait = self.0;
+        self.0 = (self.0 * 2).min(MAX_BACKOFF);
+        wait
+    }
 }
 
 impl<S: Stage> Loop<S> {
     async fn run(&mut self) -> Result<(), RuntimeError> {
         let rebalanced = self.consumer.context().rebalanced();
         let drain = Duration::from_millis(self.args.drain_timeout_ms);
+        let mut watchdog = tokio::time::interval(Duration::from_secs(1));
+        let mut consume_backoff = Backoff::new();
         loop {
-            let next_tick = self.stage.next_tick();
+            // Ticks (the scheduler's periods) wait for the group: never an empty period
+            // because the instance is still joining.
+            let next_tick = self.consumer.context().has_joined().then(|| self.stage.next_tick()).flatten();
             let shutdown = self.ctx.shutdown.clone();
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return Ok(()),
+                _ = watchdog.tick() => self.check_outage()?,
                 _ = rebalanced.notified() => self.sync_assignment().await?,
                 _ = sleep_until(next_tick) => {
                     self.sync_assignment().await?;
                     let work = self.tick();
                     match bounded(work, &shutdown, drain).await {
                         Some(result) => result?,
-                        None => return Ok(()),
+                        None => return Err(RuntimeError::DrainTimeout(drain)),
                     }
                 }
                 first = self.consumer.recv() => {
-                    let first = first.map_err(RuntimeError::Consume)?;
-                    let first = InputRecord::from_message(&first);
-                    let batch = self.fill_batch(first).await?;
+                    let first = match first {
+                        Ok(message) => InputRecord::from_message(&message),
+                        Err(error) => {
+                            self.consume_failed(&error);
+                            tokio::time::sleep(consume_backoff.next()).await;
+                            continue;
+                        }
+                    };
+                    consume_backoff = Backoff::new();
+                    let batch = self.fill_batch(first).await;
                     self.sync_assignment().await?;
                     let work = self.process(batch);
                     match bounded(work, &shutdown, drain).await {
                         Some(result) => result?,
-                        None => {
-                            tracing::warn!(?drain, "in-flight batch did not finish within the drain timeout; it will be replayed");
-                            return Ok(());
-                        }
+                        None => return Err(RuntimeError::DrainTimeout(drain)),
                     }
                 }
             }
         }
     }
 
-    async fn fill_batch(&self, first: InputRecord) -> Result<Vec<InputRecord>, RuntimeError> {
+    /// Past the outage timeout the stage gives up: liveness fails and it exits non-zero.
+    fn check_outage(&self) -> Result<(), RuntimeError> {
+        match self.ctx.health.kafka_down_for() {
+            Some(waited) if waited > self.outage => Err(RuntimeError::Outage {
+                doing: "waiting for the brokers".to_owned(),
+                waited,
+                last_error: format!("no broker of {} reachable", self.args.brokers),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn consume_failed(&self, error: &KafkaError) {
+        self.ctx.metrics.errors.with_label_values(&[ErrorKind::Consume.as_str()]).inc();
+        match error.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure) => {
+                self.ctx.health.kafka_down(&error.to_string())
+            }
+            _ => tracing::warn!(%error, "consumer error; retrying"),
+        }
+    }
+
+    /// The first record and those that follow within the linger, up to the batch size
+    /// and [`BATCH_MAX_BYTES`]. A consumer error ends the batch; the loop sees it next.
+    async fn fill_batch(&self, first: InputRecord) -> Vec<InputRecord> {
+        let mut bytes = first.payload_len();
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.args.batch_linger_ms);
-        while batch.len() < self.args.batch_size {
+        while batch.len() < self.args.batch_size && bytes < BATCH_MAX_BYTES {
             match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
-                Ok(message) => {
-                    batch.push(InputRecord::from_message(&message.map_err(RuntimeError::Consume)?))
+                Ok(Ok(message)) => {
+                    let record = InputRecord::from_message(&message);
+                    bytes = bytes.saturating_add(record.payload_len());
+                    batch.push(record);
+                }
+                Ok(Err(error)) => {
+                    self.consume_failed(&error);
+                    break;
                 }
                 Err(_) => break,
             }
         }
-        Ok(batch)
+        batch
     }
 
     async fn process(&mut self, batch: Vec<InputRecord>) -> Result<(), RuntimeError> {
         let started = Instant::now();
         let mut offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
+        // Records of partitions revoked since they were fetched belong to their new owner.
+        let batch: Vec<InputRecord> = batch
+            .into_iter()
+            .filter(|record| self.assignment.partitions.contains(&record.partition))
+            .collect();
         for record in &batch {
             self.ctx.metrics.messages_in.with_label_values(&[&record.topic]).inc();
             let next = offsets.entry((record.topic.clone(), record.partition)).or_insert(0);
             *next = (*next).max(record.offset + 1);
         }
-        let mut out = Emitter::new(self.topics.clone(), self.stage.name());
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut out = self.emitter();
         self.stage.handle(batch, &mut self.store, &mut out).await?;
         self.publish(out).await?;
         self.store_offsets(&offsets);
@@ -443,14 +742,19 @@ impl<S: Stage> Loop<S> {
         Ok(())
     }
 
+    fn emitter(&self) -> Emitter {
+        Emitter::new(self.topics.clone(), self.stage.name(), self.args.max_record_bytes)
+    }
+
     async fn tick(&mut self) -> Result<(), RuntimeError> {
-        let mut out = Emitter::new(self.topics.clone(), self.stage.name());
+        let mut out = self.emitter();
         self.stage.tick(&mut self.store, &self.assignment, &mut out).await?;
         self.publish(out).await
     }
 
     /// Produces `out` plus the changelog records of every key the stage touched, and
-    /// waits until every one is acknowledged.
+    /// waits until every one is acknowledged, dead-lettered or, for a refused dead
+    /// letter, counted and skipped.
     async fn publish(&mut self, mut out: Emitter) -> Result<(), RuntimeError> {
         if self.stage.stateful() {
             let changelog = self.topics.state(self.stage.name());
@@ -464,6 +768,7 @@ impl<S: Stage> Loop<S> {
                     payload,
                     headers,
                     partition: Some(partition),
+                    dead_letter: None,
                 });
                 Ok::<(), StageError>(())
             };
@@ -475,32 +780,86 @@ impl<S: Stage> Loop<S> {
             }
         }
         self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
-        let dead_letter_topic = self.topics.name(recrawl_schemas::topics::DEAD_LETTER);
-        let producer = &self.producer;
-        let deliveries = out.records.iter().map(|record| async move {
-            let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-            for (name, value) in &record.headers {
-                headers = headers.insert(Header { key: name, value: Some(value) });
+        let started = Instant::now();
+        let mut backoff = Backoff::new();
+        let mut pending = out.records;
+        loop {
+            let producer = &self.producer;
+            let deliveries = pending.iter().map(|record| deliver(producer, record));
+            let results = futures::future::join_all(deliveries).await;
+            let mut retry = Vec::new();
+            let mut last_error = None;
+            for (record, result) in pending.into_iter().zip(results) {
+                match result {
+                    Ok(()) => self.delivered(&record),
+                    Err(error) if refused_for_good(&error) => {
+                        if let Some(dead_letter) = self.refused(record, &error) {
+                            retry.push(dead_letter);
+                        }
+                    }
+                    Err(error) => {
+                        self.ctx.metrics.errors.with_label_values(&[ErrorKind::Produce.as_str()]).inc();
+                        last_error = Some((record.topic.clone(), error));
+                        retry.push(record);
+                    }
+                }
             }
-            let mut future_record = FutureRecord::to(&record.topic).key(&record.key).headers(headers);
-            if let Some(payload) = &record.payload {
-                future_record = future_record.payload(payload);
+            if retry.is_empty() {
+                return Ok(());
             }
-            if let Some(partition) = record.partition {
-                future_record = future_record.partition(partition);
+            if let Some((topic, error)) = last_error {
+                if started.elapsed() > self.outage {
+                    return Err(RuntimeError::Outage {
+                        doing: format!("producing to {topic}"),
+                        waited: started.elapsed(),
+                        last_error: error.to_string(),
+                    });
+                }
+                self.ctx.health.kafka_down(&format!("producing to {topic}: {error}"));
+                self.recreate_producer_if_fatal()?;
+                tokio::time::sleep(backoff.next()).await;
             }
-            producer
-                .send(future_record, Timeout::Never)
-                .await
-                .map(|_| record.topic.as_str())
-                .map_err(|(source, _)| RuntimeError::Produce { topic: record.topic.clone(), source })
-        });
-        for delivered in futures::future::join_all(deliveries).await {
-            let topic = delivered?;
-            self.ctx.metrics.messages_out.with_label_values(&[topic]).inc();
-            if topic == dead_letter_topic {
-                self.ctx.metrics.dead_letters.with_label_values(&[topic]).inc();
-            }
+            pending = retry;
+        }
+    }
+
+    fn delivered(&self, record: &OutputRecord) {
+        self.ctx.metrics.messages_out.with_label_values(&[&record.topic]).inc();
+        if let Some((kind, topic)) = &record.dead_letter {
+            self.ctx.metrics.dead_letters.with_label_values(&[topic, kind.as_str()]).inc();
+        }
+    }
+
+    /// An output the broker will never take becomes a dead letter (its first bytes, if
+    /// too large); a dead letter it will never take is logged, counted and dropped.
+    fn refused(&self, record: OutputRecord, error: &KafkaError) -> Option<OutputRecord> {
+        if record.dead_letter.is_some() {
+            self.ctx.metrics.errors.with_label_values(&[ErrorKind::DeadLetterRefused.as_str()]).inc();
+            tracing::error!(%error, bytes = record.size(), "the broker refused a dead letter; skipping it");
+            return None;
+        }
+        let reason = format!("the broker refused the output ({} bytes): {error}", record.size());
+        tracing::warn!(topic = %record.topic, %reason, "dead-lettering an output");
+        Some(OutputRecord::dead_letter(
+            &self.topics,
+            self.stage.name(),
+            &record.topic,
+            None,
+            &record.key,
+            record.payload.as_deref(),
+            DeadLetterKind::Unproducible,
+            &reason,
+            self.args.max_record_bytes,
+        ))
+    }
+
+    /// After a fatal error (fenced, unknown producer id) the producer accepts nothing
+    /// more: replace it. Its unacknowledged records are what the caller retries.
+    fn recreate_producer_if_fatal(&mut self) -> Result<(), RuntimeError> {
+        if let Some((code, reason)) = self.producer.client().fatal_error() {
+            tracing::warn!(?code, reason, "the producer hit a fatal error; re-creating it");
+            self.ctx.metrics.errors.with_label_values(&[ErrorKind::ProducerRecreated.as_str()]).inc();
+            self.producer = create_producer(&self.args, &self.ctx.health)?;
         }
         Ok(())
     }
@@ -515,14 +874,22 @@ impl<S: Stage> Loop<S> {
         // Fails only for partitions revoked while the batch ran; their new owner replays
         // the batch, which the stages' per-key idempotence makes harmless.
         if let Err(error) = self.consumer.store_offsets(&list) {
-            self.ctx.metrics.errors.with_label_values(&["store_offsets"]).inc();
+            self.ctx.metrics.errors.with_label_values(&[ErrorKind::StoreOffsets.as_str()]).inc();
             tracing::info!(%error, "offsets not stored (partition revoked?)");
         }
     }
 
-    /// Makes the state match the consumer's assignment.
+    /// Makes the state match the consumer's assignment. A restore that fails (the
+    /// cluster unreachable) is retried until it succeeds or the outage timeout passes.
     async fn sync_assignment(&mut self) -> Result<(), RuntimeError> {
-        let assigned = self.consumer.assignment().map_err(RuntimeError::Consume)?;
+        let assigned = match self.consumer.assignment() {
+            Ok(assigned) => assigned,
+            Err(error) => {
+                self.ctx.metrics.errors.with_label_values(&[ErrorKind::Assignment.as_str()]).inc();
+                tracing::warn!(%error, "cannot read the assignment; keeping the previous one");
+                return Ok(());
+            }
+        };
         let partitions: HashSet<i32> = assigned
             .elements()
             .iter()
@@ -540,11 +907,14 @@ impl<S: Stage> Loop<S> {
             }
             let missing: Vec<i32> = sorted.iter().copied().filter(|p| !self.store.is_loaded(*p)).collect();
             if !missing.is_empty() {
+                self.ctx.health.set_ready(false);
                 let started = Instant::now();
-                let restored = self.restore(missing).await?;
-                self.ctx.metrics.restore_seconds.observe(started.elapsed().as_secs_f64());
+                let restored = self.restore_with_retries(missing).await?;
+                let elapsed = started.elapsed();
+                self.ctx.metrics.restore_seconds.observe(elapsed.as_secs_f64());
                 for (partition, values) in restored {
-                    tracing::info!(partition, keys = values.len(), elapsed = ?started.elapsed(), "state restored");
+                    tracing::info!(partition, keys = values.len(), ?elapsed, "state restored");
+                    self.ctx.metrics.restored_records.inc_by(values.len() as u64);
                     self.store.insert_partition(partition, values);
                     self.stage.on_restored(partition, &mut self.store);
                 }
@@ -560,6 +930,25 @@ impl<S: Stage> Loop<S> {
         Ok(())
     }
 
+    async fn restore_with_retries(
+        &self,
+        partitions: Vec<i32>,
+    ) -> Result<Vec<(i32, HashMap<String, S::State>)>, RuntimeError> {
+        let started = Instant::now();
+        let mut backoff = Backoff::new();
+        loop {
+            match self.restore(partitions.clone()).await {
+                Ok(restored) => return Ok(restored),
+                Err(error) if started.elapsed() < self.outage && !self.ctx.shutdown.is_cancelled() => {
+                    self.ctx.metrics.errors.with_label_values(&[ErrorKind::Restore.as_str()]).inc();
+                    tracing::warn!(%error, "restore failed; retrying");
+                    tokio::time::sleep(backoff.next()).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     /// Reads changelog partitions `partitions` from the beginning to their high
     /// watermarks with one reader; the latest value of each key wins, a tombstone deletes.
     async fn restore(
@@ -571,6 +960,8 @@ impl<S: Stage> Loop<S> {
             reader_config(&self.args, &format!("{}-restore", self.args.group_for(self.stage.name())));
         let errors = self.ctx.metrics.errors.clone();
         let settle_ms = self.args.restore_settle_ms;
+        let metadata_timeout = Duration::from_millis(self.args.startup_timeout_ms);
+        let context = ClusterContext::new(self.ctx.health.clone());
         tokio::task::spawn_blocking(move || {
             let restore_error = |partition: i32, reason: String| RuntimeError::Restore {
                 topic: topic.clone(),
@@ -578,7 +969,8 @@ impl<S: Stage> Loop<S> {
                 reason,
             };
             let first = partitions.first().copied().unwrap_or(0);
-            let reader: BaseConsumer = config.create().map_err(|e| restore_error(first, e.to_string()))?;
+            let reader: BaseConsumer<ClusterContext> =
+                config.create_with_context(context).map_err(|e| restore_error(first, e.to_string()))?;
             let mut restored: HashMap<i32, HashMap<String, S::State>> = HashMap::new();
             // Offset to read up to (exclusive), for the partitions that hold anything.
             let mut pending: HashMap<i32, i64> = HashMap::new();
@@ -586,7 +978,7 @@ impl<S: Stage> Loop<S> {
             for &partition in &partitions {
                 restored.insert(partition, HashMap::new());
                 let (low, high) = reader
-                    .fetch_watermarks(&topic, partition, METADATA_TIMEOUT)
+                    .fetch_watermarks(&topic, partition, metadata_timeout)
                     .map_err(|e| restore_error(partition, e.to_string()))?;
                 if high > low {
                     pending.insert(partition, high);
@@ -633,7 +1025,7 @@ impl<S: Stage> Loop<S> {
                         Some(Err(error)) => {
                             // A record this build cannot read is skipped, not fatal: the
                             // key's state restarts and is rebuilt from new input.
-                            errors.with_label_values(&["restore_decode"]).inc();
+                            errors.with_label_values(&[ErrorKind::RestoreDecode.as_str()]).inc();
                             tracing::warn!(key, %error, "skipping unreadable changelog record");
                         }
                     }
@@ -647,26 +1039,50 @@ impl<S: Stage> Loop<S> {
         .await?
     }
 
-    /// Commits stored offsets, flushes the producer and leaves the group.
+    /// Commits stored offsets and flushes the producer, each within [`CLOSE_TIMEOUT`];
+    /// either failing is an error, so the process does not exit 0 with work unconfirmed.
     async fn close(&mut self) -> Result<(), RuntimeError> {
         let consumer = self.consumer.clone();
+        let committed = tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync));
+        let mut failures = Vec::new();
+        match tokio::time::timeout(CLOSE_TIMEOUT, committed).await {
+            Ok(Ok(Ok(()))) => tracing::info!("offsets committed"),
+            Ok(Ok(Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)))) => {}
+            Ok(Ok(Err(error))) => failures.push(format!("final commit failed: {error}")),
+            Ok(Err(error)) => failures.push(format!("final commit panicked: {error}")),
+            Err(_) => failures.push(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}")),
+        }
         let producer = self.producer.clone();
-        tokio::task::spawn_blocking(move || {
-            match consumer.commit_consumer_state(CommitMode::Sync) {
-                Ok(()) => tracing::info!("offsets committed"),
-                Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-                Err(error) => {
-                    tracing::warn!(%error, "final commit failed; uncommitted input will be replayed")
-                }
-            }
-            if let Err(error) = producer.flush(FLUSH_TIMEOUT) {
-                tracing::warn!(%error, "producer flush incomplete");
-            }
-            consumer.unsubscribe();
-        })
-        .await?;
-        Ok(())
+        let flushed = tokio::task::spawn_blocking(move || producer.flush(CLOSE_TIMEOUT));
+        match flushed.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => failures.push(format!("producer flush incomplete: {error}")),
+            Err(error) => failures.push(format!("producer flush panicked: {error}")),
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            let failures = failures.join("; ");
+            tracing::error!(%failures, "uncommitted input will be replayed");
+            Err(RuntimeError::Close(failures))
+        }
     }
+}
+
+/// Produces one record; resolves when the broker acknowledged it or it failed.
+async fn deliver(producer: &FutureProducer<ClusterContext>, record: &OutputRecord) -> Result<(), KafkaError> {
+    let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+    for (name, value) in &record.headers {
+        headers = headers.insert(Header { key: name, value: Some(value) });
+    }
+    let mut future_record = FutureRecord::to(&record.topic).key(&record.key).headers(headers);
+    if let Some(payload) = &record.payload {
+        future_record = future_record.payload(payload);
+    }
+    if let Some(partition) = record.partition {
+        future_record = future_record.partition(partition);
+    }
+    producer.send(future_record, Timeout::Never).await.map(|_| ()).map_err(|(error, _)| error)
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
@@ -683,5 +1099,116 @@ async fn bounded<F: Future>(work: F, shutdown: &CancellationToken, drain: Durati
     tokio::select! {
         result = &mut work => Some(result),
         _ = shutdown.cancelled() => tokio::time::timeout(drain, work).await.ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use recrawl_schemas::{PagePick, PickReason};
+
+    use super::*;
+
+    fn pick() -> PagePick {
+        PagePick {
+            url: "http://example.com/a.html".into(),
+            url_key: recrawl_schemas::url_key("http://example.com/a.html"),
+            host: "example.com".into(),
+            group: "example.com".into(),
+            period: 42,
+            reason: PickReason::Refresh,
+            depth: 3,
+            score: 12.5,
+            etag: None,
+            last_modified: None,
+            deadline_ms: None,
+        }
+    }
+
+    fn input(payload: Option<Vec<u8>>) -> InputRecord {
+        InputRecord {
+            topic: "p.fetch".into(),
+            partition: 2,
+            offset: 41,
+            key: Some(b"host.example".to_vec()),
+            payload,
+            content_type: None,
+            schema_version: None,
+        }
+    }
+
+    fn header<'a>(record: &'a OutputRecord, name: &str) -> Option<&'a str> {
+        record.headers.iter().find(|(n, _)| *n == name).and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    #[test]
+    fn dead_letter_kinds_are_the_catalogue_s() {
+        let names: Vec<&str> = DeadLetterKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names, DEAD_LETTER_KINDS);
+    }
+
+    #[test]
+    fn every_bad_input_is_dead_lettered_with_its_kind_and_origin() {
+        let mut out = Emitter::new(TopicNames::new("p."), "fetch", 1 << 20);
+        let pick = pick();
+        let good = encode(&pick).unwrap();
+        let mut future = good.clone();
+        future[3] = 9;
+        let mut long_url = pick.clone();
+        long_url.url = format!("http://h/{}", "a".repeat(9000));
+        let cases = [
+            (None, DeadLetterKind::Undecodable),
+            (Some(Vec::new()), DeadLetterKind::Undecodable),
+            (Some(b"random bytes".to_vec()), DeadLetterKind::Undecodable),
+            (Some(good[..good.len() - 2].to_vec()), DeadLetterKind::Undecodable),
+            (Some(future), DeadLetterKind::SchemaVersion),
+            (Some(encode(&long_url).unwrap()), DeadLetterKind::Invalid),
+            (Some(good), DeadLetterKind::KeyMismatch),
+        ];
+        for (payload, kind) in cases {
+            let decoded = out.decode_keyed(&input(payload), |p: &PagePick| &p.host);
+            assert!(decoded.is_none());
+            let letter = out.records.last().unwrap();
+            assert_eq!(header(letter, dead_letter_headers::KIND), Some(kind.as_str()));
+            assert_eq!(header(letter, dead_letter_headers::TOPIC), Some("p.fetch"));
+            assert_eq!(header(letter, dead_letter_headers::OFFSET), Some("41"));
+            assert_eq!(letter.topic, "p.dead-letter");
+        }
+        assert_eq!(out.records.len(), 7);
+    }
+
+    #[test]
+    fn a_value_too_large_keeps_its_first_bytes_and_its_size() {
+        let mut out = Emitter::new(TopicNames::new("p."), "diff", 1 << 20);
+        let huge = vec![7u8; 5 << 20];
+        out.dead_letter(&input(Some(huge)), DeadLetterKind::Undecodable, "x".repeat(5000));
+        let letter = &out.records[0];
+        assert_eq!(letter.payload.as_ref().map(Vec::len), Some(DEAD_LETTER_KEPT_BYTES));
+        assert_eq!(header(letter, dead_letter_headers::ORIGINAL_BYTES), Some("5242880"));
+        assert_eq!(header(letter, dead_letter_headers::TRUNCATED), Some("true"));
+        assert_eq!(header(letter, dead_letter_headers::REASON).map(str::len), Some(MAX_REASON_BYTES));
+        assert!(letter.size() < (1 << 20) - DEAD_LETTER_HEADROOM);
+        // One that fits is kept whole.
+        out.dead_letter(&input(Some(vec![1; 1000])), DeadLetterKind::Invalid, "bad");
+        assert_eq!(out.records[1].payload.as_ref().map(Vec::len), Some(1000));
+        assert_eq!(header(&out.records[1], dead_letter_headers::TRUNCATED), None);
+    }
+
+    #[test]
+    fn only_size_and_validity_refusals_are_final() {
+        let refused = KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge);
+        assert!(refused_for_good(&refused));
+        for transient in [
+            RDKafkaErrorCode::MessageTimedOut,
+            RDKafkaErrorCode::AllBrokersDown,
+            RDKafkaErrorCode::NotLeaderForPartition,
+            RDKafkaErrorCode::UnknownProducerId,
+            RDKafkaErrorCode::UnknownTopicOrPartition,
+        ] {
+            assert!(!refused_for_good(&KafkaError::MessageProduction(transient)), "{transient:?}");
+        }
+        let mut backoff = Backoff::new();
+        let waits: Vec<Duration> = (0..8).map(|_| backoff.next()).collect();
+        assert_eq!(waits[0], FIRST_BACKOFF);
+        assert_eq!(waits[7], MAX_BACKOFF);
     }
 }

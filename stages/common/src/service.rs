@@ -1,8 +1,12 @@
-//! Process plumbing shared by every stage binary: tracing, the health server, signals,
-//! and the exit code.
+//! Process plumbing shared by every stage binary: the command line, tracing, the health
+//! server, signals, and the exit code.
 
 use std::future::Future;
 use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Command, Subcommand};
 
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -65,8 +69,71 @@ where
             Ok(())
         }
         Err(error) => {
-            tracing::error!(stage, %error, "stopped on error");
-            Err(error.into())
+            let error = anyhow::Error::from(error);
+            tracing::error!(stage, error = %describe(&error), "stopped on error");
+            Err(error)
         }
     }
+}
+
+/// How a stage binary was invoked: the stage with its flags, or an offline command.
+#[derive(Debug)]
+pub enum Invocation<A, O> {
+    Stage(A),
+    Offline(O),
+}
+
+/// Parses a stage binary's command line: `BIN [flags]` runs the stage, `BIN COMMAND …` an
+/// offline command; exits with clap's message on a bad one. (clap's derive cannot make
+/// flattened stage flags optional beside subcommands: their nested groups never count as
+/// present, so the stage flags always came back empty.)
+pub fn parse_invocation<A: Args, O: Subcommand>(command: Command) -> Invocation<A, O> {
+    let mut command = O::augment_subcommands(A::augment_args(command))
+        .args_conflicts_with_subcommands(true)
+        .subcommand_negates_reqs(true);
+    let mut matches = command.clone().get_matches();
+    let parsed = if matches.subcommand_name().is_some() {
+        O::from_arg_matches_mut(&mut matches).map(Invocation::Offline)
+    } else {
+        A::from_arg_matches_mut(&mut matches).map(Invocation::Stage)
+    };
+    parsed.unwrap_or_else(|error| error.format(&mut command).exit())
+}
+
+/// How long the runtime may keep blocking threads after `main` returned: a Kafka call
+/// stuck on an unreachable broker must not keep the process alive.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
+
+/// Runs `main` on a multi-threaded runtime and turns its outcome into the exit code,
+/// printing the error (with its causes, once) on failure.
+pub fn block_on_main(main: impl Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("Error: starting the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(main);
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("Error: {}", describe(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and the causes it does not already say, on one line.
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }

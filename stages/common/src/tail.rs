@@ -31,13 +31,18 @@ pub struct Tail {
 /// Starts reading every partition of `topic` from the beginning until `shutdown`.
 pub fn tail_topic(args: &KafkaArgs, topic: String, client_group: &str, shutdown: CancellationToken) -> Tail {
     let config = reader_config(args, client_group);
+    let brokers = args.brokers.clone();
     let (sender, records) = mpsc::channel(1024);
     let (caught_up_sender, caught_up) = oneshot::channel();
     let task = tokio::task::spawn_blocking(move || {
         let fail = |reason: String| RuntimeError::Tail { topic: topic.clone(), reason };
         let reader: BaseConsumer = config.create().map_err(|e| fail(e.to_string()))?;
-        let counts =
-            admin::topic_partitions(reader.client(), std::slice::from_ref(&topic), METADATA_TIMEOUT)?;
+        let counts = admin::topic_partitions(
+            reader.client(),
+            &brokers,
+            std::slice::from_ref(&topic),
+            METADATA_TIMEOUT,
+        )?;
         let partitions = counts.get(&topic).copied().unwrap_or(0);
         let mut list = TopicPartitionList::new();
         // Offsets to reach (exclusive) before the tail has caught up.

@@ -1,37 +1,22 @@
 use std::io::Write;
+use std::process::ExitCode;
 
-use anyhow::Context;
-use clap::Parser;
+use recrawl_common::service::{block_on_main, parse_invocation, Invocation};
 use recrawl_estimator::offline::Offline;
 
-/// recrawl estimator: per-URL download and modification rates, forecasts and refresh
-/// plans from the change events. Without a subcommand it runs the stage.
-#[derive(Debug, Parser)]
-#[command(
-    name = "recrawl-estimator",
-    version,
-    args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
-)]
-struct Cli {
-    #[command(subcommand)]
-    offline: Option<Offline>,
-    #[command(flatten)]
-    args: Option<recrawl_estimator::EstimatorArgs>,
-}
-
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.offline {
-        None => {
-            let args = cli.args.context("the stage needs its flags (see --help)")?;
-            recrawl_estimator::main(args).await
+fn main() -> ExitCode {
+    let command = clap::Command::new("recrawl-estimator").version(env!("CARGO_PKG_VERSION")).about(
+        "recrawl estimator: per-URL download and modification rates, forecasts and refresh \
+         plans from the change events. Without a command it runs the stage.",
+    );
+    block_on_main(async move {
+        match parse_invocation::<recrawl_estimator::EstimatorArgs, Offline>(command) {
+            Invocation::Stage(args) => recrawl_estimator::main(args).await,
+            Invocation::Offline(command) => {
+                let output = recrawl_estimator::offline::run(&command)?;
+                std::io::stdout().lock().write_all(output.as_bytes())?;
+                Ok(())
+            }
         }
-        Some(command) => {
-            let output = recrawl_estimator::offline::run(&command)?;
-            std::io::stdout().lock().write_all(output.as_bytes())?;
-            Ok(())
-        }
-    }
+    })
 }

@@ -1,24 +1,10 @@
 use std::io::Write;
+use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use recrawl_common::links::LinkRules;
-
-/// recrawl fetch: fetches picked URLs over HTTP, emits results and links. Without a
-/// subcommand it runs the stage.
-#[derive(Debug, Parser)]
-#[command(
-    name = "recrawl-fetch",
-    version,
-    args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
-)]
-struct Cli {
-    #[command(subcommand)]
-    offline: Option<Offline>,
-    #[command(flatten)]
-    args: Option<recrawl_fetch::FetchArgs>,
-}
+use recrawl_common::service::{block_on_main, parse_invocation, Invocation};
 
 #[derive(Debug, Subcommand)]
 enum Offline {
@@ -39,17 +25,21 @@ enum Offline {
     },
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.offline {
-        None => recrawl_fetch::main(cli.args.context("the stage needs its flags (see --help)")?).await,
-        Some(Offline::Links { base, file, rules, max_links }) => {
-            let html = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-            let filter = recrawl_fetch::links::LinkFilter { rules, max_links };
-            let json = recrawl_fetch::links::links_json(&base, &html, &filter);
-            std::io::stdout().lock().write_all(json.as_bytes())?;
-            Ok(())
+fn main() -> ExitCode {
+    let command = clap::Command::new("recrawl-fetch").version(env!("CARGO_PKG_VERSION")).about(
+        "recrawl fetch: fetches picked URLs over HTTP, emits results and links. Without a \
+         command it runs the stage.",
+    );
+    block_on_main(async move {
+        match parse_invocation::<recrawl_fetch::FetchArgs, Offline>(command) {
+            Invocation::Stage(args) => recrawl_fetch::main(args).await,
+            Invocation::Offline(Offline::Links { base, file, rules, max_links }) => {
+                let html = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                let filter = recrawl_fetch::links::LinkFilter { rules, max_links };
+                let json = recrawl_fetch::links::links_json(&base, &html, &filter);
+                std::io::stdout().lock().write_all(json.as_bytes())?;
+                Ok(())
+            }
         }
-    }
+    })
 }

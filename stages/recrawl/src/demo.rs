@@ -17,7 +17,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rdkafka::mocking::MockCluster;
 use recrawl_common::admin::create_topics;
-use recrawl_common::config::{parse_kafka_option, Compression};
+use recrawl_common::config::parse_kafka_option;
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH};
 use recrawl_schemas::{TopicCatalogue, TopicNames};
@@ -25,7 +25,7 @@ use tokio::process::{Child, Command};
 
 use crate::observe::{Observed, Observer, Tally};
 use crate::sim::measure::{CopyTracker, Measures};
-use crate::sim::server::{PageTruth, SimWebArgs, SimWebServer};
+use crate::sim::server::{site_host, PageTruth, SimWebArgs, SimWebServer};
 use crate::sim::simulate::{run_policy, SimConfig, SimPolicy, SimulatedWeb};
 use crate::sim::web::Truth;
 use recrawl_scheduler::policy::Policy;
@@ -39,9 +39,10 @@ pub struct DemoArgs {
     /// Use this Kafka (host:port[,host:port]) instead of the embedded broker.
     #[arg(long, env = "RECRAWL_BROKERS")]
     pub brokers: Option<String>,
-    /// Prefix of every topic name.
-    #[arg(long, env = "RECRAWL_TOPIC_PREFIX", default_value = recrawl_schemas::topics::DEFAULT_TOPIC_PREFIX)]
-    pub topic_prefix: String,
+    /// Prefix of every topic name and consumer group (default: a new one per run,
+    /// recrawl-demo-<unix ms>.).
+    #[arg(long, env = "RECRAWL_TOPIC_PREFIX")]
+    pub topic_prefix: Option<String>,
     /// librdkafka property for every client, key=value (TLS, SASL for an existing Kafka).
     #[arg(long = "kafka-option", env = "RECRAWL_KAFKA_OPTIONS", value_delimiter = ';', value_parser = parse_kafka_option)]
     pub kafka_options: Vec<(String, String)>,
@@ -90,23 +91,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         (None, None) => bail!("no broker"),
     };
     println!("recrawl demo: Kafka at {brokers}{}", if mock.is_some() { " (embedded)" } else { "" });
-    let kafka = KafkaArgs {
-        brokers: brokers.clone(),
-        topic_prefix: args.topic_prefix.clone(),
-        group_id: None,
-        kafka_options: args.kafka_options.clone(),
-        compression: Compression::Lz4,
-        batch_size: 500,
-        batch_linger_ms: 5,
-        drain_timeout_ms: 10_000,
-        restore_settle_ms: 250,
-    };
+    // A run of its own: earlier runs' topics and consumer groups on the same cluster stay
+    // out of it.
+    let topic_prefix = args.topic_prefix.clone().unwrap_or_else(|| format!("recrawl-demo-{}.", unix_ms()));
+    let kafka = KafkaArgs::with_defaults(&brokers, &topic_prefix, args.kafka_options.clone())?;
     let catalogue = TopicCatalogue::builtin();
     let created = match &mock {
         Some(mock) => create_topics_on_mock(mock, &catalogue, &kafka.topics())?,
         None => create_topics(&kafka, &catalogue, None).await.context("creating topics")?.len(),
     };
-    println!("topics: {created} ready under prefix {:?}", args.topic_prefix);
+    println!("topics: {created} ready under prefix {topic_prefix:?}");
 
     let log_dir = match &args.log_dir {
         Some(dir) => {
@@ -115,8 +109,39 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         None => tempfile::Builder::new().prefix("recrawl-demo-").tempdir()?.keep(),
     };
-    // Period 0 starts once the stages have had time to join their groups.
-    let epoch_unix_ms = unix_ms() + 5_000;
+    // fetch, diff and estimator first; period 0 is set once they own their partitions,
+    // far enough ahead for the scheduler to join as they did.
+    let mut processes = Vec::new();
+    let joining = std::time::Instant::now();
+    for name in ["fetch", "diff", "estimator"] {
+        let mut extra: Vec<String> = Vec::new();
+        if name == "fetch" {
+            // The simulated web is on loopback, which the fetcher refuses unless allowed;
+            // its host names resolve there. Pages that time out hold their requests for
+            // 30 s: a 1 s timeout keeps a period's batch short.
+            extra.extend(
+                [
+                    "--allow-address",
+                    "127.0.0.1",
+                    "--min-host-delay-ms",
+                    "100",
+                    "--request-timeout-ms",
+                    "1000",
+                ]
+                .map(String::from),
+            );
+            for site in 0..args.sites {
+                extra.push("--resolve".into());
+                extra.push(format!("{}=127.0.0.1", site_host(site)));
+            }
+        }
+        processes.push(spawn_stage(name, &kafka, &extra, &log_dir)?);
+    }
+    wait_ready(&mut processes).await?;
+    let joined = joining.elapsed();
+    let lead = (joined * 3).max(Duration::from_secs(5));
+    let epoch_unix_ms = unix_ms() + i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);
+
     let web_args = SimWebArgs {
         seed: args.seed,
         sites: args.sites,
@@ -143,53 +168,28 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let seeds = log_dir.join("seeds.txt");
     std::fs::write(&seeds, simweb.home_urls().join("\n") + "\n")?;
-
-    let mut processes = Vec::new();
-    for name in STAGES {
-        let mut extra: Vec<String> = Vec::new();
-        if name == "fetch" {
-            // The simulated web is on loopback, which the fetcher refuses unless allowed;
-            // its host names resolve there. Pages that time out hold their requests for
-            // 30 s: a 1 s timeout keeps a period's batch short.
-            extra.extend(
-                [
-                    "--allow-address",
-                    "127.0.0.1",
-                    "--min-host-delay-ms",
-                    "100",
-                    "--request-timeout-ms",
-                    "1000",
-                ]
-                .map(String::from),
-            );
-            for site in 0..args.sites {
-                extra.push("--resolve".into());
-                extra.push(format!("{}=127.0.0.1", simweb.host(site)));
-            }
-        }
-        if name == "scheduler" {
-            extra.extend([
-                "--period-ms".into(),
-                args.period_ms.to_string(),
-                "--epoch-unix-ms".into(),
-                epoch_unix_ms.to_string(),
-                "--picks-per-period".into(),
-                picks_per_period.to_string(),
-                "--seeds".into(),
-                seeds.display().to_string(),
-                // The run is short: half the picks go to discovering the web.
-                "--discovery-share".into(),
-                "0.5".into(),
-            ]);
-        }
-        processes.push(spawn_stage(name, &kafka, &extra, &log_dir)?);
-    }
+    let scheduler_flags = [
+        "--period-ms".into(),
+        args.period_ms.to_string(),
+        "--epoch-unix-ms".into(),
+        epoch_unix_ms.to_string(),
+        "--picks-per-period".into(),
+        picks_per_period.to_string(),
+        "--seeds".into(),
+        seeds.display().to_string(),
+        // The run is short: half the picks go to discovering the web.
+        "--discovery-share".into(),
+        "0.5".into(),
+    ];
+    processes.push(spawn_stage("scheduler", &kafka, &scheduler_flags, &log_dir)?);
     println!("stages: {} (logs in {})", describe(&processes), log_dir.display());
 
     let result = watch(&args, &kafka, &mut processes, epoch_unix_ms, &simweb).await;
     let stage_exits = stop(&mut processes).await;
-    let (tally, stored, interrupted) = result?;
-    let horizon = (tally.periods.len() as u64).min(args.periods);
+    let (tally, stored, periods_run) = result?;
+    let interrupted = periods_run < args.periods;
+    // The periods the run covered, whatever arrived in them.
+    let horizon = periods_run;
     let truth = simweb.truth(horizon as f64);
     let pipeline = time_averaged(&truth, &stored, horizon as f64);
     let world = SimulatedWeb { truth: Truth::of_web(simweb.web(), horizon as f64), web: simweb.web() };
@@ -240,7 +240,6 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
 /// The times (periods) at which the pipeline stored each page, from its change events.
 type Stored = HashMap<u32, Vec<f64>>;
 
@@ -321,7 +320,7 @@ fn spawn_stage(
     let mut command = Command::new(exe);
     command
         .args(["stage", name, "--brokers", &kafka.brokers, "--topic-prefix", &kafka.topic_prefix])
-        .args(["--http-listen", &http.to_string()])
+        .args(["--http-listen", &http.to_string(), "--instance-id", &format!("demo-{name}")])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
@@ -358,16 +357,23 @@ async fn wait_ready(processes: &mut [StageProcess]) -> anyhow::Result<()> {
 }
 
 /// Prints a line per period until `args.periods` have been shown; returns the tally, when
-/// the pipeline stored each page, and whether the user interrupted.
+/// the pipeline stored each page, and the periods shown (fewer if the user interrupted).
 async fn watch(
     args: &DemoArgs,
     kafka: &KafkaArgs,
     processes: &mut [StageProcess],
     epoch_unix_ms: i64,
     simweb: &SimWebServer,
-) -> anyhow::Result<(Tally, Stored, bool)> {
+) -> anyhow::Result<(Tally, Stored, u64)> {
     wait_ready(processes).await?;
-    println!("all stages ready; period 0 starts in {} ms", (epoch_unix_ms - unix_ms()).max(0));
+    let lead_ms = epoch_unix_ms - unix_ms();
+    if lead_ms <= 0 {
+        bail!(
+            "the scheduler owned its partitions only {} ms after period 0 began; this broker assigns partitions slowly: run again",
+            -lead_ms
+        );
+    }
+    println!("all stages own their partitions; period 0 starts in {lead_ms} ms");
     let observer = Observer::new(kafka, &[FETCH, CHANGE_EVENTS, DEAD_LETTER]).await?;
     let mut tally = Tally::default();
     let mut stored = Stored::new();
@@ -389,7 +395,7 @@ async fn watch(
                 }
                 tally.record(&observed);
             }
-            _ = tokio::signal::ctrl_c() => return Ok((tally, stored, true)),
+            _ = tokio::signal::ctrl_c() => return Ok((tally, stored, next_to_print)),
             _ = ticker.tick() => {
                 for process in processes.iter_mut() {
                     if let Some(status) = process.child.try_wait()? {
@@ -422,7 +428,7 @@ async fn watch(
             }
         }
     }
-    Ok((tally, stored, false))
+    Ok((tally, stored, next_to_print))
 }
 
 fn format_degree(degree: Option<f64>) -> String {

@@ -70,9 +70,13 @@ enum StageCommand {
     Scheduler(Box<recrawl_scheduler::SchedulerArgs>),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> std::process::ExitCode {
+    let command = Cli::parse().command;
+    recrawl_common::service::block_on_main(run(command))
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Demo(args) => recrawl::demo::run(args).await,
         Command::Sim(args) => recrawl::sim::run(args).await,
         Command::Simweb(args) => recrawl::sim::server::run(args).await,

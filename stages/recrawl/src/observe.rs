@@ -114,14 +114,12 @@ impl Observer {
         let counts = {
             let client_config = reader_config(args, "recrawl-observer-metadata");
             let full = full.clone();
+            let brokers = args.brokers.clone();
+            let timeout = Duration::from_millis(args.startup_timeout_ms);
             tokio::task::spawn_blocking(move || {
                 let probe: rdkafka::consumer::BaseConsumer =
                     client_config.create().map_err(ObserveError::Client)?;
-                Ok::<_, ObserveError>(admin::topic_partitions(
-                    probe.client(),
-                    &full,
-                    Duration::from_secs(30),
-                )?)
+                Ok::<_, ObserveError>(admin::topic_partitions(probe.client(), &brokers, &full, timeout)?)
             })
             .await??
         };

@@ -14,23 +14,28 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clap::builder::TypedValueParser;
 use clap::Args;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts};
 use recrawl_common::config::{non_negative, unit_interval};
-use recrawl_common::runtime::{run_stage, Assignment, Emitter, RuntimeError, StageError};
+use recrawl_common::runtime::{run_stage, Assignment, DeadLetterKind, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{host_of, normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PickReason};
 use thiserror::Error;
 
-use crate::book::{Applied, Book, BookSettings, Hosts, Linked, SchedulerState};
+use crate::book::{Applied, Book, BookFull, BookSettings, Hosts, Linked, SchedulerState};
 use crate::groups::{GroupClasses, HourRule};
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{quota, Discovery, Horizon, Policy};
 use recrawl_common::links::LinkRules;
 
 pub const STAGE: &str = "scheduler";
+/// Most picks one period may publish: each is a record produced before the period's
+/// picks count as published, so m bounds the tick's memory and time.
+const MAX_PICKS_PER_PERIOD: u64 = 1_000_000;
 /// 2026-01-01T00:00:00Z.
 const DEFAULT_EPOCH_UNIX_MS: i64 = 1_767_225_600_000;
 
@@ -42,13 +47,16 @@ pub struct SchedulerArgs {
     pub service: ServiceArgs,
     /// m: picks per period across all scheduler instances (each instance takes the share
     /// of the partitions it owns).
-    #[arg(long, env = "RECRAWL_PICKS_PER_PERIOD", default_value_t = 100)]
+    #[arg(long, env = "RECRAWL_PICKS_PER_PERIOD", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_PICKS_PER_PERIOD).map(|m| m as usize))]
     pub picks_per_period: usize,
     /// Length of a period, milliseconds.
-    #[arg(long, env = "RECRAWL_PERIOD_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "RECRAWL_PERIOD_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(100..=7 * 86_400_000))]
     pub period_ms: u64,
     /// Start of period 0, Unix milliseconds; every instance must use the same value.
-    #[arg(long, env = "RECRAWL_EPOCH_UNIX_MS", default_value_t = DEFAULT_EPOCH_UNIX_MS)]
+    #[arg(long, env = "RECRAWL_EPOCH_UNIX_MS", default_value_t = DEFAULT_EPOCH_UNIX_MS,
+          value_parser = clap::value_parser!(i64).range(0..=bounds::MAX_TIME_MS))]
     pub epoch_unix_ms: i64,
     /// How known pages are ranked for refresh.
     #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = Policy::ChangeAware)]
@@ -67,17 +75,20 @@ pub struct SchedulerArgs {
     #[arg(long, env = "RECRAWL_DISCOVERY_SHARE", default_value_t = 0.2, value_parser = unit_interval)]
     pub discovery_share: f64,
     /// At most this many picks per host per period, across all instances.
-    #[arg(long, env = "RECRAWL_MAX_PICKS_PER_HOST", default_value_t = 60)]
+    #[arg(long, env = "RECRAWL_MAX_PICKS_PER_HOST", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_PICKS_PER_PERIOD).map(|m| m as usize))]
     pub max_picks_per_host: usize,
     /// `change-aware`, `lambda-crawl`: no picks for URLs whose next request is predicted
     /// to download with less than this probability.
     #[arg(long, env = "RECRAWL_MIN_DOWNLOAD_PROBABILITY", default_value_t = 0.1, value_parser = unit_interval)]
     pub min_download_probability: f64,
     /// Periods a pick waits for its estimate before the URL may be picked again.
-    #[arg(long, env = "RECRAWL_PENDING_PERIODS", default_value_t = 2)]
+    #[arg(long, env = "RECRAWL_PENDING_PERIODS", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub pending_periods: u32,
     /// The longest back-off of a host answering 429 or 503, periods (it doubles per answer).
-    #[arg(long, env = "RECRAWL_MAX_BACKOFF_PERIODS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "RECRAWL_MAX_BACKOFF_PERIODS", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_backoff_periods: u64,
     /// Weight of the newest sample in a host's moving-average response time.
     #[arg(long, env = "RECRAWL_RESPONSE_TIME_SMOOTHING", default_value_t = 0.2, value_parser = unit_interval)]
@@ -89,7 +100,8 @@ pub struct SchedulerArgs {
     #[arg(long, env = "RECRAWL_GROUPS_CLASSES", value_enum, default_value_t = GroupClasses::Six)]
     pub groups_classes: GroupClasses,
     /// Local time for the `groups` policy's weekdays and hours, minutes east of UTC.
-    #[arg(long, env = "RECRAWL_UTC_OFFSET_MINUTES", default_value_t = 0, allow_negative_numbers = true)]
+    #[arg(long, env = "RECRAWL_UTC_OFFSET_MINUTES", default_value_t = 0, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-720..=840))]
     pub utc_offset_minutes: i32,
     /// `nutch-adaptive`: a new page's fetch interval, and its bounds, in periods.
     #[arg(long, env = "RECRAWL_NUTCH_INITIAL_INTERVAL", default_value_t = 5.0)]
@@ -102,7 +114,8 @@ pub struct SchedulerArgs {
     pub links: LinkRules,
     /// At most this many URLs tracked per host (the estimator paper: 3,000); split
     /// evenly over the partitions, since each instance sees only its own.
-    #[arg(long = "link-max-per-site", env = "RECRAWL_LINK_MAX_PER_SITE", default_value_t = 3000)]
+    #[arg(long = "link-max-per-site", env = "RECRAWL_LINK_MAX_PER_SITE", default_value_t = 3000,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub link_max_per_site: u32,
     /// Seed URLs, one per line (# starts a comment); published to the links topic at
     /// start, so each lands on the instance that owns it.
@@ -297,12 +310,12 @@ impl Scheduler {
         (caps, backed_off)
     }
 
-    fn apply_link(&mut self, link: &DiscoveredLinks, partition: i32) -> Result<(), StageError> {
+    fn apply_link(&mut self, link: &DiscoveredLinks, partition: i32) -> Result<(), BookFull> {
         let site_cap = self.site_cap();
         let Self { books, hosts, link_rules, book_settings, .. } = self;
         let linked =
             books.entry(partition).or_default().apply_link(hosts, link, link_rules, site_cap, book_settings);
-        let label = match linked.map_err(|e| StageError::Other(e.to_string()))? {
+        let label = match linked? {
             Linked::Discovered => "discovered",
             Linked::InDegree => "in_degree",
             Linked::Duplicate => "duplicate",
@@ -314,10 +327,10 @@ impl Scheduler {
         Ok(())
     }
 
-    fn apply_estimate(&mut self, estimate: &PageEstimate, partition: i32) -> Result<(), StageError> {
+    fn apply_estimate(&mut self, estimate: &PageEstimate, partition: i32) -> Result<(), BookFull> {
         let Self { books, hosts, book_settings, .. } = self;
         let applied = books.entry(partition).or_default().apply_estimate(hosts, estimate, book_settings);
-        let label = match applied.map_err(|e| StageError::Other(e.to_string()))? {
+        let label = match applied? {
             Applied::New => "new",
             Applied::Updated => "updated",
             Applied::Replayed => "replayed",
@@ -412,12 +425,16 @@ impl Stage for Scheduler {
     ) -> Result<(), StageError> {
         let links_topic = out.topics().name(LINKS);
         for record in batch {
-            if record.topic == links_topic {
-                if let Some(link) = out.decode_keyed(&record, |l: &DiscoveredLinks| &l.url) {
-                    self.apply_link(&link, record.partition)?;
-                }
-            } else if let Some(estimate) = out.decode_keyed(&record, |e: &PageEstimate| &e.url) {
-                self.apply_estimate(&estimate, record.partition)?;
+            let applied = if record.topic == links_topic {
+                out.decode_keyed(&record, |l: &DiscoveredLinks| &l.url)
+                    .map(|link| self.apply_link(&link, record.partition))
+            } else {
+                out.decode_keyed(&record, |e: &PageEstimate| &e.url)
+                    .map(|estimate| self.apply_estimate(&estimate, record.partition))
+            };
+            // A full partition book refuses the record; it is kept on the dead-letter topic.
+            if let Some(Err(full)) = applied {
+                out.dead_letter(&record, DeadLetterKind::Invalid, full);
             }
         }
         self.write_changes(state);
@@ -460,6 +477,12 @@ impl Stage for Scheduler {
         }
         let Some(period) = self.period_at(unix_ms()) else { return Ok(()) };
         if period < self.next_period {
+            return Ok(());
+        }
+        if self.assignment.partitions.is_empty() {
+            // No partitions yet (a cooperative join assigns in a second round) or none to
+            // own: nothing to pick, and nothing to announce.
+            self.next_period = period + 1;
             return Ok(());
         }
         let picks = self.picks(period);

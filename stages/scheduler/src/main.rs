@@ -1,37 +1,22 @@
 use std::io::Write;
+use std::process::ExitCode;
 
-use anyhow::Context;
-use clap::Parser;
+use recrawl_common::service::{block_on_main, parse_invocation, Invocation};
 use recrawl_scheduler::offline::Offline;
 
-/// recrawl scheduler: each period, picks the URLs whose refresh buys the most freshness.
-/// Without a subcommand it runs the stage.
-#[derive(Debug, Parser)]
-#[command(
-    name = "recrawl-scheduler",
-    version,
-    args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
-)]
-struct Cli {
-    #[command(subcommand)]
-    offline: Option<Offline>,
-    #[command(flatten)]
-    args: Option<recrawl_scheduler::SchedulerArgs>,
-}
-
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.offline {
-        None => {
-            let args = cli.args.context("the stage needs its flags (see --help)")?;
-            recrawl_scheduler::main(args).await
+fn main() -> ExitCode {
+    let command = clap::Command::new("recrawl-scheduler").version(env!("CARGO_PKG_VERSION")).about(
+        "recrawl scheduler: each period, picks the URLs whose refresh buys the most \
+         freshness. Without a command it runs the stage.",
+    );
+    block_on_main(async move {
+        match parse_invocation::<recrawl_scheduler::SchedulerArgs, Offline>(command) {
+            Invocation::Stage(args) => recrawl_scheduler::main(args).await,
+            Invocation::Offline(command) => {
+                let output = recrawl_scheduler::offline::run(&command)?;
+                std::io::stdout().lock().write_all(output.as_bytes())?;
+                Ok(())
+            }
         }
-        Some(command) => {
-            let output = recrawl_scheduler::offline::run(&command)?;
-            std::io::stdout().lock().write_all(output.as_bytes())?;
-            Ok(())
-        }
-    }
+    })
 }

@@ -35,6 +35,11 @@ use super::web::{ChangeState, Failure, Web, WebParams};
 
 /// Every site's host name ends in this.
 pub const DOMAIN: &str = "sim.test";
+
+/// The virtual host of `site`.
+pub fn site_host(site: u32) -> String {
+    format!("s{site}.{DOMAIN}")
+}
 const VOCABULARY_WORDS: usize = 20_000;
 
 /// The six kinds as changes happen on the simulated pages: replacements most, moves
@@ -198,14 +203,10 @@ impl SimWebServer {
         &self.shared.web
     }
 
-    pub fn host(&self, site: u32) -> String {
-        format!("s{site}.{DOMAIN}")
-    }
-
     /// Every site's home page: the crawl's seeds.
     pub fn home_urls(&self) -> Vec<String> {
         (0..self.shared.web.sites().len() as u32)
-            .map(|site| format!("http://{}:{}/", self.host(site), self.addr.port()))
+            .map(|site| format!("http://{}:{}/", site_host(site), self.addr.port()))
             .collect()
     }
 
@@ -547,7 +548,7 @@ mod tests {
     fn client(server: &SimWebServer) -> reqwest::Client {
         let mut builder = reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none());
         for site in 0..server.web().sites().len() as u32 {
-            builder = builder.resolve(&server.host(site), server.addr());
+            builder = builder.resolve(&site_host(site), server.addr());
         }
         builder.timeout(Duration::from_secs(20)).build().expect("client")
     }
@@ -620,7 +621,7 @@ mod tests {
         let client = client(&server);
         let web = server.web();
         let robots = client
-            .get(format!("http://{}:{}/robots.txt", server.host(0), server.addr().port()))
+            .get(format!("http://{}:{}/robots.txt", site_host(0), server.addr().port()))
             .send()
             .await
             .expect("robots");
@@ -629,7 +630,7 @@ mod tests {
         let delayed =
             web.sites().iter().position(|s| s.crawl_delay_ms > 0).expect("a site with a crawl delay") as u32;
         let robots = client
-            .get(format!("http://{}:{}/robots.txt", server.host(delayed), server.addr().port()))
+            .get(format!("http://{}:{}/robots.txt", site_host(delayed), server.addr().port()))
             .send()
             .await
             .expect("robots");
@@ -637,7 +638,7 @@ mod tests {
         let redirected = servable(web).find(|&p| web.page(p).redirected).expect("a redirected page");
         let site = web.page(redirected).site;
         let response = client
-            .get(format!("http://{}:{}/r/{redirected}", server.host(site), server.addr().port()))
+            .get(format!("http://{}:{}/r/{redirected}", site_host(site), server.addr().port()))
             .send()
             .await
             .expect("redirect");
