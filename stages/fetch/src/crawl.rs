@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use crate::http::{redacted, unanswered, Fetcher};
+use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
 use crate::robots::{agent_token, RobotsCache, RobotsLifetimes, RobotsRules, MAX_ROBOTS_BYTES};
@@ -103,7 +104,7 @@ impl HostGate {
     /// The earliest start of the next request.
     fn earliest(&self, now: Instant, min_delay: Duration) -> Instant {
         let delay = self.delay(min_delay);
-        [self.last_start.map(|t| t + delay), self.last_end.map(|t| t + delay), self.paused_until]
+        [self.last_start.map(|t| later(t, delay)), self.last_end.map(|t| later(t, delay)), self.paused_until]
             .into_iter()
             .flatten()
             .fold(now, Instant::max)
@@ -183,7 +184,7 @@ impl Crawler {
     /// Serves `picks`; the hosts run concurrently, each host's picks in order. A host
     /// task that panicked fails the batch, so that it is replayed rather than lost.
     pub async fn crawl(&mut self, picks: Vec<PagePick>) -> Result<CrawlOutput, tokio::task::JoinError> {
-        let budget_end = Instant::now() + self.shared.settings.batch_budget;
+        let budget_end = later(Instant::now(), self.shared.settings.batch_budget);
         let mut by_host: HashMap<String, Vec<Indexed>> = HashMap::new();
         let total = picks.len();
         for (index, pick) in picks.into_iter().enumerate() {
@@ -369,7 +370,7 @@ async fn requeue_at_budget_end(shared: &Shared, pick: PagePick, budget_end: Inst
 fn deadline_of(pick: &PagePick, now: Instant) -> Option<Instant> {
     let deadline_ms = pick.deadline_ms?;
     let left = u64::try_from(deadline_ms.saturating_sub(unix_ms())).unwrap_or(0);
-    Some(now + Duration::from_millis(left))
+    Some(later(now, Duration::from_millis(left)))
 }
 
 fn not_requested(
@@ -433,7 +434,7 @@ async fn serve_pick(
         let pause = result.retry_after_ms.map_or(shared.settings.overload_pause, |ms| {
             Duration::from_millis(ms).min(shared.settings.max_retry_after)
         });
-        lock(gate).paused_until = Some(Instant::now() + pause);
+        lock(gate).paused_until = Some(later(Instant::now(), pause));
     }
     let outcome = result.outcome.as_str();
     metrics.latency.with_label_values(&[outcome]).observe(result.latency_ms / 1000.0);
@@ -752,5 +753,44 @@ mod tests {
         assert!(output.crawled.is_empty());
         assert_eq!(output.requeued, picks);
         assert!(paths(&log).is_empty());
+    }
+
+    #[tokio::test]
+    async fn extreme_deadlines_and_retry_after_do_not_overflow_the_clock() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            "/busy.html" => {
+                (StatusCode::SERVICE_UNAVAILABLE, [(RETRY_AFTER, u64::MAX.to_string())]).into_response()
+            }
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        // Retry-After honoured however long, so the pause itself is u64::MAX seconds.
+        let settings =
+            CrawlSettings { max_retry_after: Duration::MAX, batch_budget: Duration::from_millis(300), ..no_delay() };
+        let mut crawler = crawler(settings);
+        let url = |name: &str| format!("http://{address}/{name}");
+        let picks = vec![
+            PagePick { deadline_ms: Some(i64::MAX), ..pick(&url("endless.html")) },
+            PagePick { deadline_ms: Some(i64::MIN), ..pick(&url("long-gone.html")) },
+            pick(&url("busy.html")),
+            PagePick { deadline_ms: Some(i64::MAX), ..pick(&url("after.html")) },
+        ];
+        let output = crawler.crawl(picks).await.unwrap();
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("endless.html".to_owned(), FetchOutcome::Downloaded),
+                ("long-gone.html".to_owned(), FetchOutcome::Deferred),
+                ("busy.html".to_owned(), FetchOutcome::HttpStatus),
+            ]
+        );
+        assert_eq!(output.crawled[2].result.retry_after_ms, Some(u64::MAX));
+        assert_eq!(output.requeued.iter().map(|p| p.url.clone()).collect::<Vec<_>>(), [url("after.html")]);
+        assert_eq!(paths(&log), ["/robots.txt", "/endless.html", "/busy.html"]);
+        // The host stays paused in the next batch, which still ends in its budget.
+        let again = crawler.crawl(vec![pick(&url("next.html"))]).await.unwrap();
+        assert_eq!(again.requeued.len(), 1);
+        assert_eq!(paths(&log).len(), 3);
     }
 }
