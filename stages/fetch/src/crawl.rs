@@ -18,7 +18,7 @@ use std::time::Duration;
 use recrawl_common::unix_ms;
 use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
 use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
+use tokio::task::{self, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
@@ -148,6 +148,9 @@ struct Shared {
     permits: Semaphore,
     metrics: FetchMetrics,
     shutdown: CancellationToken,
+    /// The host whose task panics, to test that a panic costs only that host's picks.
+    #[cfg(test)]
+    panic_on_host: Option<String>,
 }
 
 /// The fetch stage's crawling state: robots.txt rules and each host's gate, kept across
@@ -177,13 +180,25 @@ impl Crawler {
         let robots = Mutex::new(RobotsCache::new(settings.robots, settings.robots_capacity));
         let agent = agent_token(&settings.user_agent).to_owned();
         let permits = Semaphore::new(settings.concurrency.max(1));
-        let shared = Shared { fetcher, settings, filter, agent, robots, permits, metrics, shutdown };
+        let shared = Shared {
+            fetcher,
+            settings,
+            filter,
+            agent,
+            robots,
+            permits,
+            metrics,
+            shutdown,
+            #[cfg(test)]
+            panic_on_host: None,
+        };
         Self { shared: Arc::new(shared), gates: HashMap::new(), prune_at: MIN_PRUNE_AT }
     }
 
     /// Serves `picks`; the hosts run concurrently, each host's picks in order. A host
-    /// task that panicked fails the batch, so that it is replayed rather than lost.
-    pub async fn crawl(&mut self, picks: Vec<PagePick>) -> Result<CrawlOutput, tokio::task::JoinError> {
+    /// task that panics costs only its own picks, which end as `other`: failing the batch
+    /// would replay the same picks into the same panic, over and over.
+    pub async fn crawl(&mut self, picks: Vec<PagePick>) -> CrawlOutput {
         let budget_end = later(Instant::now(), self.shared.settings.batch_budget);
         let mut by_host: HashMap<String, Vec<Indexed>> = HashMap::new();
         let total = picks.len();
@@ -191,21 +206,47 @@ impl Crawler {
             by_host.entry(pick.host.clone()).or_default().push((index, pick));
         }
         let mut tasks = JoinSet::new();
+        // What each task was given, to answer for its picks should it panic.
+        let mut running: HashMap<task::Id, (String, HostGate, Vec<Indexed>)> = HashMap::new();
         for (host, picks) in by_host {
             self.shared.metrics.host_queue_depth.observe(picks.len() as f64);
             let gate = self.gates.remove(&host).unwrap_or_default();
             let shared = self.shared.clone();
-            tasks.spawn(async move {
-                let served = serve_host(&shared, picks, &Mutex::new(gate), budget_end).await;
-                (host, served)
-            });
+            let given = picks.clone();
+            #[cfg(test)]
+            let panics = shared.panic_on_host.as_deref() == Some(host.as_str());
+            let id = tasks
+                .spawn(async move {
+                    #[cfg(test)]
+                    assert!(!panics, "the test's host task panics");
+                    serve_host(&shared, picks, &Mutex::new(gate), budget_end).await
+                })
+                .id();
+            running.insert(id, (host, gate, given));
         }
         let mut slots: Vec<Option<Served>> = (0..total).map(|_| None).collect();
-        while let Some(joined) = tasks.join_next().await {
-            let (host, (gate, served)) = joined?;
-            self.gates.insert(host, gate);
+        while let Some(joined) = tasks.join_next_with_id().await {
+            let served = match joined {
+                Ok((id, (gate, served))) => {
+                    if let Some((host, ..)) = running.remove(&id) {
+                        self.gates.insert(host, gate);
+                    }
+                    served
+                }
+                Err(error) => {
+                    let Some((host, mut gate, given)) = running.remove(&error.id()) else { continue };
+                    tracing::error!(%host, picks = given.len(), %error, "a host task failed; its picks end as other");
+                    // What the task sent before it failed is unknown: count a request as
+                    // having just ended, so the host still gets its delay.
+                    gate.last_end = Some(Instant::now());
+                    self.gates.insert(host, gate);
+                    given.iter().map(|(index, pick)| (*index, internal_error(pick))).collect()
+                }
+            };
             for (index, item) in served {
-                slots[index] = Some(item);
+                if let Some(slot) = slots.get_mut(index) {
+                    *slot = Some(item);
+                }
             }
         }
         self.prune_gates();
@@ -217,7 +258,7 @@ impl Crawler {
             }
         }
         self.shared.metrics.requeued.inc_by(output.requeued.len() as u64);
-        Ok(output)
+        output
     }
 
     /// Forgets hosts whose gates no longer constrain anything, once their number doubles.
@@ -383,6 +424,12 @@ fn not_requested(
     result.error = Some(error);
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     Served::Done(Box::new(Crawled { result, links: PageLinks::default() }))
+}
+
+/// The result of a pick whose host task failed: the bug is in the log, not the result.
+fn internal_error(pick: &PagePick) -> Served {
+    let error = "an internal error ended this host's requests; see the fetch stage's log".to_owned();
+    not_requested(pick, FetchOutcome::Other, error, None)
 }
 
 fn duration_ms(duration: Duration) -> u64 {
@@ -588,7 +635,7 @@ mod tests {
         let delay = Duration::from_millis(150);
         let mut crawler = crawler(CrawlSettings { min_host_delay: delay, ..CrawlSettings::default() });
         let picks: Vec<PagePick> = (0..4).map(|i| pick(&format!("http://{address}/p{i}.html"))).collect();
-        let output = crawler.crawl(picks).await.unwrap();
+        let output = crawler.crawl(picks).await;
         assert!(output.crawled.iter().all(|c| c.result.outcome == FetchOutcome::Downloaded));
         assert_eq!(paths(&log), ["/robots.txt", "/p0.html", "/p1.html", "/p2.html", "/p3.html"]);
         for gap in gaps(&log) {
@@ -605,7 +652,7 @@ mod tests {
         .await;
         let mut crawler = crawler(no_delay());
         let picks: Vec<PagePick> = (0..3).map(|i| pick(&format!("http://{address}/p{i}.html"))).collect();
-        let output = crawler.crawl(picks).await.unwrap();
+        let output = crawler.crawl(picks).await;
         assert!(output.crawled.iter().all(|c| c.result.crawl_delay_ms == Some(300)));
         assert_eq!(lock(&log).len(), 4);
         for gap in gaps(&log) {
@@ -622,7 +669,7 @@ mod tests {
         .await;
         let mut crawler = crawler(no_delay());
         let urls = [format!("http://{address}/private/a.html"), format!("http://{address}/open.html")];
-        let output = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await.unwrap();
+        let output = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await;
         assert_eq!(
             outcomes(&output),
             [
@@ -631,7 +678,7 @@ mod tests {
             ]
         );
         assert!(!output.crawled[0].result.outcome.is_request());
-        let again = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await.unwrap();
+        let again = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await;
         assert_eq!(outcomes(&again), outcomes(&output));
         assert_eq!(
             paths(&log),
@@ -648,7 +695,7 @@ mod tests {
         })
         .await;
         let mut crawler = crawler(no_delay());
-        let output = crawler.crawl(vec![pick(&format!("http://{address}/a.html"))]).await.unwrap();
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/a.html"))]).await;
         let result = &output.crawled[0].result;
         assert_eq!(result.outcome, FetchOutcome::RobotsDenied);
         assert!(result.error.as_deref().unwrap_or_default().contains("503"), "{:?}", result.error);
@@ -669,7 +716,7 @@ mod tests {
             PagePick { deadline_ms: Some(unix_ms() + 1_000), ..pick(&format!("http://{address}/soon.html")) };
         let later = pick(&format!("http://{address}/later.html"));
         let output =
-            crawler.crawl(vec![pick(&format!("http://{address}/busy.html")), soon, later]).await.unwrap();
+            crawler.crawl(vec![pick(&format!("http://{address}/busy.html")), soon, later]).await;
         assert_eq!(
             outcomes(&output),
             [
@@ -692,7 +739,7 @@ mod tests {
         let mut crawler = crawler(no_delay());
         let late =
             PagePick { deadline_ms: Some(unix_ms() - 1), ..pick(&format!("http://{address}/late.html")) };
-        let output = crawler.crawl(vec![late]).await.unwrap();
+        let output = crawler.crawl(vec![late]).await;
         assert_eq!(output.crawled[0].result.outcome, FetchOutcome::Deferred);
         assert!(!paths(&log).contains(&"/late.html".to_owned()));
     }
@@ -706,7 +753,7 @@ mod tests {
             pick("http://169.254.169.254/latest/b.html"),
             pick(&format!("http://{closed}/c.html")),
         ];
-        let output = crawler.crawl(picks).await.unwrap();
+        let output = crawler.crawl(picks).await;
         assert_eq!(
             outcomes(&output),
             [
@@ -730,7 +777,7 @@ mod tests {
         })
         .await;
         let mut crawler = crawler(no_delay());
-        let output = crawler.crawl(vec![pick(&format!("http://{address}/index.html"))]).await.unwrap();
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/index.html"))]).await;
         let links: Vec<(&str, u32)> =
             output.crawled[0].links.links.iter().map(|l| (l.url.as_str(), l.occurrences)).collect();
         let own = format!("http://{address}/own.html");
@@ -749,7 +796,7 @@ mod tests {
             pick(&format!("http://{address}/a.html")),
             pick(&format!("http://a.test:{}/b.html", address.port())),
         ];
-        let output = crawler.crawl(picks.clone()).await.unwrap();
+        let output = crawler.crawl(picks.clone()).await;
         assert!(output.crawled.is_empty());
         assert_eq!(output.requeued, picks);
         assert!(paths(&log).is_empty());
@@ -776,7 +823,7 @@ mod tests {
             pick(&url("busy.html")),
             PagePick { deadline_ms: Some(i64::MAX), ..pick(&url("after.html")) },
         ];
-        let output = crawler.crawl(picks).await.unwrap();
+        let output = crawler.crawl(picks).await;
         assert_eq!(
             outcomes(&output),
             [
@@ -789,8 +836,35 @@ mod tests {
         assert_eq!(output.requeued.iter().map(|p| p.url.clone()).collect::<Vec<_>>(), [url("after.html")]);
         assert_eq!(paths(&log), ["/robots.txt", "/endless.html", "/busy.html"]);
         // The host stays paused in the next batch, which still ends in its budget.
-        let again = crawler.crawl(vec![pick(&url("next.html"))]).await.unwrap();
+        let again = crawler.crawl(vec![pick(&url("next.html"))]).await;
         assert_eq!(again.requeued.len(), 1);
         assert_eq!(paths(&log).len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_host_task_fails_only_its_own_picks() {
+        let (address, log) = site(|_| html("<p>page</p>")).await;
+        let mut crawler = crawler_with(no_delay(), &["boom.test"], CancellationToken::new());
+        let boom = format!("boom.test:{}", address.port());
+        Arc::get_mut(&mut crawler.shared).unwrap().panic_on_host = Some(boom.clone());
+        let picks = vec![
+            pick(&format!("http://{boom}/a.html")),
+            pick(&format!("http://{address}/b.html")),
+            pick(&format!("http://{boom}/c.html")),
+        ];
+        let output = crawler.crawl(picks).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("a.html".to_owned(), FetchOutcome::Other),
+                ("b.html".to_owned(), FetchOutcome::Downloaded),
+                ("c.html".to_owned(), FetchOutcome::Other),
+            ]
+        );
+        let error = output.crawled[0].result.error.as_deref().unwrap_or_default();
+        assert!(error.contains("internal error"), "{error}");
+        assert_eq!(output.crawled[0].result.host, boom);
+        assert!(crawler.gates.contains_key(&boom), "the host keeps its gate");
+        assert_eq!(paths(&log), ["/robots.txt", "/b.html"]);
     }
 }

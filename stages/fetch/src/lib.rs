@@ -280,11 +280,7 @@ impl Stage for Fetch {
     ) -> Result<(), StageError> {
         let picks: Vec<PagePick> =
             batch.iter().filter_map(|record| out.decode_keyed(record, |p: &PagePick| &p.host)).collect();
-        let output = self
-            .crawler
-            .crawl(picks)
-            .await
-            .map_err(|e| StageError::Other(format!("a host task failed: {e}")))?;
+        let output = self.crawler.crawl(picks).await;
         for crawled in output.crawled {
             self.emit(crawled, out)?;
         }
