@@ -23,11 +23,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::http::{redacted, unanswered, Fetcher};
+use crate::http::{redacted, unanswered, Fetcher, Reading};
 use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
-use crate::robots::{agent_token, RobotsCache, RobotsLifetimes, RobotsRules, MAX_ROBOTS_BYTES};
+use crate::robots::{agent_token, whole_lines, RobotsCache, RobotsLifetimes, RobotsRules, MAX_ROBOTS_BYTES};
 
 /// Politeness and time limits.
 #[derive(Debug, Clone)]
@@ -316,6 +316,10 @@ fn origin_of(url: &str) -> String {
     Url::parse(url).map(|u| u.origin().ascii_serialization()).unwrap_or_default()
 }
 
+/// robots.txt is read whatever its type, and one past [`MAX_ROBOTS_BYTES`] only that far,
+/// as RFC 9309 §2.5 allows.
+const ROBOTS_READING: Reading = Reading { cap: MAX_ROBOTS_BYTES, any_type: true, truncate: true };
+
 /// The cached rules of `origin`, or fetches its robots.txt in the host's next slot.
 async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budget_end: Instant) -> Robots {
     let cached = lock(&shared.robots).get(origin, Instant::now());
@@ -334,14 +338,13 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
         return Robots::NotYet;
     }
     let answer =
-        request(shared, gate, || shared.fetcher.get_document(robots_url.clone(), MAX_ROBOTS_BYTES, true))
-            .await;
+        request(shared, gate, || shared.fetcher.get_document(robots_url.clone(), ROBOTS_READING)).await;
     let metrics = &shared.metrics;
     match answer {
         Ok(answer) => {
             let body = answer.body.unwrap_or_default();
-            let (rules, server_failure) =
-                RobotsRules::from_answer(answer.status.as_u16(), &body, &shared.agent);
+            let body = if answer.truncated { whole_lines(&body) } else { &body };
+            let (rules, server_failure) = RobotsRules::from_answer(answer.status.as_u16(), body, &shared.agent);
             let result = match (&rules, server_failure) {
                 (_, true) => "server_error",
                 (RobotsRules::Parsed(_), _) => "parsed",
@@ -524,9 +527,8 @@ async fn page_links(
             links.record(frame.into(), filter, depth);
             continue;
         }
-        let max_body = shared.fetcher.max_body_bytes;
-        let answer =
-            request(shared, gate, || shared.fetcher.get_document(frame.clone(), max_body, false)).await;
+        let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };
+        let answer = request(shared, gate, || shared.fetcher.get_document(frame.clone(), reading)).await;
         let frame_links = match answer {
             Ok(answer) if answer.status.is_success() => answer.body.map(|body| {
                 let frame_url = answer.redirects.last().unwrap_or(&frame);
@@ -551,11 +553,17 @@ async fn page_links(
 mod tests {
     use std::net::{IpAddr, SocketAddr};
 
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::{Body, Bytes};
     use axum::extract::Request;
     use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
     use axum::http::StatusCode;
     use axum::response::{IntoResponse, Response};
+    use axum::routing::get;
     use axum::Router;
+    use futures::stream::{self, StreamExt};
     use prometheus::Registry;
 
     use super::*;
@@ -866,5 +874,54 @@ mod tests {
         assert_eq!(output.crawled[0].result.host, boom);
         assert!(crawler.gates.contains_key(&boom), "the host keeps its gate");
         assert_eq!(paths(&log), ["/robots.txt", "/b.html"]);
+    }
+
+    #[tokio::test]
+    async fn a_huge_robots_txt_is_read_up_to_the_cap_and_its_whole_lines_apply() {
+        const SIZE: usize = 10 * 1024 * 1024;
+        let cap = usize::try_from(MAX_ROBOTS_BYTES).unwrap();
+        let mut robots = b"User-agent: *\nDisallow: /private\n#".to_vec();
+        // A rule the cap cuts to `Disallow: /o`, which would deny /open.html.
+        let trap = b"Disallow: /open-to-all\n";
+        robots.resize(cap - 12 - 1, b' ');
+        robots.push(b'\n');
+        robots.extend_from_slice(trap);
+        while robots.len() < SIZE {
+            robots.extend_from_slice(b"# filler\n");
+        }
+        let robots = Bytes::from(robots);
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counted = sent.clone();
+        let router = Router::new()
+            .route(
+                "/robots.txt",
+                get(move || {
+                    let (robots, counted) = (robots.clone(), counted.clone());
+                    async move {
+                        let chunks = stream::iter((0..robots.len()).step_by(64 * 1024)).map(move |start| {
+                            let chunk = robots.slice(start..robots.len().min(start + 64 * 1024));
+                            counted.fetch_add(chunk.len(), Ordering::Relaxed);
+                            Ok::<_, Infallible>(chunk)
+                        });
+                        Body::from_stream(chunks)
+                    }
+                }),
+            )
+            .fallback(|| async { html("<p>page</p>") });
+        let address = serve(router).await;
+        let mut crawler = crawler(no_delay());
+        let picks =
+            vec![pick(&format!("http://{address}/private/a.html")), pick(&format!("http://{address}/open.html"))];
+        let output = crawler.crawl(picks).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("a.html".to_owned(), FetchOutcome::RobotsDenied),
+                ("open.html".to_owned(), FetchOutcome::Downloaded)
+            ]
+        );
+        // Socket buffers take a few MB, but the connection is dropped before the end.
+        let sent = sent.load(Ordering::Relaxed);
+        assert!(sent < SIZE, "the server got to send {sent} bytes");
     }
 }

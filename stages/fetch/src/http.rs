@@ -76,6 +76,20 @@ pub struct Answer {
     pub redirects: Vec<Url>,
     /// The body, read only for 2xx answers of an accepted type.
     pub body: Option<Vec<u8>>,
+    /// Whether `body` is only the first [`Reading::cap`] bytes of a longer one.
+    pub truncated: bool,
+}
+
+/// Which answers' bodies a GET reads, and how much of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// Most body bytes read.
+    pub cap: u64,
+    /// Read the body whatever its type, not only those of the accepted types.
+    pub any_type: bool,
+    /// Past `cap`, keep the first `cap` bytes and stop reading, rather than fail with
+    /// `BodyTooLarge`.
+    pub truncate: bool,
 }
 
 /// Fetches over HTTP(S). Cheap to clone: clones share one connection pool.
@@ -162,7 +176,8 @@ impl Fetcher {
                 conditions.insert(name, value);
             }
         }
-        let answer = self.get(url, conditions, self.max_body_bytes, false, &mut result.size_bytes).await;
+        let reading = Reading { cap: self.max_body_bytes, any_type: false, truncate: false };
+        let answer = self.get(url, conditions, reading, &mut result.size_bytes).await;
         let answer = match answer {
             Ok(answer) => answer,
             Err((failure, redirects)) => {
@@ -193,18 +208,12 @@ impl Fetcher {
         }
     }
 
-    /// A plain GET of `url` within the request timeout, following redirects: robots.txt
-    /// (read whatever its type, `any_type`) and frame documents (read if of an accepted
-    /// type). The error is the outcome it would have as a pick's.
-    pub async fn get_document(
-        &self,
-        url: Url,
-        cap: u64,
-        any_type: bool,
-    ) -> Result<Answer, (FetchOutcome, String)> {
+    /// A plain GET of `url` within the request timeout, following redirects, for
+    /// robots.txt and frame documents. The error is the outcome it would have as a pick's.
+    pub async fn get_document(&self, url: Url, reading: Reading) -> Result<Answer, (FetchOutcome, String)> {
         let mut received = 0;
         let get = async {
-            self.get(url, HeaderMap::new(), cap, any_type, &mut received)
+            self.get(url, HeaderMap::new(), reading, &mut received)
                 .await
                 .map_err(|(failure, _)| failure)
         };
@@ -222,15 +231,13 @@ impl Fetcher {
     }
 
     /// GETs `url`, following up to `max_redirects` redirects, each hop checked against
-    /// the address policy. Reads the body of a 2xx answer of an accepted type (or of any
-    /// type), up to `cap` bytes, counting into `received`. A failure comes with the
-    /// redirects taken.
+    /// the address policy. Reads the body of a 2xx answer as `reading` says, counting
+    /// into `received`. A failure comes with the redirects taken.
     async fn get(
         &self,
         url: Url,
         headers: HeaderMap,
-        cap: u64,
-        any_type: bool,
+        reading: Reading,
         received: &mut u64,
     ) -> Result<Answer, (FetchFailure, Vec<Url>)> {
         let mut redirects: Vec<Url> = Vec::new();
@@ -260,16 +267,16 @@ impl Fetcher {
                 current = target;
                 continue;
             }
-            let accepted = status.is_success() && (any_type || self.accepts(response.headers()));
-            let body = if accepted {
-                match read_body(&mut response, cap, received).await {
-                    Ok(body) => Some(body),
+            let accepted = status.is_success() && (reading.any_type || self.accepts(response.headers()));
+            let (body, truncated) = if accepted {
+                match read_body(&mut response, reading, received).await {
+                    Ok((body, truncated)) => (Some(body), truncated),
                     Err(failure) => return Err((failure, redirects)),
                 }
             } else {
-                None
+                (None, false)
             };
-            return Ok(Answer { status, headers: response.headers().clone(), redirects, body });
+            return Ok(Answer { status, headers: response.headers().clone(), redirects, body, truncated });
         }
     }
 
@@ -315,25 +322,39 @@ pub fn unanswered(pick: &PagePick, outcome: FetchOutcome) -> FetchResult {
     }
 }
 
-/// Reads the body chunk by chunk so that an oversized one is dropped as soon as it
-/// passes the cap instead of after it has all arrived. `received` counts the bytes read,
-/// also when reading fails part-way.
-async fn read_body(response: &mut Response, cap: u64, received: &mut u64) -> Result<Vec<u8>, FetchFailure> {
+/// Reads the body chunk by chunk so that an oversized one is dropped, or cut, as soon as
+/// it passes the cap instead of after it has all arrived; the flag says it was cut.
+/// `received` counts the bytes read, also when reading fails part-way.
+async fn read_body(
+    response: &mut Response,
+    reading: Reading,
+    received: &mut u64,
+) -> Result<(Vec<u8>, bool), FetchFailure> {
+    let cap = reading.cap;
     // Absent for compressed bodies, whose decoded size is only known by reading them.
     let announced = response.content_length();
-    if let Some(announced) = announced.filter(|&length| length > cap) {
+    if let Some(announced) = announced.filter(|&length| length > cap && !reading.truncate) {
         return Err(FetchFailure::AnnouncedBodyTooLarge { announced, cap });
     }
-    // Within the cap by now, so the announced length is a safe allocation.
-    let mut body = Vec::with_capacity(announced.and_then(|length| usize::try_from(length).ok()).unwrap_or(0));
+    // At most the cap, so a safe allocation.
+    let expected = announced.map_or(0, |length| length.min(cap));
+    let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     while let Some(chunk) = response.chunk().await? {
+        let room = cap.saturating_sub(*received);
         *received = received.saturating_add(chunk.len() as u64);
         if *received > cap {
-            return Err(FetchFailure::BodyTooLarge { cap });
+            if !reading.truncate {
+                return Err(FetchFailure::BodyTooLarge { cap });
+            }
+            // Stopping here drops the connection with the rest of the body unread.
+            let kept = chunk.get(..usize::try_from(room).unwrap_or(usize::MAX)).unwrap_or(&chunk);
+            body.extend_from_slice(kept);
+            *received = cap;
+            return Ok((body, true));
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(body)
+    Ok((body, false))
 }
 
 /// Why a request did not end in a download; mapped onto a [`FetchOutcome`].
@@ -884,6 +905,24 @@ pub(crate) mod tests {
         assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
         assert!(result.size_bytes > SMALL_CAP && result.size_bytes <= 1200, "{}", result.size_bytes);
         assert!(result.body.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_truncating_read_keeps_the_first_cap_bytes_and_stops() {
+        // The body stalls after passing the cap, so only a reader that stops at the cap
+        // answers before the timeout; a Content-Length past the cap is no reason to refuse.
+        let router = Router::new()
+            .route("/endless", get(|| async { streamed_body(&[600, 600], true) }))
+            .route("/announced", get(|| async { vec![b'y'; 3000] }));
+        let address = serve(router).await;
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        let reading = Reading { cap: SMALL_CAP, any_type: true, truncate: true };
+        for (path, byte) in [("/endless", b'x'), ("/announced", b'y')] {
+            let url = Url::parse(&format!("http://{address}{path}")).unwrap();
+            let answer = fetcher.get_document(url, reading).await.unwrap();
+            assert!(answer.truncated, "{path}");
+            assert_eq!(answer.body, Some(vec![byte; 1024]), "{path}");
+        }
     }
 
     #[tokio::test]

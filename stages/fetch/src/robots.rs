@@ -76,6 +76,12 @@ impl RobotsRules {
     }
 }
 
+/// The complete lines of a robots.txt cut at [`MAX_ROBOTS_BYTES`]: half a rule can mean
+/// another rule (`Disallow: /private` cut to `Disallow: /`).
+pub fn whole_lines(cut: &[u8]) -> &[u8] {
+    cut.iter().rposition(|&byte| byte == b'\n').map_or(&[], |last| cut.split_at(last).0)
+}
+
 /// The product token robots.txt groups are matched against: the User-Agent up to its
 /// first `/` or space ("recrawl/0.1 (+https://…)" → "recrawl").
 pub fn agent_token(user_agent: &str) -> &str {
