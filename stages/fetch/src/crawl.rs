@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::http::{redacted, unanswered, Fetcher, Reading};
+use crate::http::{error_text, redacted, unanswered, Fetcher, Reading};
 use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
@@ -424,7 +424,7 @@ fn not_requested(
     crawl_delay: Option<Duration>,
 ) -> Served {
     let mut result = unanswered(pick, outcome);
-    result.error = Some(error);
+    result.error = Some(error_text(error));
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     Served::Done(Box::new(Crawled { result, links: PageLinks::default() }))
 }

@@ -23,6 +23,24 @@ use crate::address::{
     check_url_host, find_cause, AddressPolicy, BlockedAddress, DnsFailure, GuardedResolver,
 };
 
+/// Longest URL taken from a server, as a redirect target or a link; a page may be as
+/// large as a body may be, so its strings need limits of their own.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
+/// Longest `Content-Type`, `ETag` or `Last-Modified` kept; a longer one is dropped.
+pub const MAX_HEADER_BYTES: usize = 1024;
+
+/// Longest `error` text in a result.
+pub const MAX_ERROR_BYTES: usize = 1024;
+
+/// Most redirects followed, whatever the configuration asks: each is kept in the result.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// Bound on an encoded [`FetchResult`]'s size beyond its body, given a pick whose URL is
+/// at most [`MAX_URL_BYTES`] (as every link this stage publishes is) and whose host and
+/// group are short: so a body at the cap always fits in a record.
+pub const RESULT_OVERHEAD_BYTES: usize = 128 * 1024;
+
 /// How the fetcher talks to servers.
 #[derive(Debug, Clone)]
 pub struct FetchConfig {
@@ -30,7 +48,8 @@ pub struct FetchConfig {
     pub request_timeout: Duration,
     /// Limit on opening one connection.
     pub connect_timeout: Duration,
-    /// Redirects followed before giving up with `TooManyRedirects`.
+    /// Redirects followed before giving up with `TooManyRedirects`; at most
+    /// [`MAX_REDIRECTS`].
     pub max_redirects: usize,
     /// Largest (decoded) body kept; longer bodies end as `BodyTooLarge`.
     pub max_body_bytes: u64,
@@ -127,7 +146,7 @@ impl Fetcher {
             client,
             policy,
             request_timeout: config.request_timeout,
-            max_redirects: config.max_redirects,
+            max_redirects: config.max_redirects.min(MAX_REDIRECTS),
             max_body_bytes: config.max_body_bytes,
             content_types,
         })
@@ -148,7 +167,7 @@ impl Fetcher {
             Ok(outcome) => outcome,
             Err(failure) => {
                 let outcome = failure.outcome();
-                result.error = Some(failure.describe());
+                result.error = Some(error_text(failure.describe()));
                 outcome
             }
         };
@@ -257,6 +276,9 @@ impl Fetcher {
                 .and_then(|location| current.join(location).ok());
             if let Some(mut target) = target {
                 target.set_fragment(None);
+                if target.as_str().len() > MAX_URL_BYTES {
+                    return Err((FetchFailure::LongRedirect(target.as_str().len()), redirects));
+                }
                 if target == url || redirects.contains(&target) {
                     return Err((FetchFailure::RedirectLoop(redacted(target.as_str())), redirects));
                 }
@@ -376,6 +398,8 @@ enum FetchFailure {
     TooManyRedirects(usize),
     #[error("redirect loop back to {0}")]
     RedirectLoop(String),
+    #[error("a redirect to a URL of {0} bytes, past the limit of {MAX_URL_BYTES}")]
+    LongRedirect(usize),
     #[error("no complete answer within {0:?}")]
     Timeout(Duration),
     #[error(transparent)]
@@ -390,7 +414,9 @@ impl FetchFailure {
             Self::UnparsableUrl { .. } => FetchOutcome::Other,
             Self::Status(_) => FetchOutcome::HttpStatus,
             Self::AnnouncedBodyTooLarge { .. } | Self::BodyTooLarge { .. } => FetchOutcome::BodyTooLarge,
-            Self::TooManyRedirects(_) | Self::RedirectLoop(_) => FetchOutcome::TooManyRedirects,
+            Self::TooManyRedirects(_) | Self::RedirectLoop(_) | Self::LongRedirect(_) => {
+                FetchOutcome::TooManyRedirects
+            }
             Self::Timeout(_) => FetchOutcome::Timeout,
             Self::Blocked(_) => FetchOutcome::BlockedAddress,
             Self::Transport(error) => transport_outcome(error),
@@ -483,10 +509,21 @@ fn record_headers(headers: &HeaderMap, result: &mut FetchResult) {
     result.last_modified = header_text(headers, LAST_MODIFIED);
 }
 
-/// A header's value, or `None` when absent or not UTF-8.
+/// A header's value, or `None` when absent, not UTF-8 or longer than [`MAX_HEADER_BYTES`].
 fn header_text(headers: &HeaderMap, name: HeaderName) -> Option<String> {
-    let value = headers.get(name)?;
+    let value = headers.get(name).filter(|value| value.len() <= MAX_HEADER_BYTES)?;
     std::str::from_utf8(value.as_bytes()).ok().map(str::to_owned)
+}
+
+/// `text` cut to at most [`MAX_ERROR_BYTES`] on a character boundary, marked by an ellipsis;
+/// error texts quote what servers sent.
+pub(crate) fn error_text(mut text: String) -> String {
+    const ELLIPSIS: char = '…';
+    if text.len() > MAX_ERROR_BYTES {
+        text.truncate(text.floor_char_boundary(MAX_ERROR_BYTES.saturating_sub(ELLIPSIS.len_utf8())));
+        text.push(ELLIPSIS);
+    }
+    text
 }
 
 #[cfg(test)]
@@ -701,6 +738,64 @@ pub(crate) mod tests {
                 }
             }),
         )
+    }
+
+    #[tokio::test]
+    async fn long_redirect_targets_end_the_request_and_long_headers_are_dropped() {
+        let long = format!("/{}", "a".repeat(MAX_URL_BYTES));
+        let router = Router::new()
+            .route("/away", get(move || async move { Redirect::temporary(&long) }))
+            .route(
+                "/headers",
+                get(|| async {
+                    let etag = format!("\"{}\"", "e".repeat(MAX_HEADER_BYTES));
+                    let date = "d".repeat(MAX_HEADER_BYTES + 1);
+                    ([(CONTENT_TYPE, "text/html".to_owned()), (ETAG, etag), (LAST_MODIFIED, date)], "<p>x</p>")
+                }),
+            );
+        let address = serve(router).await;
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        let away = fetcher.fetch(&pick_for(&format!("http://{address}/away"))).await;
+        assert_eq!(away.outcome, FetchOutcome::TooManyRedirects, "{:?}", away.error);
+        assert!(away.redirects.is_empty() && away.final_url.is_none());
+        let error = away.error.unwrap_or_default();
+        assert!(error.contains("past the limit of 8192"), "{error}");
+        let headers = fetcher.fetch(&pick_for(&format!("http://{address}/headers"))).await;
+        assert_eq!(headers.outcome, FetchOutcome::Downloaded, "{:?}", headers.error);
+        assert_eq!(headers.content_type.as_deref(), Some("text/html"));
+        assert_eq!((headers.etag, headers.last_modified), (None, None));
+    }
+
+    #[test]
+    fn error_texts_are_cut_on_a_character_boundary() {
+        assert_eq!(error_text("short".to_owned()), "short");
+        let cut = error_text("é".repeat(MAX_ERROR_BYTES));
+        assert!(cut.len() <= MAX_ERROR_BYTES && cut.len() > MAX_ERROR_BYTES - 8, "{}", cut.len());
+        assert!(cut.starts_with("éé") && cut.ends_with('…'));
+    }
+
+    #[test]
+    fn a_result_is_its_body_plus_a_bounded_overhead() {
+        let long_url = |i: usize| {
+            let url = format!("http://example.com/{i}/");
+            format!("{url}{}", "x".repeat(MAX_URL_BYTES - url.len()))
+        };
+        let mut result = unanswered(&pick_for(&long_url(0)), FetchOutcome::Downloaded);
+        assert_eq!(result.url.len(), MAX_URL_BYTES);
+        result.redirects = (1..=MAX_REDIRECTS).map(long_url).collect();
+        result.final_url = result.redirects.last().cloned();
+        let header = Some("h".repeat(MAX_HEADER_BYTES));
+        (result.content_type, result.etag, result.last_modified) = (header.clone(), header.clone(), header);
+        result.error = Some(error_text("é".repeat(10 * MAX_ERROR_BYTES)));
+        (result.http_status, result.crawl_delay_ms, result.retry_after_ms) = (Some(200), Some(1), Some(2));
+        for size in [0, 1000, 3 << 20] {
+            result.body = vec![b'b'; size];
+            result.size_bytes = size as u64;
+            let encoded = recrawl_schemas::encode(&result).unwrap().len();
+            assert!(encoded <= size + RESULT_OVERHEAD_BYTES, "{encoded} for a body of {size}");
+            // The bound is not loose by an order of magnitude either.
+            assert!(encoded > size + RESULT_OVERHEAD_BYTES / 2, "{encoded} for a body of {size}");
+        }
     }
 
     #[tokio::test]

@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::{parse_allowed_network, parse_resolve, AddressPolicy, GuardedResolver};
 use crate::crawl::{CrawlSettings, Crawled, Crawler};
-use crate::http::{FetchConfig, Fetcher};
+pub use crate::http::RESULT_OVERHEAD_BYTES;
+use crate::http::{FetchConfig, Fetcher, MAX_REDIRECTS};
 use crate::links::LinkFilter;
 use crate::metrics::FetchMetrics;
 use crate::robots::RobotsLifetimes;
@@ -72,8 +73,10 @@ pub struct HttpArgs {
     /// Limit on opening a connection, milliseconds.
     #[arg(long, env = "RECRAWL_FETCH_CONNECT_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub connect_timeout_ms: u64,
-    /// Redirects followed before giving up (too_many_redirects).
-    #[arg(long, env = "RECRAWL_FETCH_MAX_REDIRECTS", default_value_t = 5)]
+    /// Redirects followed before giving up (too_many_redirects); at most 10, as each is
+    /// kept in the result.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_REDIRECTS", default_value_t = 5,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_REDIRECTS as u64))]
     pub max_redirects: usize,
     /// Bodies larger than this are abandoned (body_too_large); at most 48 MiB, below the
     /// envelope's payload limit.
@@ -234,6 +237,7 @@ impl Fetch {
         for rejection in &links.rejected {
             self.metrics.links.with_label_values(&[rejection.as_str()]).inc();
         }
+        self.metrics.links.with_label_values(&["too_long"]).inc_by(links.too_long);
         self.metrics.links.with_label_values(&["published"]).inc_by(links.links.len() as u64);
         for link in links.links {
             let Ok(host) = host_of(&link.url) else { continue };
@@ -358,6 +362,9 @@ mod tests {
         assert!(error.contains("--allow-address"), "{error}");
         let error = parse(&["--resolve", "nohost"]).unwrap_err().to_string();
         assert!(error.contains("--resolve"), "{error}");
+        assert_eq!(parse(&["--max-redirects", "10"]).unwrap().fetch_config().max_redirects, 10);
+        let error = parse(&["--max-redirects", "11"]).unwrap_err().to_string();
+        assert!(error.contains("--max-redirects"), "{error}");
     }
 
     #[test]

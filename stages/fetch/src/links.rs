@@ -12,6 +12,8 @@ use recrawl_common::links::{LinkRules, Rejection};
 use recrawl_schemas::url_key::normalise_parsed;
 use url::Url;
 
+use crate::http::MAX_URL_BYTES;
+
 /// Which links [`extract_links`] keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkFilter {
@@ -45,6 +47,9 @@ pub struct PageLinks {
     pub frames: Vec<Url>,
     /// The rule each distinct rejected http(s) link failed.
     pub rejected: Vec<Rejection>,
+    /// Distinct links dropped for being longer than [`MAX_URL_BYTES`]: a rule of this
+    /// stage's, not one of [`LinkRules`].
+    pub too_long: u64,
     /// Position of each URL in `links`, or `None` once rejected or past `max_links`.
     seen: HashMap<String, Option<usize>>,
 }
@@ -57,14 +62,25 @@ impl PageLinks {
             self.add(link.url, link.occurrences, max_links);
         }
         self.rejected.extend(frame.rejected);
+        self.too_long = self.too_long.saturating_add(frame.too_long);
     }
 
     /// Adds the normalised `url` if `filter` admits it as a link at `depth`, else counts
     /// its rejection.
     pub fn record(&mut self, url: String, filter: &LinkFilter, depth: u32) {
+        if url.len() > MAX_URL_BYTES {
+            if self.first_sighting(url) {
+                self.too_long = self.too_long.saturating_add(1);
+            }
+            return;
+        }
         match filter.rules.check(&url, depth) {
             Ok(()) => self.add(url, 1, filter.max_links),
-            Err(rejection) => self.reject(url, rejection),
+            Err(rejection) => {
+                if self.first_sighting(url) {
+                    self.rejected.push(rejection);
+                }
+            }
         }
     }
 
@@ -86,10 +102,14 @@ impl PageLinks {
         }
     }
 
-    fn reject(&mut self, url: String, rejection: Rejection) {
-        if let std::collections::hash_map::Entry::Vacant(entry) = self.seen.entry(url) {
-            entry.insert(None);
-            self.rejected.push(rejection);
+    /// Marks `url` as not a link; whether it was new.
+    fn first_sighting(&mut self, url: String) -> bool {
+        match self.seen.entry(url) {
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(None);
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(_) => false,
         }
     }
 
@@ -510,6 +530,16 @@ mod tests {
         );
         let parsed: Vec<String> = serde_json::from_str(&json).unwrap();
         assert_eq!(parsed, ["http://example.com/base/x.html", "http://example.com/base/z.php"]);
+    }
+
+    #[test]
+    fn links_past_the_url_limit_are_dropped_and_counted() {
+        let long = "l".repeat(MAX_URL_BYTES);
+        let html = format!(r#"<a href="/{long}">1</a><a href="/{long}">2</a><a href="/ok">3</a>"#);
+        let found = extract_links(&page(), html.as_bytes(), &LinkFilter::default(), 1);
+        assert_eq!(urls(&found.links), ["http://example.com/ok"]);
+        assert_eq!(found.too_long, 1, "each distinct URL once");
+        assert!(found.rejected.is_empty());
     }
 
     #[test]
