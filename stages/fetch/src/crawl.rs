@@ -269,7 +269,7 @@ impl Crawler {
         let now = Instant::now();
         let min_delay = self.shared.settings.min_host_delay;
         self.gates.retain(|_, gate| !gate.is_spent(now, min_delay));
-        self.prune_at = (self.gates.len() * 2).max(MIN_PRUNE_AT);
+        self.prune_at = self.gates.len().saturating_mul(2).max(MIN_PRUNE_AT);
     }
 }
 
@@ -522,7 +522,7 @@ async fn page_links(
             links.record(frame.into(), filter, depth);
             continue;
         };
-        fetched += 1;
+        fetched = fetched.saturating_add(1);
         if !wait_for(shared, slot).await {
             links.record(frame.into(), filter, depth);
             continue;

@@ -481,12 +481,16 @@ pub fn redacted(url: &str) -> String {
         // Unparsable, yet it may still carry `user:password@` in what looks like its
         // authority: cut that out as text.
         Err(_) => {
-            let authority_start = url.find("://").map_or(0, |i| i + 3);
-            let authority_end =
-                url[authority_start..].find(['/', '?', '#']).map_or(url.len(), |i| authority_start + i);
-            match url[authority_start..authority_end].rfind('@') {
-                Some(at) => format!("{}{}", &url[..authority_start], &url[authority_start + at + 1..]),
-                None => url.to_owned(),
+            let (scheme, rest) = match url.split_once("://") {
+                Some((scheme, rest)) => (Some(scheme), rest),
+                None => (None, url),
+            };
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            let Some((_, host)) = authority.rsplit_once('@') else { return url.to_owned() };
+            let after_authority = rest.get(authority.len()..).unwrap_or_default();
+            match scheme {
+                Some(scheme) => format!("{scheme}://{host}{after_authority}"),
+                None => format!("{host}{after_authority}"),
             }
         }
     }
@@ -520,7 +524,9 @@ fn header_text(headers: &HeaderMap, name: HeaderName) -> Option<String> {
 pub(crate) fn error_text(mut text: String) -> String {
     const ELLIPSIS: char = '…';
     if text.len() > MAX_ERROR_BYTES {
-        text.truncate(text.floor_char_boundary(MAX_ERROR_BYTES.saturating_sub(ELLIPSIS.len_utf8())));
+        let room = MAX_ERROR_BYTES.saturating_sub(ELLIPSIS.len_utf8());
+        let end = (0..=room).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
+        text.truncate(end);
         text.push(ELLIPSIS);
     }
     text

@@ -1,6 +1,9 @@
 //! The fetch stage: fetches each picked URL over HTTP, politely and only where robots.txt
 //! and the address policy allow, and emits the result and the page's links.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
+
 pub mod address;
 pub mod crawl;
 pub mod http;

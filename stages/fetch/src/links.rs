@@ -292,13 +292,12 @@ fn decode_character_references(raw: &str) -> Cow<'_, str> {
     }
     let mut decoded = String::with_capacity(raw.len());
     let mut rest = raw;
-    while let Some(ampersand) = rest.find('&') {
-        decoded.push_str(&rest[..ampersand]);
-        let after = &rest[ampersand + 1..];
+    while let Some((before, after)) = rest.split_once('&') {
+        decoded.push_str(before);
         match decode_reference(after) {
-            Some((character, consumed)) => {
+            Some((character, after_reference)) => {
                 decoded.push(character);
-                rest = &after[consumed..];
+                rest = after_reference;
             }
             None => {
                 decoded.push('&');
@@ -310,26 +309,25 @@ fn decode_character_references(raw: &str) -> Cow<'_, str> {
     Cow::Owned(decoded)
 }
 
-/// Decodes the reference right after an `&`: the character and the number of bytes it spans.
-fn decode_reference(after_ampersand: &str) -> Option<(char, usize)> {
+/// Decodes the reference right after an `&`: the character and what follows the reference.
+fn decode_reference(after_ampersand: &str) -> Option<(char, &str)> {
     if let Some(numeric) = after_ampersand.strip_prefix('#') {
-        let (radix, prefix_len) = match numeric.as_bytes().first() {
-            Some(b'x' | b'X') => (16, 1),
-            _ => (10, 0),
+        let (radix, digits) = match numeric.strip_prefix(['x', 'X']) {
+            Some(hex) => (16, hex),
+            None => (10, numeric),
         };
-        let digits = &numeric[prefix_len..];
-        let digit_count = digits.bytes().take_while(|b| char::from(*b).is_digit(radix)).count();
-        if digit_count == 0 {
+        let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
+        let (number, rest) = digits.split_at(end);
+        if number.is_empty() {
             return None;
         }
         // HTML turns out-of-range, surrogate and NUL code points into U+FFFD.
-        let character = u32::from_str_radix(&digits[..digit_count], radix)
+        let character = u32::from_str_radix(number, radix)
             .ok()
             .and_then(char::from_u32)
             .filter(|&c| c != '\0')
             .unwrap_or(char::REPLACEMENT_CHARACTER);
-        let semicolon = usize::from(digits[digit_count..].starts_with(';'));
-        return Some((character, 1 + prefix_len + digit_count + semicolon));
+        return Some((character, rest.strip_prefix(';').unwrap_or(rest)));
     }
     // (name, character, whether HTML also accepts it without the `;`)
     const NAMED: [(&str, char, bool); 5] = [
@@ -341,14 +339,14 @@ fn decode_reference(after_ampersand: &str) -> Option<(char, usize)> {
     ];
     for (name, character, legacy) in NAMED {
         let Some(tail) = after_ampersand.strip_prefix(name) else { continue };
-        if tail.starts_with(';') {
-            return Some((character, name.len() + 1));
+        if let Some(after_semicolon) = tail.strip_prefix(';') {
+            return Some((character, after_semicolon));
         }
         // Old names may omit the `;`, but inside attributes HTML leaves them alone when they
         // could be the start of a query parameter such as `&amp=1` or `&ltd`.
         let continues_name = tail.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'=');
         if legacy && !continues_name {
-            return Some((character, name.len()));
+            return Some((character, tail));
         }
     }
     None
