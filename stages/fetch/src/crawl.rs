@@ -924,4 +924,33 @@ mod tests {
         let sent = sent.load(Ordering::Relaxed);
         assert!(sent < SIZE, "the server got to send {sent} bytes");
     }
+
+    #[tokio::test]
+    async fn odd_crawl_delays_neither_panic_nor_stall_the_host() {
+        // (Crawl-delay, the delay kept, whether the pages fit in the batch after robots.txt)
+        let cases = [
+            ("0", Some(0), true),
+            ("-1", None, true),
+            ("NaN", None, true),
+            ("10000000000000000000", Some(86_400_000), false),
+        ];
+        for (value, delay_ms, fetched) in cases {
+            let robots = format!("User-agent: *\nCrawl-delay: {value}\n");
+            let router = Router::new()
+                .route("/robots.txt", get(move || async move { robots }))
+                .fallback(|| async { html("<p>page</p>") });
+            let address = serve(router).await;
+            let mut crawler = crawler(CrawlSettings { batch_budget: Duration::from_millis(200), ..no_delay() });
+            let picks = vec![pick(&format!("http://{address}/1.html")), pick(&format!("http://{address}/2.html"))];
+            let output = crawler.crawl(picks).await;
+            assert_eq!(crawler.gates[&address.to_string()].crawl_delay.map(duration_ms), delay_ms, "{value}");
+            let downloaded = output
+                .crawled
+                .iter()
+                .filter(|c| c.result.outcome == FetchOutcome::Downloaded && c.result.crawl_delay_ms == delay_ms)
+                .count();
+            let expected = if fetched { (2, 0) } else { (0, 2) };
+            assert_eq!((downloaded, output.requeued.len()), expected, "{value}");
+        }
+    }
 }

@@ -546,6 +546,7 @@ pub(crate) mod tests {
     use axum::Router;
     use futures::stream::{self, StreamExt};
     use recrawl_schemas::{host_of, normalise_url, url_key, PickReason};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     use super::*;
@@ -1024,6 +1025,126 @@ pub(crate) mod tests {
             assert!(answer.truncated, "{path}");
             assert_eq!(answer.body, Some(vec![byte; 1024]), "{path}");
         }
+    }
+
+    #[tokio::test]
+    async fn an_endless_body_ends_at_the_cap() {
+        let endless = stream::repeat_with(|| Ok::<_, Infallible>(Bytes::from_static(&[b'x'; 100])));
+        let router = Router::new().route("/endless", get(|| async { Body::from_stream(endless) }));
+        let result = fetch_from(router, "/endless").await;
+        assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
+        assert!(result.body.is_empty());
+    }
+
+    /// A gzip member of `1 + 258 * copies` zero bytes, about 1/160 of that size: a zero,
+    /// then copies of the previous 258 bytes, in one fixed-Huffman deflate block.
+    fn gzip_of_zeros(copies: usize) -> (Vec<u8>, usize) {
+        struct Bits {
+            out: Vec<u8>,
+            pending: u32,
+            count: u32,
+        }
+        impl Bits {
+            /// Appends the low `count` bits of `value`, first bit first as deflate packs.
+            fn push(&mut self, value: u32, count: u32) {
+                for bit in 0..count {
+                    self.pending |= ((value >> bit) & 1) << self.count;
+                    self.count += 1;
+                    if self.count == 8 {
+                        self.out.push(self.pending as u8);
+                        (self.pending, self.count) = (0, 0);
+                    }
+                }
+            }
+            /// Huffman codes go most significant bit first.
+            fn code(&mut self, code: u32, count: u32) {
+                for bit in (0..count).rev() {
+                    self.push(code >> bit, 1);
+                }
+            }
+        }
+        let len = 1 + 258 * copies;
+        let mut bits = Bits { out: vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff], pending: 0, count: 0 };
+        bits.push(1, 1); // the last block
+        bits.push(1, 2); // fixed Huffman codes
+        bits.code(0b0011_0000, 8); // literal 0
+        for _ in 0..copies {
+            bits.code(0b1100_0101, 8); // length 258
+            bits.code(0, 5); // distance 1
+        }
+        bits.code(0, 7); // end of block
+        bits.push(0, 7); // to a byte boundary
+        let mut crc = !0u32;
+        for _ in 0..len {
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            }
+        }
+        let mut gzip = bits.out;
+        gzip.extend_from_slice(&(!crc).to_le_bytes());
+        gzip.extend_from_slice(&(len as u32).to_le_bytes());
+        (gzip, len)
+    }
+
+    #[tokio::test]
+    async fn a_gzip_bomb_ends_at_the_cap_without_being_inflated() {
+        let (bomb, len) = gzip_of_zeros(16 * 1024);
+        assert!(bomb.len() * 100 < len, "{} bytes inflate to {len}", bomb.len());
+        let bomb = Bytes::from(bomb);
+        let router = Router::new().route(
+            "/bomb",
+            get(move || async move { ([(CONTENT_ENCODING, "gzip"), (CONTENT_TYPE, "text/html")], bomb) }),
+        );
+        let address = serve(router).await;
+        let url = format!("http://{address}/bomb");
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&url)).await;
+        assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
+        assert!(result.size_bytes < len as u64 / 10, "inflated {} of {len} bytes", result.size_bytes);
+        // The bomb is valid gzip: read with room for it all, it inflates to every zero.
+        let reading = Reading { cap: len as u64, any_type: false, truncate: false };
+        let answer = Fetcher::new(test_config()).unwrap().get_document(Url::parse(&url).unwrap(), reading).await;
+        assert_eq!(answer.unwrap().body, Some(vec![0; len]));
+    }
+
+    /// A server on 127.0.0.1 answering each connection with `response`, raw, once it has
+    /// read the request, then closing the connection.
+    async fn raw_server(response: Vec<u8>) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let response = response.clone();
+                tokio::spawn(async move {
+                    let mut request = [0; 4096];
+                    let _ = socket.read(&mut request).await;
+                    let _ = socket.write_all(&response).await;
+                });
+            }
+        });
+        address
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_mid_body_is_a_failure() {
+        let response = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n<p>cut".to_vec();
+        let address = raw_server(response).await;
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Other, "{:?}", result.error);
+        assert!(result.body.is_empty() && result.error.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_hundred_kilobytes_of_headers_is_a_failure() {
+        let mut response = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n".to_vec();
+        for i in 0..1000 {
+            response.extend_from_slice(format!("X-Filler-{i:04}: {}\r\n", "f".repeat(84)).as_bytes());
+        }
+        response.extend_from_slice(b"Content-Length: 2\r\n\r\nok");
+        assert!(response.len() > 100_000);
+        let address = raw_server(response).await;
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Other, "{:?}", result.error);
+        assert_eq!(result.http_status, None);
     }
 
     #[tokio::test]
