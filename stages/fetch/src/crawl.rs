@@ -344,7 +344,8 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
         Ok(answer) => {
             let body = answer.body.unwrap_or_default();
             let body = if answer.truncated { whole_lines(&body) } else { &body };
-            let (rules, server_failure) = RobotsRules::from_answer(answer.status.as_u16(), body, &shared.agent);
+            let (rules, server_failure) =
+                RobotsRules::from_answer(answer.status.as_u16(), body, &shared.agent);
             let result = match (&rules, server_failure) {
                 (_, true) => "server_error",
                 (RobotsRules::Parsed(_), _) => "parsed",
@@ -723,8 +724,7 @@ mod tests {
         let soon =
             PagePick { deadline_ms: Some(unix_ms() + 1_000), ..pick(&format!("http://{address}/soon.html")) };
         let later = pick(&format!("http://{address}/later.html"));
-        let output =
-            crawler.crawl(vec![pick(&format!("http://{address}/busy.html")), soon, later]).await;
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/busy.html")), soon, later]).await;
         assert_eq!(
             outcomes(&output),
             [
@@ -821,8 +821,11 @@ mod tests {
         })
         .await;
         // Retry-After honoured however long, so the pause itself is u64::MAX seconds.
-        let settings =
-            CrawlSettings { max_retry_after: Duration::MAX, batch_budget: Duration::from_millis(300), ..no_delay() };
+        let settings = CrawlSettings {
+            max_retry_after: Duration::MAX,
+            batch_budget: Duration::from_millis(300),
+            ..no_delay()
+        };
         let mut crawler = crawler(settings);
         let url = |name: &str| format!("http://{address}/{name}");
         let picks = vec![
@@ -910,8 +913,10 @@ mod tests {
             .fallback(|| async { html("<p>page</p>") });
         let address = serve(router).await;
         let mut crawler = crawler(no_delay());
-        let picks =
-            vec![pick(&format!("http://{address}/private/a.html")), pick(&format!("http://{address}/open.html"))];
+        let picks = vec![
+            pick(&format!("http://{address}/private/a.html")),
+            pick(&format!("http://{address}/open.html")),
+        ];
         let output = crawler.crawl(picks).await;
         assert_eq!(
             outcomes(&output),
@@ -940,14 +945,18 @@ mod tests {
                 .route("/robots.txt", get(move || async move { robots }))
                 .fallback(|| async { html("<p>page</p>") });
             let address = serve(router).await;
-            let mut crawler = crawler(CrawlSettings { batch_budget: Duration::from_millis(200), ..no_delay() });
-            let picks = vec![pick(&format!("http://{address}/1.html")), pick(&format!("http://{address}/2.html"))];
+            let mut crawler =
+                crawler(CrawlSettings { batch_budget: Duration::from_millis(200), ..no_delay() });
+            let picks =
+                vec![pick(&format!("http://{address}/1.html")), pick(&format!("http://{address}/2.html"))];
             let output = crawler.crawl(picks).await;
             assert_eq!(crawler.gates[&address.to_string()].crawl_delay.map(duration_ms), delay_ms, "{value}");
             let downloaded = output
                 .crawled
                 .iter()
-                .filter(|c| c.result.outcome == FetchOutcome::Downloaded && c.result.crawl_delay_ms == delay_ms)
+                .filter(|c| {
+                    c.result.outcome == FetchOutcome::Downloaded && c.result.crawl_delay_ms == delay_ms
+                })
                 .count();
             let expected = if fetched { (2, 0) } else { (0, 2) };
             assert_eq!((downloaded, output.requeued.len()), expected, "{value}");

@@ -232,9 +232,7 @@ impl Fetcher {
     pub async fn get_document(&self, url: Url, reading: Reading) -> Result<Answer, (FetchOutcome, String)> {
         let mut received = 0;
         let get = async {
-            self.get(url, HeaderMap::new(), reading, &mut received)
-                .await
-                .map_err(|(failure, _)| failure)
+            self.get(url, HeaderMap::new(), reading, &mut received).await.map_err(|(failure, _)| failure)
         };
         self.within_timeout(get).await.map_err(|failure| (failure.outcome(), failure.describe()))
     }
@@ -750,14 +748,16 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn long_redirect_targets_end_the_request_and_long_headers_are_dropped() {
         let long = format!("/{}", "a".repeat(MAX_URL_BYTES));
-        let router = Router::new()
-            .route("/away", get(move || async move { Redirect::temporary(&long) }))
-            .route(
+        let router =
+            Router::new().route("/away", get(move || async move { Redirect::temporary(&long) })).route(
                 "/headers",
                 get(|| async {
                     let etag = format!("\"{}\"", "e".repeat(MAX_HEADER_BYTES));
                     let date = "d".repeat(MAX_HEADER_BYTES + 1);
-                    ([(CONTENT_TYPE, "text/html".to_owned()), (ETAG, etag), (LAST_MODIFIED, date)], "<p>x</p>")
+                    (
+                        [(CONTENT_TYPE, "text/html".to_owned()), (ETAG, etag), (LAST_MODIFIED, date)],
+                        "<p>x</p>",
+                    )
                 }),
             );
         let address = serve(router).await;
@@ -1102,7 +1102,8 @@ pub(crate) mod tests {
         assert!(result.size_bytes < len as u64 / 10, "inflated {} of {len} bytes", result.size_bytes);
         // The bomb is valid gzip: read with room for it all, it inflates to every zero.
         let reading = Reading { cap: len as u64, any_type: false, truncate: false };
-        let answer = Fetcher::new(test_config()).unwrap().get_document(Url::parse(&url).unwrap(), reading).await;
+        let answer =
+            Fetcher::new(test_config()).unwrap().get_document(Url::parse(&url).unwrap(), reading).await;
         assert_eq!(answer.unwrap().body, Some(vec![0; len]));
     }
 
@@ -1126,9 +1127,11 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_connection_closed_mid_body_is_a_failure() {
-        let response = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n<p>cut".to_vec();
+        let response =
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n<p>cut".to_vec();
         let address = raw_server(response).await;
-        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        let result =
+            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
         assert_eq!(result.outcome, FetchOutcome::Other, "{:?}", result.error);
         assert!(result.body.is_empty() && result.error.is_some());
     }
@@ -1142,7 +1145,8 @@ pub(crate) mod tests {
         response.extend_from_slice(b"Content-Length: 2\r\n\r\nok");
         assert!(response.len() > 100_000);
         let address = raw_server(response).await;
-        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        let result =
+            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
         assert_eq!(result.outcome, FetchOutcome::Other, "{:?}", result.error);
         assert_eq!(result.http_status, None);
     }
