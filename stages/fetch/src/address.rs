@@ -192,12 +192,10 @@ fn embedded_ipv4(bits: u128) -> Option<Ipv4Addr> {
 
 /// Whether the top `len` of `width` bits of `bits` equal those of `network`.
 fn prefix_matches(bits: u128, network: u128, width: u32, len: u8) -> bool {
-    let len = u32::from(len);
-    if len == 0 {
-        return true;
-    }
-    let shift = width - len;
-    (bits >> shift) == (network >> shift)
+    // A prefix as long as the address, or longer, compares every bit.
+    let shift = width.saturating_sub(u32::from(len));
+    // Shifting a u128 by 128 or more is no number: a zero-length prefix matches all.
+    bits.checked_shr(shift).unwrap_or(0) == network.checked_shr(shift).unwrap_or(0)
 }
 
 /// Which non-public addresses may be connected to anyway. The default allows none.

@@ -18,15 +18,16 @@ use std::time::Duration;
 use recrawl_common::unix_ms;
 use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
 use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
+use tokio::task::{self, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::http::{redacted, unanswered, Fetcher};
+use crate::http::{error_text, redacted, unanswered, Fetcher, Reading};
+use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
-use crate::robots::{agent_token, RobotsCache, RobotsLifetimes, RobotsRules, MAX_ROBOTS_BYTES};
+use crate::robots::{agent_token, whole_lines, RobotsCache, RobotsLifetimes, RobotsRules, MAX_ROBOTS_BYTES};
 
 /// Politeness and time limits.
 #[derive(Debug, Clone)]
@@ -103,7 +104,7 @@ impl HostGate {
     /// The earliest start of the next request.
     fn earliest(&self, now: Instant, min_delay: Duration) -> Instant {
         let delay = self.delay(min_delay);
-        [self.last_start.map(|t| t + delay), self.last_end.map(|t| t + delay), self.paused_until]
+        [self.last_start.map(|t| later(t, delay)), self.last_end.map(|t| later(t, delay)), self.paused_until]
             .into_iter()
             .flatten()
             .fold(now, Instant::max)
@@ -147,6 +148,9 @@ struct Shared {
     permits: Semaphore,
     metrics: FetchMetrics,
     shutdown: CancellationToken,
+    /// The host whose task panics, to test that a panic costs only that host's picks.
+    #[cfg(test)]
+    panic_on_host: Option<String>,
 }
 
 /// The fetch stage's crawling state: robots.txt rules and each host's gate, kept across
@@ -176,35 +180,73 @@ impl Crawler {
         let robots = Mutex::new(RobotsCache::new(settings.robots, settings.robots_capacity));
         let agent = agent_token(&settings.user_agent).to_owned();
         let permits = Semaphore::new(settings.concurrency.max(1));
-        let shared = Shared { fetcher, settings, filter, agent, robots, permits, metrics, shutdown };
+        let shared = Shared {
+            fetcher,
+            settings,
+            filter,
+            agent,
+            robots,
+            permits,
+            metrics,
+            shutdown,
+            #[cfg(test)]
+            panic_on_host: None,
+        };
         Self { shared: Arc::new(shared), gates: HashMap::new(), prune_at: MIN_PRUNE_AT }
     }
 
     /// Serves `picks`; the hosts run concurrently, each host's picks in order. A host
-    /// task that panicked fails the batch, so that it is replayed rather than lost.
-    pub async fn crawl(&mut self, picks: Vec<PagePick>) -> Result<CrawlOutput, tokio::task::JoinError> {
-        let budget_end = Instant::now() + self.shared.settings.batch_budget;
+    /// task that panics costs only its own picks, which end as `other`: failing the batch
+    /// would replay the same picks into the same panic, over and over.
+    pub async fn crawl(&mut self, picks: Vec<PagePick>) -> CrawlOutput {
+        let budget_end = later(Instant::now(), self.shared.settings.batch_budget);
         let mut by_host: HashMap<String, Vec<Indexed>> = HashMap::new();
         let total = picks.len();
         for (index, pick) in picks.into_iter().enumerate() {
             by_host.entry(pick.host.clone()).or_default().push((index, pick));
         }
         let mut tasks = JoinSet::new();
+        // What each task was given, to answer for its picks should it panic.
+        let mut running: HashMap<task::Id, (String, HostGate, Vec<Indexed>)> = HashMap::new();
         for (host, picks) in by_host {
             self.shared.metrics.host_queue_depth.observe(picks.len() as f64);
             let gate = self.gates.remove(&host).unwrap_or_default();
             let shared = self.shared.clone();
-            tasks.spawn(async move {
-                let served = serve_host(&shared, picks, &Mutex::new(gate), budget_end).await;
-                (host, served)
-            });
+            let given = picks.clone();
+            #[cfg(test)]
+            let panics = shared.panic_on_host.as_deref() == Some(host.as_str());
+            let id = tasks
+                .spawn(async move {
+                    #[cfg(test)]
+                    assert!(!panics, "the test's host task panics");
+                    serve_host(&shared, picks, &Mutex::new(gate), budget_end).await
+                })
+                .id();
+            running.insert(id, (host, gate, given));
         }
         let mut slots: Vec<Option<Served>> = (0..total).map(|_| None).collect();
-        while let Some(joined) = tasks.join_next().await {
-            let (host, (gate, served)) = joined?;
-            self.gates.insert(host, gate);
+        while let Some(joined) = tasks.join_next_with_id().await {
+            let served = match joined {
+                Ok((id, (gate, served))) => {
+                    if let Some((host, ..)) = running.remove(&id) {
+                        self.gates.insert(host, gate);
+                    }
+                    served
+                }
+                Err(error) => {
+                    let Some((host, mut gate, given)) = running.remove(&error.id()) else { continue };
+                    tracing::error!(%host, picks = given.len(), %error, "a host task failed; its picks end as other");
+                    // What the task sent before it failed is unknown: count a request as
+                    // having just ended, so the host still gets its delay.
+                    gate.last_end = Some(Instant::now());
+                    self.gates.insert(host, gate);
+                    given.iter().map(|(index, pick)| (*index, internal_error(pick))).collect()
+                }
+            };
             for (index, item) in served {
-                slots[index] = Some(item);
+                if let Some(slot) = slots.get_mut(index) {
+                    *slot = Some(item);
+                }
             }
         }
         self.prune_gates();
@@ -216,7 +258,7 @@ impl Crawler {
             }
         }
         self.shared.metrics.requeued.inc_by(output.requeued.len() as u64);
-        Ok(output)
+        output
     }
 
     /// Forgets hosts whose gates no longer constrain anything, once their number doubles.
@@ -227,7 +269,7 @@ impl Crawler {
         let now = Instant::now();
         let min_delay = self.shared.settings.min_host_delay;
         self.gates.retain(|_, gate| !gate.is_spent(now, min_delay));
-        self.prune_at = (self.gates.len() * 2).max(MIN_PRUNE_AT);
+        self.prune_at = self.gates.len().saturating_mul(2).max(MIN_PRUNE_AT);
     }
 }
 
@@ -274,6 +316,10 @@ fn origin_of(url: &str) -> String {
     Url::parse(url).map(|u| u.origin().ascii_serialization()).unwrap_or_default()
 }
 
+/// robots.txt is read whatever its type, and one past [`MAX_ROBOTS_BYTES`] only that far,
+/// as RFC 9309 §2.5 allows.
+const ROBOTS_READING: Reading = Reading { cap: MAX_ROBOTS_BYTES, any_type: true, truncate: true };
+
 /// The cached rules of `origin`, or fetches its robots.txt in the host's next slot.
 async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budget_end: Instant) -> Robots {
     let cached = lock(&shared.robots).get(origin, Instant::now());
@@ -292,14 +338,14 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
         return Robots::NotYet;
     }
     let answer =
-        request(shared, gate, || shared.fetcher.get_document(robots_url.clone(), MAX_ROBOTS_BYTES, true))
-            .await;
+        request(shared, gate, || shared.fetcher.get_document(robots_url.clone(), ROBOTS_READING)).await;
     let metrics = &shared.metrics;
     match answer {
         Ok(answer) => {
             let body = answer.body.unwrap_or_default();
+            let body = if answer.truncated { whole_lines(&body) } else { &body };
             let (rules, server_failure) =
-                RobotsRules::from_answer(answer.status.as_u16(), &body, &shared.agent);
+                RobotsRules::from_answer(answer.status.as_u16(), body, &shared.agent);
             let result = match (&rules, server_failure) {
                 (_, true) => "server_error",
                 (RobotsRules::Parsed(_), _) => "parsed",
@@ -369,7 +415,7 @@ async fn requeue_at_budget_end(shared: &Shared, pick: PagePick, budget_end: Inst
 fn deadline_of(pick: &PagePick, now: Instant) -> Option<Instant> {
     let deadline_ms = pick.deadline_ms?;
     let left = u64::try_from(deadline_ms.saturating_sub(unix_ms())).unwrap_or(0);
-    Some(now + Duration::from_millis(left))
+    Some(later(now, Duration::from_millis(left)))
 }
 
 fn not_requested(
@@ -379,9 +425,15 @@ fn not_requested(
     crawl_delay: Option<Duration>,
 ) -> Served {
     let mut result = unanswered(pick, outcome);
-    result.error = Some(error);
+    result.error = Some(error_text(error));
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     Served::Done(Box::new(Crawled { result, links: PageLinks::default() }))
+}
+
+/// The result of a pick whose host task failed: the bug is in the log, not the result.
+fn internal_error(pick: &PagePick) -> Served {
+    let error = "an internal error ended this host's requests; see the fetch stage's log".to_owned();
+    not_requested(pick, FetchOutcome::Other, error, None)
 }
 
 fn duration_ms(duration: Duration) -> u64 {
@@ -433,7 +485,7 @@ async fn serve_pick(
         let pause = result.retry_after_ms.map_or(shared.settings.overload_pause, |ms| {
             Duration::from_millis(ms).min(shared.settings.max_retry_after)
         });
-        lock(gate).paused_until = Some(Instant::now() + pause);
+        lock(gate).paused_until = Some(later(Instant::now(), pause));
     }
     let outcome = result.outcome.as_str();
     metrics.latency.with_label_values(&[outcome]).observe(result.latency_ms / 1000.0);
@@ -471,14 +523,13 @@ async fn page_links(
             links.record(frame.into(), filter, depth);
             continue;
         };
-        fetched += 1;
+        fetched = fetched.saturating_add(1);
         if !wait_for(shared, slot).await {
             links.record(frame.into(), filter, depth);
             continue;
         }
-        let max_body = shared.fetcher.max_body_bytes;
-        let answer =
-            request(shared, gate, || shared.fetcher.get_document(frame.clone(), max_body, false)).await;
+        let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };
+        let answer = request(shared, gate, || shared.fetcher.get_document(frame.clone(), reading)).await;
         let frame_links = match answer {
             Ok(answer) if answer.status.is_success() => answer.body.map(|body| {
                 let frame_url = answer.redirects.last().unwrap_or(&frame);
@@ -503,11 +554,17 @@ async fn page_links(
 mod tests {
     use std::net::{IpAddr, SocketAddr};
 
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::{Body, Bytes};
     use axum::extract::Request;
     use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
     use axum::http::StatusCode;
     use axum::response::{IntoResponse, Response};
+    use axum::routing::get;
     use axum::Router;
+    use futures::stream::{self, StreamExt};
     use prometheus::Registry;
 
     use super::*;
@@ -587,7 +644,7 @@ mod tests {
         let delay = Duration::from_millis(150);
         let mut crawler = crawler(CrawlSettings { min_host_delay: delay, ..CrawlSettings::default() });
         let picks: Vec<PagePick> = (0..4).map(|i| pick(&format!("http://{address}/p{i}.html"))).collect();
-        let output = crawler.crawl(picks).await.unwrap();
+        let output = crawler.crawl(picks).await;
         assert!(output.crawled.iter().all(|c| c.result.outcome == FetchOutcome::Downloaded));
         assert_eq!(paths(&log), ["/robots.txt", "/p0.html", "/p1.html", "/p2.html", "/p3.html"]);
         for gap in gaps(&log) {
@@ -604,7 +661,7 @@ mod tests {
         .await;
         let mut crawler = crawler(no_delay());
         let picks: Vec<PagePick> = (0..3).map(|i| pick(&format!("http://{address}/p{i}.html"))).collect();
-        let output = crawler.crawl(picks).await.unwrap();
+        let output = crawler.crawl(picks).await;
         assert!(output.crawled.iter().all(|c| c.result.crawl_delay_ms == Some(300)));
         assert_eq!(lock(&log).len(), 4);
         for gap in gaps(&log) {
@@ -621,7 +678,7 @@ mod tests {
         .await;
         let mut crawler = crawler(no_delay());
         let urls = [format!("http://{address}/private/a.html"), format!("http://{address}/open.html")];
-        let output = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await.unwrap();
+        let output = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await;
         assert_eq!(
             outcomes(&output),
             [
@@ -630,7 +687,7 @@ mod tests {
             ]
         );
         assert!(!output.crawled[0].result.outcome.is_request());
-        let again = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await.unwrap();
+        let again = crawler.crawl(urls.iter().map(|u| pick(u)).collect()).await;
         assert_eq!(outcomes(&again), outcomes(&output));
         assert_eq!(
             paths(&log),
@@ -647,7 +704,7 @@ mod tests {
         })
         .await;
         let mut crawler = crawler(no_delay());
-        let output = crawler.crawl(vec![pick(&format!("http://{address}/a.html"))]).await.unwrap();
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/a.html"))]).await;
         let result = &output.crawled[0].result;
         assert_eq!(result.outcome, FetchOutcome::RobotsDenied);
         assert!(result.error.as_deref().unwrap_or_default().contains("503"), "{:?}", result.error);
@@ -667,8 +724,7 @@ mod tests {
         let soon =
             PagePick { deadline_ms: Some(unix_ms() + 1_000), ..pick(&format!("http://{address}/soon.html")) };
         let later = pick(&format!("http://{address}/later.html"));
-        let output =
-            crawler.crawl(vec![pick(&format!("http://{address}/busy.html")), soon, later]).await.unwrap();
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/busy.html")), soon, later]).await;
         assert_eq!(
             outcomes(&output),
             [
@@ -691,7 +747,7 @@ mod tests {
         let mut crawler = crawler(no_delay());
         let late =
             PagePick { deadline_ms: Some(unix_ms() - 1), ..pick(&format!("http://{address}/late.html")) };
-        let output = crawler.crawl(vec![late]).await.unwrap();
+        let output = crawler.crawl(vec![late]).await;
         assert_eq!(output.crawled[0].result.outcome, FetchOutcome::Deferred);
         assert!(!paths(&log).contains(&"/late.html".to_owned()));
     }
@@ -705,7 +761,7 @@ mod tests {
             pick("http://169.254.169.254/latest/b.html"),
             pick(&format!("http://{closed}/c.html")),
         ];
-        let output = crawler.crawl(picks).await.unwrap();
+        let output = crawler.crawl(picks).await;
         assert_eq!(
             outcomes(&output),
             [
@@ -729,7 +785,7 @@ mod tests {
         })
         .await;
         let mut crawler = crawler(no_delay());
-        let output = crawler.crawl(vec![pick(&format!("http://{address}/index.html"))]).await.unwrap();
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/index.html"))]).await;
         let links: Vec<(&str, u32)> =
             output.crawled[0].links.links.iter().map(|l| (l.url.as_str(), l.occurrences)).collect();
         let own = format!("http://{address}/own.html");
@@ -748,9 +804,162 @@ mod tests {
             pick(&format!("http://{address}/a.html")),
             pick(&format!("http://a.test:{}/b.html", address.port())),
         ];
-        let output = crawler.crawl(picks.clone()).await.unwrap();
+        let output = crawler.crawl(picks.clone()).await;
         assert!(output.crawled.is_empty());
         assert_eq!(output.requeued, picks);
         assert!(paths(&log).is_empty());
+    }
+
+    #[tokio::test]
+    async fn extreme_deadlines_and_retry_after_do_not_overflow_the_clock() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            "/busy.html" => {
+                (StatusCode::SERVICE_UNAVAILABLE, [(RETRY_AFTER, u64::MAX.to_string())]).into_response()
+            }
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        // Retry-After honoured however long, so the pause itself is u64::MAX seconds.
+        let settings = CrawlSettings {
+            max_retry_after: Duration::MAX,
+            batch_budget: Duration::from_millis(300),
+            ..no_delay()
+        };
+        let mut crawler = crawler(settings);
+        let url = |name: &str| format!("http://{address}/{name}");
+        let picks = vec![
+            PagePick { deadline_ms: Some(i64::MAX), ..pick(&url("endless.html")) },
+            PagePick { deadline_ms: Some(i64::MIN), ..pick(&url("long-gone.html")) },
+            pick(&url("busy.html")),
+            PagePick { deadline_ms: Some(i64::MAX), ..pick(&url("after.html")) },
+        ];
+        let output = crawler.crawl(picks).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("endless.html".to_owned(), FetchOutcome::Downloaded),
+                ("long-gone.html".to_owned(), FetchOutcome::Deferred),
+                ("busy.html".to_owned(), FetchOutcome::HttpStatus),
+            ]
+        );
+        assert_eq!(output.crawled[2].result.retry_after_ms, Some(u64::MAX));
+        assert_eq!(output.requeued.iter().map(|p| p.url.clone()).collect::<Vec<_>>(), [url("after.html")]);
+        assert_eq!(paths(&log), ["/robots.txt", "/endless.html", "/busy.html"]);
+        // The host stays paused in the next batch, which still ends in its budget.
+        let again = crawler.crawl(vec![pick(&url("next.html"))]).await;
+        assert_eq!(again.requeued.len(), 1);
+        assert_eq!(paths(&log).len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_host_task_fails_only_its_own_picks() {
+        let (address, log) = site(|_| html("<p>page</p>")).await;
+        let mut crawler = crawler_with(no_delay(), &["boom.test"], CancellationToken::new());
+        let boom = format!("boom.test:{}", address.port());
+        Arc::get_mut(&mut crawler.shared).unwrap().panic_on_host = Some(boom.clone());
+        let picks = vec![
+            pick(&format!("http://{boom}/a.html")),
+            pick(&format!("http://{address}/b.html")),
+            pick(&format!("http://{boom}/c.html")),
+        ];
+        let output = crawler.crawl(picks).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("a.html".to_owned(), FetchOutcome::Other),
+                ("b.html".to_owned(), FetchOutcome::Downloaded),
+                ("c.html".to_owned(), FetchOutcome::Other),
+            ]
+        );
+        let error = output.crawled[0].result.error.as_deref().unwrap_or_default();
+        assert!(error.contains("internal error"), "{error}");
+        assert_eq!(output.crawled[0].result.host, boom);
+        assert!(crawler.gates.contains_key(&boom), "the host keeps its gate");
+        assert_eq!(paths(&log), ["/robots.txt", "/b.html"]);
+    }
+
+    #[tokio::test]
+    async fn a_huge_robots_txt_is_read_up_to_the_cap_and_its_whole_lines_apply() {
+        const SIZE: usize = 10 * 1024 * 1024;
+        let cap = usize::try_from(MAX_ROBOTS_BYTES).unwrap();
+        let mut robots = b"User-agent: *\nDisallow: /private\n#".to_vec();
+        // A rule the cap cuts to `Disallow: /o`, which would deny /open.html.
+        let trap = b"Disallow: /open-to-all\n";
+        robots.resize(cap - 12 - 1, b' ');
+        robots.push(b'\n');
+        robots.extend_from_slice(trap);
+        while robots.len() < SIZE {
+            robots.extend_from_slice(b"# filler\n");
+        }
+        let robots = Bytes::from(robots);
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counted = sent.clone();
+        let router = Router::new()
+            .route(
+                "/robots.txt",
+                get(move || {
+                    let (robots, counted) = (robots.clone(), counted.clone());
+                    async move {
+                        let chunks = stream::iter((0..robots.len()).step_by(64 * 1024)).map(move |start| {
+                            let chunk = robots.slice(start..robots.len().min(start + 64 * 1024));
+                            counted.fetch_add(chunk.len(), Ordering::Relaxed);
+                            Ok::<_, Infallible>(chunk)
+                        });
+                        Body::from_stream(chunks)
+                    }
+                }),
+            )
+            .fallback(|| async { html("<p>page</p>") });
+        let address = serve(router).await;
+        let mut crawler = crawler(no_delay());
+        let picks = vec![
+            pick(&format!("http://{address}/private/a.html")),
+            pick(&format!("http://{address}/open.html")),
+        ];
+        let output = crawler.crawl(picks).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("a.html".to_owned(), FetchOutcome::RobotsDenied),
+                ("open.html".to_owned(), FetchOutcome::Downloaded)
+            ]
+        );
+        // Socket buffers take a few MB, but the connection is dropped before the end.
+        let sent = sent.load(Ordering::Relaxed);
+        assert!(sent < SIZE, "the server got to send {sent} bytes");
+    }
+
+    #[tokio::test]
+    async fn odd_crawl_delays_neither_panic_nor_stall_the_host() {
+        // (Crawl-delay, the delay kept, whether the pages fit in the batch after robots.txt)
+        let cases = [
+            ("0", Some(0), true),
+            ("-1", None, true),
+            ("NaN", None, true),
+            ("10000000000000000000", Some(86_400_000), false),
+        ];
+        for (value, delay_ms, fetched) in cases {
+            let robots = format!("User-agent: *\nCrawl-delay: {value}\n");
+            let router = Router::new()
+                .route("/robots.txt", get(move || async move { robots }))
+                .fallback(|| async { html("<p>page</p>") });
+            let address = serve(router).await;
+            let mut crawler =
+                crawler(CrawlSettings { batch_budget: Duration::from_millis(200), ..no_delay() });
+            let picks =
+                vec![pick(&format!("http://{address}/1.html")), pick(&format!("http://{address}/2.html"))];
+            let output = crawler.crawl(picks).await;
+            assert_eq!(crawler.gates[&address.to_string()].crawl_delay.map(duration_ms), delay_ms, "{value}");
+            let downloaded = output
+                .crawled
+                .iter()
+                .filter(|c| {
+                    c.result.outcome == FetchOutcome::Downloaded && c.result.crawl_delay_ms == delay_ms
+                })
+                .count();
+            let expected = if fetched { (2, 0) } else { (0, 2) };
+            assert_eq!((downloaded, output.requeued.len()), expected, "{value}");
+        }
     }
 }

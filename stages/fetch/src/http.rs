@@ -23,6 +23,24 @@ use crate::address::{
     check_url_host, find_cause, AddressPolicy, BlockedAddress, DnsFailure, GuardedResolver,
 };
 
+/// Longest URL taken from a server, as a redirect target or a link; a page may be as
+/// large as a body may be, so its strings need limits of their own.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
+/// Longest `Content-Type`, `ETag` or `Last-Modified` kept; a longer one is dropped.
+pub const MAX_HEADER_BYTES: usize = 1024;
+
+/// Longest `error` text in a result.
+pub const MAX_ERROR_BYTES: usize = 1024;
+
+/// Most redirects followed, whatever the configuration asks: each is kept in the result.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// Bound on an encoded [`FetchResult`]'s size beyond its body, given a pick whose URL is
+/// at most [`MAX_URL_BYTES`] (as every link this stage publishes is) and whose host and
+/// group are short: so a body at the cap always fits in a record.
+pub const RESULT_OVERHEAD_BYTES: usize = 128 * 1024;
+
 /// How the fetcher talks to servers.
 #[derive(Debug, Clone)]
 pub struct FetchConfig {
@@ -30,7 +48,8 @@ pub struct FetchConfig {
     pub request_timeout: Duration,
     /// Limit on opening one connection.
     pub connect_timeout: Duration,
-    /// Redirects followed before giving up with `TooManyRedirects`.
+    /// Redirects followed before giving up with `TooManyRedirects`; at most
+    /// [`MAX_REDIRECTS`].
     pub max_redirects: usize,
     /// Largest (decoded) body kept; longer bodies end as `BodyTooLarge`.
     pub max_body_bytes: u64,
@@ -76,6 +95,20 @@ pub struct Answer {
     pub redirects: Vec<Url>,
     /// The body, read only for 2xx answers of an accepted type.
     pub body: Option<Vec<u8>>,
+    /// Whether `body` is only the first [`Reading::cap`] bytes of a longer one.
+    pub truncated: bool,
+}
+
+/// Which answers' bodies a GET reads, and how much of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// Most body bytes read.
+    pub cap: u64,
+    /// Read the body whatever its type, not only those of the accepted types.
+    pub any_type: bool,
+    /// Past `cap`, keep the first `cap` bytes and stop reading, rather than fail with
+    /// `BodyTooLarge`.
+    pub truncate: bool,
 }
 
 /// Fetches over HTTP(S). Cheap to clone: clones share one connection pool.
@@ -113,7 +146,7 @@ impl Fetcher {
             client,
             policy,
             request_timeout: config.request_timeout,
-            max_redirects: config.max_redirects,
+            max_redirects: config.max_redirects.min(MAX_REDIRECTS),
             max_body_bytes: config.max_body_bytes,
             content_types,
         })
@@ -134,7 +167,7 @@ impl Fetcher {
             Ok(outcome) => outcome,
             Err(failure) => {
                 let outcome = failure.outcome();
-                result.error = Some(failure.describe());
+                result.error = Some(error_text(failure.describe()));
                 outcome
             }
         };
@@ -162,7 +195,8 @@ impl Fetcher {
                 conditions.insert(name, value);
             }
         }
-        let answer = self.get(url, conditions, self.max_body_bytes, false, &mut result.size_bytes).await;
+        let reading = Reading { cap: self.max_body_bytes, any_type: false, truncate: false };
+        let answer = self.get(url, conditions, reading, &mut result.size_bytes).await;
         let answer = match answer {
             Ok(answer) => answer,
             Err((failure, redirects)) => {
@@ -193,20 +227,12 @@ impl Fetcher {
         }
     }
 
-    /// A plain GET of `url` within the request timeout, following redirects: robots.txt
-    /// (read whatever its type, `any_type`) and frame documents (read if of an accepted
-    /// type). The error is the outcome it would have as a pick's.
-    pub async fn get_document(
-        &self,
-        url: Url,
-        cap: u64,
-        any_type: bool,
-    ) -> Result<Answer, (FetchOutcome, String)> {
+    /// A plain GET of `url` within the request timeout, following redirects, for
+    /// robots.txt and frame documents. The error is the outcome it would have as a pick's.
+    pub async fn get_document(&self, url: Url, reading: Reading) -> Result<Answer, (FetchOutcome, String)> {
         let mut received = 0;
         let get = async {
-            self.get(url, HeaderMap::new(), cap, any_type, &mut received)
-                .await
-                .map_err(|(failure, _)| failure)
+            self.get(url, HeaderMap::new(), reading, &mut received).await.map_err(|(failure, _)| failure)
         };
         self.within_timeout(get).await.map_err(|failure| (failure.outcome(), failure.describe()))
     }
@@ -222,15 +248,13 @@ impl Fetcher {
     }
 
     /// GETs `url`, following up to `max_redirects` redirects, each hop checked against
-    /// the address policy. Reads the body of a 2xx answer of an accepted type (or of any
-    /// type), up to `cap` bytes, counting into `received`. A failure comes with the
-    /// redirects taken.
+    /// the address policy. Reads the body of a 2xx answer as `reading` says, counting
+    /// into `received`. A failure comes with the redirects taken.
     async fn get(
         &self,
         url: Url,
         headers: HeaderMap,
-        cap: u64,
-        any_type: bool,
+        reading: Reading,
         received: &mut u64,
     ) -> Result<Answer, (FetchFailure, Vec<Url>)> {
         let mut redirects: Vec<Url> = Vec::new();
@@ -250,6 +274,9 @@ impl Fetcher {
                 .and_then(|location| current.join(location).ok());
             if let Some(mut target) = target {
                 target.set_fragment(None);
+                if target.as_str().len() > MAX_URL_BYTES {
+                    return Err((FetchFailure::LongRedirect(target.as_str().len()), redirects));
+                }
                 if target == url || redirects.contains(&target) {
                     return Err((FetchFailure::RedirectLoop(redacted(target.as_str())), redirects));
                 }
@@ -260,16 +287,16 @@ impl Fetcher {
                 current = target;
                 continue;
             }
-            let accepted = status.is_success() && (any_type || self.accepts(response.headers()));
-            let body = if accepted {
-                match read_body(&mut response, cap, received).await {
-                    Ok(body) => Some(body),
+            let accepted = status.is_success() && (reading.any_type || self.accepts(response.headers()));
+            let (body, truncated) = if accepted {
+                match read_body(&mut response, reading, received).await {
+                    Ok((body, truncated)) => (Some(body), truncated),
                     Err(failure) => return Err((failure, redirects)),
                 }
             } else {
-                None
+                (None, false)
             };
-            return Ok(Answer { status, headers: response.headers().clone(), redirects, body });
+            return Ok(Answer { status, headers: response.headers().clone(), redirects, body, truncated });
         }
     }
 
@@ -315,25 +342,39 @@ pub fn unanswered(pick: &PagePick, outcome: FetchOutcome) -> FetchResult {
     }
 }
 
-/// Reads the body chunk by chunk so that an oversized one is dropped as soon as it
-/// passes the cap instead of after it has all arrived. `received` counts the bytes read,
-/// also when reading fails part-way.
-async fn read_body(response: &mut Response, cap: u64, received: &mut u64) -> Result<Vec<u8>, FetchFailure> {
+/// Reads the body chunk by chunk so that an oversized one is dropped, or cut, as soon as
+/// it passes the cap instead of after it has all arrived; the flag says it was cut.
+/// `received` counts the bytes read, also when reading fails part-way.
+async fn read_body(
+    response: &mut Response,
+    reading: Reading,
+    received: &mut u64,
+) -> Result<(Vec<u8>, bool), FetchFailure> {
+    let cap = reading.cap;
     // Absent for compressed bodies, whose decoded size is only known by reading them.
     let announced = response.content_length();
-    if let Some(announced) = announced.filter(|&length| length > cap) {
+    if let Some(announced) = announced.filter(|&length| length > cap && !reading.truncate) {
         return Err(FetchFailure::AnnouncedBodyTooLarge { announced, cap });
     }
-    // Within the cap by now, so the announced length is a safe allocation.
-    let mut body = Vec::with_capacity(announced.and_then(|length| usize::try_from(length).ok()).unwrap_or(0));
+    // At most the cap, so a safe allocation.
+    let expected = announced.map_or(0, |length| length.min(cap));
+    let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     while let Some(chunk) = response.chunk().await? {
+        let room = cap.saturating_sub(*received);
         *received = received.saturating_add(chunk.len() as u64);
         if *received > cap {
-            return Err(FetchFailure::BodyTooLarge { cap });
+            if !reading.truncate {
+                return Err(FetchFailure::BodyTooLarge { cap });
+            }
+            // Stopping here drops the connection with the rest of the body unread.
+            let kept = chunk.get(..usize::try_from(room).unwrap_or(usize::MAX)).unwrap_or(&chunk);
+            body.extend_from_slice(kept);
+            *received = cap;
+            return Ok((body, true));
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(body)
+    Ok((body, false))
 }
 
 /// Why a request did not end in a download; mapped onto a [`FetchOutcome`].
@@ -355,6 +396,8 @@ enum FetchFailure {
     TooManyRedirects(usize),
     #[error("redirect loop back to {0}")]
     RedirectLoop(String),
+    #[error("a redirect to a URL of {0} bytes, past the limit of {MAX_URL_BYTES}")]
+    LongRedirect(usize),
     #[error("no complete answer within {0:?}")]
     Timeout(Duration),
     #[error(transparent)]
@@ -369,7 +412,9 @@ impl FetchFailure {
             Self::UnparsableUrl { .. } => FetchOutcome::Other,
             Self::Status(_) => FetchOutcome::HttpStatus,
             Self::AnnouncedBodyTooLarge { .. } | Self::BodyTooLarge { .. } => FetchOutcome::BodyTooLarge,
-            Self::TooManyRedirects(_) | Self::RedirectLoop(_) => FetchOutcome::TooManyRedirects,
+            Self::TooManyRedirects(_) | Self::RedirectLoop(_) | Self::LongRedirect(_) => {
+                FetchOutcome::TooManyRedirects
+            }
             Self::Timeout(_) => FetchOutcome::Timeout,
             Self::Blocked(_) => FetchOutcome::BlockedAddress,
             Self::Transport(error) => transport_outcome(error),
@@ -434,12 +479,16 @@ pub fn redacted(url: &str) -> String {
         // Unparsable, yet it may still carry `user:password@` in what looks like its
         // authority: cut that out as text.
         Err(_) => {
-            let authority_start = url.find("://").map_or(0, |i| i + 3);
-            let authority_end =
-                url[authority_start..].find(['/', '?', '#']).map_or(url.len(), |i| authority_start + i);
-            match url[authority_start..authority_end].rfind('@') {
-                Some(at) => format!("{}{}", &url[..authority_start], &url[authority_start + at + 1..]),
-                None => url.to_owned(),
+            let (scheme, rest) = match url.split_once("://") {
+                Some((scheme, rest)) => (Some(scheme), rest),
+                None => (None, url),
+            };
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            let Some((_, host)) = authority.rsplit_once('@') else { return url.to_owned() };
+            let after_authority = rest.get(authority.len()..).unwrap_or_default();
+            match scheme {
+                Some(scheme) => format!("{scheme}://{host}{after_authority}"),
+                None => format!("{host}{after_authority}"),
             }
         }
     }
@@ -462,10 +511,23 @@ fn record_headers(headers: &HeaderMap, result: &mut FetchResult) {
     result.last_modified = header_text(headers, LAST_MODIFIED);
 }
 
-/// A header's value, or `None` when absent or not UTF-8.
+/// A header's value, or `None` when absent, not UTF-8 or longer than [`MAX_HEADER_BYTES`].
 fn header_text(headers: &HeaderMap, name: HeaderName) -> Option<String> {
-    let value = headers.get(name)?;
+    let value = headers.get(name).filter(|value| value.len() <= MAX_HEADER_BYTES)?;
     std::str::from_utf8(value.as_bytes()).ok().map(str::to_owned)
+}
+
+/// `text` cut to at most [`MAX_ERROR_BYTES`] on a character boundary, marked by an ellipsis;
+/// error texts quote what servers sent.
+pub(crate) fn error_text(mut text: String) -> String {
+    const ELLIPSIS: char = '…';
+    if text.len() > MAX_ERROR_BYTES {
+        let room = MAX_ERROR_BYTES.saturating_sub(ELLIPSIS.len_utf8());
+        let end = (0..=room).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
+        text.truncate(end);
+        text.push(ELLIPSIS);
+    }
+    text
 }
 
 #[cfg(test)]
@@ -482,6 +544,7 @@ pub(crate) mod tests {
     use axum::Router;
     use futures::stream::{self, StreamExt};
     use recrawl_schemas::{host_of, normalise_url, url_key, PickReason};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     use super::*;
@@ -680,6 +743,66 @@ pub(crate) mod tests {
                 }
             }),
         )
+    }
+
+    #[tokio::test]
+    async fn long_redirect_targets_end_the_request_and_long_headers_are_dropped() {
+        let long = format!("/{}", "a".repeat(MAX_URL_BYTES));
+        let router =
+            Router::new().route("/away", get(move || async move { Redirect::temporary(&long) })).route(
+                "/headers",
+                get(|| async {
+                    let etag = format!("\"{}\"", "e".repeat(MAX_HEADER_BYTES));
+                    let date = "d".repeat(MAX_HEADER_BYTES + 1);
+                    (
+                        [(CONTENT_TYPE, "text/html".to_owned()), (ETAG, etag), (LAST_MODIFIED, date)],
+                        "<p>x</p>",
+                    )
+                }),
+            );
+        let address = serve(router).await;
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        let away = fetcher.fetch(&pick_for(&format!("http://{address}/away"))).await;
+        assert_eq!(away.outcome, FetchOutcome::TooManyRedirects, "{:?}", away.error);
+        assert!(away.redirects.is_empty() && away.final_url.is_none());
+        let error = away.error.unwrap_or_default();
+        assert!(error.contains("past the limit of 8192"), "{error}");
+        let headers = fetcher.fetch(&pick_for(&format!("http://{address}/headers"))).await;
+        assert_eq!(headers.outcome, FetchOutcome::Downloaded, "{:?}", headers.error);
+        assert_eq!(headers.content_type.as_deref(), Some("text/html"));
+        assert_eq!((headers.etag, headers.last_modified), (None, None));
+    }
+
+    #[test]
+    fn error_texts_are_cut_on_a_character_boundary() {
+        assert_eq!(error_text("short".to_owned()), "short");
+        let cut = error_text("é".repeat(MAX_ERROR_BYTES));
+        assert!(cut.len() <= MAX_ERROR_BYTES && cut.len() > MAX_ERROR_BYTES - 8, "{}", cut.len());
+        assert!(cut.starts_with("éé") && cut.ends_with('…'));
+    }
+
+    #[test]
+    fn a_result_is_its_body_plus_a_bounded_overhead() {
+        let long_url = |i: usize| {
+            let url = format!("http://example.com/{i}/");
+            format!("{url}{}", "x".repeat(MAX_URL_BYTES - url.len()))
+        };
+        let mut result = unanswered(&pick_for(&long_url(0)), FetchOutcome::Downloaded);
+        assert_eq!(result.url.len(), MAX_URL_BYTES);
+        result.redirects = (1..=MAX_REDIRECTS).map(long_url).collect();
+        result.final_url = result.redirects.last().cloned();
+        let header = Some("h".repeat(MAX_HEADER_BYTES));
+        (result.content_type, result.etag, result.last_modified) = (header.clone(), header.clone(), header);
+        result.error = Some(error_text("é".repeat(10 * MAX_ERROR_BYTES)));
+        (result.http_status, result.crawl_delay_ms, result.retry_after_ms) = (Some(200), Some(1), Some(2));
+        for size in [0, 1000, 3 << 20] {
+            result.body = vec![b'b'; size];
+            result.size_bytes = size as u64;
+            let encoded = recrawl_schemas::encode(&result).unwrap().len();
+            assert!(encoded <= size + RESULT_OVERHEAD_BYTES, "{encoded} for a body of {size}");
+            // The bound is not loose by an order of magnitude either.
+            assert!(encoded > size + RESULT_OVERHEAD_BYTES / 2, "{encoded} for a body of {size}");
+        }
     }
 
     #[tokio::test]
@@ -884,6 +1007,148 @@ pub(crate) mod tests {
         assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
         assert!(result.size_bytes > SMALL_CAP && result.size_bytes <= 1200, "{}", result.size_bytes);
         assert!(result.body.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_truncating_read_keeps_the_first_cap_bytes_and_stops() {
+        // The body stalls after passing the cap, so only a reader that stops at the cap
+        // answers before the timeout; a Content-Length past the cap is no reason to refuse.
+        let router = Router::new()
+            .route("/endless", get(|| async { streamed_body(&[600, 600], true) }))
+            .route("/announced", get(|| async { vec![b'y'; 3000] }));
+        let address = serve(router).await;
+        let fetcher = Fetcher::new(test_config()).unwrap();
+        let reading = Reading { cap: SMALL_CAP, any_type: true, truncate: true };
+        for (path, byte) in [("/endless", b'x'), ("/announced", b'y')] {
+            let url = Url::parse(&format!("http://{address}{path}")).unwrap();
+            let answer = fetcher.get_document(url, reading).await.unwrap();
+            assert!(answer.truncated, "{path}");
+            assert_eq!(answer.body, Some(vec![byte; 1024]), "{path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_endless_body_ends_at_the_cap() {
+        let endless = stream::repeat_with(|| Ok::<_, Infallible>(Bytes::from_static(&[b'x'; 100])));
+        let router = Router::new().route("/endless", get(|| async { Body::from_stream(endless) }));
+        let result = fetch_from(router, "/endless").await;
+        assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
+        assert!(result.body.is_empty());
+    }
+
+    /// A gzip member of `1 + 258 * copies` zero bytes, about 1/160 of that size: a zero,
+    /// then copies of the previous 258 bytes, in one fixed-Huffman deflate block.
+    fn gzip_of_zeros(copies: usize) -> (Vec<u8>, usize) {
+        struct Bits {
+            out: Vec<u8>,
+            pending: u32,
+            count: u32,
+        }
+        impl Bits {
+            /// Appends the low `count` bits of `value`, first bit first as deflate packs.
+            fn push(&mut self, value: u32, count: u32) {
+                for bit in 0..count {
+                    self.pending |= ((value >> bit) & 1) << self.count;
+                    self.count += 1;
+                    if self.count == 8 {
+                        self.out.push(self.pending as u8);
+                        (self.pending, self.count) = (0, 0);
+                    }
+                }
+            }
+            /// Huffman codes go most significant bit first.
+            fn code(&mut self, code: u32, count: u32) {
+                for bit in (0..count).rev() {
+                    self.push(code >> bit, 1);
+                }
+            }
+        }
+        let len = 1 + 258 * copies;
+        let mut bits = Bits { out: vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff], pending: 0, count: 0 };
+        bits.push(1, 1); // the last block
+        bits.push(1, 2); // fixed Huffman codes
+        bits.code(0b0011_0000, 8); // literal 0
+        for _ in 0..copies {
+            bits.code(0b1100_0101, 8); // length 258
+            bits.code(0, 5); // distance 1
+        }
+        bits.code(0, 7); // end of block
+        bits.push(0, 7); // to a byte boundary
+        let mut crc = !0u32;
+        for _ in 0..len {
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            }
+        }
+        let mut gzip = bits.out;
+        gzip.extend_from_slice(&(!crc).to_le_bytes());
+        gzip.extend_from_slice(&(len as u32).to_le_bytes());
+        (gzip, len)
+    }
+
+    #[tokio::test]
+    async fn a_gzip_bomb_ends_at_the_cap_without_being_inflated() {
+        let (bomb, len) = gzip_of_zeros(16 * 1024);
+        assert!(bomb.len() * 100 < len, "{} bytes inflate to {len}", bomb.len());
+        let bomb = Bytes::from(bomb);
+        let router = Router::new().route(
+            "/bomb",
+            get(move || async move { ([(CONTENT_ENCODING, "gzip"), (CONTENT_TYPE, "text/html")], bomb) }),
+        );
+        let address = serve(router).await;
+        let url = format!("http://{address}/bomb");
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&url)).await;
+        assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
+        assert!(result.size_bytes < len as u64 / 10, "inflated {} of {len} bytes", result.size_bytes);
+        // The bomb is valid gzip: read with room for it all, it inflates to every zero.
+        let reading = Reading { cap: len as u64, any_type: false, truncate: false };
+        let answer =
+            Fetcher::new(test_config()).unwrap().get_document(Url::parse(&url).unwrap(), reading).await;
+        assert_eq!(answer.unwrap().body, Some(vec![0; len]));
+    }
+
+    /// A server on 127.0.0.1 answering each connection with `response`, raw, once it has
+    /// read the request, then closing the connection.
+    async fn raw_server(response: Vec<u8>) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let response = response.clone();
+                tokio::spawn(async move {
+                    let mut request = [0; 4096];
+                    let _ = socket.read(&mut request).await;
+                    let _ = socket.write_all(&response).await;
+                });
+            }
+        });
+        address
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_mid_body_is_a_failure() {
+        let response =
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n<p>cut".to_vec();
+        let address = raw_server(response).await;
+        let result =
+            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Other, "{:?}", result.error);
+        assert!(result.body.is_empty() && result.error.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_hundred_kilobytes_of_headers_is_a_failure() {
+        let mut response = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n".to_vec();
+        for i in 0..1000 {
+            response.extend_from_slice(format!("X-Filler-{i:04}: {}\r\n", "f".repeat(84)).as_bytes());
+        }
+        response.extend_from_slice(b"Content-Length: 2\r\n\r\nok");
+        assert!(response.len() > 100_000);
+        let address = raw_server(response).await;
+        let result =
+            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        assert_eq!(result.outcome, FetchOutcome::Other, "{:?}", result.error);
+        assert_eq!(result.http_status, None);
     }
 
     #[tokio::test]

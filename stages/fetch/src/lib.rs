@@ -1,6 +1,9 @@
 //! The fetch stage: fetches each picked URL over HTTP, politely and only where robots.txt
 //! and the address policy allow, and emits the result and the page's links.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
+
 pub mod address;
 pub mod crawl;
 pub mod http;
@@ -23,12 +26,25 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::{parse_allowed_network, parse_resolve, AddressPolicy, GuardedResolver};
 use crate::crawl::{CrawlSettings, Crawled, Crawler};
-use crate::http::{FetchConfig, Fetcher};
+pub use crate::http::RESULT_OVERHEAD_BYTES;
+use crate::http::{FetchConfig, Fetcher, MAX_REDIRECTS};
 use crate::links::LinkFilter;
 use crate::metrics::FetchMetrics;
 use crate::robots::RobotsLifetimes;
 
 pub const STAGE: &str = "fetch";
+
+/// How far [`later`] looks at most: beyond any wait that means more than "not now".
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 86_400);
+
+/// `wait` after `at`, at most [`FAR_FUTURE`] after it. Waits come from servers
+/// (Crawl-delay, Retry-After), topics (deadlines) and flags, and `Instant + Duration`
+/// panics past what the clock can represent, so every such sum goes through here.
+pub(crate) fn later(at: tokio::time::Instant, wait: Duration) -> tokio::time::Instant {
+    // Clock readings count from boot, so 30 years on is representable; were it not,
+    // `at` is the one time known to be.
+    at.checked_add(wait.min(FAR_FUTURE)).unwrap_or(at)
+}
 
 #[derive(Debug, Clone, Args)]
 pub struct FetchArgs {
@@ -60,8 +76,10 @@ pub struct HttpArgs {
     /// Limit on opening a connection, milliseconds.
     #[arg(long, env = "RECRAWL_FETCH_CONNECT_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub connect_timeout_ms: u64,
-    /// Redirects followed before giving up (too_many_redirects).
-    #[arg(long, env = "RECRAWL_FETCH_MAX_REDIRECTS", default_value_t = 5)]
+    /// Redirects followed before giving up (too_many_redirects); at most 10, as each is
+    /// kept in the result.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_REDIRECTS", default_value_t = 5,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_REDIRECTS as u64))]
     pub max_redirects: usize,
     /// Bodies larger than this are abandoned (body_too_large); at most 48 MiB, below the
     /// envelope's payload limit.
@@ -222,6 +240,7 @@ impl Fetch {
         for rejection in &links.rejected {
             self.metrics.links.with_label_values(&[rejection.as_str()]).inc();
         }
+        self.metrics.links.with_label_values(&["too_long"]).inc_by(links.too_long);
         self.metrics.links.with_label_values(&["published"]).inc_by(links.links.len() as u64);
         for link in links.links {
             let Ok(host) = host_of(&link.url) else { continue };
@@ -268,11 +287,7 @@ impl Stage for Fetch {
     ) -> Result<(), StageError> {
         let picks: Vec<PagePick> =
             batch.iter().filter_map(|record| out.decode_keyed(record, |p: &PagePick| &p.host)).collect();
-        let output = self
-            .crawler
-            .crawl(picks)
-            .await
-            .map_err(|e| StageError::Other(format!("a host task failed: {e}")))?;
+        let output = self.crawler.crawl(picks).await;
         for crawled in output.crawled {
             self.emit(crawled, out)?;
         }
@@ -350,6 +365,17 @@ mod tests {
         assert!(error.contains("--allow-address"), "{error}");
         let error = parse(&["--resolve", "nohost"]).unwrap_err().to_string();
         assert!(error.contains("--resolve"), "{error}");
+        assert_eq!(parse(&["--max-redirects", "10"]).unwrap().fetch_config().max_redirects, 10);
+        let error = parse(&["--max-redirects", "11"]).unwrap_err().to_string();
+        assert!(error.contains("--max-redirects"), "{error}");
+    }
+
+    #[test]
+    fn later_adds_what_it_can_and_stops_far_ahead() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(later(now, Duration::from_secs(1)), now + Duration::from_secs(1));
+        assert_eq!(later(now, Duration::MAX), now + FAR_FUTURE);
+        assert_eq!(later(now, Duration::from_secs(u64::MAX / 2)), now + FAR_FUTURE);
     }
 
     #[test]

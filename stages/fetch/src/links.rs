@@ -12,6 +12,8 @@ use recrawl_common::links::{LinkRules, Rejection};
 use recrawl_schemas::url_key::normalise_parsed;
 use url::Url;
 
+use crate::http::MAX_URL_BYTES;
+
 /// Which links [`extract_links`] keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkFilter {
@@ -45,6 +47,9 @@ pub struct PageLinks {
     pub frames: Vec<Url>,
     /// The rule each distinct rejected http(s) link failed.
     pub rejected: Vec<Rejection>,
+    /// Distinct links dropped for being longer than [`MAX_URL_BYTES`]: a rule of this
+    /// stage's, not one of [`LinkRules`].
+    pub too_long: u64,
     /// Position of each URL in `links`, or `None` once rejected or past `max_links`.
     seen: HashMap<String, Option<usize>>,
 }
@@ -57,14 +62,25 @@ impl PageLinks {
             self.add(link.url, link.occurrences, max_links);
         }
         self.rejected.extend(frame.rejected);
+        self.too_long = self.too_long.saturating_add(frame.too_long);
     }
 
     /// Adds the normalised `url` if `filter` admits it as a link at `depth`, else counts
     /// its rejection.
     pub fn record(&mut self, url: String, filter: &LinkFilter, depth: u32) {
+        if url.len() > MAX_URL_BYTES {
+            if self.first_sighting(url) {
+                self.too_long = self.too_long.saturating_add(1);
+            }
+            return;
+        }
         match filter.rules.check(&url, depth) {
             Ok(()) => self.add(url, 1, filter.max_links),
-            Err(rejection) => self.reject(url, rejection),
+            Err(rejection) => {
+                if self.first_sighting(url) {
+                    self.rejected.push(rejection);
+                }
+            }
         }
     }
 
@@ -86,10 +102,14 @@ impl PageLinks {
         }
     }
 
-    fn reject(&mut self, url: String, rejection: Rejection) {
-        if let std::collections::hash_map::Entry::Vacant(entry) = self.seen.entry(url) {
-            entry.insert(None);
-            self.rejected.push(rejection);
+    /// Marks `url` as not a link; whether it was new.
+    fn first_sighting(&mut self, url: String) -> bool {
+        match self.seen.entry(url) {
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(None);
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(_) => false,
         }
     }
 
@@ -272,13 +292,12 @@ fn decode_character_references(raw: &str) -> Cow<'_, str> {
     }
     let mut decoded = String::with_capacity(raw.len());
     let mut rest = raw;
-    while let Some(ampersand) = rest.find('&') {
-        decoded.push_str(&rest[..ampersand]);
-        let after = &rest[ampersand + 1..];
+    while let Some((before, after)) = rest.split_once('&') {
+        decoded.push_str(before);
         match decode_reference(after) {
-            Some((character, consumed)) => {
+            Some((character, after_reference)) => {
                 decoded.push(character);
-                rest = &after[consumed..];
+                rest = after_reference;
             }
             None => {
                 decoded.push('&');
@@ -290,26 +309,25 @@ fn decode_character_references(raw: &str) -> Cow<'_, str> {
     Cow::Owned(decoded)
 }
 
-/// Decodes the reference right after an `&`: the character and the number of bytes it spans.
-fn decode_reference(after_ampersand: &str) -> Option<(char, usize)> {
+/// Decodes the reference right after an `&`: the character and what follows the reference.
+fn decode_reference(after_ampersand: &str) -> Option<(char, &str)> {
     if let Some(numeric) = after_ampersand.strip_prefix('#') {
-        let (radix, prefix_len) = match numeric.as_bytes().first() {
-            Some(b'x' | b'X') => (16, 1),
-            _ => (10, 0),
+        let (radix, digits) = match numeric.strip_prefix(['x', 'X']) {
+            Some(hex) => (16, hex),
+            None => (10, numeric),
         };
-        let digits = &numeric[prefix_len..];
-        let digit_count = digits.bytes().take_while(|b| char::from(*b).is_digit(radix)).count();
-        if digit_count == 0 {
+        let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
+        let (number, rest) = digits.split_at(end);
+        if number.is_empty() {
             return None;
         }
         // HTML turns out-of-range, surrogate and NUL code points into U+FFFD.
-        let character = u32::from_str_radix(&digits[..digit_count], radix)
+        let character = u32::from_str_radix(number, radix)
             .ok()
             .and_then(char::from_u32)
             .filter(|&c| c != '\0')
             .unwrap_or(char::REPLACEMENT_CHARACTER);
-        let semicolon = usize::from(digits[digit_count..].starts_with(';'));
-        return Some((character, 1 + prefix_len + digit_count + semicolon));
+        return Some((character, rest.strip_prefix(';').unwrap_or(rest)));
     }
     // (name, character, whether HTML also accepts it without the `;`)
     const NAMED: [(&str, char, bool); 5] = [
@@ -321,14 +339,14 @@ fn decode_reference(after_ampersand: &str) -> Option<(char, usize)> {
     ];
     for (name, character, legacy) in NAMED {
         let Some(tail) = after_ampersand.strip_prefix(name) else { continue };
-        if tail.starts_with(';') {
-            return Some((character, name.len() + 1));
+        if let Some(after_semicolon) = tail.strip_prefix(';') {
+            return Some((character, after_semicolon));
         }
         // Old names may omit the `;`, but inside attributes HTML leaves them alone when they
         // could be the start of a query parameter such as `&amp=1` or `&ltd`.
         let continues_name = tail.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'=');
         if legacy && !continues_name {
-            return Some((character, name.len()));
+            return Some((character, tail));
         }
     }
     None
@@ -510,6 +528,16 @@ mod tests {
         );
         let parsed: Vec<String> = serde_json::from_str(&json).unwrap();
         assert_eq!(parsed, ["http://example.com/base/x.html", "http://example.com/base/z.php"]);
+    }
+
+    #[test]
+    fn links_past_the_url_limit_are_dropped_and_counted() {
+        let long = "l".repeat(MAX_URL_BYTES);
+        let html = format!(r#"<a href="/{long}">1</a><a href="/{long}">2</a><a href="/ok">3</a>"#);
+        let found = extract_links(&page(), html.as_bytes(), &LinkFilter::default(), 1);
+        assert_eq!(urls(&found.links), ["http://example.com/ok"]);
+        assert_eq!(found.too_long, 1, "each distinct URL once");
+        assert!(found.rejected.is_empty());
     }
 
     #[test]

@@ -9,9 +9,15 @@ use std::time::Duration;
 use texting_robots::Robot;
 use tokio::time::Instant;
 
+use crate::later;
+
 /// Largest robots.txt read; RFC 9309 asks crawlers to parse at least 500 KiB and allows
 /// ignoring the rest.
 pub const MAX_ROBOTS_BYTES: u64 = 500 * 1024;
+
+/// Longest Crawl-delay honoured: a longer one would park the host for good, and one
+/// near `u64::MAX` seconds cannot even be added to a clock reading.
+pub const MAX_CRAWL_DELAY: Duration = Duration::from_secs(86_400);
 
 /// The rules of one origin.
 #[derive(Debug)]
@@ -53,12 +59,12 @@ impl RobotsRules {
         }
     }
 
-    /// The Crawl-delay for our user-agent, when the file gives a usable one.
+    /// The Crawl-delay for our user-agent, at most [`MAX_CRAWL_DELAY`]; a negative or
+    /// non-finite one is no delay at all.
     pub fn crawl_delay(&self) -> Option<Duration> {
-        match self {
-            Self::Parsed(robot) => robot.delay.and_then(|seconds| Duration::try_from_secs_f32(seconds).ok()),
-            _ => None,
-        }
+        let Self::Parsed(robot) = self else { return None };
+        let seconds = robot.delay.filter(|seconds| seconds.is_finite() && *seconds >= 0.0)?;
+        Duration::try_from_secs_f32(seconds.min(MAX_CRAWL_DELAY.as_secs_f32())).ok()
     }
 
     /// Why `url` is denied, for the result's `error`.
@@ -68,6 +74,12 @@ impl RobotsRules {
             _ => "disallowed by robots.txt".to_owned(),
         }
     }
+}
+
+/// The complete lines of a robots.txt cut at [`MAX_ROBOTS_BYTES`]: half a rule can mean
+/// another rule (`Disallow: /private` cut to `Disallow: /`).
+pub fn whole_lines(cut: &[u8]) -> &[u8] {
+    cut.iter().rposition(|&byte| byte == b'\n').map_or(&[], |last| cut.split_at(last).0)
 }
 
 /// The product token robots.txt groups are matched against: the User-Agent up to its
@@ -135,7 +147,7 @@ impl RobotsCache {
             }
         }
         let rules = Arc::new(rules);
-        self.entries.insert(origin.to_owned(), Entry { rules: rules.clone(), expires: now + lifetime });
+        self.entries.insert(origin.to_owned(), Entry { rules: rules.clone(), expires: later(now, lifetime) });
         rules
     }
 
@@ -166,6 +178,27 @@ mod tests {
         let (others, _) = RobotsRules::from_answer(200, ROBOTS, "somebot");
         assert!(!others.allows("http://h/everyone-else/x.html"));
         assert_eq!(others.crawl_delay(), None);
+    }
+
+    #[test]
+    fn crawl_delay_is_finite_not_negative_and_at_most_a_day() {
+        let cases = [
+            ("0", Some(Duration::ZERO)),
+            ("1.5", Some(Duration::from_millis(1500))),
+            ("-1", None),
+            ("NaN", None),
+            ("inf", None),
+            ("-inf", None),
+            ("1e6", Some(MAX_CRAWL_DELAY)),
+            ("1e19", Some(MAX_CRAWL_DELAY)),
+            ("10000000000000000000", Some(MAX_CRAWL_DELAY)),
+        ];
+        for (value, expected) in cases {
+            let file = format!("User-agent: *\nCrawl-delay: {value}\nDisallow: /x\n");
+            let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+            assert!(matches!(rules, RobotsRules::Parsed(_)), "{value}");
+            assert_eq!(rules.crawl_delay(), expected, "Crawl-delay: {value}");
+        }
     }
 
     #[test]
