@@ -101,6 +101,23 @@ pub enum FetchOutcome {
 }
 
 impl FetchOutcome {
+    pub const ALL: [Self; 14] = [
+        Self::Downloaded,
+        Self::NotModified,
+        Self::UnsupportedType,
+        Self::HttpStatus,
+        Self::Timeout,
+        Self::Dns,
+        Self::Connect,
+        Self::Tls,
+        Self::TooManyRedirects,
+        Self::BodyTooLarge,
+        Self::BlockedAddress,
+        Self::Other,
+        Self::RobotsDenied,
+        Self::Deferred,
+    ];
+
     /// A download in the sense of the estimator: the server delivered the page (2xx or 304).
     pub fn is_download(self) -> bool {
         matches!(self, Self::Downloaded | Self::NotModified | Self::UnsupportedType)
@@ -842,8 +859,8 @@ pub mod bounds {
     pub const MAX_URL_BYTES: usize = 8 * 1024;
     /// Longest host name (DNS allows 253 characters).
     pub const MAX_HOST_BYTES: usize = 255;
-    /// Most redirects recorded for one request.
-    pub const MAX_REDIRECTS: usize = 64;
+    /// Most redirects followed (and recorded) for one request.
+    pub const MAX_REDIRECTS: usize = 10;
     /// Largest period number: a million years of one-minute periods, far from overflow.
     pub const MAX_PERIOD: u64 = 1 << 40;
     /// Latest Unix time in milliseconds accepted (about the year 6400).

@@ -62,6 +62,9 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    pub const ALL: [Self; 7] =
+        [Self::Unparsable, Self::Scheme, Self::Extension, Self::Cgi, Self::Query, Self::Depth, Self::SiteCap];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Rejection::Unparsable => "unparsable",

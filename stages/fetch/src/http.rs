@@ -23,18 +23,13 @@ use crate::address::{
     check_url_host, find_cause, AddressPolicy, BlockedAddress, DnsFailure, GuardedResolver,
 };
 
-/// Longest URL taken from a server, as a redirect target or a link; a page may be as
-/// large as a body may be, so its strings need limits of their own.
-pub const MAX_URL_BYTES: usize = 8 * 1024;
+pub use recrawl_schemas::messages::bounds::{MAX_REDIRECTS, MAX_URL_BYTES};
 
 /// Longest `Content-Type`, `ETag` or `Last-Modified` kept; a longer one is dropped.
 pub const MAX_HEADER_BYTES: usize = 1024;
 
 /// Longest `error` text in a result.
 pub const MAX_ERROR_BYTES: usize = 1024;
-
-/// Most redirects followed, whatever the configuration asks: each is kept in the result.
-pub const MAX_REDIRECTS: usize = 10;
 
 /// Bound on an encoded [`FetchResult`]'s size beyond its body, given a pick whose URL is
 /// at most [`MAX_URL_BYTES`] (as every link this stage publishes is) and whose host and

@@ -153,6 +153,8 @@ pub enum FetchConfigError {
     BudgetOutlastsPoll { budget_ms: u64, poll_ms: u64 },
     #[error("--kafka-option max.poll.interval.ms={0:?} is not a number")]
     PollInterval(String),
+    #[error("--max-body-bytes {body} leaves no room for the result's other fields in --max-record-bytes {record}: at most {most}")]
+    BodyOutgrowsRecord { body: u64, record: usize, most: usize },
 }
 
 /// librdkafka's default max.poll.interval.ms.
@@ -160,6 +162,16 @@ const DEFAULT_MAX_POLL_INTERVAL_MS: u64 = 300_000;
 
 impl FetchArgs {
     pub fn validate(&self) -> Result<(), FetchConfigError> {
+        // The largest page accepted must fit in the record that carries its result.
+        let record = self.kafka.max_record_bytes;
+        let most = record.saturating_sub(RESULT_OVERHEAD_BYTES);
+        if usize::try_from(self.http.max_body_bytes).map_or(true, |body| body > most) {
+            return Err(FetchConfigError::BodyOutgrowsRecord {
+                body: self.http.max_body_bytes,
+                record,
+                most,
+            });
+        }
         let (request_ms, drain_ms) = (self.http.request_timeout_ms, self.kafka.drain_timeout_ms);
         if request_ms >= drain_ms {
             return Err(FetchConfigError::RequestOutlastsDrain { request_ms, drain_ms });
@@ -385,6 +397,10 @@ mod tests {
             args.validate(),
             Err(FetchConfigError::RequestOutlastsDrain { request_ms: 10_000, drain_ms: 10_000 })
         );
+        let args = parse(&["--max-body-bytes", "16777216"]).unwrap();
+        assert!(matches!(args.validate(), Err(FetchConfigError::BodyOutgrowsRecord { .. })));
+        let args = parse(&["--max-body-bytes", "16777216", "--max-record-bytes", "33554432"]).unwrap();
+        assert_eq!(args.validate(), Ok(()));
         let args = parse(&["--batch-budget-ms", "300000"]).unwrap();
         assert_eq!(
             args.validate(),

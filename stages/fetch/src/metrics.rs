@@ -4,6 +4,8 @@
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
+use recrawl_common::links::Rejection;
+use recrawl_schemas::FetchOutcome;
 
 #[derive(Debug, Clone)]
 pub struct FetchMetrics {
@@ -81,6 +83,18 @@ impl FetchMetrics {
         registry.register(Box::new(metrics.host_queue_depth.clone()))?;
         registry.register(Box::new(metrics.links.clone()))?;
         registry.register(Box::new(metrics.frames.clone()))?;
+        // Every series a counter can take is exported at 0 from the start, so an alert
+        // sees the first increment.
+        for outcome in FetchOutcome::ALL {
+            metrics.picks.with_label_values(&[outcome.as_str()]).reset();
+        }
+        for result in ["parsed", "absent", "server_error", "unreachable"] {
+            metrics.robots.with_label_values(&[result]).reset();
+        }
+        let rejections = Rejection::ALL.map(Rejection::as_str);
+        for result in ["published", "too_long"].iter().chain(&rejections) {
+            metrics.links.with_label_values(&[result]).reset();
+        }
         Ok(metrics)
     }
 }

@@ -13,7 +13,7 @@ use recrawl_common::admin::{self, AdminError};
 use recrawl_common::kafka::reader_config;
 use recrawl_common::KafkaArgs;
 use recrawl_schemas::topics::{
-    CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
+    dead_letter_headers, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
 };
 use recrawl_schemas::{
     decode, ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick,
@@ -48,8 +48,12 @@ pub enum Observed {
     DeadLetter {
         key: Vec<u8>,
         reason: String,
+        kind: String,
         stage: String,
         source_topic: String,
+        /// The original value's size, and how many of its bytes the dead letter kept.
+        original_bytes: usize,
+        kept_bytes: usize,
     },
     /// A message that does not decode as its topic's payload.
     Undecodable {
@@ -73,9 +77,12 @@ impl Observed {
             Self::Change(m) => serde_json::to_value(m),
             Self::Estimate(m) => serde_json::to_value(m),
             Self::Distribution(m) => serde_json::to_value(m),
-            Self::DeadLetter { key, reason, stage, source_topic } => Ok(serde_json::json!({
-                "key": String::from_utf8_lossy(key), "reason": reason, "stage": stage, "topic": source_topic,
-            })),
+            Self::DeadLetter { key, reason, kind, stage, source_topic, original_bytes, kept_bytes } => {
+                Ok(serde_json::json!({
+                    "key": String::from_utf8_lossy(key), "reason": reason, "kind": kind, "stage": stage,
+                    "topic": source_topic, "original_bytes": original_bytes, "kept_bytes": kept_bytes,
+                }))
+            }
             Self::Undecodable { topic, error } => {
                 Ok(serde_json::json!({ "undecodable": topic, "error": error }))
             }
@@ -166,9 +173,12 @@ impl Observer {
                 };
                 Observed::DeadLetter {
                     key: message.key().unwrap_or_default().to_vec(),
-                    reason: header("recrawl-dlq-reason"),
-                    stage: header("recrawl-dlq-stage"),
-                    source_topic: header("recrawl-dlq-topic"),
+                    reason: header(dead_letter_headers::REASON),
+                    kind: header(dead_letter_headers::KIND),
+                    stage: header(dead_letter_headers::STAGE),
+                    source_topic: header(dead_letter_headers::TOPIC),
+                    original_bytes: header(dead_letter_headers::ORIGINAL_BYTES).parse().unwrap_or(0),
+                    kept_bytes: message.payload().map_or(0, <[u8]>::len),
                 }
             }
         })

@@ -568,7 +568,13 @@ mod tests {
                 .collect();
             all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             all.truncate(quota);
-            proptest::prop_assert_eq!(chosen, all);
+            // lambda-crawl's κ is found by bisection in each call, so scores agree only
+            // to its tolerance; the choice itself must be the same.
+            let slots = |choices: &[(u32, f64)]| choices.iter().map(|c| c.0).collect::<Vec<_>>();
+            proptest::prop_assert_eq!(slots(&chosen), slots(&all));
+            for (a, b) in chosen.iter().zip(&all) {
+                proptest::prop_assert!((a.1 - b.1).abs() <= 1e-9 * b.1.abs().max(1.0), "{a:?} {b:?}");
+            }
         }
     }
 }

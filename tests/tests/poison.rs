@@ -1,0 +1,297 @@
+//! Poison never stops a stage: on every input topic of every stage, a 5 MB record, an
+//! empty one, random bytes, a valid header with a truncated body and a record of a future
+//! schema version each go to the dead-letter topic exactly once, with their origin and
+//! reason (the 5 MB one with its first bytes and its size), and the valid record behind
+//! them is processed.
+
+use std::future::Future;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use recrawl::observe::{Observed, Observer};
+use recrawl_common::runtime::RuntimeError;
+use recrawl_common::{unix_ms, KafkaArgs, StageContext};
+use recrawl_e2e::{kafka_flags, metric, parse_args, produce, unique_prefix, Broker, RunningStage};
+use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
+use recrawl_schemas::{
+    encode, host_of, url_key, ChangeEvent, DiscoveredLinks, FetchResult, Message, PagePick, PickReason,
+    RequestOutcome,
+};
+
+const FIVE_MB: usize = 5 << 20;
+
+/// The five poisons for a topic whose valid payload encodes as `good`, each with the kind
+/// its dead letter must carry.
+fn poisons(good: &[u8]) -> Vec<(Vec<u8>, &'static str)> {
+    // Deterministic noise that starts with no envelope's magic byte.
+    let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1).collect();
+    let mut future = good.to_vec();
+    future[2..4].copy_from_slice(&3u16.to_be_bytes());
+    vec![
+        (vec![b'x'; FIVE_MB], "undecodable"),
+        (Vec::new(), "undecodable"),
+        (noise, "undecodable"),
+        (good[..good.len() / 2].to_vec(), "undecodable"),
+        (future, "schema_version"),
+    ]
+}
+
+/// One input topic of a stage under test: where poison goes, and the valid record after it.
+struct Input {
+    topic: &'static str,
+    key: String,
+    good: Vec<u8>,
+    send_good: Box<dyn Fn(FutureProducer, String) -> std::pin::Pin<Box<dyn Future<Output = ()>>>>,
+}
+
+fn input<M: Message + Clone + 'static>(topic: &'static str, key: &str, message: M) -> Input {
+    let key = key.to_owned();
+    let good = encode(&message).expect("encode");
+    let produce_key = key.clone();
+    Input {
+        topic,
+        key,
+        good,
+        send_good: Box::new(move |producer, full_topic| {
+            let (message, key) = (message.clone(), produce_key.clone());
+            Box::pin(async move { produce(&producer, &full_topic, &key, &message).await })
+        }),
+    }
+}
+
+/// Runs `stage`, poisons each input, sends each valid record, waits until `processed`
+/// says the stage handled them, then checks the dead letters against the topic's content.
+async fn poison_stage<F, Fut>(
+    name: &'static str,
+    extra_flags: &[&str],
+    run: F,
+    inputs: Vec<Input>,
+    processed: impl Fn(&RunningStage, &[Observed]) -> bool,
+    watched: &[&str],
+) where
+    F: FnOnce(Vec<String>, StageContext) -> Fut,
+    Fut: Future<Output = Result<(), RuntimeError>> + Send + 'static,
+{
+    let broker = Broker::start();
+    let prefix = unique_prefix(&format!("poison-{name}"));
+    let kafka: KafkaArgs = parse_args(&kafka_flags(&broker.bootstrap(), &prefix));
+    broker.create_topics(&kafka, 2).await;
+    let mut flags = kafka_flags(&broker.bootstrap(), &prefix);
+    flags.extend(extra_flags.iter().map(|f| (*f).to_owned()));
+    let record_limit = flags
+        .windows(2)
+        .find(|pair| pair[0] == "--max-record-bytes")
+        .map_or(kafka.max_record_bytes, |pair| pair[1].parse().expect("a number"));
+    let stage = RunningStage::spawn(name, |ctx| run(flags.clone(), ctx));
+    stage.ready().await;
+
+    // The test's producer takes records as large as the default limit, whatever the stage's.
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    for input in &inputs {
+        let topic = kafka.topics().name(input.topic);
+        for (poison, _) in poisons(&input.good) {
+            producer
+                .send(FutureRecord::to(&topic).key(&input.key).payload(&poison), Duration::from_secs(30))
+                .await
+                .expect("poison produced");
+        }
+        (input.send_good)(producer.clone(), topic).await;
+    }
+
+    let mut topics = vec![DEAD_LETTER];
+    topics.extend_from_slice(watched);
+    let observer = Observer::new(&kafka, &topics).await.expect("observer");
+    let expected = 5 * inputs.len();
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let dead = |seen: &[Observed]| seen.iter().filter(|o| matches!(o, Observed::DeadLetter { .. })).count();
+    while dead(&seen) < expected || !processed(&stage, &seen) {
+        let next = tokio::time::timeout_at(deadline, observer.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{name}: {} dead letters of {expected}, processed: {}",
+                    dead(&seen),
+                    processed(&stage, &seen)
+                )
+            })
+            .expect("observer");
+        seen.push(next);
+    }
+    let ctx = stage.ctx.clone();
+    stage.stop().await.unwrap_or_else(|e| panic!("{name} stops cleanly after the poison: {e}"));
+    let metrics = ctx.metrics.render();
+
+    // Exactly once each: the stage has flushed, so the topic's end is its whole content.
+    let reader: BaseConsumer =
+        recrawl_common::kafka::reader_config(&kafka, "count").create().expect("reader");
+    let dead_letter_topic = kafka.topics().name(DEAD_LETTER);
+    let (low, high) = tokio::task::spawn_blocking(move || {
+        reader.fetch_watermarks(&dead_letter_topic, 0, Duration::from_secs(30)).expect("watermarks")
+    })
+    .await
+    .expect("join");
+    assert_eq!(high - low, expected as i64, "{name}: each poison dead-lettered once");
+    for input in &inputs {
+        let topic = kafka.topics().name(input.topic);
+        let mut letters: Vec<(String, usize, usize)> = seen
+            .iter()
+            .filter_map(|o| match o {
+                Observed::DeadLetter {
+                    kind,
+                    stage,
+                    source_topic,
+                    original_bytes,
+                    kept_bytes,
+                    reason,
+                    key,
+                } => {
+                    assert_eq!(stage, name);
+                    assert!(!reason.is_empty());
+                    (source_topic == &topic).then(|| {
+                        assert_eq!(key, input.key.as_bytes(), "the original key");
+                        (kind.clone(), *original_bytes, *kept_bytes)
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        letters.sort();
+        let mut wanted: Vec<(String, usize)> =
+            poisons(&input.good).into_iter().map(|(bytes, kind)| (kind.to_owned(), bytes.len())).collect();
+        wanted.sort();
+        let got: Vec<(String, usize)> = letters.iter().map(|(k, size, _)| (k.clone(), *size)).collect();
+        assert_eq!(got, wanted, "{name}: dead letters of {topic}");
+        // A dead letter keeps the whole value when it fits in a record, its first bytes
+        // otherwise.
+        let five_mb = letters.iter().find(|(_, size, _)| *size == FIVE_MB).expect("the 5 MB poison");
+        if FIVE_MB < record_limit {
+            assert_eq!(five_mb.2, FIVE_MB, "{name}: the 5 MB poison fits and is kept whole");
+        } else {
+            assert!(five_mb.2 > 0 && five_mb.2 < record_limit, "{name}: only the 5 MB poison's first bytes");
+        }
+        let counted = |kind: &str| {
+            let series =
+                format!(r#"recrawl_dead_letters_total{{kind="{kind}",topic="{topic}",stage="{name}"}} "#);
+            metrics.lines().find_map(|line| line.strip_prefix(&series)).map(str::to_owned)
+        };
+        assert_eq!(counted("undecodable").as_deref(), Some("4"), "{name} {topic}");
+        assert_eq!(counted("schema_version").as_deref(), Some("1"), "{name} {topic}");
+    }
+    drop(broker);
+}
+
+fn pick(url: &str) -> PagePick {
+    PagePick {
+        url: url.to_owned(),
+        url_key: url_key(url),
+        host: host_of(url).expect("host"),
+        group: "g".to_owned(),
+        period: 1,
+        reason: PickReason::Discovery,
+        depth: 0,
+        score: 1.0,
+        etag: None,
+        last_modified: None,
+        deadline_ms: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_dead_letters_poison_and_goes_on() {
+    // Loopback is refused by default: the valid pick ends as blocked_address, no network.
+    let good = pick("http://127.0.0.1:9/page.html");
+    let inputs = vec![input(FETCH, &good.host, good.clone())];
+    let url = good.url.clone();
+    let processed = move |_: &RunningStage, seen: &[Observed]| {
+        seen.iter().any(|o| matches!(o, Observed::Result(r) if r.url == url))
+    };
+    poison_stage(
+        "fetch",
+        &["--request-timeout-ms", "2000"],
+        |flags, ctx| recrawl_fetch::run(parse_args(&flags), ctx),
+        inputs,
+        processed,
+        &[FETCH_RESULTS],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_dead_letters_poison_and_goes_on() {
+    let good = FetchResult::html_page("http://site.example/a.html", "site.example", 1, "<p>one two</p>");
+    let inputs = vec![input(FETCH_RESULTS, &good.url, good.clone())];
+    let url = good.url.clone();
+    let processed = move |_: &RunningStage, seen: &[Observed]| {
+        seen.iter().any(|o| matches!(o, Observed::Change(c) if c.url == url))
+    };
+    poison_stage(
+        "diff",
+        &["--max-record-bytes", "4194304"],
+        |flags, ctx| recrawl_diff::run(parse_args(&flags), ctx),
+        inputs,
+        processed,
+        &[CHANGE_EVENTS],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn estimator_dead_letters_poison_and_goes_on() {
+    let outcome = RequestOutcome { period: 1, downloaded: true, changed: None, fetched_at_ms: unix_ms() };
+    let good = ChangeEvent::request("http://site.example/a.html", "site.example", "g", outcome);
+    let inputs = vec![input(CHANGE_EVENTS, &good.url, good.clone())];
+    let url = good.url.clone();
+    let processed = move |_: &RunningStage, seen: &[Observed]| {
+        seen.iter().any(|o| matches!(o, Observed::Estimate(e) if e.url == url))
+    };
+    poison_stage(
+        "estimator",
+        &["--max-record-bytes", "4194304"],
+        |flags, ctx| recrawl_estimator::run(parse_args(&flags), ctx),
+        inputs,
+        processed,
+        &[ESTIMATES],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_dead_letters_poison_on_both_inputs_and_goes_on() {
+    let url = "http://site.example/a.html";
+    let link = DiscoveredLinks {
+        url: url.to_owned(),
+        url_key: url_key(url),
+        host: "site.example".to_owned(),
+        source_url: None,
+        source_key: None,
+        occurrences: 1,
+        period: 1,
+        depth: 0,
+    };
+    let estimate_url = "http://site.example/b.html";
+    let outcome = RequestOutcome { period: 1, downloaded: true, changed: None, fetched_at_ms: unix_ms() };
+    let event = ChangeEvent::request(estimate_url, "site.example", "g", outcome);
+    let mut estimator = recrawl_estimator::estimate::Estimator::new(
+        parse_args::<recrawl_estimator::EstimateArgs>(&[]).settings(),
+    );
+    let applied = estimator.apply(&event, 0, &mut recrawl_common::StateStore::default(), unix_ms());
+    let recrawl_estimator::Applied::New(estimate) = applied else { panic!("a first request estimates") };
+    let estimate = *estimate;
+    let inputs = vec![input(LINKS, url, link), input(ESTIMATES, estimate_url, estimate)];
+    let processed = |stage: &RunningStage, _: &[Observed]| {
+        metric(stage, r#"recrawl_scheduler_links_total{outcome="discovered",stage="scheduler"}"#) == Some(1.0)
+            && metric(stage, r#"recrawl_scheduler_estimates_total{result="new",stage="scheduler"}"#)
+                == Some(1.0)
+    };
+    poison_stage(
+        "scheduler",
+        &["--epoch-unix-ms", "0", "--period-ms", "3600000"],
+        |flags, ctx| recrawl_scheduler::run(parse_args(&flags), ctx),
+        inputs,
+        processed,
+        &[],
+    )
+    .await;
+}
