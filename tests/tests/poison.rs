@@ -7,7 +7,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::runtime::RuntimeError;
@@ -123,16 +122,22 @@ async fn poison_stage<F, Fut>(
     stage.stop().await.unwrap_or_else(|e| panic!("{name} stops cleanly after the poison: {e}"));
     let metrics = ctx.metrics.render();
 
-    // Exactly once each: the stage has flushed, so the topic's end is its whole content.
-    let reader: BaseConsumer =
-        recrawl_common::kafka::reader_config(&kafka, "count").create().expect("reader");
+    // Exactly once each: the stage has flushed, so a marker written now to the one
+    // partition of the dead-letter topic comes after every dead letter it wrote.
     let dead_letter_topic = kafka.topics().name(DEAD_LETTER);
-    let (low, high) = tokio::task::spawn_blocking(move || {
-        reader.fetch_watermarks(&dead_letter_topic, 0, Duration::from_secs(30)).expect("watermarks")
-    })
-    .await
-    .expect("join");
-    assert_eq!(high - low, expected as i64, "{name}: each poison dead-lettered once");
+    producer
+        .send(FutureRecord::to(&dead_letter_topic).key("end-marker").payload("end"), Duration::from_secs(30))
+        .await
+        .expect("marker produced");
+    loop {
+        let next =
+            tokio::time::timeout_at(deadline, observer.next()).await.expect("the marker").expect("observer");
+        if matches!(&next, Observed::DeadLetter { key, .. } if key == b"end-marker") {
+            break;
+        }
+        seen.push(next);
+    }
+    assert_eq!(dead(&seen), expected, "{name}: each poison dead-lettered once");
     for input in &inputs {
         let topic = kafka.topics().name(input.topic);
         let mut letters: Vec<(String, usize, usize)> = seen

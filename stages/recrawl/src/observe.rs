@@ -142,8 +142,16 @@ impl Observer {
     }
 
     /// The next message, decoded.
+    /// The next message. Reports of brokers going away are not errors: librdkafka
+    /// reconnects, and reading goes on once they are back.
     pub async fn next(&self) -> Result<Observed, ObserveError> {
-        let message = self.consumer.recv().await.map_err(ObserveError::Consume)?;
+        let message = loop {
+            match self.consumer.recv().await {
+                Ok(message) => break message,
+                Err(error) if is_transient(&error) => tracing::debug!(%error, "broker unreachable; waiting"),
+                Err(error) => return Err(ObserveError::Consume(error)),
+            }
+        };
         let topic = message.topic();
         let short = topic.strip_prefix(self.prefix.as_str()).unwrap_or(topic);
         let payload = message.payload().unwrap_or_default();
@@ -183,6 +191,11 @@ impl Observer {
             }
         })
     }
+}
+
+fn is_transient(error: &KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode::{AllBrokersDown, BrokerTransportFailure};
+    matches!(error.rdkafka_error_code(), Some(AllBrokersDown | BrokerTransportFailure))
 }
 
 /// Per-period counts for the demo's progress lines.

@@ -1,0 +1,80 @@
+//! A broker outage is ridden out: while the broker is down the stage is not ready but
+//! keeps running, and once it is back the stage catches up with what arrived meanwhile;
+//! an outage past `--outage-timeout-ms` fails liveness and ends the stage with an error.
+//! Uses the mock broker's down/up switch, so it runs on the hermetic tier only.
+
+use std::time::Duration;
+
+use rdkafka::producer::FutureProducer;
+use recrawl::observe::{Observed, Observer};
+use recrawl_common::runtime::RuntimeError;
+use recrawl_common::KafkaArgs;
+use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
+use recrawl_schemas::topics::{CHANGE_EVENTS, FETCH_RESULTS};
+use recrawl_schemas::FetchResult;
+
+const BROKER_ID: i32 = 1;
+
+async fn change_event_for(observer: &Observer, url: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let observed = tokio::time::timeout_at(deadline, observer.next())
+            .await
+            .unwrap_or_else(|_| panic!("no change event for {url}"))
+            .expect("observer");
+        if matches!(&observed, Observed::Change(event) if event.url == url) {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_diff_stage_rides_out_a_broker_outage_and_gives_up_past_its_timeout() {
+    let broker = Broker::start();
+    let Broker::Mock(mock) = &broker else {
+        eprintln!("the outage test needs the mock broker's down/up switch; skipped on an external broker");
+        return;
+    };
+    let prefix = unique_prefix("outage");
+    let mut flags = kafka_flags(&broker.bootstrap(), &prefix);
+    flags.extend(["--outage-timeout-ms".to_owned(), "120000".to_owned()]);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let topic = kafka.topics().name(FETCH_RESULTS);
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let observer = Observer::new(&kafka, &[CHANGE_EVENTS]).await.expect("observer");
+
+    let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
+    diff.ready().await;
+    let before = FetchResult::html_page("http://a.example/1.html", "a.example", 1, "<p>before</p>");
+    produce(&producer, &topic, &before.url, &before).await;
+    change_event_for(&observer, &before.url).await;
+
+    mock.broker_down(BROKER_ID).expect("broker down");
+    let health = diff.ctx.health.clone();
+    wait_for("the stage reports the outage on /readyz", || !health.is_ready()).await;
+    assert!(!health.is_failed(), "an outage within the timeout is not a failure");
+    // Written during the outage: the producer delivers it once the broker is back.
+    let during = FetchResult::html_page("http://a.example/2.html", "a.example", 1, "<p>during</p>");
+    let sent = {
+        let (producer, topic, during) = (producer.clone(), topic.clone(), during.clone());
+        tokio::spawn(async move { produce(&producer, &topic, &during.url, &during).await })
+    };
+    mock.broker_up(BROKER_ID).expect("broker up");
+    sent.await.expect("produced after the outage");
+    change_event_for(&observer, &during.url).await;
+    wait_for("ready again after the outage", || health.is_ready()).await;
+    diff.stop().await.expect("the stage stops cleanly after riding out the outage");
+
+    // An outage past the timeout: liveness fails and the stage ends with the outage error.
+    let mut short = kafka_flags(&broker.bootstrap(), &prefix);
+    short.extend(["--outage-timeout-ms".to_owned(), "2000".to_owned()]);
+    let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&short), ctx));
+    diff.ready().await;
+    let health = diff.ctx.health.clone();
+    mock.broker_down(BROKER_ID).expect("broker down");
+    wait_for("liveness fails past the outage timeout", || health.is_failed()).await;
+    let ended = diff.stop().await;
+    assert!(matches!(ended, Err(RuntimeError::Outage { .. })), "{ended:?}");
+    mock.broker_up(BROKER_ID).expect("broker up");
+}
