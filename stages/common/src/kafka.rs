@@ -30,8 +30,6 @@ pub fn base_config(args: &KafkaArgs, defaults: &[(&str, &str)]) -> ClientConfig 
     // A producer or consumer that names a missing topic must fail, not create it with
     // the broker's default partition count: the stages' state depends on co-partitioning.
     config.set("allow.auto.create.topics", "false");
-    // Statistics drive the lag gauges and the reachability behind /readyz.
-    config.set("statistics.interval.ms", "1000");
     for (key, value) in defaults {
         config.set(*key, *value);
     }
@@ -65,6 +63,8 @@ pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
             ("enable.auto.commit", "true"),
             ("auto.commit.interval.ms", "1000"),
             ("partition.assignment.strategy", "cooperative-sticky"),
+            // Statistics drive the lag gauges and the reachability behind /readyz.
+            ("statistics.interval.ms", "1000"),
             ("session.timeout.ms", &session),
             ("heartbeat.interval.ms", "1000"),
         ],
