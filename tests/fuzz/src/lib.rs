@@ -15,8 +15,8 @@ use recrawl_fetch::links::{extract_links, LinkFilter};
 use recrawl_fetch::robots::{RobotsRules, MAX_ROBOTS_BYTES};
 use recrawl_schemas::envelope::{check_kafka_headers, kafka_headers};
 use recrawl_schemas::{
-    decode, encode, normalise_url, ChangeEvent, DiscoveredLinks, FetchResult, Format, GroupDistribution, Message,
-    PageEstimate, PagePick,
+    decode, encode, normalise_url, ChangeEvent, DiscoveredLinks, FetchResult, Format, GroupDistribution,
+    Message, PageEstimate, PagePick,
 };
 use url::Url;
 
@@ -57,16 +57,20 @@ pub fn decode_topics(data: &[u8]) {
 fn round_trip<M: Message>(data: &[u8]) {
     let Ok(message) = decode::<M>(data) else { return };
     let [(_, content_type), (_, schema_version)] = kafka_headers::<M>();
-    if let Err(error) = check_kafka_headers(data, Some(content_type.as_bytes()), Some(schema_version.as_bytes())) {
+    if let Err(error) =
+        check_kafka_headers(data, Some(content_type.as_bytes()), Some(schema_version.as_bytes()))
+    {
         panic!("{} decodes but its own headers are refused: {error}", M::NAME);
     }
-    let encoded = encode(&message).unwrap_or_else(|error| panic!("{} decodes but does not encode: {error}", M::NAME));
+    let encoded =
+        encode(&message).unwrap_or_else(|error| panic!("{} decodes but does not encode: {error}", M::NAME));
     let again = decode::<M>(&encoded)
         .unwrap_or_else(|error| panic!("{} re-encoded does not decode: {error}", M::NAME));
     // Bincode is exact, so a second trip must give the same bytes. JSON is only required
     // to decode again: serde_json's default float parsing may move a value by one ulp.
     if M::FORMAT == Format::Bincode {
-        let twice = encode(&again).unwrap_or_else(|error| panic!("{} does not encode twice: {error}", M::NAME));
+        let twice =
+            encode(&again).unwrap_or_else(|error| panic!("{} does not encode twice: {error}", M::NAME));
         assert!(twice == encoded, "{} changes on a second bincode round trip", M::NAME);
     }
 }
@@ -135,7 +139,8 @@ pub fn change_degree(data: &[u8]) {
     let [selector, costs, length_lo, length_hi, rest @ ..] = data else { return };
     let split = usize::from(u16::from_le_bytes([*length_lo, *length_hi])).min(rest.len());
     let (old, new) = rest.split_at(split);
-    let input = [InputKind::Html, InputKind::Text, InputKind::Words, InputKind::Html][usize::from(selector & 3)];
+    let input =
+        [InputKind::Html, InputKind::Text, InputKind::Words, InputKind::Html][usize::from(selector & 3)];
     let compare = CompareArgs {
         s: f64::from(costs & 0xF) / 15.0,
         t: f64::from(costs >> 4) / 15.0,
@@ -157,7 +162,14 @@ pub fn change_degree(data: &[u8]) {
 }
 
 fn degrees(score: &recrawl_diff::offline::Score) -> [(&'static str, f64); 6] {
-    [("bw", score.bw), ("cos", score.cos), ("wd", score.wd), ("ed", score.ed), ("sh", score.sh), ("ied", score.ied)]
+    [
+        ("bw", score.bw),
+        ("cos", score.cos),
+        ("wd", score.wd),
+        ("ed", score.ed),
+        ("sh", score.sh),
+        ("ied", score.ied),
+    ]
 }
 
 /// A history written as in the paper's Figure 1, read by `recrawl-estimator stats

@@ -49,6 +49,9 @@ fn every_target_passes_its_corpus_and_regressions() {
     for (target, _) in TARGETS {
         let inputs = corpus.get(target).copied().unwrap_or(0);
         assert!(inputs > 0, "fuzz/corpus/{target} has no input");
-        println!("{target}: {inputs} corpus inputs, {} regressions", regressions.get(target).copied().unwrap_or(0));
+        println!(
+            "{target}: {inputs} corpus inputs, {} regressions",
+            regressions.get(target).copied().unwrap_or(0)
+        );
     }
 }
