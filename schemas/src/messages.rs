@@ -50,6 +50,25 @@ pub struct PagePick {
     pub deadline_ms: Option<i64>,
 }
 
+impl PagePick {
+    /// A first pick of `url` (normalised) for `period`: no validators, no deadline.
+    pub fn discovery(url: &str, period: u64) -> Result<Self, crate::UrlError> {
+        Ok(Self {
+            url_key: crate::url_key(url),
+            host: crate::host_of(url)?,
+            group: String::new(),
+            period,
+            reason: PickReason::Discovery,
+            depth: 0,
+            score: 0.0,
+            etag: None,
+            last_modified: None,
+            deadline_ms: None,
+            url: url.to_owned(),
+        })
+    }
+}
+
 impl Message for PagePick {
     const NAME: &'static str = "PagePick";
     const FORMAT: Format = Format::Bincode;

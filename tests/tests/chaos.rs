@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl::sim::server::{site_host, SimWebArgs, SimWebServer};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::{binary, kafka_flags, parse_args, unique_prefix, Broker};
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
 
 const SITES: u32 = 3;
@@ -128,18 +128,21 @@ fn spawn(name: &str, args: &[String], http: SocketAddr) -> Child {
         .expect("stage binary starts")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
-    let broker = Broker::start();
-    let prefix = unique_prefix("binaries");
-    let flags = kafka_flags(&broker.bootstrap(), &prefix);
-    let kafka: KafkaArgs = parse_args(&flags);
-    broker.create_topics(&kafka, 2).await;
+/// The four stages as processes, started as the README shows, and the simulated web they
+/// crawl: fetch, diff and estimator first, then the web and the scheduler, whose period 0
+/// starts 2 s after they are ready.
+struct Pipeline {
+    stages: Vec<Stage>,
+    web: SimWebServer,
+    client: reqwest::Client,
+    _seeds: tempfile::TempDir,
+}
+
+async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeline {
     let client =
         reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build().expect("client");
-
     let with = |name: &str, extra: &[String]| {
-        let mut args = flags.clone();
+        let mut args = flags.to_vec();
         args.extend(["--instance-id".to_owned(), format!("{prefix}{name}")]);
         args.extend(extra.iter().cloned());
         args
@@ -159,22 +162,9 @@ async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
     for stage in &mut stages {
         stage.ready(&client).await;
     }
-    // Every counter the runtime can move is exported before its first increment.
-    for stage in &stages {
-        let metrics = stage.metrics(&client).await;
-        for series in [
-            r#"recrawl_errors_total{kind="consume""#,
-            r#"recrawl_errors_total{kind="dead_letter_refused""#,
-            r#"recrawl_dead_letters_total{kind="undecodable""#,
-            r#"recrawl_dead_letters_total{kind="unproducible""#,
-        ] {
-            assert!(metrics.contains(series), "{} does not export {series}", stage.name);
-        }
-    }
-
     let epoch = unix_ms() + 2_000;
     let web = SimWebServer::start(&SimWebArgs {
-        seed: 3,
+        seed,
         sites: SITES,
         pages_per_site: 6,
         period_ms: PERIOD_MS,
@@ -192,7 +182,7 @@ async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let seeds = dir.path().join("seeds.txt");
     std::fs::write(&seeds, web.home_urls().join("\n")).expect("seeds");
-    let scheduler_flags: Vec<String> = [
+    let scheduler_flags = [
         "--seeds".to_owned(),
         seeds.display().to_string(),
         "--period-ms".to_owned(),
@@ -203,10 +193,32 @@ async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
         epoch.to_string(),
         "--policy".to_owned(),
         "uniform".to_owned(),
-    ]
-    .to_vec();
+    ];
     stages.push(Stage::start("scheduler", with("scheduler", &scheduler_flags)));
     stages[3].ready(&client).await;
+    Pipeline { stages, web, client, _seeds: dir }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
+    let broker = Broker::start();
+    let prefix = unique_prefix("binaries");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let Pipeline { mut stages, web, client, _seeds } = start_pipeline(&flags, &prefix, 3).await;
+    // Every counter the runtime can move is exported, from the start.
+    for stage in &stages {
+        let metrics = stage.metrics(&client).await;
+        for series in [
+            r#"recrawl_errors_total{kind="consume""#,
+            r#"recrawl_errors_total{kind="dead_letter_refused""#,
+            r#"recrawl_dead_letters_total{kind="undecodable""#,
+            r#"recrawl_dead_letters_total{kind="unproducible""#,
+        ] {
+            assert!(metrics.contains(series), "{} does not export {series}", stage.name);
+        }
+    }
 
     // The crawl reaches every stage: picks, then their change events and estimates.
     let observer = Observer::new(&kafka, &[FETCH, CHANGE_EVENTS, ESTIMATES]).await.expect("observer");
@@ -315,7 +327,8 @@ struct Row {
 /// Waits until `seen` holds more estimates than `before`: the whole pipeline made progress.
 async fn progress_after(seen: &Mutex<Vec<Observed>>, before: usize, what: &str) -> Duration {
     let started = Instant::now();
-    let estimates = || seen.lock().expect("seen").iter().filter(|o| matches!(o, Observed::Estimate(_))).count();
+    let estimates =
+        || seen.lock().expect("seen").iter().filter(|o| matches!(o, Observed::Estimate(_))).count();
     // The observer fills `seen` from its own task; looking again is the only way.
     while estimates() <= before {
         assert!(started.elapsed() < Duration::from_secs(180), "no progress within 3 min after {what}");
@@ -335,62 +348,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let client = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build().expect("client");
-    let with = |name: &str, extra: &[String]| {
-        let mut args = flags.clone();
-        args.extend(["--instance-id".to_owned(), format!("{prefix}{name}")]);
-        args.extend(extra.iter().cloned());
-        args
-    };
-    let mut fetch_flags: Vec<String> =
-        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "1000"]
-            .map(String::from)
-            .to_vec();
-    for site in 0..SITES {
-        fetch_flags.extend(["--resolve".to_owned(), format!("{}=127.0.0.1", site_host(site))]);
-    }
-    let epoch = unix_ms() + 3_000;
-    let web = SimWebServer::start(&SimWebArgs {
-        seed: 5,
-        sites: SITES,
-        pages_per_site: 6,
-        period_ms: PERIOD_MS,
-        period_minutes: 60.0,
-        median_change_rate: 0.5,
-        korean_share: 0.3,
-        epoch_unix_ms: Some(epoch),
-        latency_scale: 0.0,
-        hold_ms: 500,
-        listen: "127.0.0.1:0".parse().expect("address"),
-        truth_log: None,
-    })
-    .await
-    .expect("simulated web");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let seeds = dir.path().join("seeds.txt");
-    std::fs::write(&seeds, web.home_urls().join("\n")).expect("seeds");
-    let scheduler_flags: Vec<String> = [
-        "--seeds".to_owned(),
-        seeds.display().to_string(),
-        "--period-ms".to_owned(),
-        PERIOD_MS.to_string(),
-        "--picks-per-period".to_owned(),
-        "6".to_owned(),
-        "--epoch-unix-ms".to_owned(),
-        epoch.to_string(),
-        "--policy".to_owned(),
-        "uniform".to_owned(),
-    ]
-    .to_vec();
-    let mut stages = vec![
-        Stage::start("fetch", with("fetch", &fetch_flags)),
-        Stage::start("diff", with("diff", &[])),
-        Stage::start("estimator", with("estimator", &[])),
-        Stage::start("scheduler", with("scheduler", &scheduler_flags)),
-    ];
-    for stage in &mut stages {
-        stage.ready(&client).await;
-    }
+    let Pipeline { mut stages, web, client, _seeds } = start_pipeline(&flags, &prefix, 5).await;
 
     let observer = Observer::new(&kafka, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
         .await
@@ -438,14 +396,21 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     stages.insert(1, Stage::start("diff", args));
     stages[1].ready(&client).await;
     progress_after(&seen, before, "SIGTERM of diff").await;
-    rows.push(Row { scenario: "SIGTERM diff mid-run".into(), recovered: started.elapsed(), exits: "0".into() });
+    rows.push(Row {
+        scenario: "SIGTERM diff mid-run".into(),
+        recovered: started.elapsed(),
+        exits: "0".into(),
+    });
 
     // Poison on every input topic while the pipeline runs.
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
     let before = estimates_so_far(&seen);
     let started = Instant::now();
-    let poisons: [(&str, Vec<u8>); 3] =
-        [("5 MB", vec![b'x'; 5 << 20]), ("empty", Vec::new()), ("random", b"\x01\x02not an envelope".to_vec())];
+    let poisons: [(&str, Vec<u8>); 3] = [
+        ("5 MB", vec![b'x'; 5 << 20]),
+        ("empty", Vec::new()),
+        ("random", b"\x01\x02not an envelope".to_vec()),
+    ];
     for topic in [FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, LINKS] {
         let topic = kafka.topics().name(topic);
         for (_, bytes) in &poisons {
@@ -456,6 +421,17 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         }
     }
     progress_after(&seen, before, "the poison").await;
+    let dead_letters =
+        || seen.lock().expect("seen").iter().filter(|o| matches!(o, Observed::DeadLetter { .. })).count();
+    // Every stage reads past its poison: 3 records on each of 5 topics.
+    while dead_letters() < 15 {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "{} of 15 poisons dead-lettered",
+            dead_letters()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     rows.push(Row {
         scenario: "poison on every input topic (5 MB, empty, random)".into(),
         recovered: started.elapsed(),
@@ -498,7 +474,8 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             let [results, changes, estimates] = judged.duplicates();
             let mut table = String::from("| scenario | seconds until the pipeline made progress again | stage exits |\n|---|---|---|\n");
             for row in &rows {
-                table += &format!("| {} | {:.1} | {} |\n", row.scenario, row.recovered.as_secs_f64(), row.exits);
+                table +=
+                    &format!("| {} | {:.1} | {} |\n", row.scenario, row.recovered.as_secs_f64(), row.exits);
             }
             eprintln!(
                 "chaos on {broker:?}: {} picks, {} results, {} change events, {} estimates, {} dead letters; lost 0; duplicates: {results} results, {changes} change events, {estimates} estimates; peak memory {peaks:?}\n{table}",

@@ -7,15 +7,15 @@
 use std::future::Future;
 use std::time::Duration;
 
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::runtime::RuntimeError;
 use recrawl_common::{unix_ms, KafkaArgs, StageContext};
-use recrawl_e2e::{kafka_flags, metric, parse_args, produce, unique_prefix, Broker, RunningStage};
+use recrawl_e2e::{kafka_flags, metric, parse_args, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::{
-    encode, host_of, url_key, ChangeEvent, DiscoveredLinks, FetchResult, Message, PagePick, PickReason,
-    RequestOutcome,
+    encode, url_key, ChangeEvent, DiscoveredLinks, FetchResult, Message, PagePick, RequestOutcome,
 };
 
 const FIVE_MB: usize = 5 << 20;
@@ -36,26 +36,21 @@ fn poisons(good: &[u8]) -> Vec<(Vec<u8>, &'static str)> {
     ]
 }
 
-/// One input topic of a stage under test: where poison goes, and the valid record after it.
+/// One input topic of a stage under test: where poison goes, and the valid record (its
+/// bytes and envelope headers) sent after it.
 struct Input {
     topic: &'static str,
     key: String,
     good: Vec<u8>,
-    send_good: Box<dyn Fn(FutureProducer, String) -> std::pin::Pin<Box<dyn Future<Output = ()>>>>,
+    headers: [(&'static str, String); 2],
 }
 
-fn input<M: Message + Clone + 'static>(topic: &'static str, key: &str, message: M) -> Input {
-    let key = key.to_owned();
-    let good = encode(&message).expect("encode");
-    let produce_key = key.clone();
+fn input<M: Message>(topic: &'static str, key: &str, message: &M) -> Input {
     Input {
         topic,
-        key,
-        good,
-        send_good: Box::new(move |producer, full_topic| {
-            let (message, key) = (message.clone(), produce_key.clone());
-            Box::pin(async move { produce(&producer, &full_topic, &key, &message).await })
-        }),
+        key: key.to_owned(),
+        good: encode(message).expect("encode"),
+        headers: recrawl_schemas::envelope::kafka_headers::<M>(),
     }
 }
 
@@ -95,7 +90,12 @@ async fn poison_stage<F, Fut>(
                 .await
                 .expect("poison produced");
         }
-        (input.send_good)(producer.clone(), topic).await;
+        let mut headers = OwnedHeaders::new();
+        for (name, value) in &input.headers {
+            headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
+        }
+        let good = FutureRecord::to(&topic).key(&input.key).payload(&input.good).headers(headers);
+        producer.send(good, Duration::from_secs(30)).await.expect("valid record produced");
     }
 
     let mut topics = vec![DEAD_LETTER];
@@ -187,27 +187,11 @@ async fn poison_stage<F, Fut>(
     drop(broker);
 }
 
-fn pick(url: &str) -> PagePick {
-    PagePick {
-        url: url.to_owned(),
-        url_key: url_key(url),
-        host: host_of(url).expect("host"),
-        group: "g".to_owned(),
-        period: 1,
-        reason: PickReason::Discovery,
-        depth: 0,
-        score: 1.0,
-        etag: None,
-        last_modified: None,
-        deadline_ms: None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_dead_letters_poison_and_goes_on() {
     // Loopback is refused by default: the valid pick ends as blocked_address, no network.
-    let good = pick("http://127.0.0.1:9/page.html");
-    let inputs = vec![input(FETCH, &good.host, good.clone())];
+    let good = PagePick::discovery("http://127.0.0.1:9/page.html", 1).expect("pick");
+    let inputs = vec![input(FETCH, &good.host, &good)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Result(r) if r.url == url))
@@ -226,7 +210,7 @@ async fn fetch_dead_letters_poison_and_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_dead_letters_poison_and_goes_on() {
     let good = FetchResult::html_page("http://site.example/a.html", "site.example", 1, "<p>one two</p>");
-    let inputs = vec![input(FETCH_RESULTS, &good.url, good.clone())];
+    let inputs = vec![input(FETCH_RESULTS, &good.url, &good)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Change(c) if c.url == url))
@@ -246,7 +230,7 @@ async fn diff_dead_letters_poison_and_goes_on() {
 async fn estimator_dead_letters_poison_and_goes_on() {
     let outcome = RequestOutcome { period: 1, downloaded: true, changed: None, fetched_at_ms: unix_ms() };
     let good = ChangeEvent::request("http://site.example/a.html", "site.example", "g", outcome);
-    let inputs = vec![input(CHANGE_EVENTS, &good.url, good.clone())];
+    let inputs = vec![input(CHANGE_EVENTS, &good.url, &good)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Estimate(e) if e.url == url))
@@ -284,7 +268,7 @@ async fn scheduler_dead_letters_poison_on_both_inputs_and_goes_on() {
     let applied = estimator.apply(&event, 0, &mut recrawl_common::StateStore::default(), unix_ms());
     let recrawl_estimator::Applied::New(estimate) = applied else { panic!("a first request estimates") };
     let estimate = *estimate;
-    let inputs = vec![input(LINKS, url, link), input(ESTIMATES, estimate_url, estimate)];
+    let inputs = vec![input(LINKS, url, &link), input(ESTIMATES, estimate_url, &estimate)];
     let processed = |stage: &RunningStage, _: &[Observed]| {
         metric(stage, r#"recrawl_scheduler_links_total{outcome="discovered",stage="scheduler"}"#) == Some(1.0)
             && metric(stage, r#"recrawl_scheduler_estimates_total{result="new",stage="scheduler"}"#)

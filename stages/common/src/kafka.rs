@@ -199,7 +199,8 @@ impl StageConsumerContext {
         self.rebalanced.clone()
     }
 
-    /// True once the consumer has received an assignment (possibly empty).
+    /// True while the consumer holds an assignment (possibly empty): from an assignment to
+    /// the next revocation.
     pub fn has_joined(&self) -> bool {
         self.joined.load(Ordering::Relaxed)
     }
@@ -243,7 +244,12 @@ impl ConsumerContext for StageConsumerContext {
                 tracing::info!(partitions = assigned.count(), "partitions assigned");
                 self.joined.store(true, Ordering::Relaxed);
             }
-            Rebalance::Revoke(revoked) => tracing::info!(partitions = revoked.count(), "partitions revoked"),
+            Rebalance::Revoke(revoked) => {
+                // Until the next assignment the instance may not be in the group (a lost
+                // session revokes everything): not ready, and no ticks.
+                self.joined.store(false, Ordering::Relaxed);
+                tracing::info!(partitions = revoked.count(), "partitions revoked");
+            }
             Rebalance::Error(error) => tracing::warn!(%error, "rebalance error"),
         }
         self.rebalanced.notify_one();

@@ -924,9 +924,7 @@ impl<S: Stage> Loop<S> {
         self.ctx.metrics.assigned_partitions.set(sorted.len() as i64);
         self.assignment.partitions = sorted;
         self.stage.on_assigned(&self.assignment);
-        if self.consumer.context().has_joined() {
-            self.ctx.health.set_ready(true);
-        }
+        self.ctx.health.set_ready(self.consumer.context().has_joined());
         Ok(())
     }
 
@@ -1104,25 +1102,9 @@ async fn bounded<F: Future>(work: F, shutdown: &CancellationToken, drain: Durati
 
 #[cfg(test)]
 mod tests {
-    use recrawl_schemas::{PagePick, PickReason};
+    use recrawl_schemas::PagePick;
 
     use super::*;
-
-    fn pick() -> PagePick {
-        PagePick {
-            url: "http://example.com/a.html".into(),
-            url_key: recrawl_schemas::url_key("http://example.com/a.html"),
-            host: "example.com".into(),
-            group: "example.com".into(),
-            period: 42,
-            reason: PickReason::Refresh,
-            depth: 3,
-            score: 12.5,
-            etag: None,
-            last_modified: None,
-            deadline_ms: None,
-        }
-    }
 
     fn input(payload: Option<Vec<u8>>) -> InputRecord {
         InputRecord {
@@ -1149,7 +1131,7 @@ mod tests {
     #[test]
     fn every_bad_input_is_dead_lettered_with_its_kind_and_origin() {
         let mut out = Emitter::new(TopicNames::new("p."), "fetch", 1 << 20);
-        let pick = pick();
+        let pick = PagePick::discovery("http://example.com/a.html", 42).unwrap();
         let good = encode(&pick).unwrap();
         let mut future = good.clone();
         future[3] = 9;
