@@ -110,16 +110,17 @@ fn any_broker_up(statistics: &Statistics) -> bool {
     statistics.brokers.values().any(|broker| broker.source != "internal" && broker.state == "UP")
 }
 
-/// Connection failures are reported once per outage through [`Health::kafka_down`];
-/// everything else librdkafka says goes to tracing at its own level.
-fn forward_log(health: &Health, level: RDKafkaLogLevel, facility: &str, message: &str) {
+/// librdkafka's lines go to tracing at their own level, except failures of single
+/// connections, which it repeats every second while a broker is away: those are debug
+/// lines, since what matters (all brokers gone, deliveries failing) is reported once per
+/// outage through [`Health::kafka_down`].
+fn forward_log(level: RDKafkaLogLevel, facility: &str, message: &str) {
     let connection_failure = matches!(facility, "FAIL" | "ERROR")
         && ["Connect to", "Connection refused", "Disconnected", "timed out", "Failed to resolve"]
             .iter()
             .any(|sign| message.contains(sign));
     if connection_failure {
         tracing::debug!(target: "librdkafka", facility, message);
-        health.kafka_down(message);
         return;
     }
     match level {
@@ -137,6 +138,8 @@ fn forward_log(health: &Health, level: RDKafkaLogLevel, facility: &str, message:
     }
 }
 
+/// The consumer's view of the cluster: it keeps connections to its group coordinator and
+/// partition leaders, so "all brokers down" from it means the cluster is out of reach.
 fn forward_error(health: &Health, error: KafkaError, reason: &str) {
     match error.rdkafka_error_code() {
         Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure) => {
@@ -146,31 +149,26 @@ fn forward_error(health: &Health, error: KafkaError, reason: &str) {
     }
 }
 
-/// The context of a stage's producer and readers: reachability only.
-#[derive(Debug, Clone)]
-pub struct ClusterContext {
-    health: Health,
-}
-
-impl ClusterContext {
-    pub fn new(health: Health) -> Self {
-        Self { health }
-    }
-}
+/// The context of a stage's producer and changelog readers: their log lines. They do not
+/// judge reachability: a producer connects only when it has something to send, so an idle
+/// one reports every broker down; deliveries that fail are reported by the loop instead.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterContext;
 
 impl ClientContext for ClusterContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
-        forward_log(&self.health, level, facility, message);
+        forward_log(level, facility, message);
     }
 
-    fn stats(&self, statistics: Statistics) {
-        if any_broker_up(&statistics) {
-            self.health.kafka_up();
-        }
-    }
+    fn stats(&self, _statistics: Statistics) {}
 
     fn error(&self, error: KafkaError, reason: &str) {
-        forward_error(&self.health, error, reason);
+        match error.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure) => {
+                tracing::debug!(%error, reason, "Kafka client error")
+            }
+            _ => tracing::error!(%error, reason, "Kafka client error"),
+        }
     }
 }
 
@@ -208,7 +206,7 @@ impl StageConsumerContext {
 
 impl ClientContext for StageConsumerContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
-        forward_log(&self.health, level, facility, message);
+        forward_log(level, facility, message);
     }
 
     fn stats(&self, statistics: Statistics) {

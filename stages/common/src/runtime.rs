@@ -510,7 +510,7 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
         .create_with_context(StageConsumerContext::new(ctx.metrics.clone(), ctx.health.clone()))
         .map_err(|source| RuntimeError::Client { client: "consumer", source })?;
     let consumer = Arc::new(consumer);
-    let producer = create_producer(args, &ctx.health)?;
+    let producer = create_producer(args)?;
 
     let input_topics: Vec<String> = stage.input_topics().iter().map(|t| topics.name(t)).collect();
     let output_topics: Vec<String> = stage.output_topics().iter().map(|t| topics.name(t)).collect();
@@ -568,12 +568,9 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
     result.and(closed)
 }
 
-fn create_producer(
-    args: &KafkaArgs,
-    health: &Health,
-) -> Result<FutureProducer<ClusterContext>, RuntimeError> {
+fn create_producer(args: &KafkaArgs) -> Result<FutureProducer<ClusterContext>, RuntimeError> {
     producer_config(args)
-        .create_with_context(ClusterContext::new(health.clone()))
+        .create_with_context(ClusterContext)
         .map_err(|source| RuntimeError::Client { client: "producer", source })
 }
 
@@ -782,6 +779,7 @@ impl<S: Stage> Loop<S> {
         self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
         let started = Instant::now();
         let mut backoff = Backoff::new();
+        let mut retried = false;
         let mut pending = out.records;
         loop {
             let producer = &self.producer;
@@ -805,6 +803,10 @@ impl<S: Stage> Loop<S> {
                 }
             }
             if retry.is_empty() {
+                if retried {
+                    // Deliveries went through after failing: the cluster is back.
+                    self.ctx.health.kafka_up();
+                }
                 return Ok(());
             }
             if let Some((topic, error)) = last_error {
@@ -816,6 +818,7 @@ impl<S: Stage> Loop<S> {
                     });
                 }
                 self.ctx.health.kafka_down(&format!("producing to {topic}: {error}"));
+                retried = true;
                 self.recreate_producer_if_fatal()?;
                 tokio::time::sleep(backoff.next()).await;
             }
@@ -859,7 +862,7 @@ impl<S: Stage> Loop<S> {
         if let Some((code, reason)) = self.producer.client().fatal_error() {
             tracing::warn!(?code, reason, "the producer hit a fatal error; re-creating it");
             self.ctx.metrics.errors.with_label_values(&[ErrorKind::ProducerRecreated.as_str()]).inc();
-            self.producer = create_producer(&self.args, &self.ctx.health)?;
+            self.producer = create_producer(&self.args)?;
         }
         Ok(())
     }
@@ -959,7 +962,6 @@ impl<S: Stage> Loop<S> {
         let errors = self.ctx.metrics.errors.clone();
         let settle_ms = self.args.restore_settle_ms;
         let metadata_timeout = Duration::from_millis(self.args.startup_timeout_ms);
-        let context = ClusterContext::new(self.ctx.health.clone());
         tokio::task::spawn_blocking(move || {
             let restore_error = |partition: i32, reason: String| RuntimeError::Restore {
                 topic: topic.clone(),
@@ -967,8 +969,9 @@ impl<S: Stage> Loop<S> {
                 reason,
             };
             let first = partitions.first().copied().unwrap_or(0);
-            let reader: BaseConsumer<ClusterContext> =
-                config.create_with_context(context).map_err(|e| restore_error(first, e.to_string()))?;
+            let reader: BaseConsumer<ClusterContext> = config
+                .create_with_context(ClusterContext)
+                .map_err(|e| restore_error(first, e.to_string()))?;
             let mut restored: HashMap<i32, HashMap<String, S::State>> = HashMap::new();
             // Offset to read up to (exclusive), for the partitions that hold anything.
             let mut pending: HashMap<i32, i64> = HashMap::new();
