@@ -102,10 +102,10 @@ pub fn encode<M: Message>(message: &M) -> Result<Vec<u8>, EnvelopeError> {
             bincode::serde::encode_into_std_write(message, &mut out, bincode_config())
                 .map_err(|e| encode_error(e.to_string()))?;
             // Encoding does not enforce the limit; refuse here what decoding would refuse.
-            if out.len() - HEADER_LEN > MAX_BINCODE_BODY {
+            let body_len = out.len().saturating_sub(HEADER_LEN);
+            if body_len > MAX_BINCODE_BODY {
                 return Err(encode_error(format!(
-                    "{} bytes exceed the {MAX_BINCODE_BODY}-byte limit",
-                    out.len() - HEADER_LEN
+                    "{body_len} bytes exceed the {MAX_BINCODE_BODY}-byte limit"
                 )));
             }
         }
@@ -131,7 +131,7 @@ pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
             let (message, read) = bincode::serde::decode_from_slice(body, bincode_config())
                 .map_err(|e| payload_error(e.to_string()))?;
             if read != body.len() {
-                return Err(payload_error(format!("{} trailing bytes", body.len() - read)));
+                return Err(payload_error(format!("{} trailing bytes", body.len().saturating_sub(read))));
             }
             Ok(message)
         }

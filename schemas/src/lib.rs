@@ -2,6 +2,9 @@
 //! travels in, the URL key used for joins, and the topic catalogue (`deploy/topics.toml`)
 //! from which the AsyncAPI document and JSON Schemas are generated.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
+
 pub mod catalogue;
 pub mod envelope;
 pub mod messages;

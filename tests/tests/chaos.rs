@@ -207,14 +207,21 @@ async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
     let Pipeline { mut stages, web, client, _seeds } = start_pipeline(&flags, &prefix, 3).await;
-    // Every counter the runtime can move is exported, from the start.
+    // Counters are exported before their first increment, for every label value.
     for stage in &stages {
         let metrics = stage.metrics(&client).await;
+        let own = match stage.name {
+            "fetch" => r#"recrawl_fetch_picks_total{outcome="tls""#,
+            "diff" => r#"recrawl_diff_events_total{result="text_unchanged""#,
+            "estimator" => r#"recrawl_estimator_events_total{result="stale""#,
+            _ => r#"recrawl_scheduler_links_total{outcome="saturated""#,
+        };
         for series in [
             r#"recrawl_errors_total{kind="consume""#,
             r#"recrawl_errors_total{kind="dead_letter_refused""#,
             r#"recrawl_dead_letters_total{kind="undecodable""#,
             r#"recrawl_dead_letters_total{kind="unproducible""#,
+            own,
         ] {
             assert!(metrics.contains(series), "{} does not export {series}", stage.name);
         }

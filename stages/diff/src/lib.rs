@@ -150,6 +150,10 @@ impl DiffMetrics {
         registry.register(Box::new(compare_seconds.clone()))?;
         registry.register(Box::new(corpus_documents.clone()))?;
         registry.register(Box::new(corpus_words.clone()))?;
+        // At 0 from the start, so an alert sees the first of each.
+        for result in ["first_seen", "changed", "text_unchanged", "unchanged", "not_downloaded"] {
+            events.with_label_values(&[result]).reset();
+        }
         Ok(Self { events, degrees, compare_seconds, corpus_documents, corpus_words })
     }
 

@@ -134,7 +134,7 @@ impl EstimatorMetrics {
             registry.register(Box::new(metric.clone()))?;
             Ok(metric)
         };
-        Ok(Self {
+        let metrics = Self {
             events: counter(
                 "estimator_events_total",
                 "Change events by result: applied, repeated (the latest again), stale (older).",
@@ -167,7 +167,20 @@ impl EstimatorMetrics {
                 &["group", "kind", "bin"],
             )?,
             groups,
-        })
+        };
+        // At 0 from the start, so an alert sees the first of each.
+        for result in ["applied", "repeated", "stale", "not_a_request"] {
+            metrics.events.with_label_values(&[result]).reset();
+        }
+        for kind in ["downloads", "changes"] {
+            for prior in ["group", "uniform", "none"] {
+                metrics.forecast_priors.with_label_values(&[kind, prior]).reset();
+            }
+        }
+        for result in ["kept", "stale", "invalid"] {
+            metrics.shares.with_label_values(&[result]).reset();
+        }
+        Ok(metrics)
     }
 
     fn record(&self, applied: &Applied) {

@@ -95,6 +95,9 @@ impl FetchMetrics {
         for result in ["published", "too_long"].iter().chain(&rejections) {
             metrics.links.with_label_values(&[result]).reset();
         }
+        for outcome in ["downloaded", "failed"] {
+            metrics.frames.with_label_values(&[outcome]).reset();
+        }
         Ok(metrics)
     }
 }

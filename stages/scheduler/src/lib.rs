@@ -243,6 +243,19 @@ impl SchedulerMetrics {
         registry.register(Box::new(metrics.estimates.clone()))?;
         registry.register(Box::new(metrics.links.clone()))?;
         registry.register(Box::new(metrics.choose_seconds.clone()))?;
+        // At 0 from the start, so an alert sees the first of each.
+        for reason in ["refresh", "discovery"] {
+            metrics.picks.with_label_values(&[reason]).reset();
+        }
+        for result in ["new", "updated", "replayed"] {
+            metrics.estimates.with_label_values(&[result]).reset();
+        }
+        let rejections = recrawl_common::links::Rejection::ALL.map(|r| r.as_str());
+        for outcome in
+            ["discovered", "in_degree", "duplicate", "tracked", "saturated"].iter().chain(&rejections)
+        {
+            metrics.links.with_label_values(&[outcome]).reset();
+        }
         Ok(metrics)
     }
 }
