@@ -1049,6 +1049,13 @@ impl<S: Stage> Loop<S> {
         match tokio::time::timeout(CLOSE_TIMEOUT, committed).await {
             Ok(Ok(Ok(()))) => tracing::info!("offsets committed"),
             Ok(Ok(Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)))) => {}
+            // The partitions are moving to another instance, which replays what was not
+            // committed: nothing is left unconfirmed that a restart would need.
+            Ok(Ok(Err(KafkaError::ConsumerCommit(
+                RDKafkaErrorCode::RebalanceInProgress
+                | RDKafkaErrorCode::IllegalGeneration
+                | RDKafkaErrorCode::UnknownMemberId,
+            )))) => tracing::info!("final commit skipped: the group is rebalancing; the new owner replays"),
             Ok(Ok(Err(error))) => failures.push(format!("final commit failed: {error}")),
             Ok(Err(error)) => failures.push(format!("final commit panicked: {error}")),
             Err(_) => failures.push(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}")),
