@@ -138,14 +138,22 @@ fn forward_log(level: RDKafkaLogLevel, facility: &str, message: &str) {
     }
 }
 
+/// Whether `error` says the brokers are out of reach, which librdkafka rides out by
+/// reconnecting, rather than that something is wrong.
+pub fn brokers_unreachable(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure)
+    )
+}
+
 /// The consumer's view of the cluster: it keeps connections to its group coordinator and
 /// partition leaders, so "all brokers down" from it means the cluster is out of reach.
 fn forward_error(health: &Health, error: KafkaError, reason: &str) {
-    match error.rdkafka_error_code() {
-        Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure) => {
-            health.kafka_down(reason)
-        }
-        _ => tracing::error!(%error, reason, "Kafka client error"),
+    if brokers_unreachable(&error) {
+        health.kafka_down(reason);
+    } else {
+        tracing::error!(%error, reason, "Kafka client error");
     }
 }
 
@@ -160,14 +168,11 @@ impl ClientContext for ClusterContext {
         forward_log(level, facility, message);
     }
 
-    fn stats(&self, _statistics: Statistics) {}
-
     fn error(&self, error: KafkaError, reason: &str) {
-        match error.rdkafka_error_code() {
-            Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure) => {
-                tracing::debug!(%error, reason, "Kafka client error")
-            }
-            _ => tracing::error!(%error, reason, "Kafka client error"),
+        if brokers_unreachable(&error) {
+            tracing::debug!(%error, reason, "Kafka client error");
+        } else {
+            tracing::error!(%error, reason, "Kafka client error");
         }
     }
 }

@@ -44,7 +44,10 @@ use tokio_util::sync::CancellationToken;
 use crate::admin::{self, AdminError};
 use crate::config::{ConfigError, KafkaArgs};
 use crate::http::Health;
-use crate::kafka::{consumer_config, producer_config, reader_config, ClusterContext, StageConsumerContext};
+use crate::kafka::{
+    brokers_unreachable, consumer_config, producer_config, reader_config, ClusterContext,
+    StageConsumerContext,
+};
 use crate::metrics::StageMetrics;
 use crate::state::StateStore;
 
@@ -684,11 +687,10 @@ impl<S: Stage> Loop<S> {
 
     fn consume_failed(&self, error: &KafkaError) {
         self.ctx.metrics.errors.with_label_values(&[ErrorKind::Consume.as_str()]).inc();
-        match error.rdkafka_error_code() {
-            Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure) => {
-                self.ctx.health.kafka_down(&error.to_string())
-            }
-            _ => tracing::warn!(%error, "consumer error; retrying"),
+        if brokers_unreachable(error) {
+            self.ctx.health.kafka_down(&error.to_string());
+        } else {
+            tracing::warn!(%error, "consumer error; retrying");
         }
     }
 

@@ -10,7 +10,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
 use recrawl_common::admin::{self, AdminError};
-use recrawl_common::kafka::reader_config;
+use recrawl_common::kafka::{brokers_unreachable, reader_config};
 use recrawl_common::KafkaArgs;
 use recrawl_schemas::topics::{
     dead_letter_headers, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
@@ -148,7 +148,9 @@ impl Observer {
         let message = loop {
             match self.consumer.recv().await {
                 Ok(message) => break message,
-                Err(error) if is_transient(&error) => tracing::debug!(%error, "broker unreachable; waiting"),
+                Err(error) if brokers_unreachable(&error) => {
+                    tracing::debug!(%error, "broker unreachable; waiting")
+                }
                 Err(error) => return Err(ObserveError::Consume(error)),
             }
         };
@@ -191,11 +193,6 @@ impl Observer {
             }
         })
     }
-}
-
-fn is_transient(error: &KafkaError) -> bool {
-    use rdkafka::types::RDKafkaErrorCode::{AllBrokersDown, BrokerTransportFailure};
-    matches!(error.rdkafka_error_code(), Some(AllBrokersDown | BrokerTransportFailure))
 }
 
 /// Per-period counts for the demo's progress lines.
