@@ -1,6 +1,9 @@
-//! Harness for the end-to-end tests: a broker (librdkafka's mock cluster, or the
-//! independent broker named by `RECRAWL_TEST_BROKERS`), topics under a per-test prefix,
-//! and the stages run in-process through the same `run(config, ctx)` their binaries call.
+//! Harness for the end-to-end tests: a broker (librdkafka's mock cluster, the independent
+//! broker named by `RECRAWL_TEST_BROKERS`, or a tansu the test starts and restarts itself),
+//! topics under a per-test prefix, and the stages run in-process through the same
+//! `run(config, ctx)` their binaries call.
+
+pub mod hostile;
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,6 +19,11 @@ use recrawl_schemas::{encode, Message, TopicCatalogue};
 use tokio::task::JoinHandle;
 
 pub const EXTERNAL_BROKERS_ENV: &str = "RECRAWL_TEST_BROKERS";
+/// The tansu binary, for the tests that stop and restart their broker.
+pub const TANSU_ENV: &str = "RECRAWL_TEST_TANSU";
+/// An S3-compatible store (`http://host:port`) where that tansu keeps its data: tansu's
+/// in-memory storage would lose every topic on a restart.
+pub const TANSU_S3_ENV: &str = "RECRAWL_TEST_TANSU_S3";
 
 /// A workspace binary (`recrawl-diff`, …) built beside this test executable. `cargo test
 /// --workspace` builds every stage binary, since each stage crate has integration tests
@@ -34,6 +42,7 @@ pub fn binary(name: &str) -> std::path::PathBuf {
 pub enum Broker {
     Mock(MockCluster<'static, DefaultProducerContext>),
     External(String),
+    Tansu(Tansu),
 }
 
 impl std::fmt::Debug for Broker {
@@ -41,6 +50,7 @@ impl std::fmt::Debug for Broker {
         match self {
             Self::Mock(mock) => write!(f, "Mock({})", mock.bootstrap_servers()),
             Self::External(brokers) => write!(f, "External({brokers})"),
+            Self::Tansu(tansu) => write!(f, "Tansu({}, storage {})", tansu.address, tansu.storage),
         }
     }
 }
@@ -58,10 +68,47 @@ impl Broker {
         }
     }
 
+    /// A broker the test can stop and start again with its data: a tansu of its own when
+    /// [`TANSU_ENV`] and [`TANSU_S3_ENV`] are set, else [`Broker::start`]'s (the mock can
+    /// be switched off and on; an external broker cannot).
+    pub async fn restartable() -> Self {
+        match (std::env::var(TANSU_ENV), std::env::var(TANSU_S3_ENV)) {
+            (Ok(binary), Ok(s3)) if !binary.is_empty() && !s3.is_empty() => {
+                Self::Tansu(Tansu::start(binary.into(), s3).await)
+            }
+            _ => Self::start(),
+        }
+    }
+
     pub fn bootstrap(&self) -> String {
         match self {
             Self::Mock(mock) => mock.bootstrap_servers(),
             Self::External(brokers) => brokers.clone(),
+            Self::Tansu(tansu) => tansu.address.to_string(),
+        }
+    }
+
+    /// Stops the broker, keeping its data; false if this tier cannot.
+    pub fn stop(&mut self) -> bool {
+        match self {
+            Self::Mock(mock) => {
+                mock.broker_down(1).expect("mock broker down");
+                true
+            }
+            Self::External(_) => false,
+            Self::Tansu(tansu) => {
+                tansu.stop();
+                true
+            }
+        }
+    }
+
+    /// Starts the broker [`Broker::stop`] stopped.
+    pub async fn start_again(&mut self) {
+        match self {
+            Self::Mock(mock) => mock.broker_up(1).expect("mock broker up"),
+            Self::External(_) => panic!("an external broker cannot be restarted"),
+            Self::Tansu(tansu) => tansu.spawn().await,
         }
     }
 
@@ -78,10 +125,86 @@ impl Broker {
             Self::Mock(mock) => {
                 recrawl::demo::create_topics_on_mock(mock, &catalogue, &kafka.topics()).expect("mock topics");
             }
-            Self::External(_) => {
+            Self::External(_) | Self::Tansu(_) => {
                 recrawl_common::admin::create_topics(kafka, &catalogue, Some(1)).await.expect("topics");
             }
         }
+    }
+}
+
+/// A tansu broker process on 127.0.0.1 storing its data in a bucket of its own on an
+/// S3-compatible store, so that it can be killed and started again with its topics,
+/// records, committed offsets and groups.
+#[derive(Debug)]
+pub struct Tansu {
+    binary: std::path::PathBuf,
+    address: std::net::SocketAddr,
+    s3: String,
+    storage: String,
+    process: Option<std::process::Child>,
+}
+
+impl Tansu {
+    async fn start(binary: std::path::PathBuf, s3: String) -> Self {
+        let bucket = format!("recrawl-{}-{}", std::process::id(), unix_ms());
+        // An S3 bucket is created by a PUT on its path; the store used in tests accepts
+        // unsigned requests.
+        let created = reqwest::Client::new()
+            .put(format!("{}/{bucket}", s3.trim_end_matches('/')))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("S3 store at {s3}: {e}"));
+        assert!(created.status().is_success(), "creating bucket {bucket} at {s3}: {}", created.status());
+        let address = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("free port");
+        let mut tansu = Self { binary, address, s3, storage: format!("s3://{bucket}/"), process: None };
+        tansu.spawn().await;
+        tansu
+    }
+
+    /// Starts the process and waits until it accepts connections.
+    async fn spawn(&mut self) {
+        assert!(self.process.is_none(), "tansu is already running");
+        let url = format!("tcp://{}", self.address);
+        let child = std::process::Command::new(&self.binary)
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--storage-engine", &self.storage])
+            .envs([
+                ("AWS_ENDPOINT", self.s3.as_str()),
+                ("AWS_ALLOW_HTTP", "true"),
+                ("AWS_ACCESS_KEY_ID", "recrawl"),
+                ("AWS_SECRET_ACCESS_KEY", "recrawl"),
+                ("AWS_DEFAULT_REGION", "us-east-1"),
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.binary.display()));
+        self.process = Some(child);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        // A listening socket is only observable by trying it.
+        while tokio::net::TcpStream::connect(self.address).await.is_err() {
+            let exited = self.process.as_mut().and_then(|p| p.try_wait().ok().flatten());
+            assert!(exited.is_none(), "tansu exited at start: {exited:?}");
+            assert!(tokio::time::Instant::now() < deadline, "tansu not listening within 30 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Kills the process (as a crash would; its data is already in the store).
+    fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
