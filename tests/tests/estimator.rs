@@ -67,8 +67,8 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
         stage.ready().await;
     }
     wait_for("the partitions are not all assigned", || {
-        stages.iter().map(|s| s.ctx.metrics.assigned_partitions.get()).sum::<i64>() == i64::from(PARTITIONS)
-            && stages.iter().all(|s| s.ctx.metrics.assigned_partitions.get() > 0)
+        let owned = |s: &RunningStage| s.ctx.metrics.assigned_partitions.with_label_values(&[&topic]).get();
+        stages.iter().map(owned).sum::<i64>() == i64::from(PARTITIONS) && stages.iter().all(|s| owned(s) > 0)
     })
     .await;
 

@@ -191,7 +191,8 @@ impl SchedulerArgs {
 struct SchedulerMetrics {
     picks: IntCounterVec,
     unfilled: prometheus::IntCounter,
-    period: IntGauge,
+    last_period: IntGauge,
+    last_period_picks: IntGauge,
     tracked: IntGauge,
     frontier: IntGauge,
     hosts: IntGauge,
@@ -212,7 +213,14 @@ impl SchedulerMetrics {
                 "scheduler_unfilled_picks_total",
                 "Picks of the budget left unused: no candidate, or host caps and back-offs.",
             )?,
-            period: IntGauge::new("scheduler_period", "The latest period picks were published for.")?,
+            last_period: IntGauge::new(
+                "scheduler_last_period",
+                "The latest period picks were published for.",
+            )?,
+            last_period_picks: IntGauge::new(
+                "scheduler_last_period_picks",
+                "Picks this instance published for the latest period.",
+            )?,
             tracked: IntGauge::new("scheduler_tracked_urls", "URLs with at least one estimate.")?,
             frontier: IntGauge::new("scheduler_frontier_urls", "Linked URLs never fetched.")?,
             hosts: IntGauge::new("scheduler_hosts", "Hosts known to this instance.")?,
@@ -235,7 +243,8 @@ impl SchedulerMetrics {
         };
         registry.register(Box::new(metrics.picks.clone()))?;
         registry.register(Box::new(metrics.unfilled.clone()))?;
-        registry.register(Box::new(metrics.period.clone()))?;
+        registry.register(Box::new(metrics.last_period.clone()))?;
+        registry.register(Box::new(metrics.last_period_picks.clone()))?;
         registry.register(Box::new(metrics.tracked.clone()))?;
         registry.register(Box::new(metrics.frontier.clone()))?;
         registry.register(Box::new(metrics.hosts.clone()))?;
@@ -509,7 +518,8 @@ impl Stage for Scheduler {
         }
         self.write_changes(state);
         tracing::info!(period, picks = picks.len(), known = self.state_keys(state), "period picks published");
-        self.metrics.period.set(period as i64);
+        self.metrics.last_period.set(period as i64);
+        self.metrics.last_period_picks.set(picks.len() as i64);
         self.next_period = period + 1;
         Ok(())
     }
