@@ -15,6 +15,8 @@ use recrawl_schemas::envelope::kafka_headers;
 use recrawl_schemas::{encode, Message, TopicCatalogue};
 use tokio::task::JoinHandle;
 
+pub mod processes;
+
 pub const EXTERNAL_BROKERS_ENV: &str = "RECRAWL_TEST_BROKERS";
 
 /// A workspace binary (`recrawl-diff`, …) built beside this test executable. `cargo test
