@@ -22,6 +22,7 @@ pub struct StageMetrics {
     pub assigned_partitions: IntGaugeVec,
     pub state_keys: IntGauge,
     pub restore_seconds: Histogram,
+    pub restore_started: IntGauge,
     pub restored_records: IntCounter,
 }
 
@@ -96,6 +97,10 @@ impl StageMetrics {
                 "state_restore_seconds",
                 "Time to restore newly assigned partitions' state from the changelog.",
                 prometheus::exponential_buckets(0.001, 4.0, 10).unwrap_or_default(),
+            ),
+            restore_started: gauge(
+                "state_restore_started_timestamp_seconds",
+                "Unix time the state restore in progress started; 0 when none is running.",
             ),
             restored_records: register(
                 &registry,

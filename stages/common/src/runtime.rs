@@ -915,7 +915,10 @@ impl<S: Stage> Loop<S> {
             if !missing.is_empty() {
                 self.ctx.health.set_ready(false);
                 let started = Instant::now();
-                let restored = self.restore_with_retries(missing).await?;
+                self.ctx.metrics.restore_started.set(crate::unix_ms() / 1000);
+                let restored = self.restore_with_retries(missing).await;
+                self.ctx.metrics.restore_started.set(0);
+                let restored = restored?;
                 let elapsed = started.elapsed();
                 self.ctx.metrics.restore_seconds.observe(elapsed.as_secs_f64());
                 for (partition, values) in restored {
