@@ -109,7 +109,7 @@ impl Seen {
             Observed::Result(r) => self.results.push((r.url, r.period)),
             Observed::Change(c) => self.changes.push((c.url, c.period, c.outcome.is_request())),
             Observed::Estimate(e) => self.estimates.push((e.url, e.period)),
-            Observed::DeadLetter { .. } => self.dead_letters += 1,
+            Observed::DeadLetter(_) => self.dead_letters += 1,
             _ => {}
         }
     }
@@ -262,7 +262,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     }
     progress_after(&seen, before, "the poison").await;
     let dead_letters =
-        || seen.lock().expect("seen").iter().filter(|o| matches!(o, Observed::DeadLetter { .. })).count();
+        || seen.lock().expect("seen").iter().filter(|o| matches!(o, Observed::DeadLetter(_))).count();
     // Every stage reads past its poison: 3 records on each of 5 topics.
     while dead_letters() < 15 {
         assert!(
