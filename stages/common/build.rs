@@ -20,7 +20,9 @@ fn main() {
                 let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
                 watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
                 for name in watched {
-                    if let Some(path) = git(&["rev-parse", "--path-format=absolute", "--git-path", &name]) {
+                    // A path that does not exist would rerun this script on every build.
+                    let path = git(&["rev-parse", "--path-format=absolute", "--git-path", &name]);
+                    if let Some(path) = path.filter(|p| std::path::Path::new(p).exists()) {
                         println!("cargo:rerun-if-changed={path}");
                     }
                 }
