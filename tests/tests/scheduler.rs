@@ -83,7 +83,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
     // partitions each.
     let first = ((unix_ms() - epoch) / PERIOD_MS) as u64 + 1;
     let last = first + 3;
-    let period_series = "recrawl_scheduler_period{stage=\"scheduler\"}";
+    let period_series = "recrawl_scheduler_last_period{stage=\"scheduler\"}";
     wait_for("the instances did not reach the last period", || {
         stages.iter().all(|s| metric(s, period_series).is_some_and(|p| p >= last as f64))
     })
