@@ -96,6 +96,7 @@ pub async fn read_all(args: &KafkaArgs) -> Result<Vec<DeadLetter>, DlqError> {
     let config = reader_config(args, "recrawl-dlq");
     let brokers = args.brokers.clone();
     let timeout = Duration::from_millis(args.startup_timeout_ms);
+    let settle_ms = args.restore_settle_ms;
     tokio::task::spawn_blocking(move || {
         let read_error = |source| DlqError::Read { topic: topic.clone(), source };
         let reader: BaseConsumer = config.create().map_err(read_error)?;
@@ -120,8 +121,19 @@ pub async fn read_all(args: &KafkaArgs) -> Result<Vec<DeadLetter>, DlqError> {
         }
         reader.assign(&list).map_err(read_error)?;
         let mut last_record = Instant::now();
-        while !pending.is_empty() {
-            let Some(message) = reader.poll(Duration::from_millis(200)) else {
+        // Past the watermarks, records keep being taken until none comes for the settle
+        // time, as a restore does: a broker's high watermark can trail what it serves.
+        let settle = Duration::from_millis(settle_ms);
+        loop {
+            let at_watermarks = pending.is_empty();
+            if at_watermarks && settle.is_zero() {
+                break;
+            }
+            let wait = if at_watermarks { settle } else { Duration::from_millis(200) };
+            let Some(message) = reader.poll(wait) else {
+                if at_watermarks {
+                    break;
+                }
                 if last_record.elapsed() > timeout {
                     let (&partition, &high) = pending.iter().next().unwrap_or((&0, &0));
                     return Err(DlqError::Stalled { topic, partition, high, waited: timeout });
