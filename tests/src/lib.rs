@@ -18,6 +18,8 @@ use recrawl_schemas::envelope::kafka_headers;
 use recrawl_schemas::{encode, Message, TopicCatalogue};
 use tokio::task::JoinHandle;
 
+pub mod processes;
+
 pub const EXTERNAL_BROKERS_ENV: &str = "RECRAWL_TEST_BROKERS";
 /// The tansu binary, for the tests that stop and restart their broker.
 pub const TANSU_ENV: &str = "RECRAWL_TEST_TANSU";

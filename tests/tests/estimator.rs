@@ -67,8 +67,8 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
         stage.ready().await;
     }
     wait_for("the partitions are not all assigned", || {
-        stages.iter().map(|s| s.ctx.metrics.assigned_partitions.get()).sum::<i64>() == i64::from(PARTITIONS)
-            && stages.iter().all(|s| s.ctx.metrics.assigned_partitions.get() > 0)
+        let owned = |s: &RunningStage| s.ctx.metrics.assigned_partitions.with_label_values(&[&topic]).get();
+        stages.iter().map(owned).sum::<i64>() == i64::from(PARTITIONS) && stages.iter().all(|s| owned(s) > 0)
     })
     .await;
 
@@ -106,9 +106,11 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
             }
         }
     }
+    let mut held_keys = 0;
     for stage in stages {
         let held = stage.ctx.metrics.state_keys.get();
         assert!(held > 0, "every instance owns some URLs");
+        held_keys += held;
         stage.stop().await.expect("stops cleanly");
     }
 
@@ -121,6 +123,11 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
     let restarted =
         RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&restart_flags), ctx));
     restarted.ready().await;
+    // Ready means restored: every key's latest changelog record, at least, was read.
+    let restored = restarted.ctx.metrics.restored_records.get();
+    assert!(restored >= held_keys as u64, "{restored} changelog records read for {held_keys} keys");
+    assert_eq!(restarted.ctx.metrics.restore_started.get(), 0, "no restore left running");
+    assert!(restarted.ctx.metrics.restore_seconds.get_sample_count() >= 1, "the restore was timed");
     let filed = metric(
         &restarted,
         "recrawl_estimator_distribution_records_total{result=\"kept\",stage=\"estimator\"}",

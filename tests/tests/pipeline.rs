@@ -35,7 +35,7 @@ impl Seen {
             Observed::Change(c) => self.changes.push(c),
             Observed::Estimate(e) => self.estimates.push(e),
             Observed::Link(l) => self.links.push(l),
-            Observed::DeadLetter { reason, stage, .. } => self.dead_letters.push((stage, reason)),
+            Observed::DeadLetter(letter) => self.dead_letters.push((letter.stage, letter.reason)),
             Observed::Undecodable { topic, .. } => self.undecodable.push(topic),
             other => panic!("unexpected message {other:?}"),
         }

@@ -10,7 +10,7 @@ use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::{
     kafka_flags, metric, parse_args, produce, produce_at, unique_prefix, wait_for, Broker, RunningStage,
 };
-use recrawl_schemas::topics::{FETCH, LINKS};
+use recrawl_schemas::topics::{ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{url_key, DiscoveredLinks, PagePick, PickReason};
 
 const PARTITIONS: i32 = 4;
@@ -30,6 +30,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
     // Seed URLs on eight hosts: the frontier every pick comes from (no fetcher runs, so
     // each pick stays pending for two periods and the next periods take other URLs).
     let links = kafka.topics().name(LINKS);
+    let estimates = kafka.topics().name(ESTIMATES);
     for index in 0..URLS {
         let url = format!("http://h{}.example/{index}.html", index % 8);
         let seed = DiscoveredLinks {
@@ -65,7 +66,12 @@ async fn two_instances_publish_m_picks_per_period_together() {
         stage.ready().await;
     }
     wait_for("the partitions are not split two and two", || {
-        stages.iter().all(|s| s.ctx.metrics.assigned_partitions.get() == 2)
+        // Two of the four partitions of each input topic: the log's count is their sum.
+        stages.iter().all(|s| {
+            [&estimates, &links]
+                .iter()
+                .all(|t| s.ctx.metrics.assigned_partitions.with_label_values(&[t]).get() == 2)
+        })
     })
     .await;
     let frontier = |s: &RunningStage| metric(s, "recrawl_scheduler_frontier_urls{stage=\"scheduler\"}");
@@ -77,7 +83,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
     // partitions each.
     let first = ((unix_ms() - epoch) / PERIOD_MS) as u64 + 1;
     let last = first + 3;
-    let period_series = "recrawl_scheduler_period{stage=\"scheduler\"}";
+    let period_series = "recrawl_scheduler_last_period{stage=\"scheduler\"}";
     wait_for("the instances did not reach the last period", || {
         stages.iter().all(|s| metric(s, period_series).is_some_and(|p| p >= last as f64))
     })

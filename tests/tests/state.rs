@@ -35,7 +35,7 @@ async fn events_until(
             .expect("observer");
         match observed {
             Observed::Change(event) => events.push(event),
-            Observed::DeadLetter { .. } => *dead += 1,
+            Observed::DeadLetter(_) => *dead += 1,
             other => panic!("unexpected {other:?}"),
         }
     }

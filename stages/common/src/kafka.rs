@@ -3,11 +3,12 @@
 //! outage, not once a second), rebalances → a notification the loop turns into state
 //! restores.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaErrorCode;
@@ -185,6 +186,8 @@ pub struct StageConsumerContext {
     health: Health,
     rebalanced: Arc<Notify>,
     joined: Arc<AtomicBool>,
+    /// The (topic, partition)s assigned now: the only ones with a lag series.
+    assigned: Mutex<HashSet<(String, i32)>>,
 }
 
 impl StageConsumerContext {
@@ -194,7 +197,33 @@ impl StageConsumerContext {
             health,
             rebalanced: Arc::new(Notify::new()),
             joined: Arc::new(AtomicBool::new(false)),
+            assigned: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Sets the lag of every (topic, partition, lag) librdkafka reported that is assigned
+    /// now. Its statistics can still list a partition after its revocation, with its last
+    /// lag, and report -1 for one it has no lag for yet: neither gets a series.
+    fn export_lag<'a>(&self, reported: impl Iterator<Item = (&'a str, i32, i64)>) {
+        let assigned = self.assigned.lock().unwrap_or_else(PoisonError::into_inner);
+        for (topic, partition, lag) in reported {
+            let labels = [topic, &partition.to_string()];
+            if lag >= 0 && assigned.contains(&(topic.to_owned(), partition)) {
+                self.metrics.consumer_lag.with_label_values(&labels).set(lag);
+            } else {
+                let _absent = self.metrics.consumer_lag.remove_label_values(&labels);
+            }
+        }
+    }
+
+    /// Records the assignment after a rebalance and drops the lag series of partitions no
+    /// longer in it, so a revoked partition's last lag does not linger.
+    fn track_assignment(&self, assigned: HashSet<(String, i32)>) {
+        let mut current = self.assigned.lock().unwrap_or_else(PoisonError::into_inner);
+        for (topic, partition) in current.difference(&assigned) {
+            let _absent = self.metrics.consumer_lag.remove_label_values(&[topic, &partition.to_string()]);
+        }
+        *current = assigned;
     }
 
     /// Notified after every rebalance.
@@ -218,21 +247,9 @@ impl ClientContext for StageConsumerContext {
         if any_broker_up(&statistics) {
             self.health.kafka_up();
         }
-        // Partitions no longer assigned drop out of the gauge: a series per partition
-        // this instance owns, right across rebalances.
-        self.metrics.consumer_lag.reset();
-        for (topic, stats) in &statistics.topics {
-            for partition in stats.partitions.values() {
-                // librdkafka reports -1 for partitions it has no lag for (not assigned,
-                // or the internal UA partition).
-                if partition.partition >= 0 && partition.consumer_lag >= 0 {
-                    self.metrics
-                        .consumer_lag
-                        .with_label_values(&[topic.as_str(), &partition.partition.to_string()])
-                        .set(partition.consumer_lag);
-                }
-            }
-        }
+        self.export_lag(statistics.topics.iter().flat_map(|(topic, stats)| {
+            stats.partitions.values().map(move |p| (topic.as_str(), p.partition, p.consumer_lag))
+        }));
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
@@ -241,7 +258,15 @@ impl ClientContext for StageConsumerContext {
 }
 
 impl ConsumerContext for StageConsumerContext {
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        // Incremental (cooperative) rebalances name only the partitions that moved; the
+        // consumer's assignment is the whole of what it owns now.
+        match consumer.assignment() {
+            Ok(list) => self.track_assignment(
+                list.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect(),
+            ),
+            Err(error) => tracing::warn!(%error, "cannot read the assignment for the lag gauges"),
+        }
         match rebalance {
             Rebalance::Assign(assigned) => {
                 tracing::info!(partitions = assigned.count(), "partitions assigned");
@@ -294,6 +319,38 @@ mod tests {
         unknown.set("no.such.property", "1");
         let error = unknown.create::<BaseProducer>().err().map(|e| e.to_string()).unwrap_or_default();
         assert!(error.contains("no.such.property"), "{error}");
+    }
+
+    /// Lag series follow the assignment: a partition revoked loses its series at once,
+    /// and statistics that still list it do not bring it back.
+    #[test]
+    fn lag_series_are_those_of_the_assigned_partitions() {
+        let metrics = StageMetrics::new("scheduler");
+        let context = StageConsumerContext::new(metrics.clone(), Health::default());
+        let owned = |pairs: &[(&str, i32)]| pairs.iter().map(|(t, p)| ((*t).to_owned(), *p)).collect();
+        let series = || {
+            let mut found: Vec<String> = metrics
+                .render()
+                .lines()
+                .filter(|l| l.starts_with("recrawl_consumer_lag_records{"))
+                .map(str::to_owned)
+                .collect();
+            found.sort();
+            found
+        };
+        let line = |topic: &str, partition: i32, lag: i64| {
+            format!(
+                r#"recrawl_consumer_lag_records{{partition="{partition}",topic="{topic}",stage="scheduler"}} {lag}"#
+            )
+        };
+        context.track_assignment(owned(&[("e", 0), ("e", 1), ("l", 0), ("l", 1)]));
+        let reported = [("e", 0, 5), ("e", 1, 0), ("e", 2, 9), ("l", 0, 3), ("l", 1, -1), ("l", -1, 4)];
+        context.export_lag(reported.into_iter());
+        assert_eq!(series(), [line("e", 0, 5), line("l", 0, 3), line("e", 1, 0)]);
+        context.track_assignment(owned(&[("e", 1), ("l", 1)]));
+        assert_eq!(series(), [line("e", 1, 0)]);
+        context.export_lag([("e", 0, 5), ("e", 1, 2), ("l", 1, 7)].into_iter());
+        assert_eq!(series(), [line("e", 1, 2), line("l", 1, 7)]);
     }
 
     /// The record limit reaches both ends, and every client refuses to create topics.

@@ -7,18 +7,22 @@ use prometheus::{
     TextEncoder,
 };
 
+/// The build's git commit (`build.rs`), or "unknown".
+pub const GIT_COMMIT: &str = env!("RECRAWL_GIT_COMMIT");
+
 #[derive(Debug, Clone)]
 pub struct StageMetrics {
     registry: Registry,
-    pub messages_in: IntCounterVec,
-    pub messages_out: IntCounterVec,
+    pub records_in: IntCounterVec,
+    pub records_out: IntCounterVec,
     pub batch_seconds: Histogram,
     pub errors: IntCounterVec,
     pub dead_letters: IntCounterVec,
     pub consumer_lag: IntGaugeVec,
-    pub assigned_partitions: IntGauge,
+    pub assigned_partitions: IntGaugeVec,
     pub state_keys: IntGauge,
     pub restore_seconds: Histogram,
+    pub restore_started: IntGauge,
     pub restored_records: IntCounter,
 }
 
@@ -51,11 +55,20 @@ impl StageMetrics {
         let gauge = |name: &str, help: &str| {
             register(&registry, IntGauge::new(name, help).unwrap_or_else(|e| panic!("{name}: {e}")))
         };
+        let gauges = |name: &str, help: &str, labels: &[&str]| {
+            register(
+                &registry,
+                IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| panic!("{name}: {e}")),
+            )
+        };
+        gauges("build_info", "Always 1: the build's version and git commit.", &["version", "git_commit"])
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), GIT_COMMIT])
+            .set(1);
         Self {
-            messages_in: counter("messages_in_total", "Input messages consumed, by topic.", &["topic"]),
-            messages_out: counter(
-                "messages_out_total",
-                "Messages produced and acknowledged, by topic.",
+            records_in: counter("records_in_total", "Input records consumed, by topic.", &["topic"]),
+            records_out: counter(
+                "records_out_total",
+                "Records produced and acknowledged (outputs, changelog, dead letters), by topic.",
                 &["topic"],
             ),
             batch_seconds: histogram(
@@ -69,28 +82,33 @@ impl StageMetrics {
                 "Records sent to the dead-letter topic, by the topic they belong on and kind (undecodable, schema_version, key_mismatch, invalid, unproducible).",
                 &["topic", "kind"],
             ),
-            consumer_lag: register(
-                &registry,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "consumer_lag",
-                        "Messages behind the high watermark, from librdkafka statistics.",
-                    ),
-                    &["topic", "partition"],
-                )
-                .unwrap_or_else(|e| panic!("consumer_lag: {e}")),
+            consumer_lag: gauges(
+                "consumer_lag_records",
+                "Records behind the high watermark per assigned input partition, from librdkafka statistics.",
+                &["topic", "partition"],
             ),
-            assigned_partitions: gauge("assigned_partitions", "Input partitions assigned to this instance."),
+            assigned_partitions: gauges(
+                "assigned_partitions",
+                "Input partitions assigned to this instance, by topic.",
+                &["topic"],
+            ),
             state_keys: gauge("state_keys", "Keys held in partitioned state."),
             restore_seconds: histogram(
                 "state_restore_seconds",
                 "Time to restore newly assigned partitions' state from the changelog.",
                 prometheus::exponential_buckets(0.001, 4.0, 10).unwrap_or_default(),
             ),
+            restore_started: gauge(
+                "state_restore_started_timestamp_seconds",
+                "Unix time the state restore in progress started; 0 when none is running.",
+            ),
             restored_records: register(
                 &registry,
-                IntCounter::new("state_restored_keys_total", "Keys restored from the changelog.")
-                    .unwrap_or_else(|e| panic!("state_restored_keys_total: {e}")),
+                IntCounter::new(
+                    "state_restored_records_total",
+                    "Changelog records read while restoring state (values and tombstones).",
+                )
+                .unwrap_or_else(|e| panic!("state_restored_records_total: {e}")),
             ),
             registry,
         }
@@ -115,17 +133,25 @@ mod tests {
     #[test]
     fn renders_every_series_with_the_stage_label() {
         let metrics = StageMetrics::new("diff");
-        metrics.messages_in.with_label_values(&["recrawl.fetch-results"]).inc();
+        metrics.records_in.with_label_values(&["recrawl.fetch-results"]).inc();
         metrics.errors.with_label_values(&["decode"]).inc_by(2);
         metrics.consumer_lag.with_label_values(&["t", "0"]).set(7);
         let text = metrics.render();
         // The series' own labels come sorted, the constant stage label after them.
         assert!(
-            text.contains(r#"recrawl_messages_in_total{topic="recrawl.fetch-results",stage="diff"} 1"#),
+            text.contains(r#"recrawl_records_in_total{topic="recrawl.fetch-results",stage="diff"} 1"#),
             "{text}"
         );
         assert!(text.contains(r#"recrawl_errors_total{kind="decode",stage="diff"} 2"#), "{text}");
-        assert!(text.contains(r#"recrawl_consumer_lag{partition="0",topic="t",stage="diff"} 7"#), "{text}");
+        assert!(
+            text.contains(r#"recrawl_consumer_lag_records{partition="0",topic="t",stage="diff"} 7"#),
+            "{text}"
+        );
+        let build = format!(
+            r#"recrawl_build_info{{git_commit="{GIT_COMMIT}",version="{}",stage="diff"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "{text}");
         assert!(
             text.contains(r#"recrawl_batch_processing_seconds_bucket{stage="diff",le="0.001"}"#),
             "{text}"

@@ -581,13 +581,14 @@ fn create_producer(args: &KafkaArgs) -> Result<FutureProducer<ClusterContext>, R
 /// the first increment sees it.
 fn export_zeros(metrics: &StageMetrics, inputs: &[String], outputs: &[String], changelog: Option<String>) {
     for topic in inputs {
-        metrics.messages_in.with_label_values(&[topic]).reset();
+        metrics.records_in.with_label_values(&[topic]).reset();
+        metrics.assigned_partitions.with_label_values(&[topic]).set(0);
         for kind in DeadLetterKind::ALL {
             metrics.dead_letters.with_label_values(&[topic, kind.as_str()]).reset();
         }
     }
     for topic in outputs.iter().chain(&changelog) {
-        metrics.messages_out.with_label_values(&[topic]).reset();
+        metrics.records_out.with_label_values(&[topic]).reset();
         metrics.dead_letters.with_label_values(&[topic, DeadLetterKind::Unproducible.as_str()]).reset();
     }
     for kind in ErrorKind::ALL {
@@ -726,7 +727,7 @@ impl<S: Stage> Loop<S> {
             .filter(|record| self.assignment.partitions.contains(&record.partition))
             .collect();
         for record in &batch {
-            self.ctx.metrics.messages_in.with_label_values(&[&record.topic]).inc();
+            self.ctx.metrics.records_in.with_label_values(&[&record.topic]).inc();
             let next = offsets.entry((record.topic.clone(), record.partition)).or_insert(0);
             *next = (*next).max(record.offset + 1);
         }
@@ -829,7 +830,7 @@ impl<S: Stage> Loop<S> {
     }
 
     fn delivered(&self, record: &OutputRecord) {
-        self.ctx.metrics.messages_out.with_label_values(&[&record.topic]).inc();
+        self.ctx.metrics.records_out.with_label_values(&[&record.topic]).inc();
         if let Some((kind, topic)) = &record.dead_letter {
             self.ctx.metrics.dead_letters.with_label_values(&[topic, kind.as_str()]).inc();
         }
@@ -914,19 +915,26 @@ impl<S: Stage> Loop<S> {
             if !missing.is_empty() {
                 self.ctx.health.set_ready(false);
                 let started = Instant::now();
-                let restored = self.restore_with_retries(missing).await?;
+                self.ctx.metrics.restore_started.set(crate::unix_ms() / 1000);
+                let restored = self.restore_with_retries(missing).await;
+                self.ctx.metrics.restore_started.set(0);
+                let restored = restored?;
                 let elapsed = started.elapsed();
                 self.ctx.metrics.restore_seconds.observe(elapsed.as_secs_f64());
                 for (partition, values) in restored {
                     tracing::info!(partition, keys = values.len(), ?elapsed, "state restored");
-                    self.ctx.metrics.restored_records.inc_by(values.len() as u64);
                     self.store.insert_partition(partition, values);
                     self.stage.on_restored(partition, &mut self.store);
                 }
             }
             self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
         }
-        self.ctx.metrics.assigned_partitions.set(sorted.len() as i64);
+        // Per topic: a stage reading two co-partitioned topics owns twice as many
+        // partitions as it keeps state for.
+        for topic in &self.input_topics {
+            let owned = assigned.elements().iter().filter(|e| e.topic() == topic).count();
+            self.ctx.metrics.assigned_partitions.with_label_values(&[topic]).set(owned as i64);
+        }
         self.assignment.partitions = sorted;
         self.stage.on_assigned(&self.assignment);
         self.ctx.health.set_ready(self.consumer.context().has_joined());
@@ -962,6 +970,7 @@ impl<S: Stage> Loop<S> {
         let config =
             reader_config(&self.args, &format!("{}-restore", self.args.group_for(self.stage.name())));
         let errors = self.ctx.metrics.errors.clone();
+        let records_read = self.ctx.metrics.restored_records.clone();
         let settle_ms = self.args.restore_settle_ms;
         let metadata_timeout = Duration::from_millis(self.args.startup_timeout_ms);
         tokio::task::spawn_blocking(move || {
@@ -1017,6 +1026,7 @@ impl<S: Stage> Loop<S> {
                 let message = message.map_err(|e| restore_error(first, e.to_string()))?;
                 let partition = message.partition();
                 let Some(values) = restored.get_mut(&partition) else { continue };
+                records_read.inc();
                 if let Some(key) = message.key().and_then(|k| std::str::from_utf8(k).ok()) {
                     match message.payload().map(decode::<S::State>) {
                         None => {

@@ -133,8 +133,11 @@ impl DiffMetrics {
             &["result"],
         )?;
         let degrees = HistogramVec::new(
-            HistogramOpts::new("diff_change_degree", "Degree of change of changed downloads, by metric.")
-                .buckets(vec![0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0]),
+            HistogramOpts::new(
+                "diff_change_degree_ratio",
+                "Degree of change (0 to 1) of changed downloads, by metric.",
+            )
+            .buckets(vec![0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0]),
             &["metric"],
         )?;
         let compare_seconds = Histogram::with_opts(
@@ -153,6 +156,9 @@ impl DiffMetrics {
         // At 0 from the start, so an alert sees the first of each.
         for result in ["first_seen", "changed", "text_unchanged", "unchanged", "not_downloaded"] {
             events.with_label_values(&[result]).reset();
+        }
+        for (name, _) in criteria::METRICS {
+            let _empty = degrees.with_label_values(&[name]);
         }
         Ok(Self { events, degrees, compare_seconds, corpus_documents, corpus_words })
     }

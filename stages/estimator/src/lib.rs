@@ -14,7 +14,7 @@ pub mod refresh;
 use std::time::Duration;
 
 use clap::Args;
-use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts};
 use recrawl_common::config::unit_interval;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
@@ -119,6 +119,7 @@ struct EstimatorMetrics {
     group_urls: IntGaugeVec,
     group_requests: IntGaugeVec,
     group_bins: IntGaugeVec,
+    predicted_change: Histogram,
     groups: Vec<String>,
 }
 
@@ -166,8 +167,16 @@ impl EstimatorMetrics {
                 "Eligible URLs of the group per bin of the paper's 12 (bin 0 = {0}, 11 = {1}), kind download or change.",
                 &["group", "kind", "bin"],
             )?,
+            predicted_change: Histogram::with_opts(
+                HistogramOpts::new(
+                    "estimator_predicted_change_ratio",
+                    "Each new estimate's probability of a change at the URL's next comparison: its mean (_sum / _count) is the predicted change share.",
+                )
+                .buckets(prometheus::linear_buckets(0.1, 0.1, 10)?),
+            )?,
             groups,
         };
+        registry.register(Box::new(metrics.predicted_change.clone()))?;
         // At 0 from the start, so an alert sees the first of each.
         for result in ["applied", "repeated", "stale", "not_a_request"] {
             metrics.events.with_label_values(&[result]).reset();
@@ -185,7 +194,11 @@ impl EstimatorMetrics {
 
     fn record(&self, applied: &Applied) {
         let (result, estimate) = match applied {
-            Applied::New(estimate) => ("applied", Some(estimate)),
+            Applied::New(estimate) => {
+                // Repeats are left out: a replayed event must not count its forecast twice.
+                self.predicted_change.observe(estimate.changes_forecast.next.clamp(0.0, 1.0));
+                ("applied", Some(estimate))
+            }
             Applied::Repeated(estimate) => ("repeated", Some(estimate)),
             Applied::Stale => ("stale", None),
             Applied::NotARequest => ("not_a_request", None),

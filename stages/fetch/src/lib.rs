@@ -299,6 +299,9 @@ impl Stage for Fetch {
     ) -> Result<(), StageError> {
         let picks: Vec<PagePick> =
             batch.iter().filter_map(|record| out.decode_keyed(record, |p: &PagePick| &p.host)).collect();
+        if let Some(oldest) = picks.iter().map(|p| p.period).min() {
+            self.metrics.oldest_period_in_flight.set(i64::try_from(oldest).unwrap_or(i64::MAX));
+        }
         let output = self.crawler.crawl(picks).await;
         for crawled in output.crawled {
             self.emit(crawled, out)?;

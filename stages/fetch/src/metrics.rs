@@ -28,6 +28,8 @@ pub struct FetchMetrics {
     pub links: IntCounterVec,
     /// Extra requests for the documents of `<frame>`s.
     pub frames: IntCounterVec,
+    /// The oldest period among the picks of the batch being fetched, or of the last one.
+    pub oldest_period_in_flight: IntGauge,
 }
 
 impl FetchMetrics {
@@ -73,6 +75,10 @@ impl FetchMetrics {
                 Opts::new("fetch_frames_total", "Frame documents fetched for their links, by outcome."),
                 &["outcome"],
             )?,
+            oldest_period_in_flight: IntGauge::new(
+                "fetch_oldest_period_in_flight",
+                "The oldest period among the picks of the batch being fetched, or of the last batch.",
+            )?,
         };
         registry.register(Box::new(metrics.picks.clone()))?;
         registry.register(Box::new(metrics.latency.clone()))?;
@@ -83,10 +89,12 @@ impl FetchMetrics {
         registry.register(Box::new(metrics.host_queue_depth.clone()))?;
         registry.register(Box::new(metrics.links.clone()))?;
         registry.register(Box::new(metrics.frames.clone()))?;
+        registry.register(Box::new(metrics.oldest_period_in_flight.clone()))?;
         // Every series a counter can take is exported at 0 from the start, so an alert
         // sees the first increment.
         for outcome in FetchOutcome::ALL {
             metrics.picks.with_label_values(&[outcome.as_str()]).reset();
+            let _empty = metrics.latency.with_label_values(&[outcome.as_str()]);
         }
         for result in ["parsed", "absent", "server_error", "unreachable"] {
             metrics.robots.with_label_values(&[result]).reset();

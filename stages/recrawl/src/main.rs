@@ -44,6 +44,33 @@ enum Command {
         #[command(flatten)]
         kafka: KafkaArgs,
     },
+    /// Dead letters: list them, and re-publish chosen ones to their original topic.
+    Dlq {
+        #[command(subcommand)]
+        command: DlqCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqCommand {
+    /// Print the dead letters (all, or those selected) as JSON lines, without their values.
+    List {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        selection: recrawl::dlq::Selection,
+    },
+    /// Re-publish the selected dead letters' original records to the topic they belong on,
+    /// after the cause is fixed. Prints what it would do unless --confirm is given.
+    Replay {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        selection: recrawl::dlq::Selection,
+        /// Publish; without it, a dry run.
+        #[arg(long, env = "RECRAWL_DLQ_CONFIRM")]
+        confirm: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,6 +131,38 @@ async fn run(command: Command) -> anyhow::Result<()> {
             StageCommand::Estimator(args) => recrawl_estimator::main(args).await,
             StageCommand::Scheduler(args) => recrawl_scheduler::main(*args).await,
         },
+        Command::Dlq { command: DlqCommand::List { kafka, selection } } => {
+            let prefix = kafka.topics().prefix().to_owned();
+            for letter in recrawl::dlq::read_all(&kafka).await? {
+                if selection.matches(&letter, &prefix) {
+                    println!("{}", letter.to_json());
+                }
+            }
+            Ok(())
+        }
+        Command::Dlq { command: DlqCommand::Replay { kafka, selection, confirm } } => {
+            let chosen = recrawl::dlq::replay(&kafka, &selection, confirm).await?;
+            let mut replayed = 0;
+            for (letter, unreplayable) in &chosen {
+                let mut line = letter.to_json();
+                line["replay"] = match unreplayable {
+                    Some(why) => format!("skipped: {why}").into(),
+                    None if confirm => "published".into(),
+                    None => "dry run".into(),
+                };
+                replayed += usize::from(unreplayable.is_none());
+                println!("{line}");
+            }
+            if confirm {
+                eprintln!("re-published {replayed} of {} dead letters chosen", chosen.len());
+            } else {
+                eprintln!(
+                    "dry run: {replayed} of {} dead letters chosen would be re-published; add --confirm",
+                    chosen.len()
+                );
+            }
+            Ok(())
+        }
         Command::Tail { topic, kafka } => {
             let observer = Observer::new(&kafka, &[topic.as_str()]).await?;
             loop {

@@ -45,16 +45,7 @@ pub enum Observed {
     Change(ChangeEvent),
     Estimate(PageEstimate),
     Distribution(GroupDistribution),
-    DeadLetter {
-        key: Vec<u8>,
-        reason: String,
-        kind: String,
-        stage: String,
-        source_topic: String,
-        /// The original value's size, and how many of its bytes the dead letter kept.
-        original_bytes: usize,
-        kept_bytes: usize,
-    },
+    DeadLetter(DeadLetter),
     /// A message that does not decode as its topic's payload.
     Undecodable {
         topic: String,
@@ -77,12 +68,7 @@ impl Observed {
             Self::Change(m) => serde_json::to_value(m),
             Self::Estimate(m) => serde_json::to_value(m),
             Self::Distribution(m) => serde_json::to_value(m),
-            Self::DeadLetter { key, reason, kind, stage, source_topic, original_bytes, kept_bytes } => {
-                Ok(serde_json::json!({
-                    "key": String::from_utf8_lossy(key), "reason": reason, "kind": kind, "stage": stage,
-                    "topic": source_topic, "original_bytes": original_bytes, "kept_bytes": kept_bytes,
-                }))
-            }
+            Self::DeadLetter(letter) => Ok(letter.to_json()),
             Self::Undecodable { topic, error } => {
                 Ok(serde_json::json!({ "undecodable": topic, "error": error }))
             }
@@ -173,24 +159,69 @@ impl Observer {
             DISTRIBUTIONS => {
                 decode(payload).map(Observed::Distribution).unwrap_or_else(|e| undecodable(e.to_string()))
             }
-            _ => {
-                let header = |name: &str| {
-                    message
-                        .headers()
-                        .and_then(|h| h.iter().find(|x| x.key == name).and_then(|x| x.value))
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                        .unwrap_or_default()
-                };
-                Observed::DeadLetter {
-                    key: message.key().unwrap_or_default().to_vec(),
-                    reason: header(dead_letter_headers::REASON),
-                    kind: header(dead_letter_headers::KIND),
-                    stage: header(dead_letter_headers::STAGE),
-                    source_topic: header(dead_letter_headers::TOPIC),
-                    original_bytes: header(dead_letter_headers::ORIGINAL_BYTES).parse().unwrap_or(0),
-                    kept_bytes: message.payload().map_or(0, <[u8]>::len),
-                }
-            }
+            _ => Observed::DeadLetter(DeadLetter::from_message(&message)),
+        })
+    }
+}
+
+/// A record of the dead-letter topic: the original key and (first) bytes, and what its
+/// `recrawl-dlq-*` headers say about why and where it was rejected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetter {
+    /// Where the dead letter itself is, on the dead-letter topic.
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Vec<u8>,
+    /// The original value, or its first bytes when `truncated`.
+    pub value: Vec<u8>,
+    pub reason: String,
+    pub kind: String,
+    pub stage: String,
+    /// The topic the original belongs on: read from, or meant for (kind `unproducible`).
+    pub source_topic: String,
+    /// Where the original was read from (inputs only).
+    pub source_partition: Option<i32>,
+    pub source_offset: Option<i64>,
+    /// The original value's size in bytes.
+    pub original_bytes: usize,
+    pub truncated: bool,
+}
+
+impl DeadLetter {
+    /// Reads a dead letter's headers; a missing or malformed header reads as empty.
+    pub fn from_message(message: &impl rdkafka::Message) -> Self {
+        let header = |name: &str| {
+            message
+                .headers()
+                .and_then(|h| h.iter().find(|x| x.key == name).and_then(|x| x.value))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default()
+        };
+        let value = message.payload().unwrap_or_default().to_vec();
+        Self {
+            partition: message.partition(),
+            offset: message.offset(),
+            key: message.key().unwrap_or_default().to_vec(),
+            reason: header(dead_letter_headers::REASON),
+            kind: header(dead_letter_headers::KIND),
+            stage: header(dead_letter_headers::STAGE),
+            source_topic: header(dead_letter_headers::TOPIC),
+            source_partition: header(dead_letter_headers::PARTITION).parse().ok(),
+            source_offset: header(dead_letter_headers::OFFSET).parse().ok(),
+            original_bytes: header(dead_letter_headers::ORIGINAL_BYTES).parse().unwrap_or(value.len()),
+            truncated: header(dead_letter_headers::TRUNCATED) == "true",
+            value,
+        }
+    }
+
+    /// The dead letter as JSON, without its value (`kept_bytes` says how long it is).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "dlq_partition": self.partition, "dlq_offset": self.offset,
+            "key": String::from_utf8_lossy(&self.key), "reason": self.reason, "kind": self.kind,
+            "stage": self.stage, "topic": self.source_topic, "partition": self.source_partition,
+            "offset": self.source_offset, "original_bytes": self.original_bytes,
+            "kept_bytes": self.value.len(), "truncated": self.truncated,
         })
     }
 }
@@ -241,7 +272,7 @@ impl Tally {
                     period.degree_sum += event.degrees.as_ref().map_or(0.0, |d| d.ied);
                 }
             }
-            Observed::DeadLetter { .. } | Observed::Undecodable { .. } => self.dead_letters += 1,
+            Observed::DeadLetter(_) | Observed::Undecodable { .. } => self.dead_letters += 1,
             _ => {}
         }
     }

@@ -191,7 +191,10 @@ impl SchedulerArgs {
 struct SchedulerMetrics {
     picks: IntCounterVec,
     unfilled: prometheus::IntCounter,
-    period: IntGauge,
+    last_period: IntGauge,
+    last_period_picks: IntGauge,
+    last_period_time: IntGauge,
+    period_seconds: prometheus::Gauge,
     tracked: IntGauge,
     frontier: IntGauge,
     hosts: IntGauge,
@@ -212,7 +215,22 @@ impl SchedulerMetrics {
                 "scheduler_unfilled_picks_total",
                 "Picks of the budget left unused: no candidate, or host caps and back-offs.",
             )?,
-            period: IntGauge::new("scheduler_period", "The latest period picks were published for.")?,
+            last_period: IntGauge::new(
+                "scheduler_last_period",
+                "The latest period picks were published for.",
+            )?,
+            last_period_picks: IntGauge::new(
+                "scheduler_last_period_picks",
+                "Picks this instance published for the latest period.",
+            )?,
+            last_period_time: IntGauge::new(
+                "scheduler_last_period_timestamp_seconds",
+                "Unix time this instance last handled a period (published its picks, or had no partitions to pick for); 0 before the first.",
+            )?,
+            period_seconds: prometheus::Gauge::new(
+                "scheduler_period_seconds",
+                "The length of a period (--period-ms), for alerts on missed periods.",
+            )?,
             tracked: IntGauge::new("scheduler_tracked_urls", "URLs with at least one estimate.")?,
             frontier: IntGauge::new("scheduler_frontier_urls", "Linked URLs never fetched.")?,
             hosts: IntGauge::new("scheduler_hosts", "Hosts known to this instance.")?,
@@ -235,7 +253,10 @@ impl SchedulerMetrics {
         };
         registry.register(Box::new(metrics.picks.clone()))?;
         registry.register(Box::new(metrics.unfilled.clone()))?;
-        registry.register(Box::new(metrics.period.clone()))?;
+        registry.register(Box::new(metrics.last_period.clone()))?;
+        registry.register(Box::new(metrics.last_period_picks.clone()))?;
+        registry.register(Box::new(metrics.last_period_time.clone()))?;
+        registry.register(Box::new(metrics.period_seconds.clone()))?;
         registry.register(Box::new(metrics.tracked.clone()))?;
         registry.register(Box::new(metrics.frontier.clone()))?;
         registry.register(Box::new(metrics.hosts.clone()))?;
@@ -495,6 +516,7 @@ impl Stage for Scheduler {
         if self.assignment.partitions.is_empty() {
             // No partitions yet (a cooperative join assigns in a second round) or none to
             // own: nothing to pick, and nothing to announce.
+            self.metrics.last_period_time.set(unix_ms() / 1000);
             self.next_period = period + 1;
             return Ok(());
         }
@@ -509,7 +531,9 @@ impl Stage for Scheduler {
         }
         self.write_changes(state);
         tracing::info!(period, picks = picks.len(), known = self.state_keys(state), "period picks published");
-        self.metrics.period.set(period as i64);
+        self.metrics.last_period.set(period as i64);
+        self.metrics.last_period_picks.set(picks.len() as i64);
+        self.metrics.last_period_time.set(unix_ms() / 1000);
         self.next_period = period + 1;
         Ok(())
     }
@@ -553,6 +577,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
     };
     let metrics = SchedulerMetrics::register(ctx.metrics.registry())
         .map_err(|e| StageError::Other(format!("registering scheduler metrics: {e}")))?;
+    metrics.period_seconds.set(args.plan_settings().period_ms as f64 / 1000.0);
     let mut scheduler = Scheduler {
         picks_per_period: args.picks_per_period,
         max_picks_per_host: args.max_picks_per_host,

@@ -1,0 +1,226 @@
+//! The four stage binaries as processes, started as the README's "Pointing it at an
+//! existing Kafka" shows (`recrawl-fetch --brokers … --http-listen …`), and the simulated
+//! web they crawl: the harness of the tests that run the binaries (chaos, operate).
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use recrawl::sim::server::{site_host, SimWebArgs, SimWebServer};
+use recrawl_common::unix_ms;
+
+use crate::binary;
+use crate::hostile::HOSTILITIES;
+
+pub const SITES: u32 = 3;
+pub const PERIOD_MS: u64 = 1500;
+
+#[derive(Debug)]
+pub struct Stage {
+    pub name: &'static str,
+    pub args: Vec<String>,
+    pub http: SocketAddr,
+    pub child: Child,
+}
+
+pub fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port")
+}
+
+impl Stage {
+    pub fn start(name: &'static str, args: Vec<String>) -> Self {
+        let http = free_port();
+        let child = spawn(name, &args, http);
+        Self { name, args, http, child }
+    }
+
+    pub fn restart(&mut self) {
+        self.child = spawn(self.name, &self.args, self.http);
+    }
+
+    /// One more instance of this stage, in the same group under instance id `ID-n`.
+    pub fn another(&self, n: usize) -> Self {
+        let mut args = self.args.clone();
+        let id = args.iter().position(|a| a == "--instance-id").map(|i| i + 1).expect("an instance id");
+        args[id] = format!("{}-{n}", args[id]);
+        Self::start(self.name, args)
+    }
+
+    /// Waits until `/readyz` answers 200: the stage owns its partitions, state restored.
+    pub async fn ready(&mut self, client: &reqwest::Client) -> Duration {
+        self.ready_within(client, Duration::from_secs(90)).await
+    }
+
+    pub async fn ready_within(&mut self, client: &reqwest::Client, limit: Duration) -> Duration {
+        let started = Instant::now();
+        // Readiness is only observable by asking again.
+        loop {
+            assert!(
+                self.child.try_wait().expect("status").is_none(),
+                "{} exited before it was ready",
+                self.name
+            );
+            let answer = client.get(format!("http://{}/readyz", self.http)).send().await;
+            if answer.is_ok_and(|r| r.status().is_success()) {
+                return started.elapsed();
+            }
+            assert!(started.elapsed() < limit, "{} not ready within {limit:?}", self.name);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The process's peak resident memory, from /proc.
+    pub fn peak_memory_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The input partitions this instance owns, from its gauges (one series per input
+    /// topic); none while it does not answer (starting, or gone).
+    pub async fn assigned_partitions(&self, client: &reqwest::Client) -> Option<i64> {
+        let answer = client.get(format!("http://{}/metrics", self.http)).send().await.ok()?;
+        let metrics = answer.text().await.ok()?;
+        // `recrawl_assigned_partitions{stage="…",topic="…"} N`
+        let series = metrics.lines().filter_map(|line| {
+            let rest = line.strip_prefix("recrawl_assigned_partitions")?;
+            rest.starts_with(['{', ' ']).then(|| rest.rsplit(' ').next()?.parse::<i64>().ok()).flatten()
+        });
+        series.reduce(|a, b| a + b).or(Some(0))
+    }
+
+    pub async fn metrics(&self, client: &reqwest::Client) -> String {
+        client
+            .get(format!("http://{}/metrics", self.http))
+            .send()
+            .await
+            .expect("scrape")
+            .text()
+            .await
+            .expect("text")
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), signal).expect("signal");
+    }
+
+    /// SIGTERM, then the exit code once the stage has drained, committed and flushed.
+    pub fn stop(mut self) -> Option<i32> {
+        self.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("status") {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "{} did not exit within 30 s of SIGTERM", self.name);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A failing test does not leave its stages running.
+impl Drop for Stage {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `recrawl-NAME`, its log appended to `NAME.log` in `RECRAWL_TEST_LOG_DIR` (or the
+/// system's temporary directory).
+fn spawn(name: &str, args: &[String], http: SocketAddr) -> Child {
+    let dir = std::env::var_os("RECRAWL_TEST_LOG_DIR").map_or_else(std::env::temp_dir, Into::into);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))
+        .expect("stage log");
+    Command::new(binary(&format!("recrawl-{name}")))
+        .args(args)
+        .args(["--http-listen", &http.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("stage binary starts")
+}
+
+/// The four stages as processes, started as the README shows, and the simulated web they
+/// crawl: fetch, diff and estimator first, then the web and the scheduler, whose period 0
+/// starts 2 s after they are ready.
+#[derive(Debug)]
+pub struct Pipeline {
+    pub stages: Vec<Stage>,
+    pub web: SimWebServer,
+    pub client: reqwest::Client,
+    /// When period 0 starts, in Unix milliseconds.
+    pub epoch: i64,
+    pub _seeds: tempfile::TempDir,
+}
+
+pub async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeline {
+    let client =
+        reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build().expect("client");
+    let with = |name: &str, extra: &[String]| {
+        let mut args = flags.to_vec();
+        args.extend(["--instance-id".to_owned(), format!("{prefix}{name}")]);
+        args.extend(extra.iter().cloned());
+        args
+    };
+    let mut fetch_flags: Vec<String> =
+        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "1000"]
+            .map(String::from)
+            .to_vec();
+    let hosts = (0..SITES).map(site_host).chain(HOSTILITIES.iter().map(|h| h.host.to_owned()));
+    for host in hosts {
+        fetch_flags.extend(["--resolve".to_owned(), format!("{host}=127.0.0.1")]);
+    }
+    let mut stages = vec![
+        Stage::start("fetch", with("fetch", &fetch_flags)),
+        Stage::start("diff", with("diff", &[])),
+        Stage::start("estimator", with("estimator", &[])),
+    ];
+    for stage in &mut stages {
+        stage.ready(&client).await;
+    }
+    let epoch = unix_ms() + 2_000;
+    let web = SimWebServer::start(&SimWebArgs {
+        seed,
+        sites: SITES,
+        pages_per_site: 6,
+        period_ms: PERIOD_MS,
+        period_minutes: 60.0,
+        median_change_rate: 0.5,
+        korean_share: 0.3,
+        epoch_unix_ms: Some(epoch),
+        latency_scale: 0.0,
+        hold_ms: 500,
+        listen: "127.0.0.1:0".parse().expect("address"),
+        truth_log: None,
+    })
+    .await
+    .expect("simulated web");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.home_urls().join("\n")).expect("seeds");
+    let scheduler_flags = [
+        "--seeds".to_owned(),
+        seeds.display().to_string(),
+        "--period-ms".to_owned(),
+        PERIOD_MS.to_string(),
+        "--picks-per-period".to_owned(),
+        "6".to_owned(),
+        "--epoch-unix-ms".to_owned(),
+        epoch.to_string(),
+        "--policy".to_owned(),
+        "uniform".to_owned(),
+    ];
+    stages.push(Stage::start("scheduler", with("scheduler", &scheduler_flags)));
+    stages[3].ready(&client).await;
+    Pipeline { stages, web, client, epoch, _seeds: dir }
+}
