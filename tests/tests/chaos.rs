@@ -155,8 +155,8 @@ impl Seen {
 #[derive(Debug)]
 struct Row {
     scenario: String,
-    /// Until the pipeline made progress again; for scaling, the scaled stage's longest
-    /// silence.
+    /// Until the pipeline made progress again; for scaling, how long some partitions had
+    /// no owner; for the hostile web, until the page's fetch result.
     recovered: Duration,
     exits: String,
 }
@@ -464,7 +464,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         }
         if judged.lost() == 0 {
             let [results, changes, estimates] = judged.duplicates();
-            let mut table = String::from("| scenario | seconds until the pipeline made progress again (hostile web: until the page's fetch result; scaling: the stage's longest silence) | stage exits |\n|---|---|---|\n");
+            let mut table = String::from("| scenario | seconds until the pipeline made progress again (hostile web: until the page's fetch result) | stage exits |\n|---|---|---|\n");
             for row in &rows {
                 table +=
                     &format!("| {} | {:.1} | {} |\n", row.scenario, row.recovered.as_secs_f64(), row.exits);
