@@ -385,7 +385,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         let deadline = Instant::now() + Duration::from_secs(120);
         let outcome = loop {
             let result = seen.lock().expect("seen").iter().find_map(|(at, o)| match o {
-                Observed::Result(r) if r.url == url => Some((*at, r.outcome)),
+                Observed::Result(r) if r.url == url => Some((*at, r.outcome, r.error.clone())),
                 _ => None,
             });
             if let Some(result) = result {
@@ -399,7 +399,10 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         report(&mut rows, Row {
             scenario: format!("hostile web: {}", hostility.name),
             recovered: outcome.0.duration_since(started),
-            exits: format!("none; fetch result `{}`", outcome.1.as_str()),
+            exits: match outcome.2 {
+                Some(error) => format!("none; fetch result `{}`: {error}", outcome.1.as_str()),
+                None => format!("none; fetch result `{}`", outcome.1.as_str()),
+            },
         });
     }
     let before = estimates_so_far(&seen);

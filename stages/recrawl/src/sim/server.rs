@@ -53,6 +53,11 @@ const KIND_WEIGHTS: [(ChangeKind, f64); 6] = [
     (ChangeKind::Move, 0.1),
 ];
 
+/// How many times its first length a page may grow. Adds and copies outweigh drops and
+/// shrinks, so a fast-changing page's length would grow without bound over a long run, and
+/// each change costs time linear in it: past the cap a growing change drops words instead.
+const MAX_GROWTH: usize = 4;
+
 #[derive(Debug, Clone, Args)]
 pub struct SimWebArgs {
     #[arg(long, default_value_t = 1)]
@@ -342,6 +347,11 @@ impl Shared {
                     pick < 0.0
                 })
                 .map_or(ChangeKind::Replace, |(kind, _)| *kind);
+            let longest = usize::from(self.web.page(page).words).max(1).saturating_mul(MAX_GROWTH);
+            let kind = match kind {
+                ChangeKind::Add | ChangeKind::Copy if text.words.len() >= longest => ChangeKind::Drop,
+                kind => kind,
+            };
             // Between 0.5 % and 30 % of the words, log-uniformly: mostly small edits.
             let share = 0.005 * 60f64.powf(rng.random::<f64>());
             apply_change(kind, &mut text.words, share, vocabulary, &mut rng);
@@ -551,6 +561,22 @@ mod tests {
             builder = builder.resolve(&site_host(site), server.addr());
         }
         builder.timeout(Duration::from_secs(20)).build().expect("client")
+    }
+
+    #[tokio::test]
+    async fn a_page_that_changes_for_a_long_time_stays_within_its_growth_cap() {
+        let server = SimWebServer::start(&args(11)).await.expect("server");
+        let web = server.web();
+        let page = (0..web.len() as u32)
+            .max_by(|&a, &b| web.page(a).change_rate.total_cmp(&web.page(b).change_rate))
+            .expect("pages");
+        let first = usize::from(web.page(page).words);
+        // Long enough for thousands of changes on the fastest page.
+        let at = 5_000.0 / f64::from(web.page(page).change_rate).max(1e-3);
+        let (version, _, _) = server.shared.render(page, at);
+        let words = server.shared.texts.lock().expect("texts")[&page].words.len();
+        assert!(version > 1_000, "{version} changes");
+        assert!(words <= first.max(1) * MAX_GROWTH + first, "{words} words, first {first}");
     }
 
     /// Pages that download and are not private, by change rate: (fastest, one that never changes).
