@@ -77,3 +77,38 @@ async fn the_diff_stage_rides_out_a_broker_outage_and_gives_up_past_its_timeout(
     assert!(matches!(ended, Err(RuntimeError::Outage { .. })), "{ended:?}");
     broker.start_again().await;
 }
+
+/// A whole-topic tail (the estimator's distribution shares) rides out an outage too: it
+/// neither ends nor misses what arrives once the broker is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_tail_rides_out_a_broker_outage() {
+    let mut broker = Broker::restartable().await;
+    if matches!(broker, Broker::External(_)) {
+        eprintln!("the outage test restarts its broker; skipped on an external one (set RECRAWL_TEST_TANSU)");
+        return;
+    }
+    let prefix = unique_prefix("tail-outage");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let topic = kafka.topics().name(FETCH_RESULTS);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tail = recrawl_common::tail::tail_topic(&kafka, topic.clone(), "tail-outage", stop.clone());
+    (&mut tail.caught_up).await.expect("the empty topic is read");
+
+    assert!(broker.stop());
+    // The outage must outlast librdkafka's reconnect attempts for the tail to see the
+    // brokers go; its length is the scenario.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    broker.start_again().await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let after = FetchResult::html_page("http://a.example/after.html", "a.example", 1, "<p>after</p>");
+    produce(&producer, &topic, &after.url, &after).await;
+    let record = tokio::time::timeout(Duration::from_secs(60), tail.records.recv())
+        .await
+        .expect("the record produced after the outage reaches the tail")
+        .expect("the tail is still running");
+    assert_eq!(record.key.as_deref(), Some(after.url.as_bytes()));
+    stop.cancel();
+    tail.task.await.expect("joined").expect("the tail ends without error");
+}

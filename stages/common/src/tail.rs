@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin;
 use crate::config::KafkaArgs;
-use crate::kafka::reader_config;
+use crate::kafka::{brokers_unreachable, reader_config};
 use crate::runtime::{InputRecord, RuntimeError};
 
 const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,7 +68,12 @@ pub fn tail_topic(args: &KafkaArgs, topic: String, client_group: &str, shutdown:
                 }
             }
             let Some(message) = reader.poll(POLL) else { continue };
-            let message = message.map_err(|e| fail(e.to_string()))?;
+            let message = match message {
+                Ok(message) => message,
+                // librdkafka reconnects by itself: the tail goes on once the cluster is back.
+                Err(error) if brokers_unreachable(&error) => continue,
+                Err(error) => return Err(fail(error.to_string())),
+            };
             let record = InputRecord::from_message(&message);
             if pending.get(&record.partition).is_some_and(|high| record.offset + 1 >= *high) {
                 pending.remove(&record.partition);
