@@ -34,7 +34,7 @@ async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let Pipeline { mut stages, web, client, .. } = start_pipeline(&flags, &prefix, 3).await;
+    let Pipeline { mut stages, web, client, _seeds, .. } = start_pipeline(&flags, &prefix, 3).await;
     // Counters are exported before their first increment, for every label value.
     for stage in &stages {
         let metrics = stage.metrics(&client).await;
@@ -503,13 +503,13 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "moved partitions stay without an owner on the mock broker and tansu: reports/chaos/README.md"]
 async fn scaling_each_stage_to_three_instances_and_back() {
-    let broker = Broker::start();
+    let broker = Broker::restartable().await;
     let prefix = unique_prefix("scaling");
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     // Four partitions: three instances of a stage each own one or two.
     broker.create_topics(&kafka, 4).await;
-    let Pipeline { mut stages, web, client, .. } = start_pipeline(&flags, &prefix, 7).await;
+    let Pipeline { mut stages, web, client, _seeds, .. } = start_pipeline(&flags, &prefix, 7).await;
     let mut rows = Vec::new();
     // Each stage scaled to three instances and back to one. With the cooperative-sticky
     // assignor only the partitions that move pause; the stall is how long some of the
@@ -571,7 +571,7 @@ async fn a_two_minute_broker_outage_is_ridden_out() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 4).await;
-    let Pipeline { mut stages, web, client, .. } = start_pipeline(&flags, &prefix, 9).await;
+    let Pipeline { mut stages, web, client, _seeds, .. } = start_pipeline(&flags, &prefix, 9).await;
     let (seen, reading) = observe(&kafka).await;
     progress_after(&seen, 0, "the start").await;
     let outage = Duration::from_secs(120);
