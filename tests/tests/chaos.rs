@@ -496,12 +496,11 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
 
 /// Each stage scaled to three instances and back to one while the pipeline runs.
 ///
-/// Ignored: on both brokers this machine has, the partitions an instance gives up when
-/// others join are not handed to anyone for tens of seconds, and on tansu the one instance
-/// left after the others leave does not get them back within minutes
-/// (`reports/chaos/README.md`: "Scaling"). Run it with `-- --ignored`.
+/// Ignored: it passes on the embedded broker, but tansu does not hand the partitions an
+/// instance gives up to static members (`group.instance.id`), so on tansu they stay without
+/// an owner (`reports/chaos/README.md`: "Scaling"). Run it with `-- --ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "moved partitions stay without an owner on the mock broker and tansu: reports/chaos/README.md"]
+#[ignore = "tansu does not move partitions between static members: reports/chaos/README.md"]
 async fn scaling_each_stage_to_three_instances_and_back() {
     let broker = Broker::restartable().await;
     let prefix = unique_prefix("scaling");
