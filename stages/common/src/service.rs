@@ -31,17 +31,29 @@ pub fn init_tracing(args: &ServiceArgs) -> anyhow::Result<()> {
 
 /// Cancels `token` on the first SIGTERM or SIGINT.
 pub fn cancel_on_signal(token: CancellationToken) -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+    let stopped = stop_signal()?;
     tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: draining"),
-            _ = int.recv() => tracing::info!("SIGINT: draining"),
-        }
+        let name = stopped.await;
+        tracing::info!("{name}: draining");
         token.cancel();
     });
     Ok(())
+}
+
+/// Completes with the signal's name on the first SIGTERM or SIGINT. Every long-running
+/// command waits on this rather than on Ctrl-C alone: `timeout`, systemd and Kubernetes
+/// stop a process with SIGTERM. The handlers are installed before this returns, so a
+/// signal that arrives before the future is polled is not lost.
+pub fn stop_signal() -> std::io::Result<impl Future<Output = &'static str>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    })
 }
 
 /// The body of every stage's `main`: tracing, `/metrics` `/healthz` `/readyz`, signal

@@ -6,8 +6,10 @@
 //! the run with uniform crawling of the same web.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -18,6 +20,7 @@ use nix::unistd::Pid;
 use rdkafka::mocking::MockCluster;
 use recrawl_common::admin::create_topics;
 use recrawl_common::config::parse_kafka_option;
+use recrawl_common::service::stop_signal;
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH};
 use recrawl_schemas::{TopicCatalogue, TopicNames};
@@ -80,6 +83,10 @@ struct StageProcess {
 
 /// Runs the demo, printing progress to stdout.
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    // From here on SIGTERM and SIGINT stop the demo the same way: the stages are sent
+    // SIGTERM and waited for, never left running.
+    let stopped = stop_signal()?;
+    tokio::pin!(stopped);
     // The mock cluster is !Send; it lives on this task for the whole run.
     let mock = match &args.brokers {
         Some(_) => None,
@@ -137,7 +144,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         processes.push(spawn_stage(name, &kafka, &extra, &log_dir)?);
     }
-    wait_ready(&mut processes).await?;
+    tokio::select! {
+        ready = wait_ready(&mut processes) => ready?,
+        signal = stopped.as_mut() => {
+            stop(&mut processes).await;
+            bail!("{signal} before period 0: the stages were stopped");
+        }
+    }
     let joined = joining.elapsed();
     let lead = (joined * 3).max(Duration::from_secs(5));
     let epoch_unix_ms = unix_ms() + i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);
@@ -184,7 +197,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     processes.push(spawn_stage("scheduler", &kafka, &scheduler_flags, &log_dir)?);
     println!("stages: {} (logs in {})", describe(&processes), log_dir.display());
 
-    let result = watch(&args, &kafka, &mut processes, epoch_unix_ms, &simweb).await;
+    let result = watch(&args, &kafka, &mut processes, epoch_unix_ms, &simweb, stopped).await;
     let stage_exits = stop(&mut processes).await;
     let (tally, stored, periods_run) = result?;
     let interrupted = periods_run < args.periods;
@@ -364,8 +377,12 @@ async fn watch(
     processes: &mut [StageProcess],
     epoch_unix_ms: i64,
     simweb: &SimWebServer,
+    mut stopped: Pin<&mut impl Future<Output = &'static str>>,
 ) -> anyhow::Result<(Tally, Stored, u64)> {
-    wait_ready(processes).await?;
+    tokio::select! {
+        ready = wait_ready(processes) => ready?,
+        signal = stopped.as_mut() => bail!("{signal} before period 0"),
+    }
     let lead_ms = epoch_unix_ms - unix_ms();
     if lead_ms <= 0 {
         bail!(
@@ -395,7 +412,7 @@ async fn watch(
                 }
                 tally.record(&observed);
             }
-            _ = tokio::signal::ctrl_c() => return Ok((tally, stored, next_to_print)),
+            _ = stopped.as_mut() => return Ok((tally, stored, next_to_print)),
             _ = ticker.tick() => {
                 for process in processes.iter_mut() {
                     if let Some(status) = process.child.try_wait()? {

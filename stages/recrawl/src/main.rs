@@ -165,10 +165,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Tail { topic, kafka } => {
             let observer = Observer::new(&kafka, &[topic.as_str()]).await?;
+            let stopped = recrawl_common::service::stop_signal()?;
+            tokio::pin!(stopped);
             loop {
                 tokio::select! {
                     observed = observer.next() => println!("{}", observed?.to_json()),
-                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                    _ = stopped.as_mut() => return Ok(()),
                 }
             }
         }

@@ -513,8 +513,10 @@ fn json(value: &impl Serialize) -> Response {
     }
 }
 
-/// `recrawl simweb`: serves until interrupted.
+/// `recrawl simweb`: serves until SIGTERM or SIGINT, then writes its truth log.
 pub async fn run(args: SimWebArgs) -> anyhow::Result<()> {
+    // Installed before the first line is printed: whoever saw it may stop us at once.
+    let stopped = recrawl_common::service::stop_signal()?;
     let server = SimWebServer::start(&args).await?;
     let web = server.web();
     println!(
@@ -529,7 +531,8 @@ pub async fn run(args: SimWebArgs) -> anyhow::Result<()> {
     for url in server.home_urls() {
         println!("{url}");
     }
-    tokio::signal::ctrl_c().await?;
+    let signal = stopped.await;
+    eprintln!("{signal}: stopping the simulated web");
     server.shutdown()
 }
 

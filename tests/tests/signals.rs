@@ -1,0 +1,129 @@
+//! Every long-running command stops on SIGTERM as on Ctrl-C, within a bound, broker or no
+//! broker: the four stage binaries, `recrawl demo` (which stops its stages), `recrawl
+//! simweb` (which writes its truth log).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use recrawl_common::KafkaArgs;
+use recrawl_e2e::processes::{start_pipeline, Pipeline};
+use recrawl_e2e::{binary, kafka_flags, parse_args, unique_prefix, Broker};
+
+/// The test flags' drain timeout (3 s), the final commit's and the clients' teardown's
+/// bounds (10 s each) and the runtime's 1 s: past this a stopped stage hangs.
+const STAGE_EXIT_BOUND: Duration = Duration::from_secs(3 + 10 + 10 + 1 + 5);
+
+/// Sends `signal` and waits for the exit: its code, and how long it took.
+fn stop(child: &mut Child, name: &str, signal: Signal, bound: Duration) -> (Option<i32>, Duration) {
+    kill(Pid::from_raw(child.id() as i32), signal).expect("signal");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("status") {
+            return (status.code(), started.elapsed());
+        }
+        assert!(started.elapsed() < bound, "{name} still running {bound:?} after {signal}");
+        // An exit is only observable by looking again.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None) != Err(Errno::ESRCH)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_stage_binary_stops_on_sigterm_and_sigint_with_the_broker_up_and_gone() {
+    let mut broker = Broker::restartable().await;
+    let prefix = unique_prefix("signals");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let Pipeline { mut stages, web, client, _seeds, .. } = start_pipeline(&flags, &prefix, 11).await;
+
+    // The broker up: a drained, committed, flushed exit 0, on either signal.
+    for (stage, signal) in
+        stages.iter_mut().zip([Signal::SIGTERM, Signal::SIGINT, Signal::SIGTERM, Signal::SIGINT])
+    {
+        let (code, took) = stop(&mut stage.child, stage.name, signal, STAGE_EXIT_BOUND);
+        eprintln!("{} after {signal} with the broker up: exit {code:?} in {took:?}", stage.name);
+        assert_eq!(code, Some(0), "{} exits 0 on {signal}", stage.name);
+        stage.restart();
+    }
+    for stage in &mut stages {
+        stage.ready(&client).await;
+    }
+
+    // The broker gone: the final commit cannot be confirmed, so the stage says so with a
+    // non-zero code unless it had nothing to commit, but it exits, within the bound.
+    if !broker.stop() {
+        eprintln!("the broker-gone half is skipped: {broker:?} cannot be stopped by the test");
+        return;
+    }
+    for stage in &mut stages {
+        let (code, took) = stop(&mut stage.child, stage.name, Signal::SIGTERM, STAGE_EXIT_BOUND);
+        eprintln!("{} after SIGTERM with the broker gone: exit {code:?} in {took:?}", stage.name);
+        assert!(matches!(code, Some(0 | 1)), "{} exits with a code, not a signal: {code:?}", stage.name);
+    }
+    web.shutdown().expect("web");
+}
+
+/// `recrawl demo` stopped by SIGTERM (what `timeout`, systemd and Kubernetes send) stops
+/// its four stage processes and waits for them, as Ctrl-C does.
+#[test]
+fn the_demo_forwards_sigterm_to_its_stages() {
+    let mut demo = Command::new(binary("recrawl"))
+        .args(["demo", "--periods", "1000", "--period-ms", "500", "--sites", "2", "--pages-per-site", "5"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("recrawl demo");
+    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines();
+    let mut pids = Vec::new();
+    // "stages: fetch pid N http://…, diff pid N …", then the table once period 0 began.
+    for line in lines.by_ref() {
+        let line = line.expect("demo output");
+        if let Some(stages) = line.strip_prefix("stages: ") {
+            pids =
+                stages.split(", ").filter_map(|stage| stage.split(' ').nth(2)?.parse::<i32>().ok()).collect();
+        }
+        if line.trim_start().starts_with("period") {
+            break;
+        }
+    }
+    assert_eq!(pids.len(), 4, "the demo named its four stage processes");
+    assert!(pids.iter().all(|&pid| alive(pid)), "the stages run");
+    let (code, took) = stop(&mut demo, "recrawl demo", Signal::SIGTERM, Duration::from_secs(60));
+    eprintln!("demo after SIGTERM: exit {code:?} in {took:?}");
+    assert_eq!(code, Some(0), "an interrupted demo still prints its summary and exits 0");
+    let summary: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(summary.iter().any(|line| line.contains("fetch exit 0")), "the stages drained: {summary:?}");
+    for pid in pids {
+        assert!(!alive(pid), "stage process {pid} outlived the demo");
+    }
+}
+
+#[test]
+fn simweb_writes_its_truth_log_on_sigterm() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let truth = dir.path().join("truth.jsonl");
+    let mut simweb = Command::new(binary("recrawl"))
+        .args(["simweb", "--listen", "127.0.0.1:0", "--sites", "2", "--pages-per-site", "3", "--truth-log"])
+        .arg(&truth)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("recrawl simweb");
+    let mut lines = BufReader::new(simweb.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a first line").expect("simweb output");
+    assert!(first.starts_with("simulated web:"), "simweb serves: {first}");
+    let (code, _) = stop(&mut simweb, "recrawl simweb", Signal::SIGTERM, Duration::from_secs(10));
+    assert_eq!(code, Some(0));
+    let written = std::fs::read_to_string(&truth).expect("the truth log was written");
+    assert_eq!(written.lines().filter(|line| line.starts_with("{\"truth\"")).count(), 6, "one line per page");
+}
