@@ -612,6 +612,21 @@ fn refused_for_good(error: &KafkaError) -> bool {
     )
 }
 
+/// Whether the broker no longer knows this producer's id or epoch: retrying with the
+/// same producer cannot succeed.
+fn producer_identity_lost(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::ProducerFenced
+                | RDKafkaErrorCode::InvalidProducerEpoch
+                | RDKafkaErrorCode::UnknownProducerId
+                | RDKafkaErrorCode::InvalidProducerIdMapping
+                | RDKafkaErrorCode::OutOfOrderSequenceNumber
+        )
+    )
+}
+
 /// Doubling back-off between retries, from [`FIRST_BACKOFF`] to [`MAX_BACKOFF`].
 #[derive(Debug)]
 struct Backoff(Duration);
@@ -633,7 +648,6 @@ impl<S: Stage> Loop<S> {
         let rebalanced = self.consumer.context().rebalanced();
         let drain = Duration::from_millis(self.args.drain_timeout_ms);
         let mut watchdog = tokio::time::interval(Duration::from_secs(1));
-        let mut consume_backoff = Backoff::new();
         loop {
             // Ticks (the scheduler's periods) wait for the group: never an empty period
             // because the instance is still joining.
@@ -655,13 +669,15 @@ impl<S: Stage> Loop<S> {
                 first = self.consumer.recv() => {
                     let first = match first {
                         Ok(message) => InputRecord::from_message(&message),
+                        // No pause after an error: librdkafka paces its own retries, and
+                        // only polling serves the rebalances and statistics that end an
+                        // outage. A pause per error queued during a long outage kept
+                        // stages from rejoining for minutes after the brokers were back.
                         Err(error) => {
                             self.consume_failed(&error);
-                            tokio::time::sleep(consume_backoff.next()).await;
                             continue;
                         }
                     };
-                    consume_backoff = Backoff::new();
                     let batch = self.fill_batch(first).await;
                     self.sync_assignment().await?;
                     let work = self.process(batch);
@@ -783,6 +799,7 @@ impl<S: Stage> Loop<S> {
         let started = Instant::now();
         let mut backoff = Backoff::new();
         let mut retried = false;
+        let mut said = String::new();
         let mut pending = out.records;
         loop {
             let producer = &self.producer;
@@ -821,8 +838,14 @@ impl<S: Stage> Loop<S> {
                     });
                 }
                 self.ctx.health.kafka_down(&format!("producing to {topic}: {error}"));
+                // Once per kind of failure, not once per retry: an outage is one line.
+                let failure = error.to_string();
+                if failure != said {
+                    tracing::warn!(%topic, error = %failure, records = retry.len(), "deliveries failed; retrying them");
+                    said = failure;
+                }
                 retried = true;
-                self.recreate_producer_if_fatal()?;
+                self.recreate_producer_if_done(&error)?;
                 tokio::time::sleep(backoff.next()).await;
             }
             pending = retry;
@@ -859,11 +882,17 @@ impl<S: Stage> Loop<S> {
         ))
     }
 
-    /// After a fatal error (fenced, unknown producer id) the producer accepts nothing
-    /// more: replace it. Its unacknowledged records are what the caller retries.
-    fn recreate_producer_if_fatal(&mut self) -> Result<(), RuntimeError> {
-        if let Some((code, reason)) = self.producer.client().fatal_error() {
-            tracing::warn!(?code, reason, "the producer hit a fatal error; re-creating it");
+    /// After a fatal error the producer accepts nothing more: replace it. Its
+    /// unacknowledged records are what the caller retries. A broker can also end an
+    /// idempotent producer's identity without librdkafka calling it fatal (tansu answers
+    /// a producer that outlived its restart with ProducerFenced, for ever): the same.
+    fn recreate_producer_if_done(&mut self, error: &KafkaError) -> Result<(), RuntimeError> {
+        let done = self.producer.client().fatal_error().or_else(|| {
+            producer_identity_lost(error)
+                .then(|| (error.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail), error.to_string()))
+        });
+        if let Some((code, reason)) = done {
+            tracing::warn!(?code, reason, "the producer can send no more; re-creating it");
             self.ctx.metrics.errors.with_label_values(&[ErrorKind::ProducerRecreated.as_str()]).inc();
             self.producer = create_producer(&self.args)?;
         }
