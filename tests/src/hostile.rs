@@ -119,14 +119,17 @@ async fn serve(mut stream: TcpStream, bomb: &[u8]) -> std::io::Result<()> {
     }
     match host.split('.').next().unwrap_or_default() {
         "endless" => {
-            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n").await?;
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n")
+                .await?;
             loop {
                 stream.write_all(&[b'x'; 64 << 10]).await?;
             }
         }
         "huge" => {
             let announced = 64 << 20;
-            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {announced}\r\n\r\n");
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {announced}\r\n\r\n");
             stream.write_all(head.as_bytes()).await?;
             for _ in 0..announced / (64 << 10) {
                 stream.write_all(&[b'y'; 64 << 10]).await?;
@@ -134,7 +137,9 @@ async fn serve(mut stream: TcpStream, bomb: &[u8]) -> std::io::Result<()> {
             Ok(())
         }
         "slow" => {
-            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n").await?;
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n")
+                .await?;
             for byte in PAGE.iter().cycle().take(1000) {
                 stream.write_all(&[*byte]).await?;
                 // The trickle is the misbehaviour, not a wait for anything.
@@ -142,15 +147,23 @@ async fn serve(mut stream: TcpStream, bomb: &[u8]) -> std::io::Result<()> {
             }
             Ok(())
         }
-        "bomb" => answer(&mut stream, "200 OK", "text/html", &[("Content-Encoding", "gzip".to_owned())], bomb).await,
+        "bomb" => {
+            answer(&mut stream, "200 OK", "text/html", &[("Content-Encoding", "gzip".to_owned())], bomb).await
+        }
         "headers" => {
             let filler: Vec<(&str, String)> = (0..100).map(|_| ("X-Filler", "f".repeat(1000))).collect();
             answer(&mut stream, "200 OK", "text/html", &filler, PAGE).await
         }
         "loop" => answer(&mut stream, "302 Found", "text/html", &[("Location", path.to_owned())], b"").await,
         "invalid-utf8" => {
-            answer(&mut stream, "200 OK", "text/html; charset=utf-8", &[], b"<p>\xff\xfe broken \xc3\x28 \xed\xa0\x80</p>")
-                .await
+            answer(
+                &mut stream,
+                "200 OK",
+                "text/html; charset=utf-8",
+                &[],
+                b"<p>\xff\xfe broken \xc3\x28 \xed\xa0\x80</p>",
+            )
+            .await
         }
         "mixed" => {
             // Declared UTF-8 by the header and EUC-KR by the page, holding Latin-1 and
@@ -159,7 +172,9 @@ async fn serve(mut stream: TcpStream, bomb: &[u8]) -> std::io::Result<()> {
             answer(&mut stream, "200 OK", "text/html; charset=utf-8", &[], body).await
         }
         "closes" => {
-            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 10000\r\n\r\n").await?;
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 10000\r\n\r\n")
+                .await?;
             stream.write_all(PAGE).await?;
             stream.shutdown().await
         }
@@ -174,7 +189,8 @@ async fn answer(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> std::io::Result<()> {
-    let mut head = format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n", body.len());
+    let mut head =
+        format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n", body.len());
     for (name, value) in headers {
         head += &format!("{name}: {value}\r\n");
     }
