@@ -26,7 +26,7 @@ use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH};
 use recrawl_schemas::{TopicCatalogue, TopicNames};
 use tokio::process::{Child, Command};
 
-use crate::observe::{Observed, Observer, Tally};
+use crate::observe::{Observed, Observer, PeriodTally, Tally};
 use crate::sim::measure::{CopyTracker, Measures};
 use crate::sim::server::{site_host, PageTruth, SimWebArgs, SimWebServer};
 use crate::sim::simulate::{run_policy, SimConfig, SimPolicy, SimulatedWeb};
@@ -199,7 +199,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
     let result = watch(&args, &kafka, &mut processes, epoch_unix_ms, &simweb, stopped).await;
     let stage_exits = stop(&mut processes).await;
-    let (tally, stored, periods_run) = result?;
+    let (tally, totals, stored, periods_run) = result?;
     let interrupted = periods_run < args.periods;
     // The periods the run covered, whatever arrived in them.
     let horizon = periods_run;
@@ -220,7 +220,6 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     simweb.shutdown()?;
     drop(mock);
 
-    let totals = tally.totals();
     let exits: Vec<String> = stage_exits
         .iter()
         .map(|(name, code)| format!("{name} {}", code.map_or("killed".to_owned(), |c| format!("exit {c}"))))
@@ -369,8 +368,9 @@ async fn wait_ready(processes: &mut [StageProcess]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints a line per period until `args.periods` have been shown; returns the tally, when
-/// the pipeline stored each page, and the periods shown (fewer if the user interrupted).
+/// Prints a line per period until `args.periods` have been shown; returns the tally, the
+/// sum of the rows shown, when the pipeline stored each page, and the periods shown (fewer
+/// if the user interrupted).
 async fn watch(
     args: &DemoArgs,
     kafka: &KafkaArgs,
@@ -378,7 +378,7 @@ async fn watch(
     epoch_unix_ms: i64,
     simweb: &SimWebServer,
     mut stopped: Pin<&mut impl Future<Output = &'static str>>,
-) -> anyhow::Result<(Tally, Stored, u64)> {
+) -> anyhow::Result<(Tally, PeriodTally, Stored, u64)> {
     tokio::select! {
         ready = wait_ready(processes) => ready?,
         signal = stopped.as_mut() => bail!("{signal} before period 0"),
@@ -393,6 +393,9 @@ async fn watch(
     println!("all stages own their partitions; period 0 starts in {lead_ms} ms");
     let observer = Observer::new(kafka, &[FETCH, CHANGE_EVENTS, DEAD_LETTER]).await?;
     let mut tally = Tally::default();
+    // What the table showed, row by row: the summary adds up these rows, not the picks
+    // published while the stages stopped or results that arrived after their row.
+    let mut shown = PeriodTally::default();
     let mut stored = Stored::new();
     let mut next_to_print = 0u64;
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
@@ -412,7 +415,7 @@ async fn watch(
                 }
                 tally.record(&observed);
             }
-            _ = stopped.as_mut() => return Ok((tally, stored, next_to_print)),
+            _ = stopped.as_mut() => return Ok((tally, shown, stored, next_to_print)),
             _ = ticker.tick() => {
                 for process in processes.iter_mut() {
                     if let Some(status) = process.child.try_wait()? {
@@ -440,12 +443,13 @@ async fn watch(
                         freshness,
                         if period.fetched < period.picks { "  (results still arriving)" } else { "" },
                     );
+                    shown.add(&period);
                     next_to_print += 1;
                 }
             }
         }
     }
-    Ok((tally, stored, next_to_print))
+    Ok((tally, shown, stored, next_to_print))
 }
 
 fn format_degree(degree: Option<f64>) -> String {

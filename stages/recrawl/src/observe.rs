@@ -238,6 +238,16 @@ pub struct PeriodTally {
 }
 
 impl PeriodTally {
+    /// Adds `other`'s counts: a run's totals from the periods shown.
+    pub fn add(&mut self, other: &PeriodTally) {
+        self.picks += other.picks;
+        self.fetched += other.fetched;
+        self.failed += other.failed;
+        self.changes += other.changes;
+        self.compared += other.compared;
+        self.degree_sum += other.degree_sum;
+    }
+
     /// Every pick of the period has its change event.
     pub fn is_complete(&self) -> bool {
         self.picks > 0 && self.fetched >= self.picks
@@ -275,18 +285,5 @@ impl Tally {
             Observed::DeadLetter(_) | Observed::Undecodable { .. } => self.dead_letters += 1,
             _ => {}
         }
-    }
-
-    pub fn totals(&self) -> PeriodTally {
-        let mut total = PeriodTally::default();
-        for period in self.periods.values() {
-            total.picks += period.picks;
-            total.fetched += period.fetched;
-            total.failed += period.failed;
-            total.changes += period.changes;
-            total.compared += period.compared;
-            total.degree_sum += period.degree_sum;
-        }
-        total
     }
 }

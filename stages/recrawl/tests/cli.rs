@@ -42,6 +42,20 @@ fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
         .map(|l| l.split_whitespace().nth(2).and_then(|w| w.parse().ok()).expect("fetched column"))
         .collect();
     assert!(totals.iter().sum::<u64>() > 0, "{stdout}");
+    // The summary adds up the table: picks, fetched, failed and changes columns.
+    let column_sum = |column: usize| -> u64 {
+        period_lines
+            .iter()
+            .map(|l| l.split_whitespace().nth(column).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0))
+            .sum()
+    };
+    for (column, name) in [(1, "picks"), (2, "fetched"), (3, "failed"), (4, "changes")] {
+        assert!(
+            summary.contains(&format!(" {} {name},", column_sum(column))),
+            "the summary's {name} is not the table's sum {}:\n{stdout}",
+            column_sum(column)
+        );
+    }
     // Freshness against the simulated web's truth, per period and against uniform crawling.
     let freshness: Vec<f64> = period_lines
         .iter()
