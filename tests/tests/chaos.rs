@@ -190,7 +190,11 @@ async fn settle(
     loop {
         let mut owned = Vec::new();
         for stage in group.iter_mut() {
-            assert!(stage.child.try_wait().expect("status").is_none(), "{} exited while its group rebalanced", stage.name);
+            assert!(
+                stage.child.try_wait().expect("status").is_none(),
+                "{} exited while its group rebalanced",
+                stage.name
+            );
             owned.push(stage.assigned_partitions(client).await.unwrap_or(0));
         }
         let now = Instant::now();
@@ -350,7 +354,14 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             let after = next_output(&seen, name, started).await;
             exits += &format!(" {name} {:.1} s", after.as_secs_f64());
         }
-        report(&mut rows, Row { scenario: format!("kill -9 {}", names.join(" + ")), recovered, exits: exits + " after the kill" });
+        report(
+            &mut rows,
+            Row {
+                scenario: format!("kill -9 {}", names.join(" + ")),
+                recovered,
+                exits: exits + " after the kill",
+            },
+        );
     }
 
     // SIGTERM while the pipeline runs: a clean exit, then a restart.
@@ -362,11 +373,10 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     stages.insert(1, Stage::start("diff", args));
     stages[1].ready(&client).await;
     progress_after(&seen, before, "SIGTERM of diff").await;
-    report(&mut rows, Row {
-        scenario: "SIGTERM diff mid-run".into(),
-        recovered: started.elapsed(),
-        exits: "0".into(),
-    });
+    report(
+        &mut rows,
+        Row { scenario: "SIGTERM diff mid-run".into(), recovered: started.elapsed(), exits: "0".into() },
+    );
 
     // Hostile web servers: a pick of each misbehaving page, published as the scheduler
     // publishes them, due in 30 s (time for robots.txt first); each must come back as a
@@ -377,7 +387,10 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     let period = current_period(epoch);
     let due = unix_ms() + 30_000;
     for hostility in &HOSTILITIES {
-        let pick = PagePick { deadline_ms: Some(due), ..PagePick::discovery(&hostile.url(hostility), period).expect("url") };
+        let pick = PagePick {
+            deadline_ms: Some(due),
+            ..PagePick::discovery(&hostile.url(hostility), period).expect("url")
+        };
         produce(&producer, &kafka.topics().name(FETCH), &pick.host, &pick).await;
     }
     for hostility in &HOSTILITIES {
@@ -392,18 +405,25 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
                 break result;
             }
             assert!(Instant::now() < deadline, "no fetch result for {} within 120 s", hostility.name);
-            assert!(stages[0].child.try_wait().expect("status").is_none(), "fetch exited on {}", hostility.name);
+            assert!(
+                stages[0].child.try_wait().expect("status").is_none(),
+                "fetch exited on {}",
+                hostility.name
+            );
             // The observer fills `seen` from its own task; looking again is the only way.
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        report(&mut rows, Row {
-            scenario: format!("hostile web: {}", hostility.name),
-            recovered: outcome.0.duration_since(started),
-            exits: match outcome.2 {
-                Some(error) => format!("none; fetch result `{}`: {error}", outcome.1.as_str()),
-                None => format!("none; fetch result `{}`", outcome.1.as_str()),
+        report(
+            &mut rows,
+            Row {
+                scenario: format!("hostile web: {}", hostility.name),
+                recovered: outcome.0.duration_since(started),
+                exits: match outcome.2 {
+                    Some(error) => format!("none; fetch result `{}`: {error}", outcome.1.as_str()),
+                    None => format!("none; fetch result `{}`", outcome.1.as_str()),
+                },
             },
-        });
+        );
     }
     let before = estimates_so_far(&seen);
     progress_after(&seen, before, "the hostile web").await;
@@ -438,20 +458,22 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    report(&mut rows, Row {
-        scenario: "poison on every input topic (5 MB, empty, random)".into(),
-        recovered: started.elapsed(),
-        exits: "none".into(),
-    });
+    report(
+        &mut rows,
+        Row {
+            scenario: "poison on every input topic (5 MB, empty, random)".into(),
+            recovered: started.elapsed(),
+            exits: "none".into(),
+        },
+    );
 
     // The broker stopped for 20 s, then started again with its data, where the test can do
     // that (the mock's switch, or its own tansu).
     match broker_outage(&mut broker, &mut stages, &client, &seen, Duration::from_secs(20)).await {
-        Some(recovered) => report(&mut rows, Row {
-            scenario: "broker stopped 20 s, then restarted".into(),
-            recovered,
-            exits: "none".into(),
-        }),
+        Some(recovered) => report(
+            &mut rows,
+            Row { scenario: "broker stopped 20 s, then restarted".into(), recovered, exits: "none".into() },
+        ),
         None => eprintln!("the outage is skipped: {broker:?} cannot be restarted by the test"),
     }
 
@@ -523,17 +545,21 @@ async fn scaling_each_stage_to_three_instances_and_back() {
             // Settled: every partition owned, and every instance owns some. Not settling
             // is a finding for the table (partitions move back when the instances leave,
             // checked below), not a failure.
-            settle(&mut group, &client, total, |owned| owned.iter().all(|&n| n > 0), Duration::from_secs(60)).await
+            settle(&mut group, &client, total, |owned| owned.iter().all(|&n| n > 0), Duration::from_secs(60))
+                .await
         };
         let outcome = match joined.settled {
             Some(after) => format!("none; the group settled {:.1} s after the start", after.as_secs_f64()),
             None => format!("none; not settled after 60 s: owned {:?} of {total}", joined.owned),
         };
-        report(&mut rows, Row {
-            scenario: format!("{name} scaled 1 → 3 instances: partitions without an owner"),
-            recovered: joined.unowned,
-            exits: outcome,
-        });
+        report(
+            &mut rows,
+            Row {
+                scenario: format!("{name} scaled 1 → 3 instances: partitions without an owner"),
+                recovered: joined.unowned,
+                exits: outcome,
+            },
+        );
         // Leaving: from SIGTERM to the added instances until the one left owns every
         // partition again (their drains included: an upper bound on the stall).
         let leaving = Instant::now();
@@ -541,13 +567,21 @@ async fn scaling_each_stage_to_three_instances_and_back() {
             assert_eq!(stage.stop(), Some(0), "an added {name} exits 0 on SIGTERM");
         }
         let left =
-            settle(&mut [&mut *stage], &client, total, |owned| owned[0] == total, Duration::from_secs(180)).await;
-        assert!(left.settled.is_some(), "{name} left alone owns {:?} of {total} partitions after 180 s", left.owned);
-        report(&mut rows, Row {
-            scenario: format!("{name} scaled 3 → 1 instances: partitions without an owner"),
-            recovered: leaving.elapsed(),
-            exits: "the added ones exit 0".into(),
-        });
+            settle(&mut [&mut *stage], &client, total, |owned| owned[0] == total, Duration::from_secs(180))
+                .await;
+        assert!(
+            left.settled.is_some(),
+            "{name} left alone owns {:?} of {total} partitions after 180 s",
+            left.owned
+        );
+        report(
+            &mut rows,
+            Row {
+                scenario: format!("{name} scaled 3 → 1 instances: partitions without an owner"),
+                recovered: leaving.elapsed(),
+                exits: "the added ones exit 0".into(),
+            },
+        );
     }
 
     for stage in stages {
