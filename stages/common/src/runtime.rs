@@ -752,8 +752,16 @@ impl<S: Stage> Loop<S> {
         }
         let mut out = self.emitter();
         self.stage.handle(batch, &mut self.store, &mut out).await?;
+        let dead_lettered = out.records.iter().any(|record| record.dead_letter.is_some());
         self.publish(out).await?;
         self.store_offsets(&offsets);
+        if dead_lettered {
+            // A replay of this batch (a crash, a lost session) would dead-letter the same
+            // records again: commit now rather than within the next second.
+            if let Err(error) = self.consumer.commit_consumer_state(CommitMode::Async) {
+                tracing::debug!(%error, "early commit after dead letters not sent; the periodic one follows");
+            }
+        }
         self.ctx.metrics.batch_seconds.observe(started.elapsed().as_secs_f64());
         Ok(())
     }
