@@ -230,10 +230,10 @@ async fn broker_outage(
     tokio::time::sleep(outage).await;
     broker.start_again().await;
     let started = Instant::now();
-    // A consumer group whose session expired in the outage can take librdkafka's mock
-    // coordinator minutes to re-assign (reports/chaos/README.md); a Kafka broker does it
-    // within a rebalance.
-    let limit = Duration::from_secs(400);
+    // Generous: a group whose session expired in the outage is assigned again after the
+    // coordinator's rebalance delay, and a produce request caught by the restart can wait
+    // out its 30 s timeout first.
+    let limit = Duration::from_secs(180);
     for stage in stages.iter_mut() {
         let ready = stage.ready_within(client, limit).await;
         eprintln!("{} ready {ready:?} after the broker came back", stage.name);
@@ -591,15 +591,19 @@ async fn scaling_each_stage_to_three_instances_and_back() {
     web.shutdown().expect("web");
 }
 
-/// The broker stopped for 2 minutes, then started again with its data.
+/// The broker stopped for 2 minutes, then started again with its data: every stage ready
+/// again, progress, and a clean exit 0 on SIGTERM.
 ///
-/// Ignored: after an outage this long, some consumer groups are not assigned again within
-/// 400 s, on both brokers this machine has (`reports/chaos/README.md`: "Long outages").
-/// Run it with `-- --ignored`.
+/// On tansu only (the CI's second tier): librdkafka's mock broker, once back, sometimes
+/// leaves a produce request unanswered for its 30 s timeout, so a stage stopped just after
+/// misses its drain deadline and rightly exits 1 (`reports/chaos/README.md`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "groups not re-assigned within 400 s after a 2-minute outage on the mock broker and tansu: reports/chaos/README.md"]
 async fn a_two_minute_broker_outage_is_ridden_out() {
     let mut broker = Broker::restartable().await;
+    if !matches!(broker, Broker::Tansu(_)) {
+        eprintln!("skipped: {broker:?} is not a tansu of the test's own (RECRAWL_TEST_TANSU, RECRAWL_TEST_TANSU_S3)");
+        return;
+    }
     let prefix = unique_prefix("long-outage");
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
