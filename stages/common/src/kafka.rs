@@ -47,7 +47,7 @@ fn fetch_limits(args: &KafkaArgs, config: &mut ClientConfig) {
         .set("max.partition.fetch.bytes", args.max_record_bytes.to_string())
         .set("fetch.max.bytes", fetch_max.to_string())
         // A response holds at most fetch.max.bytes of records plus protocol framing.
-        .set("receive.message.max.bytes", (fetch_max + (1 << 20)).to_string());
+        .set("receive.message.max.bytes", fetch_max.saturating_add(1 << 20).to_string());
 }
 
 /// A group consumer whose offsets are stored by the loop, only after a batch's outputs

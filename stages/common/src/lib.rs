@@ -2,6 +2,9 @@
 //! the at-least-once processing loop with partitioned state restored from a changelog,
 //! dead-lettering, Prometheus metrics, the health server, tracing and clean shutdown.
 //! Stages provide a [`runtime::Stage`]; everything Kafka-shaped lives here.
+// Records come from topics and sizes from brokers: no panicking shortcut on them.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
 
 pub mod admin;
 pub mod config;

@@ -308,16 +308,20 @@ impl OutputRecord {
     }
 
     fn size(&self) -> usize {
-        let headers: usize = self.headers.iter().map(|(name, value)| name.len() + value.len()).sum();
-        self.key.len() + self.payload.as_ref().map_or(0, Vec::len) + headers
+        let headers = self
+            .headers
+            .iter()
+            .fold(0usize, |sum, (name, value)| sum.saturating_add(name.len()).saturating_add(value.len()));
+        self.key.len().saturating_add(self.payload.as_ref().map_or(0, Vec::len)).saturating_add(headers)
     }
 }
 
 /// `text` cut to at most `max` bytes on a character boundary.
 fn truncate_text(text: &str, max: usize) -> String {
     let mut end = text.len().min(max);
+    // Index 0 is always a boundary, so this stops there at the latest.
     while !text.is_char_boundary(end) {
-        end -= 1;
+        end = end.saturating_sub(1);
     }
     text[..end].to_owned()
 }
@@ -638,7 +642,7 @@ impl Backoff {
 
     fn next(&mut self) -> Duration {
         let wait = self.0;
-        self.0 = (self.0 * 2).min(MAX_BACKOFF);
+        self.0 = self.0.saturating_mul(2).min(MAX_BACKOFF);
         wait
     }
 }
@@ -716,7 +720,8 @@ impl<S: Stage> Loop<S> {
     async fn fill_batch(&self, first: InputRecord) -> Vec<InputRecord> {
         let mut bytes = first.payload_len();
         let mut batch = vec![first];
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.args.batch_linger_ms);
+        let now = tokio::time::Instant::now();
+        let deadline = now.checked_add(Duration::from_millis(self.args.batch_linger_ms)).unwrap_or(now);
         while batch.len() < self.args.batch_size && bytes < BATCH_MAX_BYTES {
             match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
                 Ok(Ok(message)) => {
@@ -745,7 +750,7 @@ impl<S: Stage> Loop<S> {
         for record in &batch {
             self.ctx.metrics.records_in.with_label_values(&[&record.topic]).inc();
             let next = offsets.entry((record.topic.clone(), record.partition)).or_insert(0);
-            *next = (*next).max(record.offset + 1);
+            *next = (*next).max(record.offset.saturating_add(1));
         }
         if batch.is_empty() {
             return Ok(());
@@ -1038,7 +1043,8 @@ impl<S: Stage> Loop<S> {
             if !pending.is_empty() {
                 reader.assign(&list).map_err(|e| restore_error(first, e.to_string()))?;
             }
-            let deadline = Instant::now() + RESTORE_TIMEOUT;
+            let now = Instant::now();
+            let deadline = now.checked_add(RESTORE_TIMEOUT).unwrap_or(now);
             let settle = Duration::from_millis(settle_ms);
             let reading = !pending.is_empty();
             loop {
@@ -1080,7 +1086,7 @@ impl<S: Stage> Loop<S> {
                         }
                     }
                 }
-                if pending.get(&partition).is_some_and(|high| message.offset() + 1 >= *high) {
+                if pending.get(&partition).is_some_and(|high| message.offset().saturating_add(1) >= *high) {
                     pending.remove(&partition);
                 }
             }

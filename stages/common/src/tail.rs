@@ -75,7 +75,7 @@ pub fn tail_topic(args: &KafkaArgs, topic: String, client_group: &str, shutdown:
                 Err(error) => return Err(fail(error.to_string())),
             };
             let record = InputRecord::from_message(&message);
-            if pending.get(&record.partition).is_some_and(|high| record.offset + 1 >= *high) {
+            if pending.get(&record.partition).is_some_and(|high| record.offset.saturating_add(1) >= *high) {
                 pending.remove(&record.partition);
             }
             if sender.blocking_send(record).is_err() {
