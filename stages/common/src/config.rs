@@ -10,8 +10,12 @@ use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ConfigError {
-    #[error("--kafka-option {0:?}: expected key=value")]
+    #[error("--kafka-option {}: expected key=value", redact_option_text(.0))]
     KafkaOptionSyntax(String),
+    /// librdkafka refused a passed-through property; its value is shown only if it cannot
+    /// be a secret.
+    #[error("--kafka-option {key}={shown}: {reason}", shown = redact_option(.key, .value))]
+    KafkaOption { key: String, value: String, reason: String },
     #[error("--kafka-option {0}: set by recrawl itself ({1}); use the recrawl flag instead")]
     ReservedKafkaOption(String, &'static str),
     #[error("--drain-timeout-ms {drain_ms} must be below the consumer session timeout ({session_ms} ms, session.timeout.ms) so a drained stage is not evicted mid-drain")]
@@ -73,6 +77,45 @@ pub fn parse_kafka_option(raw: &str) -> Result<(String, String), ConfigError> {
         return Err(ConfigError::ReservedKafkaOption(key.to_owned(), flag));
     }
     Ok((key.to_owned(), value.trim().to_owned()))
+}
+
+/// Whether a librdkafka property (or a misspelling of one) may hold a secret: passwords,
+/// private keys, OAuth secrets and JAAS or OIDC configurations, by the words in its name.
+pub fn is_secret_option(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "pass",
+        "pasw",
+        "pwd",
+        "secret",
+        "token",
+        "key.pem",
+        "credential",
+        "jaas",
+        "oauthbearer.config",
+        "private",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
+}
+
+/// The value of `key` fit to print: `***` when the property may hold a secret.
+pub fn redact_option<'a>(key: &str, value: &'a str) -> std::borrow::Cow<'a, str> {
+    if is_secret_option(key) {
+        "***".into()
+    } else {
+        value.into()
+    }
+}
+
+/// A raw `--kafka-option` argument fit to print, cut after its key when that may name a
+/// secret (or when it has no '=' and may be one).
+fn redact_option_text(raw: &str) -> String {
+    match raw.split_once('=') {
+        Some((key, value)) => format!("{key}={}", redact_option(key, value)),
+        None if is_secret_option(raw) => "***".to_owned(),
+        None => format!("{raw:?}"),
+    }
 }
 
 /// A clap value parser for flags that are shares, costs or probabilities: a number in
@@ -197,6 +240,26 @@ impl KafkaArgs {
         };
         if self.drain_timeout_ms >= session_ms {
             return Err(ConfigError::DrainTooLong { drain_ms: self.drain_timeout_ms, session_ms });
+        }
+        self.check_kafka_options()
+    }
+
+    /// Hands every passed-through property to librdkafka once, without creating a client,
+    /// so a misspelled or invalid one fails here with a message of ours (librdkafka's own
+    /// repeats the property and prints its value, which may be a password).
+    pub fn check_kafka_options(&self) -> Result<(), ConfigError> {
+        for (key, value) in &self.kafka_options {
+            let mut config = rdkafka::ClientConfig::new();
+            config.set(key, value);
+            if let Err(error) = config.create_native_config() {
+                let reason = match error {
+                    rdkafka::error::KafkaError::ClientConfig(_, description, _, _) => {
+                        description.replace(value.as_str(), "…")
+                    }
+                    other => other.to_string().replace(value.as_str(), "…"),
+                };
+                return Err(ConfigError::KafkaOption { key: key.clone(), value: value.clone(), reason });
+            }
         }
         Ok(())
     }
@@ -341,5 +404,28 @@ mod tests {
         for bad in ["-1", "inf", "NaN", "x"] {
             assert!(super::non_negative(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn secret_options_are_redacted_by_name_misspelled_or_not() {
+        for key in [
+            "sasl.password",
+            "sasl.pasword",
+            "ssl.key.password",
+            "ssl.keystore.password",
+            "ssl.key.pem",
+            "sasl.oauthbearer.client.secret",
+            "sasl.oauthbearer.config",
+            "sasl.jaas.config",
+            "SSL.KEY.PASSWD",
+        ] {
+            assert_eq!(super::redact_option(key, "s3cret"), "***", "{key}");
+        }
+        for key in ["security.protocol", "sasl.username", "ssl.key.location", "compression.level"] {
+            assert_eq!(super::redact_option(key, "v"), "v", "{key}");
+        }
+        assert_eq!(super::redact_option_text("sasl.password:s3cret"), "***");
+        assert_eq!(super::redact_option_text("linger.ms"), "\"linger.ms\"");
+        assert_eq!(super::redact_option_text("sasl.password=s3cret"), "sasl.password=***");
     }
 }

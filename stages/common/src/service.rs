@@ -11,7 +11,7 @@ use clap::{Args, Command, Subcommand};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{LogFormat, ServiceArgs};
+use crate::config::{ConfigError, LogFormat, ServiceArgs};
 use crate::http;
 use crate::runtime::StageContext;
 
@@ -83,10 +83,15 @@ where
         Err(error) => {
             let error = anyhow::Error::from(error);
             tracing::error!(stage, error = %describe(&error), "stopped on error");
-            Err(error)
+            Err(Logged(error).into())
         }
     }
 }
+
+/// An error already written to the log: the exit code says it again, the terminal not.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Logged(anyhow::Error);
 
 /// How a stage binary was invoked: the stage with its flags, or an offline command.
 #[derive(Debug)]
@@ -100,16 +105,38 @@ pub enum Invocation<A, O> {
 /// flattened stage flags optional beside subcommands: their nested groups never count as
 /// present, so the stage flags always came back empty.)
 pub fn parse_invocation<A: Args, O: Subcommand>(command: Command) -> Invocation<A, O> {
-    let mut command = O::augment_subcommands(A::augment_args(command))
+    let mut command = hide_env_values(O::augment_subcommands(A::augment_args(command)))
         .args_conflicts_with_subcommands(true)
         .subcommand_negates_reqs(true);
-    let mut matches = command.clone().get_matches();
+    let mut matches =
+        command.clone().try_get_matches().unwrap_or_else(|error| exit_on_parse_error(error, &mut command));
     let parsed = if matches.subcommand_name().is_some() {
         O::from_arg_matches_mut(&mut matches).map(Invocation::Offline)
     } else {
         A::from_arg_matches_mut(&mut matches).map(Invocation::Stage)
     };
-    parsed.unwrap_or_else(|error| error.format(&mut command).exit())
+    parsed.unwrap_or_else(|error| exit_on_parse_error(error, &mut command))
+}
+
+/// Prints a command-line error and exits 2, as clap does, except that a value refused by
+/// one of recrawl's own parsers is reported by its message alone: clap's quotes the raw
+/// value, and a malformed `--kafka-option` may hold a password (recrawl's messages name
+/// the flag and redact secrets).
+pub fn exit_on_parse_error(error: clap::Error, command: &mut Command) -> ! {
+    use std::error::Error as _;
+    if error.kind() == clap::error::ErrorKind::ValueValidation {
+        if let Some(ours) = error.source().and_then(|cause| cause.downcast_ref::<ConfigError>()) {
+            eprintln!("error: {ours}\n\nFor more information, try '--help'.");
+            std::process::exit(2);
+        }
+    }
+    error.format(command).exit()
+}
+
+/// `command` and its subcommands with every option's environment value left out of
+/// `--help`: clap shows them by default, and RECRAWL_KAFKA_OPTIONS can hold a password.
+pub fn hide_env_values(command: Command) -> Command {
+    command.mut_args(|arg| arg.hide_env_values(true)).mut_subcommands(hide_env_values)
 }
 
 /// How long the runtime may keep blocking threads after `main` returned: a Kafka call
@@ -130,6 +157,7 @@ pub fn block_on_main(main: impl Future<Output = anyhow::Result<()>>) -> ExitCode
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.is::<Logged>() => ExitCode::FAILURE,
         Err(error) => {
             eprintln!("Error: {}", describe(&error));
             ExitCode::FAILURE

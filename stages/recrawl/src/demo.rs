@@ -338,8 +338,12 @@ fn spawn_stage(
         .stdout(log.try_clone()?)
         .stderr(log)
         .kill_on_drop(true);
-    for (key, value) in &kafka.kafka_options {
-        command.arg("--kafka-option").arg(format!("{key}={value}"));
+    // Through the environment, not the command line, which any local user can read
+    // (ps): the options may hold a password.
+    if !kafka.kafka_options.is_empty() {
+        let options: Vec<String> =
+            kafka.kafka_options.iter().map(|(key, value)| format!("{key}={value}")).collect();
+        command.env("RECRAWL_KAFKA_OPTIONS", options.join(";"));
     }
     let child = command.spawn().with_context(|| format!("starting the {name} stage"))?;
     Ok(StageProcess { name, child, http })

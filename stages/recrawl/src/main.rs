@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use recrawl::observe::{Observer, OBSERVABLE};
 use recrawl_common::admin::{create_topics, TopicOutcome};
 use recrawl_common::KafkaArgs;
@@ -98,7 +98,13 @@ enum StageCommand {
 }
 
 fn main() -> std::process::ExitCode {
-    let command = Cli::parse().command;
+    let mut cli = recrawl_common::service::hide_env_values(Cli::command());
+    let parsed =
+        cli.try_get_matches_from_mut(std::env::args_os()).and_then(|matches| Cli::from_arg_matches(&matches));
+    let command = match parsed {
+        Ok(parsed) => parsed.command,
+        Err(error) => recrawl_common::service::exit_on_parse_error(error, &mut cli),
+    };
     recrawl_common::service::block_on_main(run(command))
 }
 
