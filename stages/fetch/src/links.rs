@@ -283,73 +283,14 @@ fn strip_url_label(value: &str) -> &str {
     }
 }
 
-/// Decodes character references in an attribute value: lol_html hands values over raw, and
-/// `&amp;` between query parameters is how valid HTML writes `&`. Numeric references and the
-/// named ones that occur in URLs are handled; anything else stays as written.
+/// Decodes character references in an attribute value as a browser does: lol_html hands
+/// values over raw, `&amp;` between query parameters is how valid HTML writes `&`, and
+/// pages use every reference of HTML's table. htmlize follows the standard's attribute
+/// rules: a legacy name without `;` followed by `=` or an alphanumeric stays as written
+/// (`?a=1&copy=2`), numeric references 0x80–0x9F map through Windows-1252, NUL,
+/// surrogates and out-of-range numbers become U+FFFD.
 fn decode_character_references(raw: &str) -> Cow<'_, str> {
-    if !raw.contains('&') {
-        return Cow::Borrowed(raw);
-    }
-    let mut decoded = String::with_capacity(raw.len());
-    let mut rest = raw;
-    while let Some((before, after)) = rest.split_once('&') {
-        decoded.push_str(before);
-        match decode_reference(after) {
-            Some((character, after_reference)) => {
-                decoded.push(character);
-                rest = after_reference;
-            }
-            None => {
-                decoded.push('&');
-                rest = after;
-            }
-        }
-    }
-    decoded.push_str(rest);
-    Cow::Owned(decoded)
-}
-
-/// Decodes the reference right after an `&`: the character and what follows the reference.
-fn decode_reference(after_ampersand: &str) -> Option<(char, &str)> {
-    if let Some(numeric) = after_ampersand.strip_prefix('#') {
-        let (radix, digits) = match numeric.strip_prefix(['x', 'X']) {
-            Some(hex) => (16, hex),
-            None => (10, numeric),
-        };
-        let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
-        let (number, rest) = digits.split_at(end);
-        if number.is_empty() {
-            return None;
-        }
-        // HTML turns out-of-range, surrogate and NUL code points into U+FFFD.
-        let character = u32::from_str_radix(number, radix)
-            .ok()
-            .and_then(char::from_u32)
-            .filter(|&c| c != '\0')
-            .unwrap_or(char::REPLACEMENT_CHARACTER);
-        return Some((character, rest.strip_prefix(';').unwrap_or(rest)));
-    }
-    // (name, character, whether HTML also accepts it without the `;`)
-    const NAMED: [(&str, char, bool); 5] = [
-        ("amp", '&', true),
-        ("lt", '<', true),
-        ("gt", '>', true),
-        ("quot", '"', true),
-        ("apos", '\'', false),
-    ];
-    for (name, character, legacy) in NAMED {
-        let Some(tail) = after_ampersand.strip_prefix(name) else { continue };
-        if let Some(after_semicolon) = tail.strip_prefix(';') {
-            return Some((character, after_semicolon));
-        }
-        // Old names may omit the `;`, but inside attributes HTML leaves them alone when they
-        // could be the start of a query parameter such as `&amp=1` or `&ltd`.
-        let continues_name = tail.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'=');
-        if legacy && !continues_name {
-            return Some((character, tail));
-        }
-    }
-    None
+    htmlize::unescape_attribute(raw)
 }
 
 #[cfg(test)]
@@ -592,6 +533,34 @@ mod tests {
                 "http://example.com/q?once=&amp;",
             ]
         );
+    }
+
+    /// Cases from the HTML standard's named character references and its numeric rules,
+    /// as a browser resolves these hrefs.
+    #[test]
+    fn every_html_character_reference_is_decoded_as_a_browser_does() {
+        let cases = [
+            ("caf&eacute;.html", "http://example.com/dir/caf%C3%A9.html"),
+            ("a&ndash;b", "http://example.com/dir/a%E2%80%93b"),
+            // 0x80-0x9F are Windows-1252's characters: &#150; is an en dash, not U+0096.
+            ("a&#150;b", "http://example.com/dir/a%E2%80%93b"),
+            ("a&#x2013;b", "http://example.com/dir/a%E2%80%93b"),
+            ("x&AMP;y", "http://example.com/dir/x&y"),
+            // Legacy names need no `;`, unless `=` or an alphanumeric follows in an attribute.
+            ("x?a&AMP b", "http://example.com/dir/x?a&%20b"),
+            ("x?a=1&copy=2", "http://example.com/dir/x?a=1&copy=2"),
+            ("x?a=1&copy", "http://example.com/dir/x?a=1%C2%A9"),
+            ("x?n&notit;", "http://example.com/dir/x?n&notit;"),
+            ("x?n&notin;", "http://example.com/dir/x?n%E2%88%89"),
+            ("x&zzz;y", "http://example.com/dir/x&zzz;y"),
+            ("x&#0;y", "http://example.com/dir/x%EF%BF%BDy"),
+            ("x&#xD800;y", "http://example.com/dir/x%EF%BF%BDy"),
+            ("x&#x110000;y", "http://example.com/dir/x%EF%BF%BDy"),
+        ];
+        for (href, expected) in cases {
+            let links = extract(&format!(r#"<a href="{href}">l</a>"#));
+            assert_eq!(urls(&links), [expected], "{href}");
+        }
     }
 
     #[test]
