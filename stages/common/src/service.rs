@@ -105,9 +105,7 @@ pub enum Invocation<A, O> {
 /// flattened stage flags optional beside subcommands: their nested groups never count as
 /// present, so the stage flags always came back empty.)
 pub fn parse_invocation<A: Args, O: Subcommand>(command: Command) -> Invocation<A, O> {
-    let mut command = hide_env_values(O::augment_subcommands(A::augment_args(command)))
-        .args_conflicts_with_subcommands(true)
-        .subcommand_negates_reqs(true);
+    let mut command = stage_cli::<A, O>(command);
     let mut matches =
         command.clone().try_get_matches().unwrap_or_else(|error| exit_on_parse_error(error, &mut command));
     let parsed = if matches.subcommand_name().is_some() {
@@ -116,6 +114,37 @@ pub fn parse_invocation<A: Args, O: Subcommand>(command: Command) -> Invocation<
         A::from_arg_matches_mut(&mut matches).map(Invocation::Stage)
     };
     parsed.unwrap_or_else(|error| exit_on_parse_error(error, &mut command))
+}
+
+/// A stage binary's command line: the stage's flags, or one of its offline commands.
+pub fn stage_cli<A: Args, O: Subcommand>(command: Command) -> Command {
+    hide_env_values(O::augment_subcommands(A::augment_args(command)))
+        .args_conflicts_with_subcommands(true)
+        .subcommand_negates_reqs(true)
+}
+
+/// Every argument and subcommand of `command`, recursively, that has no help text, as
+/// `command sub --flag` paths: a test of each binary requires none.
+pub fn without_help(command: &Command) -> Vec<String> {
+    let mut missing = Vec::new();
+    let name = command.get_name();
+    for arg in command.get_arguments() {
+        let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+        if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+            let shown = arg.get_long().map_or_else(|| arg.get_id().to_string(), |long| format!("--{long}"));
+            missing.push(format!("{name} {shown}"));
+        }
+    }
+    for sub in command.get_subcommands() {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        if sub.get_about().is_none() && sub.get_long_about().is_none() {
+            missing.push(format!("{name} {}", sub.get_name()));
+        }
+        missing.extend(without_help(sub).into_iter().map(|path| format!("{name} {path}")));
+    }
+    missing
 }
 
 /// Prints a command-line error and exits 2, as clap does, except that a value refused by

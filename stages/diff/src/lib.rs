@@ -64,8 +64,13 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub compare: CompareArgs,
     /// Baseline metrics computed besides IED and BW (comma-separated).
-    #[arg(long, env = "RECRAWL_DIFF_METRICS", value_enum, value_delimiter = ',',
-          default_values_t = [Baseline::Cos, Baseline::Wd, Baseline::Ed, Baseline::Sh])]
+    #[arg(
+        long,
+        env = "RECRAWL_DIFF_METRICS",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "cos,wd,ed,sh"
+    )]
     pub metrics: Vec<Baseline>,
     /// Words of a page kept and compared: bounds state size and the work a huge page costs.
     #[arg(long, env = "RECRAWL_DIFF_MAX_WORDS", default_value_t = 100_000,

@@ -5,11 +5,16 @@ use anyhow::Context;
 use recrawl_common::service::{block_on_main, parse_invocation, Invocation};
 use recrawl_diff::offline::{criteria, score, Offline};
 
-fn main() -> ExitCode {
-    let command = clap::Command::new("recrawl-diff").version(env!("CARGO_PKG_VERSION")).about(
+/// The binary's name, version and description; its flags and commands come from its types.
+fn command() -> clap::Command {
+    clap::Command::new("recrawl-diff").version(env!("CARGO_PKG_VERSION")).about(
         "recrawl diff: previous version of every page, change events from fetch results. \
          Without a command it runs the stage.",
-    );
+    )
+}
+
+fn main() -> ExitCode {
+    let command = command();
     block_on_main(async move {
         match parse_invocation::<recrawl_diff::DiffArgs, Offline>(command) {
             Invocation::Stage(args) => recrawl_diff::main(args).await,
@@ -30,4 +35,15 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use recrawl_common::service::{stage_cli, without_help};
+
+    #[test]
+    fn every_flag_and_subcommand_has_help() {
+        let cli = stage_cli::<recrawl_diff::DiffArgs, super::Offline>(super::command());
+        assert_eq!(without_help(&cli), Vec::<String>::new());
+    }
 }

@@ -72,6 +72,8 @@ pub struct EstimateArgs {
     #[arg(long, env = "RECRAWL_ESTIMATOR_DAY_START_HOUR", default_value_t = 9,
           value_parser = clap::value_parser!(u8).range(0..=23))]
     pub day_start_hour: u8,
+    /// The hour (local) at which day changes end, exclusive: changes from then until
+    /// --day-start-hour are night changes.
     #[arg(long, env = "RECRAWL_ESTIMATOR_DAY_END_HOUR", default_value_t = 18,
           value_parser = clap::value_parser!(u8).range(1..=24))]
     pub day_end_hour: u8,

@@ -30,6 +30,8 @@ pub enum Offline {
 
 #[derive(Debug, Args)]
 pub struct StatsArgs {
+    /// One URL's crawls as in the paper's Figure 1: `.` not requested, `!` failed, any
+    /// other character a download with that content (e.g. '!u.!uuvv.w!ww..w').
     #[arg(long)]
     pub history: String,
     /// Crawls of the group so far (K); the history's length by default.
@@ -39,6 +41,7 @@ pub struct StatsArgs {
 
 #[derive(Debug, Args)]
 pub struct PredictArgs {
+    /// What to predict: dr, downloads among requests; mr, changes among comparisons.
     #[arg(long, value_enum)]
     pub kind: Kind,
     /// Successes (changes) among the latest requests (comparisons).
@@ -54,6 +57,7 @@ pub struct PredictArgs {
     /// holding the 12 coarse bin shares (percent or fractions).
     #[arg(long)]
     pub dist: String,
+    /// How the prediction uses the group distribution (default: the paper's).
     #[arg(long, value_enum, default_value_t)]
     pub model: Model,
 }
@@ -63,6 +67,7 @@ pub struct EvaluateArgs {
     /// `group<TAB>history` lines; blank lines and `#` comments are skipped.
     #[arg(long)]
     pub histories: PathBuf,
+    /// What to predict: dr, downloads among requests; mr, changes among comparisons.
     #[arg(long, value_enum)]
     pub kind: Kind,
     /// One model only; all of them by default.
@@ -84,10 +89,13 @@ pub struct EvaluateArgs {
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
+    /// The group name written before each history (e.g. popular).
     #[arg(long)]
     pub group: String,
+    /// Histories to generate, one URL each.
     #[arg(long)]
     pub urls: usize,
+    /// Crawls in each history (the paper's protocol: 55 daily crawls).
     #[arg(long, default_value_t = 55)]
     pub crawls: usize,
     /// Download rate distribution: paper-popular, paper-random, or a JSON file of 12 shares.
@@ -97,6 +105,7 @@ pub struct GenerateArgs {
     /// none) or a JSON file of 12 shares.
     #[arg(long, default_value = "synthetic")]
     pub mr: String,
+    /// Seed of the random draws: the same seed, the same histories.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }

@@ -25,11 +25,16 @@ enum Offline {
     },
 }
 
-fn main() -> ExitCode {
-    let command = clap::Command::new("recrawl-fetch").version(env!("CARGO_PKG_VERSION")).about(
+/// The binary's name, version and description; its flags and commands come from its types.
+fn command() -> clap::Command {
+    clap::Command::new("recrawl-fetch").version(env!("CARGO_PKG_VERSION")).about(
         "recrawl fetch: fetches picked URLs over HTTP, emits results and links. Without a \
          command it runs the stage.",
-    );
+    )
+}
+
+fn main() -> ExitCode {
+    let command = command();
     block_on_main(async move {
         match parse_invocation::<recrawl_fetch::FetchArgs, Offline>(command) {
             Invocation::Stage(args) => recrawl_fetch::main(args).await,
@@ -42,4 +47,15 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use recrawl_common::service::{stage_cli, without_help};
+
+    #[test]
+    fn every_flag_and_subcommand_has_help() {
+        let cli = stage_cli::<recrawl_fetch::FetchArgs, super::Offline>(super::command());
+        assert_eq!(without_help(&cli), Vec::<String>::new());
+    }
 }

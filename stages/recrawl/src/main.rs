@@ -91,9 +91,15 @@ enum TopicsCommand {
 #[derive(Debug, Subcommand)]
 enum StageCommand {
     // Boxed: the fetch and scheduler flags outweigh the other variants many times over.
+    /// The fetch stage: picks → HTTP → fetch results and links (as recrawl-fetch).
     Fetch(Box<recrawl_fetch::FetchArgs>),
+    /// The diff stage: fetch results → change events with change degrees (as recrawl-diff).
     Diff(recrawl_diff::DiffArgs),
+    /// The estimator stage: change events → per-page estimates and group distributions
+    /// (as recrawl-estimator).
     Estimator(recrawl_estimator::EstimatorArgs),
+    /// The scheduler stage: estimates and links → each period's picks (as
+    /// recrawl-scheduler).
     Scheduler(Box<recrawl_scheduler::SchedulerArgs>),
 }
 
@@ -180,5 +186,15 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_and_subcommand_has_help() {
+        assert_eq!(recrawl_common::service::without_help(&Cli::command()), Vec::<String>::new());
     }
 }

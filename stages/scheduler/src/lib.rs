@@ -61,9 +61,7 @@ pub struct SchedulerArgs {
     /// How known pages are ranked for refresh.
     #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = Policy::ChangeAware)]
     pub policy: Policy,
-    /// T − t in the paper's score: rolling:W (a constant window) or fixed:T (restarting
-    /// horizons).
-    #[arg(long, env = "RECRAWL_HORIZON", default_value = "rolling:10")]
+    #[arg(long, env = "RECRAWL_HORIZON", default_value = "rolling:10", help = crate::policy::HORIZON_HELP)]
     pub horizon: Horizon,
     /// Weight of the download-time term p·g (in periods) against staleness.
     #[arg(long, env = "RECRAWL_COST_WEIGHT", default_value_t = 1.0, value_parser = non_negative)]
@@ -103,11 +101,13 @@ pub struct SchedulerArgs {
     #[arg(long, env = "RECRAWL_UTC_OFFSET_MINUTES", default_value_t = 0, allow_negative_numbers = true,
           value_parser = clap::value_parser!(i32).range(-720..=840))]
     pub utc_offset_minutes: i32,
-    /// `nutch-adaptive`: a new page's fetch interval, and its bounds, in periods.
+    /// `nutch-adaptive`: a new page's fetch interval, in periods.
     #[arg(long, env = "RECRAWL_NUTCH_INITIAL_INTERVAL", default_value_t = 5.0)]
     pub nutch_initial_interval: f64,
+    /// `nutch-adaptive`: the shortest fetch interval, in periods.
     #[arg(long, env = "RECRAWL_NUTCH_MIN_INTERVAL", default_value_t = 1.0)]
     pub nutch_min_interval: f64,
+    /// `nutch-adaptive`: the longest fetch interval, in periods.
     #[arg(long, env = "RECRAWL_NUTCH_MAX_INTERVAL", default_value_t = 1000.0)]
     pub nutch_max_interval: f64,
     #[command(flatten)]

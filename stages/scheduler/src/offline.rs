@@ -36,8 +36,7 @@ pub struct PlanArgs {
     /// Picks to choose.
     #[arg(long)]
     pub m: usize,
-    /// T (a fixed horizon), or rolling:W.
-    #[arg(long, default_value = "rolling:10")]
+    #[arg(long, default_value = "rolling:10", help = crate::policy::HORIZON_HELP)]
     pub horizon: Horizon,
     /// t, the period the picks are for.
     #[arg(long, default_value_t = 0)]

@@ -54,6 +54,9 @@ pub enum Discovery {
     Bfs,
 }
 
+/// The `--horizon` flag's help, the same for the stage and the offline `plan`.
+pub const HORIZON_HELP: &str = "T − t in the paper's score, in periods: rolling:W (a constant window W) or fixed:T (horizons of T + 1 periods that restart, T − t shrinking to 0; a bare T means fixed:T)";
+
 /// How T − t is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Horizon {

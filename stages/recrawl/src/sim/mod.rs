@@ -47,11 +47,13 @@ pub struct RunArgs {
     /// Pages per site (the web has pages / this many sites).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub pages_per_site: u32,
+    /// Periods simulated (each policy runs them all).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub periods: u64,
     /// R: picks per period as a share of the pages.
     #[arg(long, default_value_t = 0.2, value_parser = parse_share)]
     pub budget: f64,
+    /// Seed of the simulated web and of every random choice: the same seed, the same run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Wall minutes a period stands for (time of day of changes and response times).

@@ -37,11 +37,13 @@ pub enum Experiment {
 
 #[derive(Debug, Args)]
 pub struct PaperArgs {
+    /// The experiment to run (default: all four, and the index of their reports).
     #[arg(value_enum, default_value = "all")]
     pub experiment: Experiment,
     /// Folder the reports are written to (one subfolder per experiment).
     #[arg(long, default_value = "reports/sim")]
     pub out: PathBuf,
+    /// Seed of the simulated webs: the same seed, the same reports.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Multiplies every experiment's page count (1: the committed reports).

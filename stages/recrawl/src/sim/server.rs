@@ -60,10 +60,13 @@ const MAX_GROWTH: usize = 4;
 
 #[derive(Debug, Clone, Args)]
 pub struct SimWebArgs {
+    /// Seed of the web's pages, links and change times: the same seed, the same web.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Sites, one virtual host each (s0.sim.test, s1.sim.test, …).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..100_000))]
     pub sites: u32,
+    /// Pages on each site.
     #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..100_000))]
     pub pages_per_site: u32,
     /// Wall milliseconds per period.
@@ -87,6 +90,7 @@ pub struct SimWebArgs {
     /// How long a page that times out holds the request, ms.
     #[arg(long, default_value_t = 30_000)]
     pub hold_ms: u64,
+    /// Address to serve on, host:port (port 0: any free port; the first line says which).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
     /// Write the truth (every page's change times) and the served log here at shutdown, as
