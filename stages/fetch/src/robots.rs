@@ -2,10 +2,11 @@
 //! convention), and a per-origin cache with a lifetime, so a host's rules cost one request
 //! per `--robots-ttl-ms` rather than one per page.
 
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lru::LruCache;
 use texting_robots::Robot;
 use tokio::time::Instant;
 
@@ -109,22 +110,31 @@ struct Entry {
 }
 
 /// robots.txt rules by origin (`scheme://host:port`), each kept until it expires; at most
-/// `capacity` origins, dropping expired entries first and then the soonest to expire.
+/// `capacity` origins, the least recently used dropped first. Insert and lookup are O(1):
+/// a crawl over millions of hosts keeps the cache full, and the scan for the entry to drop
+/// it replaced cost O(capacity) per insert. An expired entry is dropped when looked up.
 #[derive(Debug)]
 pub struct RobotsCache {
-    entries: HashMap<String, Entry>,
+    entries: LruCache<String, Entry>,
     lifetimes: RobotsLifetimes,
-    capacity: usize,
 }
 
 impl RobotsCache {
     pub fn new(lifetimes: RobotsLifetimes, capacity: usize) -> Self {
-        Self { entries: HashMap::new(), lifetimes, capacity: capacity.max(1) }
+        let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
+        Self { entries: LruCache::new(capacity), lifetimes }
     }
 
-    /// The live rules of `origin`, if any.
-    pub fn get(&self, origin: &str, now: Instant) -> Option<Arc<RobotsRules>> {
-        self.entries.get(origin).filter(|entry| entry.expires > now).map(|entry| entry.rules.clone())
+    /// The live rules of `origin`, if any; a lookup counts as a use.
+    pub fn get(&mut self, origin: &str, now: Instant) -> Option<Arc<RobotsRules>> {
+        match self.entries.get(origin) {
+            Some(entry) if entry.expires > now => Some(entry.rules.clone()),
+            Some(_) => {
+                self.entries.pop(origin);
+                None
+            }
+            None => None,
+        }
     }
 
     /// Keeps `rules` for `origin`; `server_failure` picks the shorter lifetime.
@@ -136,18 +146,8 @@ impl RobotsCache {
         now: Instant,
     ) -> Arc<RobotsRules> {
         let lifetime = if server_failure { self.lifetimes.error_ttl } else { self.lifetimes.ttl };
-        if self.entries.len() >= self.capacity && !self.entries.contains_key(origin) {
-            self.entries.retain(|_, entry| entry.expires > now);
-            if self.entries.len() >= self.capacity {
-                let soonest =
-                    self.entries.iter().min_by_key(|(_, entry)| entry.expires).map(|(key, _)| key.clone());
-                if let Some(key) = soonest {
-                    self.entries.remove(&key);
-                }
-            }
-        }
         let rules = Arc::new(rules);
-        self.entries.insert(origin.to_owned(), Entry { rules: rules.clone(), expires: later(now, lifetime) });
+        self.entries.put(origin.to_owned(), Entry { rules: rules.clone(), expires: later(now, lifetime) });
         rules
     }
 
@@ -235,15 +235,34 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_drops_the_soonest_to_expire() {
+    fn a_full_cache_drops_the_least_recently_used() {
         let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(100), error_ttl: Duration::from_secs(10) };
         let mut cache = RobotsCache::new(lifetimes, 2);
         let now = Instant::now();
         cache.insert("http://a", RobotsRules::AllowAll, false, now);
         cache.insert("http://b", RobotsRules::AllowAll, true, now);
+        assert!(cache.get("http://a", now).is_some(), "a used after b");
         cache.insert("http://c", RobotsRules::AllowAll, false, now);
         assert_eq!(cache.len(), 2);
         assert!(cache.get("http://b", now).is_none());
         assert!(cache.get("http://a", now).is_some() && cache.get("http://c", now).is_some());
+    }
+
+    #[test]
+    fn an_expired_entry_is_not_served_and_leaves_the_cache() {
+        let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(100), error_ttl: Duration::from_secs(10) };
+        let mut cache = RobotsCache::new(lifetimes, 100_000);
+        let now = Instant::now();
+        for host in 0..100_000 {
+            cache.insert(&format!("http://h{host}"), RobotsRules::AllowAll, host % 2 == 0, now);
+        }
+        assert_eq!(cache.len(), 100_000);
+        cache.insert("http://newcomer", RobotsRules::AllowAll, false, now);
+        assert_eq!(cache.len(), 100_000, "full: one dropped for the newcomer");
+        assert!(cache.get("http://h0", now).is_none(), "the least recently used went");
+        let later = now + Duration::from_secs(50);
+        assert!(cache.get("http://h2", later).is_none(), "an error answer expires after 10 s");
+        assert!(cache.get("http://h3", later).is_some(), "a file lives 100 s");
+        assert_eq!(cache.len(), 100_000 - 1);
     }
 }
