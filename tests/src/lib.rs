@@ -125,10 +125,13 @@ impl Broker {
         }
         match self {
             Self::Mock(mock) => {
-                recrawl::demo::create_topics_on_mock(mock, &catalogue, &kafka.topics()).expect("mock topics");
+                recrawl::demo::create_topics_on_mock(mock, &catalogue, &kafka.cluster.topics())
+                    .expect("mock topics");
             }
             Self::External(_) | Self::Tansu(_) => {
-                recrawl_common::admin::create_topics(kafka, &catalogue, Some(1)).await.expect("topics");
+                recrawl_common::admin::create_topics(&kafka.cluster, &catalogue, Some(1))
+                    .await
+                    .expect("topics");
             }
         }
     }

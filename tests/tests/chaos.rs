@@ -56,7 +56,7 @@ async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
     }
 
     // The crawl reaches every stage: picks, then their change events and estimates.
-    let observer = Observer::new(&kafka, &[FETCH, CHANGE_EVENTS, ESTIMATES]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[FETCH, CHANGE_EVENTS, ESTIMATES]).await.expect("observer");
     let mut estimated: HashSet<(String, u64)> = HashSet::new();
     let mut changes_after: Option<usize> = None;
     let mut changes = 0;
@@ -244,9 +244,10 @@ async fn broker_outage(
 
 /// Reads the pipeline's topics into a log from a task of its own.
 async fn observe(kafka: &KafkaArgs) -> (Arc<Log>, tokio::task::JoinHandle<()>) {
-    let observer = Observer::new(kafka, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
-        .await
-        .expect("observer");
+    let observer =
+        Observer::new(&kafka.cluster, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
+            .await
+            .expect("observer");
     let seen: Arc<Log> = Arc::default();
     let reading = {
         let seen = seen.clone();
@@ -391,7 +392,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             deadline_ms: Some(due),
             ..PagePick::discovery(&hostile.url(hostility), period).expect("url")
         };
-        produce(&producer, &kafka.topics().name(FETCH), &pick.host, &pick).await;
+        produce(&producer, &kafka.cluster.topics().name(FETCH), &pick.host, &pick).await;
     }
     for hostility in &HOSTILITIES {
         let url = hostile.url(hostility);
@@ -438,7 +439,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         ("random", b"\x01\x02not an envelope".to_vec()),
     ];
     for topic in [FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, LINKS] {
-        let topic = kafka.topics().name(topic);
+        let topic = kafka.cluster.topics().name(topic);
         for (_, bytes) in &poisons {
             producer
                 .send(FutureRecord::to(&topic).key("poison").payload(bytes), Duration::from_secs(30))

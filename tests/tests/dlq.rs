@@ -36,7 +36,7 @@ fn dlq(flags: &[String], command: &[&str]) -> Vec<serde_json::Value> {
 /// Records on `topic` so far, over its partitions.
 fn records(kafka: &KafkaArgs, topic: &str) -> i64 {
     let reader: BaseConsumer =
-        recrawl_common::kafka::reader_config(kafka, "dlq-test").create().expect("reader");
+        recrawl_common::kafka::reader_config(&kafka.cluster, "dlq-test").create().expect("reader");
     (0..2)
         .map(|p| {
             let (low, high) = reader.fetch_watermarks(topic, p, Duration::from_secs(10)).expect("watermarks");
@@ -64,12 +64,14 @@ async fn dead_letters_are_listed_chosen_and_replayed_to_their_topic() {
     let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("dlq"));
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let results = kafka.topics().name(FETCH_RESULTS);
-    let dead_letter = kafka.topics().name(DEAD_LETTER);
+    let results = kafka.cluster.topics().name(FETCH_RESULTS);
+    let dead_letter = kafka.cluster.topics().name(DEAD_LETTER);
     let cli_flags: Vec<String> =
-        ["--brokers", &kafka.brokers, "--topic-prefix", kafka.topics().prefix()].map(str::to_owned).to_vec();
+        ["--brokers", &kafka.cluster.brokers, "--topic-prefix", kafka.cluster.topics().prefix()]
+            .map(str::to_owned)
+            .to_vec();
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka, &[DEAD_LETTER, CHANGE_EVENTS]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[DEAD_LETTER, CHANGE_EVENTS]).await.expect("observer");
     let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     diff.ready().await;
 

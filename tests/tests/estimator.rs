@@ -53,9 +53,9 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
     stage_flags.extend(["--metrics-groups".to_owned(), GROUPS.join(",")]);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, PARTITIONS).await;
-    let topic = kafka.topics().name(CHANGE_EVENTS);
+    let topic = kafka.cluster.topics().name(CHANGE_EVENTS);
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka, &[ESTIMATES]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[ESTIMATES]).await.expect("observer");
 
     let stages: Vec<RunningStage> = (0..instances)
         .map(|_| {
@@ -119,7 +119,7 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
     // in one run of eight, tansu did not assign a group's partitions within a minute to a
     // member joining just after all the others had left; that is the broker's affair.
     let mut restart_flags = stage_flags.clone();
-    restart_flags.extend(["--group-id".to_owned(), format!("{}restarted", kafka.topic_prefix)]);
+    restart_flags.extend(["--group-id".to_owned(), format!("{}restarted", kafka.cluster.topic_prefix)]);
     let restarted =
         RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&restart_flags), ctx));
     restarted.ready().await;

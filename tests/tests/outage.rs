@@ -39,9 +39,9 @@ async fn the_diff_stage_rides_out_a_broker_outage_and_gives_up_past_its_timeout(
     flags.extend(["--outage-timeout-ms".to_owned(), "120000".to_owned()]);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let topic = kafka.topics().name(FETCH_RESULTS);
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka, &[CHANGE_EVENTS]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS]).await.expect("observer");
 
     let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     diff.ready().await;
@@ -91,7 +91,7 @@ async fn a_topic_tail_rides_out_a_broker_outage() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let topic = kafka.topics().name(FETCH_RESULTS);
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tail = recrawl_common::tail::tail_topic(&kafka, topic.clone(), "tail-outage", stop.clone());
     (&mut tail.caught_up).await.expect("the empty topic is read");

@@ -76,14 +76,14 @@ async fn poison_stage<F, Fut>(
     let record_limit = flags
         .windows(2)
         .find(|pair| pair[0] == "--max-record-bytes")
-        .map_or(kafka.max_record_bytes, |pair| pair[1].parse().expect("a number"));
+        .map_or(kafka.cluster.max_record_bytes, |pair| pair[1].parse().expect("a number"));
     let stage = RunningStage::spawn(name, |ctx| run(flags.clone(), ctx));
     stage.ready().await;
 
     // The test's producer takes records as large as the default limit, whatever the stage's.
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
     for input in &inputs {
-        let topic = kafka.topics().name(input.topic);
+        let topic = kafka.cluster.topics().name(input.topic);
         for (poison, _) in poisons(&input.good) {
             producer
                 .send(FutureRecord::to(&topic).key(&input.key).payload(&poison), Duration::from_secs(30))
@@ -100,7 +100,7 @@ async fn poison_stage<F, Fut>(
 
     let mut topics = vec![DEAD_LETTER];
     topics.extend_from_slice(watched);
-    let observer = Observer::new(&kafka, &topics).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &topics).await.expect("observer");
     let expected = 5 * inputs.len();
     let mut seen = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
@@ -124,7 +124,7 @@ async fn poison_stage<F, Fut>(
 
     // Exactly once each: the stage has flushed, so a marker written now to the one
     // partition of the dead-letter topic comes after every dead letter it wrote.
-    let dead_letter_topic = kafka.topics().name(DEAD_LETTER);
+    let dead_letter_topic = kafka.cluster.topics().name(DEAD_LETTER);
     producer
         .send(FutureRecord::to(&dead_letter_topic).key("end-marker").payload("end"), Duration::from_secs(30))
         .await
@@ -139,7 +139,7 @@ async fn poison_stage<F, Fut>(
     }
     assert_eq!(dead(&seen), expected, "{name}: each poison dead-lettered once");
     for input in &inputs {
-        let topic = kafka.topics().name(input.topic);
+        let topic = kafka.cluster.topics().name(input.topic);
         let mut letters: Vec<(String, usize, usize)> = seen
             .iter()
             .filter_map(|o| match o {

@@ -29,8 +29,8 @@ async fn two_instances_publish_m_picks_per_period_together() {
 
     // Seed URLs on eight hosts: the frontier every pick comes from (no fetcher runs, so
     // each pick stays pending for two periods and the next periods take other URLs).
-    let links = kafka.topics().name(LINKS);
-    let estimates = kafka.topics().name(ESTIMATES);
+    let links = kafka.cluster.topics().name(LINKS);
+    let estimates = kafka.cluster.topics().name(ESTIMATES);
     for index in 0..URLS {
         let url = format!("http://h{}.example/{index}.html", index % 8);
         let seed = DiscoveredLinks {
@@ -55,7 +55,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
     ] {
         stage_flags.extend([flag.to_owned(), value]);
     }
-    let observer = Observer::new(&kafka, &[FETCH]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[FETCH]).await.expect("observer");
     let stages: Vec<RunningStage> = (0..2)
         .map(|_| {
             let args = parse_args(&stage_flags);
@@ -97,7 +97,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
 
     // A sentinel behind everything on each partition: once all four are read, so is
     // every pick the instances produced.
-    let fetch = kafka.topics().name(FETCH);
+    let fetch = kafka.cluster.topics().name(FETCH);
     let sentinel = PagePick {
         url: SENTINEL.to_owned(),
         url_key: url_key(SENTINEL),

@@ -48,9 +48,9 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 4).await;
-    let topic = kafka.topics().name(FETCH_RESULTS);
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka, &[CHANGE_EVENTS, DEAD_LETTER]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS, DEAD_LETTER]).await.expect("observer");
     let (mut events, mut dead) = (Vec::new(), 0);
 
     // One instance sees period 1 of every URL.
@@ -140,9 +140,9 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let topic = kafka.topics().name(FETCH_RESULTS);
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka, &[CHANGE_EVENTS, DEAD_LETTER]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS, DEAD_LETTER]).await.expect("observer");
     let (mut events, mut dead) = (Vec::new(), 0);
 
     let before = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));

@@ -19,15 +19,15 @@ async fn topics_create_applies_the_catalogue_once() {
     }
     let kafka: KafkaArgs = parse_args(&kafka_flags(&broker.bootstrap(), &unique_prefix("topics")));
     let catalogue = TopicCatalogue::builtin();
-    let first = create_topics(&kafka, &catalogue, Some(1)).await.expect("create");
+    let first = create_topics(&kafka.cluster, &catalogue, Some(1)).await.expect("create");
     assert_eq!(first.len(), catalogue.topics.len());
     assert!(first.iter().all(|(_, outcome)| *outcome == TopicOutcome::Created), "{first:?}");
-    let second = create_topics(&kafka, &catalogue, Some(1)).await.expect("create again");
+    let second = create_topics(&kafka.cluster, &catalogue, Some(1)).await.expect("create again");
     assert!(second.iter().all(|(_, outcome)| *outcome == TopicOutcome::AlreadyExists), "{second:?}");
 
-    let names = catalogue_topic_names(&catalogue, &kafka.topics());
-    let probe: BaseConsumer = reader_config(&kafka, "probe").create().expect("client");
-    let brokers = kafka.brokers.clone();
+    let names = catalogue_topic_names(&catalogue, &kafka.cluster.topics());
+    let probe: BaseConsumer = reader_config(&kafka.cluster, "probe").create().expect("client");
+    let brokers = kafka.cluster.brokers.clone();
     let counts = tokio::task::spawn_blocking(move || {
         topic_partitions(probe.client(), &brokers, &names, Duration::from_secs(30))
     })
@@ -35,7 +35,12 @@ async fn topics_create_applies_the_catalogue_once() {
     .expect("join")
     .expect("metadata");
     for spec in &catalogue.topics {
-        assert_eq!(counts.get(&kafka.topics().name(&spec.name)), Some(&spec.partitions), "{}", spec.name);
+        assert_eq!(
+            counts.get(&kafka.cluster.topics().name(&spec.name)),
+            Some(&spec.partitions),
+            "{}",
+            spec.name
+        );
     }
 }
 
@@ -50,7 +55,8 @@ async fn an_unreachable_broker_is_named_within_the_startup_timeout() {
     flags.extend(["--startup-timeout-ms".to_owned(), "2000".to_owned()]);
     let kafka: KafkaArgs = parse_args(&flags);
     let started = std::time::Instant::now();
-    let error = create_topics(&kafka, &TopicCatalogue::builtin(), Some(1)).await.expect_err("unreachable");
+    let error =
+        create_topics(&kafka.cluster, &TopicCatalogue::builtin(), Some(1)).await.expect_err("unreachable");
     let text = error.to_string();
     assert!(text.contains(&unreachable) && text.contains("cannot reach"), "{text}");
     // Bounded by the timeout, not by librdkafka's retries: a minute would mean it is not.

@@ -11,7 +11,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use recrawl_schemas::{TopicCatalogue, TopicNames};
 use thiserror::Error;
 
-use crate::config::KafkaArgs;
+use crate::config::ClusterArgs;
 use crate::kafka::base_config;
 
 #[derive(Debug, Error)]
@@ -43,7 +43,7 @@ pub enum TopicOutcome {
 /// Creates every topic of `catalogue` under the prefix of `args`; existing topics are
 /// reported, not changed.
 pub async fn create_topics(
-    args: &KafkaArgs,
+    args: &ClusterArgs,
     catalogue: &TopicCatalogue,
     replication_factor: Option<i32>,
 ) -> Result<Vec<(String, TopicOutcome)>, AdminError> {

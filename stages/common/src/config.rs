@@ -139,15 +139,40 @@ pub fn non_negative(value: &str) -> Result<f64, String> {
     }
 }
 
-/// Kafka connection and loop settings.
+/// Where the cluster is and how to reach it: all a command that only reads or creates
+/// topics needs (`recrawl topics create`, `recrawl tail`).
 #[derive(Debug, Clone, Args)]
-pub struct KafkaArgs {
+pub struct ClusterArgs {
     /// Bootstrap brokers, host:port[,host:port].
     #[arg(long, env = "RECRAWL_BROKERS")]
     pub brokers: String,
     /// Prefix of every topic name.
     #[arg(long, env = "RECRAWL_TOPIC_PREFIX", default_value = recrawl_schemas::topics::DEFAULT_TOPIC_PREFIX)]
     pub topic_prefix: String,
+    /// A librdkafka property passed to every client, key=value; repeatable
+    /// (in the environment, separate several with ';'). TLS and SASL go here:
+    /// security.protocol, ssl.*, sasl.*.
+    #[arg(long = "kafka-option", env = "RECRAWL_KAFKA_OPTIONS", value_delimiter = ';', value_parser = parse_kafka_option)]
+    pub kafka_options: Vec<(String, String)>,
+    /// The largest Kafka record, bytes (key, value and headers): the producer's
+    /// message.max.bytes and the consumer's per-partition fetch size. Topics must accept
+    /// it (max.message.bytes in deploy/topics.toml); the fetch stage's --max-body-bytes
+    /// must fit in it.
+    #[arg(long, env = "RECRAWL_MAX_RECORD_BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES,
+          value_parser = clap::value_parser!(u64).range(1 << 20..=256 << 20).map(|b| b as usize))]
+    pub max_record_bytes: usize,
+    /// How long the brokers must answer at start, milliseconds: an unreachable cluster is
+    /// an error naming the brokers tried after this long.
+    #[arg(long, env = "RECRAWL_STARTUP_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    pub startup_timeout_ms: u64,
+}
+
+/// Kafka connection and a stage loop's settings.
+#[derive(Debug, Clone, Args)]
+pub struct KafkaArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Consumer group (default: the topic prefix followed by the stage name, e.g.
     /// recrawl.diff, so pipelines under different prefixes never share a group).
     #[arg(long, env = "RECRAWL_GROUP_ID")]
@@ -157,11 +182,6 @@ pub struct KafkaArgs {
     /// stable across its restarts, e.g. the pod name; default: dynamic membership.
     #[arg(long, env = "RECRAWL_INSTANCE_ID")]
     pub instance_id: Option<String>,
-    /// A librdkafka property passed to every client, key=value; repeatable
-    /// (in the environment, separate several with ';'). TLS and SASL go here:
-    /// security.protocol, ssl.*, sasl.*.
-    #[arg(long = "kafka-option", env = "RECRAWL_KAFKA_OPTIONS", value_delimiter = ';', value_parser = parse_kafka_option)]
-    pub kafka_options: Vec<(String, String)>,
     /// Producer compression.
     #[arg(long, env = "RECRAWL_COMPRESSION", value_enum, default_value = "lz4")]
     pub compression: Compression,
@@ -186,18 +206,6 @@ pub struct KafkaArgs {
     #[arg(long, env = "RECRAWL_RESTORE_SETTLE_MS", default_value_t = 250,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub restore_settle_ms: u64,
-    /// The largest Kafka record, bytes (key, value and headers): the producer's
-    /// message.max.bytes and the consumer's per-partition fetch size. Topics must accept
-    /// it (max.message.bytes in deploy/topics.toml); the fetch stage's --max-body-bytes
-    /// must fit in it.
-    #[arg(long, env = "RECRAWL_MAX_RECORD_BYTES", default_value_t = DEFAULT_MAX_RECORD_BYTES,
-          value_parser = clap::value_parser!(u64).range(1 << 20..=256 << 20).map(|b| b as usize))]
-    pub max_record_bytes: usize,
-    /// How long the brokers must answer at start, milliseconds: an unreachable cluster is
-    /// an error naming the brokers tried after this long.
-    #[arg(long, env = "RECRAWL_STARTUP_TIMEOUT_MS", default_value_t = 30_000,
-          value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
-    pub startup_timeout_ms: u64,
     /// How long the stage rides out Kafka being unreachable or failing (retrying with
     /// back-off, /readyz 503) before /healthz turns 503 and it exits non-zero,
     /// milliseconds.
@@ -206,42 +214,9 @@ pub struct KafkaArgs {
     pub outage_timeout_ms: u64,
 }
 
-impl KafkaArgs {
-    /// `brokers`, `topic_prefix` and `kafka_options` with every other setting as its flag
-    /// (or environment variable) gives it, for tools that start stages themselves.
-    pub fn with_defaults(
-        brokers: &str,
-        topic_prefix: &str,
-        kafka_options: Vec<(String, String)>,
-    ) -> Result<Self, clap::Error> {
-        use clap::FromArgMatches;
-        let command = Self::augment_args(clap::Command::new("kafka"));
-        let matches =
-            command.try_get_matches_from(["kafka", "--brokers", brokers, "--topic-prefix", topic_prefix])?;
-        let mut args = Self::from_arg_matches(&matches)?;
-        args.kafka_options = kafka_options;
-        Ok(args)
-    }
-
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.batch_size == 0 {
-            return Err(ConfigError::BatchSize);
-        }
-        if let Some(id) = &self.instance_id {
-            let valid = (1..=200).contains(&id.len())
-                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-            if !valid {
-                return Err(ConfigError::InstanceId(id.clone()));
-            }
-        }
-        let session_ms = match self.kafka_options.iter().rev().find(|(k, _)| k == "session.timeout.ms") {
-            Some((_, v)) => v.parse().map_err(|_| ConfigError::SessionTimeout(v.clone()))?,
-            None => DEFAULT_SESSION_TIMEOUT_MS,
-        };
-        if self.drain_timeout_ms >= session_ms {
-            return Err(ConfigError::DrainTooLong { drain_ms: self.drain_timeout_ms, session_ms });
-        }
-        self.check_kafka_options()
+impl ClusterArgs {
+    pub fn topics(&self) -> recrawl_schemas::TopicNames {
+        recrawl_schemas::TopicNames::new(self.topic_prefix.clone())
     }
 
     /// Hands every passed-through property to librdkafka once, without creating a client,
@@ -263,13 +238,49 @@ impl KafkaArgs {
         }
         Ok(())
     }
+}
 
-    pub fn topics(&self) -> recrawl_schemas::TopicNames {
-        recrawl_schemas::TopicNames::new(self.topic_prefix.clone())
+impl KafkaArgs {
+    /// `brokers`, `topic_prefix` and `kafka_options` with every other setting as its flag
+    /// (or environment variable) gives it, for tools that start stages themselves.
+    pub fn with_defaults(
+        brokers: &str,
+        topic_prefix: &str,
+        kafka_options: Vec<(String, String)>,
+    ) -> Result<Self, clap::Error> {
+        use clap::FromArgMatches;
+        let command = Self::augment_args(clap::Command::new("kafka"));
+        let matches =
+            command.try_get_matches_from(["kafka", "--brokers", brokers, "--topic-prefix", topic_prefix])?;
+        let mut args = Self::from_arg_matches(&matches)?;
+        args.cluster.kafka_options = kafka_options;
+        Ok(args)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.batch_size == 0 {
+            return Err(ConfigError::BatchSize);
+        }
+        if let Some(id) = &self.instance_id {
+            let valid = (1..=200).contains(&id.len())
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+            if !valid {
+                return Err(ConfigError::InstanceId(id.clone()));
+            }
+        }
+        let session_ms =
+            match self.cluster.kafka_options.iter().rev().find(|(k, _)| k == "session.timeout.ms") {
+                Some((_, v)) => v.parse().map_err(|_| ConfigError::SessionTimeout(v.clone()))?,
+                None => DEFAULT_SESSION_TIMEOUT_MS,
+            };
+        if self.drain_timeout_ms >= session_ms {
+            return Err(ConfigError::DrainTooLong { drain_ms: self.drain_timeout_ms, session_ms });
+        }
+        self.cluster.check_kafka_options()
     }
 
     pub fn group_for(&self, stage: &str) -> String {
-        self.group_id.clone().unwrap_or_else(|| format!("{}{stage}", self.topic_prefix))
+        self.group_id.clone().unwrap_or_else(|| format!("{}{stage}", self.cluster.topic_prefix))
     }
 }
 
@@ -327,13 +338,13 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            cli.kafka.kafka_options,
+            cli.kafka.cluster.kafka_options,
             vec![
                 ("security.protocol".to_owned(), "SASL_SSL".to_owned()),
                 ("sasl.mechanism".to_owned(), "PLAIN".to_owned()),
             ]
         );
-        assert_eq!(cli.kafka.topic_prefix, "recrawl.");
+        assert_eq!(cli.kafka.cluster.topic_prefix, "recrawl.");
         assert_eq!(cli.kafka.group_for("diff"), "recrawl.diff");
         assert_eq!(cli.kafka.compression, Compression::Lz4);
         assert!(cli.kafka.validate().is_ok());
@@ -392,8 +403,8 @@ mod tests {
             assert!(err.contains("--kafka-option"), "{reserved}: {err}");
         }
         let args = KafkaArgs::with_defaults("h:1", "p.", vec![("a".into(), "b".into())]).unwrap();
-        assert_eq!((args.brokers.as_str(), args.topic_prefix.as_str()), ("h:1", "p."));
-        assert_eq!(args.max_record_bytes, DEFAULT_MAX_RECORD_BYTES);
+        assert_eq!((args.cluster.brokers.as_str(), args.cluster.topic_prefix.as_str()), ("h:1", "p."));
+        assert_eq!(args.cluster.max_record_bytes, DEFAULT_MAX_RECORD_BYTES);
     }
 
     #[test]

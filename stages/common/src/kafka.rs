@@ -16,7 +16,7 @@ use rdkafka::ClientConfig;
 use rdkafka::ClientContext;
 use tokio::sync::Notify;
 
-use crate::config::{KafkaArgs, DEFAULT_SESSION_TIMEOUT_MS};
+use crate::config::{ClusterArgs, KafkaArgs, DEFAULT_SESSION_TIMEOUT_MS};
 use crate::http::Health;
 use crate::metrics::StageMetrics;
 
@@ -25,7 +25,7 @@ const DEFAULT_FETCH_MAX_BYTES: usize = 50 << 20;
 
 /// Settings every client gets: brokers, then recrawl's defaults, then the user's
 /// passthrough options (which may override the defaults but not the reserved keys).
-pub fn base_config(args: &KafkaArgs, defaults: &[(&str, &str)]) -> ClientConfig {
+pub fn base_config(args: &ClusterArgs, defaults: &[(&str, &str)]) -> ClientConfig {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", &args.brokers);
     // A producer or consumer that names a missing topic must fail, not create it with
@@ -41,7 +41,7 @@ pub fn base_config(args: &KafkaArgs, defaults: &[(&str, &str)]) -> ClientConfig 
 }
 
 /// Fetch limits that let a record of `--max-record-bytes` through.
-fn fetch_limits(args: &KafkaArgs, config: &mut ClientConfig) {
+fn fetch_limits(args: &ClusterArgs, config: &mut ClientConfig) {
     let fetch_max = args.max_record_bytes.max(DEFAULT_FETCH_MAX_BYTES);
     config
         .set("max.partition.fetch.bytes", args.max_record_bytes.to_string())
@@ -58,7 +58,7 @@ fn fetch_limits(args: &KafkaArgs, config: &mut ClientConfig) {
 pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
     let session = DEFAULT_SESSION_TIMEOUT_MS.to_string();
     let mut config = base_config(
-        args,
+        &args.cluster,
         &[
             ("auto.offset.reset", "earliest"),
             ("enable.auto.commit", "true"),
@@ -74,7 +74,7 @@ pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
     if let Some(id) = &args.instance_id {
         config.set("group.instance.id", id);
     }
-    fetch_limits(args, &mut config);
+    fetch_limits(&args.cluster, &mut config);
     config
 }
 
@@ -83,7 +83,7 @@ pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
 /// for as long as `--outage-timeout-ms` allows.
 pub fn producer_config(args: &KafkaArgs) -> ClientConfig {
     let mut config = base_config(
-        args,
+        &args.cluster,
         &[
             ("acks", "all"),
             ("enable.idempotence", "true"),
@@ -93,13 +93,13 @@ pub fn producer_config(args: &KafkaArgs) -> ClientConfig {
     );
     config
         .set("compression.type", args.compression.as_str())
-        .set("message.max.bytes", args.max_record_bytes.to_string());
+        .set("message.max.bytes", args.cluster.max_record_bytes.to_string());
     config
 }
 
 /// A consumer outside any group that reads one partition from the start (state restore,
 /// tools).
-pub fn reader_config(args: &KafkaArgs, group: &str) -> ClientConfig {
+pub fn reader_config(args: &ClusterArgs, group: &str) -> ClientConfig {
     let mut config = base_config(args, &[("auto.offset.reset", "earliest")]);
     config.set("group.id", group).set("enable.auto.commit", "false").set("enable.auto.offset.store", "false");
     fetch_limits(args, &mut config);
@@ -363,7 +363,7 @@ mod tests {
         assert_eq!(consumer.get("max.partition.fetch.bytes"), Some("33554432"));
         assert_eq!(consumer.get("fetch.max.bytes"), Some("52428800"));
         assert_eq!(consumer.get("group.instance.id"), None);
-        for config in [&producer, &consumer, &reader_config(&cli.kafka, "r")] {
+        for config in [&producer, &consumer, &reader_config(&cli.kafka.cluster, "r")] {
             assert_eq!(config.get("allow.auto.create.topics"), Some("false"));
         }
         assert_eq!(

@@ -511,7 +511,7 @@ struct Loop<S: Stage> {
 pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) -> Result<(), RuntimeError> {
     args.validate()?;
     let name = stage.name();
-    let topics = args.topics();
+    let topics = args.cluster.topics();
     let group = args.group_for(name);
     let consumer: StreamConsumer<StageConsumerContext> = consumer_config(args, &group)
         .create_with_context(StageConsumerContext::new(ctx.metrics.clone(), ctx.health.clone()))
@@ -530,8 +530,8 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
     to_check.push(topics.name(DEAD_LETTER));
     let counts = {
         let consumer = consumer.clone();
-        let brokers = args.brokers.clone();
-        let timeout = Duration::from_millis(args.startup_timeout_ms);
+        let brokers = args.cluster.brokers.clone();
+        let timeout = Duration::from_millis(args.cluster.startup_timeout_ms);
         tokio::task::spawn_blocking(move || {
             let counts = admin::topic_partitions(consumer.client(), &brokers, &to_check, timeout)?;
             admin::check_copartitioned(&counts, &copartitioned)?;
@@ -700,7 +700,7 @@ impl<S: Stage> Loop<S> {
             Some(waited) if waited > self.outage => Err(RuntimeError::Outage {
                 doing: "waiting for the brokers".to_owned(),
                 waited,
-                last_error: format!("no broker of {} reachable", self.args.brokers),
+                last_error: format!("no broker of {} reachable", self.args.cluster.brokers),
             }),
             _ => Ok(()),
         }
@@ -772,7 +772,7 @@ impl<S: Stage> Loop<S> {
     }
 
     fn emitter(&self) -> Emitter {
-        Emitter::new(self.topics.clone(), self.stage.name(), self.args.max_record_bytes)
+        Emitter::new(self.topics.clone(), self.stage.name(), self.args.cluster.max_record_bytes)
     }
 
     async fn tick(&mut self) -> Result<(), RuntimeError> {
@@ -891,7 +891,7 @@ impl<S: Stage> Loop<S> {
             record.payload.as_deref(),
             DeadLetterKind::Unproducible,
             &reason,
-            self.args.max_record_bytes,
+            self.args.cluster.max_record_bytes,
         ))
     }
 
@@ -1010,11 +1010,11 @@ impl<S: Stage> Loop<S> {
     ) -> Result<Vec<(i32, HashMap<String, S::State>)>, RuntimeError> {
         let topic = self.topics.state(self.stage.name());
         let config =
-            reader_config(&self.args, &format!("{}-restore", self.args.group_for(self.stage.name())));
+            reader_config(&self.args.cluster, &format!("{}-restore", self.args.group_for(self.stage.name())));
         let errors = self.ctx.metrics.errors.clone();
         let records_read = self.ctx.metrics.restored_records.clone();
         let settle_ms = self.args.restore_settle_ms;
-        let metadata_timeout = Duration::from_millis(self.args.startup_timeout_ms);
+        let metadata_timeout = Duration::from_millis(self.args.cluster.startup_timeout_ms);
         tokio::task::spawn_blocking(move || {
             let restore_error = |partition: i32, reason: String| RuntimeError::Restore {
                 topic: topic.clone(),

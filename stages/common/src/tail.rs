@@ -30,8 +30,8 @@ pub struct Tail {
 
 /// Starts reading every partition of `topic` from the beginning until `shutdown`.
 pub fn tail_topic(args: &KafkaArgs, topic: String, client_group: &str, shutdown: CancellationToken) -> Tail {
-    let config = reader_config(args, client_group);
-    let brokers = args.brokers.clone();
+    let config = reader_config(&args.cluster, client_group);
+    let brokers = args.cluster.brokers.clone();
     let (sender, records) = mpsc::channel(1024);
     let (caught_up_sender, caught_up) = oneshot::channel();
     let task = tokio::task::spawn_blocking(move || {

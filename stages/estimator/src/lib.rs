@@ -350,7 +350,7 @@ pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeEr
     args.kafka.validate()?;
     let metrics = EstimatorMetrics::register(ctx.metrics.registry(), args.metrics_groups.clone())
         .map_err(|e| StageError::Other(format!("registering estimator metrics: {e}")))?;
-    let topic = args.kafka.topics().name(DISTRIBUTIONS);
+    let topic = args.kafka.cluster.topics().name(DISTRIBUTIONS);
     let tail_stop = ctx.shutdown.child_token();
     let Tail { records, caught_up, task } = tail_topic(
         &args.kafka,

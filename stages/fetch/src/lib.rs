@@ -163,7 +163,7 @@ const DEFAULT_MAX_POLL_INTERVAL_MS: u64 = 300_000;
 impl FetchArgs {
     pub fn validate(&self) -> Result<(), FetchConfigError> {
         // The largest page accepted must fit in the record that carries its result.
-        let record = self.kafka.max_record_bytes;
+        let record = self.kafka.cluster.max_record_bytes;
         let most = record.saturating_sub(RESULT_OVERHEAD_BYTES);
         if usize::try_from(self.http.max_body_bytes).map_or(true, |body| body > most) {
             return Err(FetchConfigError::BodyOutgrowsRecord {
@@ -176,10 +176,11 @@ impl FetchArgs {
         if request_ms >= drain_ms {
             return Err(FetchConfigError::RequestOutlastsDrain { request_ms, drain_ms });
         }
-        let poll_ms = match self.kafka.kafka_options.iter().rev().find(|(k, _)| k == "max.poll.interval.ms") {
-            Some((_, v)) => v.parse().map_err(|_| FetchConfigError::PollInterval(v.clone()))?,
-            None => DEFAULT_MAX_POLL_INTERVAL_MS,
-        };
+        let poll_ms =
+            match self.kafka.cluster.kafka_options.iter().rev().find(|(k, _)| k == "max.poll.interval.ms") {
+                Some((_, v)) => v.parse().map_err(|_| FetchConfigError::PollInterval(v.clone()))?,
+                None => DEFAULT_MAX_POLL_INTERVAL_MS,
+            };
         let budget_ms = self.politeness.batch_budget_ms;
         // The last requests of a batch may start just before the budget ends.
         if budget_ms.saturating_add(request_ms) >= poll_ms {

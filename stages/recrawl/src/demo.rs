@@ -104,8 +104,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let kafka = KafkaArgs::with_defaults(&brokers, &topic_prefix, args.kafka_options.clone())?;
     let catalogue = TopicCatalogue::builtin();
     let created = match &mock {
-        Some(mock) => create_topics_on_mock(mock, &catalogue, &kafka.topics())?,
-        None => create_topics(&kafka, &catalogue, None).await.context("creating topics")?.len(),
+        Some(mock) => create_topics_on_mock(mock, &catalogue, &kafka.cluster.topics())?,
+        None => create_topics(&kafka.cluster, &catalogue, None).await.context("creating topics")?.len(),
     };
     println!("topics: {created} ready under prefix {topic_prefix:?}");
 
@@ -331,7 +331,14 @@ fn spawn_stage(
     let log = std::fs::File::create(log_dir.join(format!("{name}.log")))?;
     let mut command = Command::new(exe);
     command
-        .args(["stage", name, "--brokers", &kafka.brokers, "--topic-prefix", &kafka.topic_prefix])
+        .args([
+            "stage",
+            name,
+            "--brokers",
+            &kafka.cluster.brokers,
+            "--topic-prefix",
+            &kafka.cluster.topic_prefix,
+        ])
         .args(["--http-listen", &http.to_string(), "--instance-id", &format!("demo-{name}")])
         .args(extra)
         .stdin(Stdio::null())
@@ -340,9 +347,9 @@ fn spawn_stage(
         .kill_on_drop(true);
     // Through the environment, not the command line, which any local user can read
     // (ps): the options may hold a password.
-    if !kafka.kafka_options.is_empty() {
+    if !kafka.cluster.kafka_options.is_empty() {
         let options: Vec<String> =
-            kafka.kafka_options.iter().map(|(key, value)| format!("{key}={value}")).collect();
+            kafka.cluster.kafka_options.iter().map(|(key, value)| format!("{key}={value}")).collect();
         command.env("RECRAWL_KAFKA_OPTIONS", options.join(";"));
     }
     let child = command.spawn().with_context(|| format!("starting the {name} stage"))?;
@@ -395,7 +402,7 @@ async fn watch(
         );
     }
     println!("all stages own their partitions; period 0 starts in {lead_ms} ms");
-    let observer = Observer::new(kafka, &[FETCH, CHANGE_EVENTS, DEAD_LETTER]).await?;
+    let observer = Observer::new(&kafka.cluster, &[FETCH, CHANGE_EVENTS, DEAD_LETTER]).await?;
     let mut tally = Tally::default();
     // What the table showed, row by row: the summary adds up these rows, not the picks
     // published while the stages stopped or results that arrived after their row.

@@ -92,10 +92,10 @@ impl Selection {
 /// Every dead letter the topic holds now, read from its beginning to its end, in
 /// partition and offset order.
 pub async fn read_all(args: &KafkaArgs) -> Result<Vec<DeadLetter>, DlqError> {
-    let topic = args.topics().name(DEAD_LETTER);
-    let config = reader_config(args, "recrawl-dlq");
-    let brokers = args.brokers.clone();
-    let timeout = Duration::from_millis(args.startup_timeout_ms);
+    let topic = args.cluster.topics().name(DEAD_LETTER);
+    let config = reader_config(&args.cluster, "recrawl-dlq");
+    let brokers = args.cluster.brokers.clone();
+    let timeout = Duration::from_millis(args.cluster.startup_timeout_ms);
     let settle_ms = args.restore_settle_ms;
     tokio::task::spawn_blocking(move || {
         let read_error = |source| DlqError::Read { topic: topic.clone(), source };
@@ -170,7 +170,8 @@ pub fn unreplayable(letter: &DeadLetter) -> Option<&'static str> {
 pub async fn republish(args: &KafkaArgs, letters: &[DeadLetter]) -> Result<(), DlqError> {
     let producer: FutureProducer = producer_config(args).create().map_err(DlqError::Producer)?;
     for letter in letters {
-        let origin = format!("{}/{}/{}", args.topics().name(DEAD_LETTER), letter.partition, letter.offset);
+        let origin =
+            format!("{}/{}/{}", args.cluster.topics().name(DEAD_LETTER), letter.partition, letter.offset);
         let mut headers =
             OwnedHeaders::new().insert(Header { key: REPLAYED_FROM_HEADER, value: Some(&origin) });
         // A value that never decoded has no envelope; the stage dead-letters it again.
@@ -202,7 +203,7 @@ pub async fn replay(
     if selection.is_empty() {
         return Err(DlqError::NoSelection);
     }
-    let prefix = args.topics().prefix().to_owned();
+    let prefix = args.cluster.topics().prefix().to_owned();
     let chosen: Vec<(DeadLetter, Option<&'static str>)> = read_all(args)
         .await?
         .into_iter()

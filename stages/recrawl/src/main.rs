@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use recrawl::observe::{Observer, OBSERVABLE};
 use recrawl_common::admin::{create_topics, TopicOutcome};
+use recrawl_common::config::ClusterArgs;
 use recrawl_common::KafkaArgs;
 use recrawl_schemas::TopicCatalogue;
 
@@ -42,7 +43,7 @@ enum Command {
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(OBSERVABLE))]
         topic: String,
         #[command(flatten)]
-        kafka: KafkaArgs,
+        cluster: ClusterArgs,
     },
     /// Dead letters: list them, and re-publish chosen ones to their original topic.
     Dlq {
@@ -78,7 +79,7 @@ enum TopicsCommand {
     /// Create the topics of the catalogue (existing ones are left as they are).
     Create {
         #[command(flatten)]
-        kafka: KafkaArgs,
+        cluster: ClusterArgs,
         /// Topic catalogue (default: the deploy/topics.toml built into this binary).
         #[arg(long, env = "RECRAWL_TOPICS_FILE")]
         file: Option<PathBuf>,
@@ -119,7 +120,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Demo(args) => recrawl::demo::run(args).await,
         Command::Sim(args) => recrawl::sim::run(args).await,
         Command::Simweb(args) => recrawl::sim::server::run(args).await,
-        Command::Topics { command: TopicsCommand::Create { kafka, file, replication_factor } } => {
+        Command::Topics { command: TopicsCommand::Create { cluster, file, replication_factor } } => {
+            cluster.check_kafka_options()?;
             let catalogue = match file {
                 Some(path) => {
                     let text = std::fs::read_to_string(&path)
@@ -128,7 +130,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 }
                 None => TopicCatalogue::builtin(),
             };
-            for (topic, outcome) in create_topics(&kafka, &catalogue, replication_factor).await? {
+            for (topic, outcome) in create_topics(&cluster, &catalogue, replication_factor).await? {
                 let said = match outcome {
                     TopicOutcome::Created => "created",
                     TopicOutcome::AlreadyExists => "exists",
@@ -144,7 +146,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             StageCommand::Scheduler(args) => recrawl_scheduler::main(*args).await,
         },
         Command::Dlq { command: DlqCommand::List { kafka, selection } } => {
-            let prefix = kafka.topics().prefix().to_owned();
+            let prefix = kafka.cluster.topics().prefix().to_owned();
             for letter in recrawl::dlq::read_all(&kafka).await? {
                 if selection.matches(&letter, &prefix) {
                     println!("{}", letter.to_json());
@@ -175,8 +177,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Tail { topic, kafka } => {
-            let observer = Observer::new(&kafka, &[topic.as_str()]).await?;
+        Command::Tail { topic, cluster } => {
+            cluster.check_kafka_options()?;
+            let observer = Observer::new(&cluster, &[topic.as_str()]).await?;
             let stopped = recrawl_common::service::stop_signal()?;
             tokio::pin!(stopped);
             loop {

@@ -10,8 +10,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
 use recrawl_common::admin::{self, AdminError};
+use recrawl_common::config::ClusterArgs;
 use recrawl_common::kafka::{brokers_unreachable, reader_config};
-use recrawl_common::KafkaArgs;
 use recrawl_schemas::topics::{
     dead_letter_headers, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
 };
@@ -94,7 +94,7 @@ impl std::fmt::Debug for Observer {
 
 impl Observer {
     /// Watches `short_topics` (names without prefix) from their beginning.
-    pub async fn new(args: &KafkaArgs, short_topics: &[&str]) -> Result<Self, ObserveError> {
+    pub async fn new(args: &ClusterArgs, short_topics: &[&str]) -> Result<Self, ObserveError> {
         for topic in short_topics {
             if !OBSERVABLE.contains(topic) {
                 return Err(ObserveError::UnknownTopic((*topic).to_owned()));

@@ -31,6 +31,7 @@ pub struct PlanArgs {
     /// change_rate (per period) for the change-aware policies.
     #[arg(long)]
     pub pages: PathBuf,
+    /// How the pages are ranked, as the stage's --policy.
     #[arg(long, value_enum)]
     pub policy: Policy,
     /// Picks to choose.
