@@ -1,6 +1,6 @@
 //! Every long-running command stops on SIGTERM as on Ctrl-C, within a bound, broker or no
 //! broker: the four stage binaries, `recrawl demo` (which stops its stages), `recrawl
-//! simweb` (which writes its truth log).
+//! simweb` (which writes its truth log) and `recrawl tail`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -126,4 +126,25 @@ fn simweb_writes_its_truth_log_on_sigterm() {
     assert_eq!(code, Some(0));
     let written = std::fs::read_to_string(&truth).expect("the truth log was written");
     assert_eq!(written.lines().filter(|line| line.starts_with("{\"truth\"")).count(), 6, "one line per page");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_stops_on_sigterm() {
+    let broker = Broker::start();
+    let prefix = unique_prefix("signals-tail");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    broker.create_topics(&parse_args::<KafkaArgs>(&flags), 2).await;
+    let mut tail = Command::new(binary("recrawl"))
+        .args(["tail", "change-events", "--brokers", &broker.bootstrap(), "--topic-prefix", &prefix])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("recrawl tail");
+    // Its first line says it is reading: the handler is installed by then.
+    let first = BufReader::new(tail.stderr.take().expect("stderr")).lines().next();
+    let first = first.expect("a first line").expect("tail output");
+    assert!(first.starts_with("reading "), "{first}");
+    let (code, _) = stop(&mut tail, "recrawl tail", Signal::SIGTERM, Duration::from_secs(10));
+    assert_eq!(code, Some(0));
 }

@@ -179,9 +179,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Tail { topic, cluster } => {
             cluster.check_kafka_options()?;
-            let observer = Observer::new(&cluster, &[topic.as_str()]).await?;
             let stopped = recrawl_common::service::stop_signal()?;
             tokio::pin!(stopped);
+            let observer = Observer::new(&cluster, &[topic.as_str()]).await?;
+            // On stderr, so the JSON lines on stdout stay clean for a pipe.
+            eprintln!("reading {topic} from its beginning; SIGTERM or SIGINT stops");
             loop {
                 tokio::select! {
                     observed = observer.next() => println!("{}", observed?.to_json()),
