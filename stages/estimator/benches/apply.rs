@@ -10,8 +10,8 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use recrawl_common::StateStore;
 use recrawl_estimator::estimate::{Estimator, EstimatorState, Settings};
-use recrawl_estimator::history::{Observation, PageHistory};
-use recrawl_estimator::model::Model;
+use recrawl_model::history::{Observation, PageHistory};
+use recrawl_model::prediction::Model;
 use recrawl_schemas::{ChangeEvent, RequestOutcome};
 
 const URLS: u64 = 20_000;

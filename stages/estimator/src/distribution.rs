@@ -16,7 +16,7 @@ use std::sync::Arc;
 use recrawl_schemas::GroupDistribution;
 use thiserror::Error;
 
-use crate::model::{coarse_of_fine, PreparedPrior, RateHistogram, COARSE_BINS, FINE_BINS};
+use recrawl_model::prediction::{coarse_of_fine, PreparedPrior, RateHistogram, COARSE_BINS, FINE_BINS};
 
 /// Non-zero counts per fine bin, sorted by bin. Sparse because most groups (a host, a
 /// domain) have few distinct rates, and the book keeps a few copies per partition.

@@ -12,9 +12,9 @@ use recrawl_schemas::{
 use serde::{Deserialize, Serialize};
 
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
-use crate::history::{Observation, PageHistory};
-use crate::model::{fine_bin, predict, Eligibility, Kind, Model, PreparedPrior, Prior};
-use crate::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
+use recrawl_model::history::{Observation, PageHistory};
+use recrawl_model::prediction::{fine_bin, predict, Eligibility, Kind, Model, PreparedPrior, Prior};
+use recrawl_model::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
 
 /// What a URL's group is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

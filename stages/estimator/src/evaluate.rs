@@ -8,8 +8,8 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::history::{replay_figure, Symbol};
-use crate::model::{
+use recrawl_model::history::{replay_figure, Symbol};
+use recrawl_model::prediction::{
     fine_bin, predict, CoarseShares, Eligibility, Kind, Model, PreparedPrior, Prior, RateHistogram,
     COARSE_BINS,
 };
@@ -294,7 +294,7 @@ pub fn draw_rate(shares: &CoarseShares, rng: &mut Pcg64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{PAPER_POPULAR, SYNTHETIC_MR};
+    use recrawl_model::prediction::{PAPER_POPULAR, SYNTHETIC_MR};
 
     fn histories(lines: &[(&str, &str)]) -> Vec<(String, String)> {
         lines.iter().map(|(group, history)| (group.to_string(), history.to_string())).collect()

@@ -6,10 +6,7 @@
 pub mod distribution;
 pub mod estimate;
 pub mod evaluate;
-pub mod history;
-pub mod model;
 pub mod offline;
-pub mod refresh;
 
 use std::time::Duration;
 
@@ -27,8 +24,8 @@ use tokio::sync::mpsc;
 use crate::distribution::{DistributionBook, Filed};
 use crate::estimate::Estimator;
 pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings};
-use crate::model::{Eligibility, Model};
-use crate::refresh::CrawlTimeConfig;
+use recrawl_model::prediction::{Eligibility, Model};
+use recrawl_model::refresh::CrawlTimeConfig;
 
 pub const STAGE: &str = "estimator";
 

@@ -9,8 +9,8 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::evaluate::{evaluate, generate, parse_histories, EvaluateConfig, EvaluateError, GenerateConfig};
-use crate::history::replay_figure;
-use crate::model::{
+use recrawl_model::history::replay_figure;
+use recrawl_model::prediction::{
     named_distribution, predict, BinsError, CoarseShares, Eligibility, Kind, Model, PreparedPrior, Prior,
     DISTRIBUTION_NAMES, MAX_FUTURE,
 };

@@ -2,7 +2,7 @@
 //! on request, a 16-group) is due, under the paper's crawl hour or the least-wait one, and
 //! the offline report of a whole grouping (assignment, weekly timetable, server load).
 //!
-//! Pure code on top of `recrawl_estimator::refresh`: the scheduler stage's `groups` policy,
+//! Pure code on top of `recrawl_model::refresh`: the scheduler stage's `groups` policy,
 //! the `recrawl-scheduler groups` command and the simulator all call these functions, so
 //! the three cannot disagree on which URL is crawled when.
 //!
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::num::NonZeroU8;
 
-use recrawl_estimator::refresh::{
+use recrawl_model::refresh::{
     crawl_time, daily_load, ChangeHours, CrawlTime, CrawlTimeConfig, FrequencyGroup, DAY_MS, HOUR_MS,
     MINUTE_MS, WEEK_MS,
 };

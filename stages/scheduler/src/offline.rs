@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use recrawl_estimator::refresh::CrawlTimeConfig;
+use recrawl_model::refresh::CrawlTimeConfig;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use recrawl_estimator::model::Eligibility;
+use recrawl_model::prediction::Eligibility;
 use serde::Serialize;
 
 use simulate::{simulate, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};

@@ -14,9 +14,9 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use recrawl_estimator::history::{Observation, PageHistory};
-use recrawl_estimator::model::{fine_bin, predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
-use recrawl_estimator::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
+use recrawl_model::history::{Observation, PageHistory};
+use recrawl_model::prediction::{fine_bin, predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
+use recrawl_model::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
 use recrawl_scheduler::book::{Book, BookSettings, Hosts, Learned};
 use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::plan::{choose, PlanSettings};

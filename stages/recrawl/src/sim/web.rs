@@ -20,7 +20,7 @@ use std::f64::consts::TAU;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use recrawl_estimator::evaluate::draw_rate;
-use recrawl_estimator::model::{PAPER_POPULAR, PAPER_RANDOM};
+use recrawl_model::prediction::{PAPER_POPULAR, PAPER_RANDOM};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::text::{Charset, Language};

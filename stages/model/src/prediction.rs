@@ -496,13 +496,6 @@ fn poisson(kind: Kind, yes: u32, no: u32, future: u32) -> Option<Vec<f64>> {
     Some(binomial(future, success))
 }
 
-/// The Cho & Garcia-Molina estimate of a URL's event rate per interval from `events`
-/// among `n` observations; `None` when there is no observation (or more events than
-/// observations).
-pub fn poisson_rate(n: u32, events: u32) -> Option<f64> {
-    (n > 0 && events <= n).then(|| -((f64::from(n - events) + 0.5) / (f64::from(n) + 0.5)).ln())
-}
-
 fn binomial(trials: u32, success: f64) -> Vec<f64> {
     let failures = powers(1.0 - success, trials);
     powers(success, trials)
@@ -535,7 +528,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::history::replay_figure;
+    use crate::history::{poisson_rate, replay_figure};
 
     fn popular() -> PreparedPrior {
         PreparedPrior::from_coarse_shares(&PAPER_POPULAR, 10)

@@ -3,8 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::poisson_rate;
-
 /// One request's outcome as the estimator sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
@@ -135,6 +133,13 @@ impl PageHistory {
                 .then(|| f64::from(self.successes - 1) / (crawls - 1) as f64),
         }
     }
+}
+
+/// The Cho & Garcia-Molina estimate of a URL's event rate per interval from `events`
+/// among `n` observations; `None` when there is no observation (or more events than
+/// observations).
+pub fn poisson_rate(n: u32, events: u32) -> Option<f64> {
+    (n > 0 && events <= n).then(|| -((f64::from(n - events) + 0.5) / (f64::from(n) + 0.5)).ln())
 }
 
 fn ratio(numerator: u32, denominator: u32) -> Option<f64> {

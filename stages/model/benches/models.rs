@@ -7,7 +7,7 @@
 //!   (the stage does it when a group's distribution changes).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use recrawl_estimator::model::{predict, Kind, Model, PreparedPrior, RateHistogram, PAPER_POPULAR};
+use recrawl_model::prediction::{predict, Kind, Model, PreparedPrior, RateHistogram, PAPER_POPULAR};
 use std::hint::black_box;
 
 fn models(c: &mut Criterion) {

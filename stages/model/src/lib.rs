@@ -1,0 +1,7 @@
+//! The vocabulary the estimator, the scheduler and the simulator share, with no Kafka and
+//! no I/O: a page's request history and its rates, rate bins, group priors and the
+//! prediction models, and the refresh groups with their crawl times.
+
+pub mod history;
+pub mod prediction;
+pub mod refresh;
