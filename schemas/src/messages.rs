@@ -82,7 +82,7 @@ impl Message for PagePick {
 }
 
 /// What came of one pick. Every outcome but `robots_denied` and `deferred` is a request
-/// to the site (`spec/estimator.md` §1).
+/// to the site (`docs/algorithms/estimator.md` §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FetchOutcome {
@@ -293,7 +293,7 @@ impl Message for DiscoveredLinks {
 }
 
 /// How many of each IED edit operation turned the old word sequence into the new one
-/// (`spec/change-degree.md` §3).
+/// (`docs/algorithms/change-degree.md` §3).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IedOps {
     /// Words inserted that did not occur in the old version (cost 1 each).
@@ -312,7 +312,7 @@ pub struct IedOps {
 }
 
 /// Degrees of change between the previous and the current download, each in [0, 1]
-/// (0 identical, 1 completely different), as `spec/change-degree.md` defines them. All but
+/// (0 identical, 1 completely different), as `docs/algorithms/change-degree.md` defines them. All but
 /// BW compare the word sequences of the visible text; a metric switched off in the stage's
 /// configuration is null.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -498,7 +498,7 @@ pub struct LastRequest {
     pub last_modified: Option<String>,
 }
 
-/// The model that produced a forecast (`spec/estimator.md` §4 and §6).
+/// The model that produced a forecast (`docs/algorithms/estimator.md` §4 and §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ForecastModel {
@@ -538,7 +538,7 @@ pub struct Forecast {
     pub prior: ForecastPrior,
 }
 
-/// The refresh plan of `spec/refresh-groups.md` from the URL's change history.
+/// The refresh plan of `docs/algorithms/refresh-groups.md` from the URL's change history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RefreshPlan {
     /// Changes in the learning window per week observed.
@@ -560,7 +560,7 @@ pub struct RefreshPlan {
     pub min_wait_slot: Option<u8>,
 }
 
-/// Per-URL counters, rates and predictions (`spec/estimator.md`). Topic `estimates`,
+/// Per-URL counters, rates and predictions (`docs/algorithms/estimator.md`). Topic `estimates`,
 /// keyed by URL; one after every request the estimator applies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PageEstimate {
@@ -642,7 +642,7 @@ impl Message for PageEstimate {
 }
 
 /// One estimator partition's share of a group's DR and MR distributions
-/// (`spec/estimator.md` §3). Topic `distributions` (JSON, compacted), keyed by
+/// (`docs/algorithms/estimator.md` §3). Topic `distributions` (JSON, compacted), keyed by
 /// `group/partition`; a group's distribution is the sum of the latest record of every
 /// partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -3,6 +3,7 @@
 //! the same graph cargo builds, with dev- and build-dependencies included.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -62,4 +63,61 @@ fn no_stage_crate_depends_on_another_stage() {
         }
     }
     assert!(violations.is_empty(), "stage crates must build only on {FOUNDATIONS:?}: {violations:?}");
+}
+
+/// Files under `root` (the repository) that people read or the code documents itself in,
+/// skipping build output.
+fn documented_files(root: &Path) -> Vec<PathBuf> {
+    let mut pending = vec![root.to_path_buf()];
+    let mut files = Vec::new();
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("readable directory") {
+            let path = entry.expect("directory entry").path();
+            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+            if path.is_dir() {
+                if !matches!(name, "target" | ".git" | "corpus" | "artifacts") {
+                    pending.push(path);
+                }
+            } else if matches!(
+                path.extension().and_then(|ext| ext.to_str()),
+                Some("rs" | "md" | "json" | "toml")
+            ) {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// Every algorithm page the code, schemas and docs cite exists in the repository, and
+/// nothing points outside it: a user who clones recrawl can read what the code cites.
+#[test]
+fn every_cited_algorithm_page_is_in_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repository root");
+    let mut cited = BTreeSet::new();
+    // Spelled in parts so that this file does not match itself.
+    let outside_folders = [["shared", "spec"].join("/"), ["shared", "seeds"].join("/")];
+    let mut outside = Vec::new();
+    for file in documented_files(root) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let relative = file.strip_prefix(root).expect("under the root").display().to_string();
+        for (at, _) in text.match_indices("docs/algorithms/") {
+            let page: String = text[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '.' | '_'))
+                .collect();
+            let page = page.trim_end_matches('.');
+            if page.ends_with(".md") {
+                cited.insert((page.to_owned(), relative.clone()));
+            }
+        }
+        if outside_folders.iter().any(|folder| text.contains(folder.as_str())) {
+            outside.push(relative);
+        }
+    }
+    assert!(outside.is_empty(), "files citing documents outside the repository: {outside:?}");
+    let missing: Vec<_> = cited.iter().filter(|(page, _)| !root.join(page).is_file()).collect();
+    assert!(missing.is_empty(), "cited pages missing from docs/algorithms: {missing:?}");
+    let pages: BTreeSet<&str> = cited.iter().map(|(page, _)| page.as_str()).collect();
+    assert!(pages.len() >= 6, "every algorithm page is cited somewhere: {pages:?}");
 }

@@ -1,5 +1,5 @@
 //! Which discovered URLs the fetch stage publishes and the scheduler admits to its
-//! frontier (`spec/in-degree-first.md` §2): http(s) only, page-like paths, no CGI,
+//! frontier (`docs/algorithms/in-degree-first.md` §2): http(s) only, page-like paths, no CGI,
 //! optionally no query string, bounded depth. Both stages share these flags; the per-site
 //! cap depends on what the scheduler already tracks and is checked by its book.
 

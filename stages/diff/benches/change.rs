@@ -1,4 +1,4 @@
-//! The improved edit distance and the stage's comparison (`spec/change-degree.md` §5),
+//! The improved edit distance and the stage's comparison (`docs/algorithms/change-degree.md` §5),
 //! on the paper's changes: each of the six kinds, the changed words in one cluster.
 //!
 //! - `ied_1000_words_5pct/<kind>`: from visible text to result (both texts split into

@@ -1,4 +1,4 @@
-//! The paper's effectiveness experiments (`spec/change-degree.md` §1, §4): documents
+//! The paper's effectiveness experiments (`docs/algorithms/change-degree.md` §1, §4): documents
 //! changed by one kind of change at a time, each metric's degree against the kind's
 //! reference degree. Experiment 2 varies the share of changed words in a 1,000-word
 //! document (Figure 7); experiment 3 varies the document size with a quarter changed

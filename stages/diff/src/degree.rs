@@ -1,4 +1,4 @@
-//! Degrees of change between two word-hash sequences (`spec/change-degree.md`): the
+//! Degrees of change between two word-hash sequences (`docs/algorithms/change-degree.md`): the
 //! improved edit distance IED and the word-based baselines COS, WD, ED and k-SH. BW works
 //! on raw bytes and lives with the page versions. Every degree is in [0, 1]: 0 identical,
 //! 1 completely different; two empty documents are identical, an empty and a non-empty one

@@ -1,5 +1,5 @@
 //! A longest common subsequence of two word-hash sequences, fast enough for whole pages
-//! and in memory linear in their lengths (`spec/change-degree.md` §5).
+//! and in memory linear in their lengths (`docs/algorithms/change-degree.md` §5).
 //!
 //! The textbook dynamic programme needs m·n cells: 67 million for two 8,192-word pages.
 //! Instead, in order:

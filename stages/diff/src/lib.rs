@@ -1,6 +1,6 @@
 //! The diff stage: keeps the previous version of every page and turns each fetch result
 //! into a change event: content and text hashes, and how much the visible text changed
-//! by IED and five baselines (`spec/change-degree.md`).
+//! by IED and five baselines (`docs/algorithms/change-degree.md`).
 
 pub mod change;
 pub mod criteria;

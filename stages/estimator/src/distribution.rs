@@ -1,4 +1,4 @@
-//! Running group distributions shared across estimator instances (`spec/estimator.md` §3).
+//! Running group distributions shared across estimator instances (`docs/algorithms/estimator.md` §3).
 //!
 //! Each instance keeps, for every (partition, group) it owns, the counts of eligible URLs
 //! per fine DR and MR bin ([`Partial`]), and publishes them. Every instance files its own

@@ -118,7 +118,7 @@ pub enum Applied {
     /// An older request than the latest applied: ignored.
     Stale,
     /// A pick that made no request (robots-denied, deferred): not part of the history
-    /// (`spec/estimator.md` §1), so nothing is recorded or predicted.
+    /// (`docs/algorithms/estimator.md` §1), so nothing is recorded or predicted.
     NotARequest,
 }
 

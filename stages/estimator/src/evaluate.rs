@@ -1,4 +1,4 @@
-//! The paper's evaluation protocol (`spec/estimator.md` §5) for every model, and a
+//! The paper's evaluation protocol (`docs/algorithms/estimator.md` §5) for every model, and a
 //! generator of synthetic histories to run it on. Pure: no files here.
 
 use std::collections::BTreeMap;

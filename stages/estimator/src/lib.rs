@@ -1,7 +1,7 @@
 //! The estimator stage: keeps every page's download and modification history, the
 //! running DR/MR distributions of every group (shared by all instances through the
 //! `distributions` topic), and after each request publishes the page's rates, forecasts
-//! and refresh plan (`spec/estimator.md`, `spec/refresh-groups.md` §1–3).
+//! and refresh plan (`docs/algorithms/estimator.md`, `docs/algorithms/refresh-groups.md` §1–3).
 
 pub mod distribution;
 pub mod estimate;

@@ -154,7 +154,7 @@ fn json(value: &impl Serialize) -> Result<String, OfflineError> {
     Ok(text)
 }
 
-/// The `stats` output: the rates of `spec/estimator.md` §2, null where undefined.
+/// The `stats` output: the rates of `docs/algorithms/estimator.md` §2, null where undefined.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stats {
     pub crawls: u64,

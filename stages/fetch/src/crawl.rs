@@ -495,7 +495,7 @@ async fn serve_pick(
 }
 
 /// The links of a downloaded HTML page, with those of its same-origin frames, which
-/// count as the page's own (`spec/in-degree-first.md` §2). A frame that is not fetched
+/// count as the page's own (`docs/algorithms/in-degree-first.md` §2). A frame that is not fetched
 /// (another origin, disallowed, past `max_frames`, or no time left) is a plain link.
 async fn page_links(
     shared: &Shared,

@@ -17,7 +17,7 @@ use crate::http::MAX_URL_BYTES;
 /// Which links [`extract_links`] keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkFilter {
-    /// `spec/in-degree-first.md` §2, shared with the scheduler's frontier.
+    /// `docs/algorithms/in-degree-first.md` §2, shared with the scheduler's frontier.
     pub rules: LinkRules,
     /// At most this many distinct links per page.
     pub max_links: usize,

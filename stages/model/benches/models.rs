@@ -1,4 +1,4 @@
-//! The prediction models (`spec/estimator.md` §4, §6) at the paper's sizes.
+//! The prediction models (`docs/algorithms/estimator.md` §4, §6) at the paper's sizes.
 //!
 //! - `predict_5_of_5/<model>`: one prediction of the next 5 requests after 4 successes and
 //!   1 failure, against the popular group of Table 1, prepared once (the stage's case:

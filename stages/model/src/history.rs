@@ -1,4 +1,4 @@
-//! Per-URL request history and the definitions of `spec/estimator.md` §2. Pure: the
+//! Per-URL request history and the definitions of `docs/algorithms/estimator.md` §2. Pure: the
 //! stage, the benches and the offline tools call the same code.
 
 use serde::{Deserialize, Serialize};
@@ -69,7 +69,7 @@ pub struct PageHistory {
     pub recent_comparisons: Outcomes,
 }
 
-/// The rates of §2 for a URL in a group that has had K crawls; `None` where the spec's
+/// The rates of §2 for a URL in a group that has had K crawls; `None` where the
 /// definition divides by zero.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Rates {

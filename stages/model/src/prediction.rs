@@ -1,4 +1,4 @@
-//! Group rate distributions and the three prediction models of `spec/estimator.md`
+//! Group rate distributions and the three prediction models of `docs/algorithms/estimator.md`
 //! §3–4 and §6. Pure: the stage, the offline commands and the benches share this code.
 
 use std::borrow::Cow;
@@ -19,7 +19,7 @@ pub const FINE_BINS: usize = 101;
 /// Longest forecast the models support: beyond it the binomial coefficients overflow `f64`.
 pub const MAX_FUTURE: u32 = 1000;
 
-/// The fine bin of a rate, as `spec/estimator.md` §3 places it: rounded down to two
+/// The fine bin of a rate, as `docs/algorithms/estimator.md` §3 places it: rounded down to two
 /// decimals after adding 1e-9, so that ratios such as 3/10 (29.999999999999996 %) stay in
 /// their own bin. A rate under 0.01 therefore counts in {0}. NaN counts as 0.
 pub fn fine_bin(rate: f64) -> usize {
@@ -183,7 +183,7 @@ pub const DISTRIBUTION_NAMES: [&str; 3] = ["paper-popular", "paper-random", "syn
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Model {
-    /// `spec/estimator.md` §3–4: the point density of the final ratio, 12 coarse bins.
+    /// `docs/algorithms/estimator.md` §3–4: the point density of the final ratio, 12 coarse bins.
     #[default]
     Paper,
     /// The fine histogram as the prior of the rate; binomial likelihood.

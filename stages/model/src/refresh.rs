@@ -1,4 +1,4 @@
-//! Refresh groups (`spec/refresh-groups.md`): per-URL change counts over a learning window
+//! Refresh groups (`docs/algorithms/refresh-groups.md`): per-URL change counts over a learning window
 //! and a weekday × hour histogram of change times, the crawl-frequency group they imply,
 //! the time of day to crawl, and the server load of a grouping. Pure: the stage, the
 //! scheduler and the simulator call the same code.
@@ -210,7 +210,7 @@ impl ChangeHours {
     }
 }
 
-/// A crawl-frequency group (spec §2). Serialised as its display name.
+/// A crawl-frequency group (`refresh-groups.md` §2). Serialised as its display name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FrequencyGroup {
     /// `G1` … `G14`: that many crawls a week.
@@ -303,7 +303,7 @@ impl<'de> Deserialize<'de> for FrequencyGroup {
     }
 }
 
-/// When to crawl (spec §3). Hours are local, weekdays count from Monday = 0.
+/// When to crawl (`refresh-groups.md` §3). Hours are local, weekdays count from Monday = 0.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrawlTimeConfig {
     /// The day is `[day_start_hour, day_end_hour)`; it wraps past midnight when the start
@@ -343,7 +343,7 @@ impl CrawlTimeConfig {
     }
 }
 
-/// A URL's crawl time under both rules of spec §3, for the simulator to compare.
+/// A URL's crawl time under both rules of `refresh-groups.md` §3, for the simulator to compare.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrawlTime {
     /// The paper's rule: the configured day or night crawl hour; `None` with no changes.
@@ -413,7 +413,7 @@ fn least_wait_position(changes: &[u64]) -> Option<u8> {
     Some(best.1 as u8)
 }
 
-/// The load of a grouping (spec §4): crawl requests per day for `(group, URLs)` pairs,
+/// The load of a grouping (`refresh-groups.md` §4): crawl requests per day for `(group, URLs)` pairs,
 /// and their share of crawling every one of those URLs daily (0 with no URLs).
 pub fn daily_load(groups: &[(FrequencyGroup, u64)]) -> (f64, f64) {
     let requests_per_day: f64 =

@@ -1,7 +1,7 @@
 //! One period's picks at scale: m = 100,000 of 10 million tracked URLs under `paper` and
 //! `change-aware`, and m = 100,000 discoveries from a frontier of 10 million URLs by
 //! in-degree. Baseline in the same run: scoring every URL and sorting them all, which
-//! the spec rules out. Memory per URL is printed while the books are built.
+//! `docs/algorithms/staleness-schedule.md` §3 rules out. Memory per URL is printed while the books are built.
 //!
 //! `RECRAWL_BENCH_URLS` overrides the 10 million (e.g. for a quick run).
 

@@ -1,4 +1,4 @@
-//! Refresh-group crawl schedules (`spec/refresh-groups.md`): when a URL of a 6-group (or,
+//! Refresh-group crawl schedules (`docs/algorithms/refresh-groups.md`): when a URL of a 6-group (or,
 //! on request, a 16-group) is due, under the paper's crawl hour or the least-wait one, and
 //! the offline report of a whole grouping (assignment, weekly timetable, server load).
 //!
@@ -30,7 +30,7 @@ const SLOTS_PER_WEEK: u8 = 7 * 24;
 /// Short weekday names, Monday first.
 pub const WEEKDAY_NAMES: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
-/// Which classification the `groups` policy crawls by (spec §2).
+/// Which classification the `groups` policy crawls by (`refresh-groups.md` §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GroupClasses {
@@ -94,7 +94,7 @@ impl fmt::Debug for GroupCode {
     }
 }
 
-/// Which hour (and, for weekly and rarer groups, which weekday) to crawl at (spec §3).
+/// Which hour (and, for weekly and rarer groups, which weekday) to crawl at (`refresh-groups.md` §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HourRule {
@@ -462,7 +462,7 @@ pub struct TimetableCrawl {
     pub every_weeks: u8,
 }
 
-/// Server load (spec §4).
+/// Server load (`refresh-groups.md` §4).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Load {
     pub requests_per_day: f64,
@@ -594,7 +594,7 @@ mod tests {
         }
     }
 
-    /// Table 3.3 of the paper with the rates of spec §2. u1's hours are its Table 3.4
+    /// Table 3.3 of the paper with the rates of `refresh-groups.md` §2. u1's hours are its Table 3.4
     /// rows (14 changes, 09:00 to 15:59); u10's is the one row the table shows.
     fn table_3_3() -> String {
         let mut u1 = [0u64; 24];

@@ -1,5 +1,5 @@
 //! Freshness measures from ground truth, the closed forms and known-rate optima they are
-//! compared with (spec `freshness-limits.md`), a credit scheduler that turns optimal rates
+//! compared with (`docs/algorithms/freshness-limits.md`), a credit scheduler that turns optimal rates
 //! into per-period picks, and a reader for Bing's `urlid_offset_history.txt` replay format.
 //! Time is in periods (f64); period p covers [p, p+1).
 

@@ -1,5 +1,5 @@
 //! Page text for the simulated web, and changes of exactly one of the six kinds of
-//! `spec/change-degree.md` §1, so the diff stage's degrees can be checked against the
+//! `docs/algorithms/change-degree.md` §1, so the diff stage's degrees can be checked against the
 //! reference degree of the change made. Words are Zipf-distributed as on real pages: a few
 //! short words repeat a lot, most occur once, so drops (of words occurring once) and
 //! shrinks (of repeats) both apply to one page.
