@@ -1,6 +1,7 @@
-//! The estimator's per-event work, without Kafka: apply a change event to the URL's
-//! state and its partition's share of the group distributions, then predict. The stage,
-//! the benches and the end-to-end comparison run this same code.
+//! The estimator's per-event work over one instance's partitions: the URL's own step
+//! (`recrawl_model::page`, which the simulator runs too), its partition's share of the
+//! group distributions, and the published estimate. No Kafka: the stage and the benches
+//! run this code.
 
 use std::collections::HashMap;
 
@@ -11,10 +12,11 @@ use recrawl_schemas::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
-use recrawl_model::history::{Observation, PageHistory};
-use recrawl_model::prediction::{fine_bin, predict, Eligibility, Kind, Model, PreparedPrior, Prior};
-use recrawl_model::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
+use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial, SparseCounts};
+use recrawl_model::history::PageHistory;
+use recrawl_model::page::{BinMove, PageState, Request};
+use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
+use recrawl_model::refresh::RefreshSettings;
 
 /// What a URL's group is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -63,9 +65,7 @@ pub struct Settings {
     /// Requests (comparisons) a forecast covers.
     pub future: u32,
     pub eligibility: Eligibility,
-    pub learning_window_days: u16,
-    pub utc_offset_minutes: i32,
-    pub crawl_time: CrawlTimeConfig,
+    pub refresh: RefreshSettings,
 }
 
 impl Default for Settings {
@@ -76,9 +76,7 @@ impl Default for Settings {
             window: 5,
             future: 5,
             eligibility: Eligibility::default(),
-            learning_window_days: 28,
-            utc_offset_minutes: 0,
-            crawl_time: CrawlTimeConfig::default(),
+            refresh: RefreshSettings::default(),
         }
     }
 }
@@ -88,18 +86,8 @@ impl Default for Settings {
 pub struct EstimatorState {
     pub host: String,
     pub group: String,
-    pub history: PageHistory,
-    /// When the URL was first requested (Unix ms): bounds the weeks its rate is over.
-    pub first_seen_ms: i64,
-    pub last_fetched_at_ms: i64,
-    pub last_size_bytes: u64,
-    pub last_update_size: Option<i64>,
-    pub last_latency_ms: f32,
-    /// The fine bins the URL is counted in in its partition's DR and MR histograms.
-    pub download_bin: Option<u8>,
-    pub change_bin: Option<u8>,
-    pub weekly: WeeklyChanges,
-    pub hours: ChangeHours,
+    /// The step's own state; its bins are those of the partition's share of the group.
+    pub page: PageState,
 }
 
 impl Message for EstimatorState {
@@ -165,66 +153,37 @@ impl Estimator {
         if !event.outcome.is_request() {
             return Applied::NotARequest;
         }
-        if let Some(page) = state.get(partition, &event.url) {
-            let history = &page.history;
+        if let Some(entry) = state.get(partition, &event.url) {
+            let history = &entry.page.history;
             if history.requests > 0 && event.period <= history.last_request {
                 if event.period < history.last_request {
                     return Applied::Stale;
                 }
-                let view = self.book.view(&page.group, event.period);
-                let live = self.live.get(&(partition, page.group.clone()));
+                let view = self.book.view(&entry.group, event.period);
+                let live = self.live.get(&(partition, entry.group.clone()));
                 let crawls = crawls(event.period, &view, live, history);
-                return Applied::Repeated(Box::new(self.estimate(event, page, &view, crawls)));
+                return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls)));
             }
         }
         let group = self.settings.group_by.group_of(event).to_owned();
-        let page = state.get_or_insert_with(partition, &event.url, || EstimatorState {
+        let entry = state.get_or_insert_with(partition, &event.url, || EstimatorState {
             host: event.host.clone(),
             group: group.clone(),
-            history: PageHistory::default(),
-            first_seen_ms: event.fetched_at_ms,
-            last_fetched_at_ms: event.fetched_at_ms,
-            last_size_bytes: 0,
-            last_update_size: None,
-            last_latency_ms: 0.0,
-            download_bin: None,
-            change_bin: None,
-            weekly: WeeklyChanges::default(),
-            hours: ChangeHours::default(),
+            page: PageState::new(event.fetched_at_ms),
         });
-        let new_url = page.history.requests == 0;
-        if page.group != group {
+        let new_url = entry.page.history.requests == 0;
+        if entry.group != group {
             // The group key changed (a new --group-by, or a relabelled seed): move the URL.
-            if let Some(old) = self.live.get_mut(&(partition, page.group.clone())) {
-                page.download_bin.take().into_iter().for_each(|b| old.partial.download.remove(b));
-                page.change_bin.take().into_iter().for_each(|b| old.partial.change.remove(b));
+            if let Some(old) = self.live.get_mut(&(partition, entry.group.clone())) {
+                entry.page.download_bin.take().into_iter().for_each(|b| old.partial.download.remove(b));
+                entry.page.change_bin.take().into_iter().for_each(|b| old.partial.change.remove(b));
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
-            page.group.clone_from(&group);
+            entry.group.clone_from(&group);
         }
-        page.history
-            .record(event.period, Observation { downloaded: event.downloaded, changed: event.changed });
-        page.host.clone_from(&event.host);
-        page.last_fetched_at_ms = event.fetched_at_ms;
-        page.last_latency_ms = event.latency_ms as f32;
-        if event.downloaded {
-            page.last_size_bytes = event.size_bytes;
-            page.last_update_size = event.update_size;
-        }
-        if event.changed == Some(true) {
-            let settings = &self.settings;
-            page.weekly.record(
-                event.fetched_at_ms,
-                settings.learning_window_days,
-                settings.utc_offset_minutes,
-            );
-            page.hours.record(
-                event.fetched_at_ms,
-                event.update_size.unwrap_or(0).unsigned_abs(),
-                settings.utc_offset_minutes,
-            );
-        }
+        entry.page.record(&request_of(event), &self.settings.refresh);
+        entry.host.clone_from(&event.host);
 
         let key = (partition, group);
         let live = self.live.entry(key.clone()).or_default();
@@ -236,36 +195,28 @@ impl Estimator {
             live.unpublished = false;
         }
         let view = self.book.view(&key.1, event.period);
-        let crawls = crawls(event.period, &view, Some(&*live), &page.history);
-        let rates = page.history.rates(crawls);
-        let eligibility = &self.settings.eligibility;
-        let download_bin =
-            eligibility.dr_eligible(&rates).then(|| fine_bin(rates.download_rate.unwrap_or(0.0)) as u8);
-        let change_bin =
-            eligibility.mr_eligible(&rates).then(|| fine_bin(rates.modification_rate.unwrap_or(0.0)) as u8);
+        let crawls = crawls(event.period, &view, Some(&*live), &entry.page.history);
+        let moves = entry.page.rebin(crawls, &self.settings.eligibility);
         let partial = &mut live.partial;
-        page.download_bin.into_iter().for_each(|b| partial.download.remove(b));
-        page.change_bin.into_iter().for_each(|b| partial.change.remove(b));
-        download_bin.into_iter().for_each(|b| partial.download.add(b));
-        change_bin.into_iter().for_each(|b| partial.change.add(b));
-        page.download_bin = download_bin;
-        page.change_bin = change_bin;
+        move_bin(&mut partial.download, moves.download);
+        move_bin(&mut partial.change, moves.change);
         partial.urls += u64::from(new_url);
         partial.requests += 1;
         partial.period = partial.period.max(event.period);
-        partial.first_period = partial.first_period.min(page.history.first_request);
+        partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
-        Applied::New(Box::new(self.estimate(event, page, &view, crawls)))
+        Applied::New(Box::new(self.estimate(event, entry, &view, crawls)))
     }
 
     fn estimate(
         &self,
         event: &ChangeEvent,
-        page: &EstimatorState,
+        entry: &EstimatorState,
         view: &GroupView,
         crawls: u64,
     ) -> PageEstimate {
         let settings = &self.settings;
+        let page = &entry.page;
         let history = &page.history;
         let rates = history.rates(crawls);
         let forecast = |kind: Kind, prior: &PreparedPrior, (yes, no): (u32, u32)| {
@@ -279,24 +230,15 @@ impl Estimator {
                 prior: forecast_prior(over.prior),
             }
         };
-        let downloads =
-            forecast(Kind::Dr, &view.download_prior, history.recent_requests.counts(settings.window));
-        let changes_forecast =
-            forecast(Kind::Mr, &view.change_prior, history.recent_comparisons.counts(settings.window));
-        let weekly_change_rate = page.weekly.weekly_rate(
-            page.last_fetched_at_ms,
-            page.first_seen_ms,
-            settings.learning_window_days,
-            settings.utc_offset_minutes,
-        );
-        let group16 = FrequencyGroup::sixteen(weekly_change_rate);
-        let group6 = group16.six();
-        let time = crawl_time(&page.hours, group6, &settings.crawl_time);
+        let downloads = forecast(Kind::Dr, &view.download_prior, page.recent(Kind::Dr, settings.window));
+        let changes_forecast = forecast(Kind::Mr, &view.change_prior, page.recent(Kind::Mr, settings.window));
+        let plan = page.refresh(&settings.refresh);
+        let time = plan.time;
         PageEstimate {
             url: event.url.clone(),
             url_key: event.url_key.clone(),
-            host: page.host.clone(),
-            group: page.group.clone(),
+            host: entry.host.clone(),
+            group: entry.group.clone(),
             period: history.last_request,
             last_request: LastRequest {
                 period: history.last_request,
@@ -330,10 +272,10 @@ impl Estimator {
             changes_forecast,
             change_rate: history.change_rate(),
             refresh: RefreshPlan {
-                weekly_change_rate,
-                group16: group16.to_string(),
-                group6: group6.to_string(),
-                crawls_per_week: group6.crawls_per_week(),
+                weekly_change_rate: plan.weekly_change_rate,
+                group16: plan.group16.to_string(),
+                group6: plan.group6.to_string(),
+                crawls_per_week: plan.group6.crawls_per_week(),
                 paper_hour: time.paper_hour,
                 weekdays: time.weekdays,
                 min_wait_hour: time.min_wait_hour,
@@ -364,9 +306,10 @@ impl Estimator {
     /// Rebuilds this partition's shares from its restored URLs; they are republished,
     /// since a crash may have lost the last publication.
     pub fn restored(&mut self, partition: i32, state: &StateStore<EstimatorState>) {
-        for (_, page) in state.partition(partition) {
-            let live = self.live.entry((partition, page.group.clone())).or_default();
+        for (_, entry) in state.partition(partition) {
+            let live = self.live.entry((partition, entry.group.clone())).or_default();
             let partial = &mut live.partial;
+            let page = &entry.page;
             page.download_bin.into_iter().for_each(|b| partial.download.add(b));
             page.change_bin.into_iter().for_each(|b| partial.change.add(b));
             partial.urls += 1;
@@ -394,6 +337,24 @@ fn crawls(period: u64, view: &GroupView, live: Option<&LivePartial>, history: &P
         .unwrap_or(period)
         .min(period);
     period - first + 1
+}
+
+/// The step's view of an event.
+fn request_of(event: &ChangeEvent) -> Request {
+    Request {
+        period: event.period,
+        fetched_at_ms: event.fetched_at_ms,
+        downloaded: event.downloaded,
+        changed: event.changed,
+        size_bytes: event.size_bytes,
+        update_size: event.update_size,
+        latency_ms: event.latency_ms,
+    }
+}
+
+fn move_bin(counts: &mut SparseCounts, bin_move: BinMove) {
+    bin_move.from.into_iter().for_each(|b| counts.remove(b));
+    bin_move.to.into_iter().for_each(|b| counts.add(b));
 }
 
 fn forecast_prior(prior: Prior) -> ForecastPrior {
@@ -478,7 +439,7 @@ mod tests {
         assert_eq!(view.download.counts()[100], 2, "two URLs always download");
         assert_eq!(view.download.counts()[50], 1, "one downloads every other time");
         let always = state.get(0, "http://a/0").unwrap();
-        assert_eq!((always.history.changes, always.change_bin), (5, Some(100)));
+        assert_eq!((always.page.history.changes, always.page.change_bin), (5, Some(100)));
     }
 
     #[test]
@@ -491,7 +452,10 @@ mod tests {
             assert!(matches!(estimator.apply(&skipped, 0, &mut state, 0), Applied::NotARequest));
         }
         let page = state.get(0, "http://a/1").cloned().unwrap();
-        assert_eq!((page.history.requests, page.history.failures, page.history.last_request), (1, 0, 1));
+        assert_eq!(
+            (page.page.history.requests, page.page.history.failures, page.page.history.last_request),
+            (1, 0, 1)
+        );
         let blocked =
             ChangeEvent { outcome: FetchOutcome::BlockedAddress, ..event("http://a/1", "g", 2, false, None) };
         let estimate = new_estimate(estimator.apply(&blocked, 0, &mut state, 0));
@@ -579,8 +543,11 @@ mod size {
     #[test]
     fn a_tracked_url_stays_under_the_budget() {
         let fixed = std::mem::size_of::<EstimatorState>();
-        let ring = 2 * usize::from(Settings::default().learning_window_days);
-        let counters = fixed - 2 * std::mem::size_of::<String>() - std::mem::size_of::<ChangeHours>() + ring;
+        let ring = 2 * usize::from(Settings::default().refresh.window_days);
+        let counters = fixed
+            - 2 * std::mem::size_of::<String>()
+            - std::mem::size_of::<recrawl_model::refresh::ChangeHours>()
+            + ring;
         eprintln!(
             "EstimatorState {fixed} B (PageHistory {} B) + {ring} B change ring: counters {counters} B; \
              besides, the host and group strings and 16 B per change-hour slot",

@@ -25,7 +25,7 @@ use crate::distribution::{DistributionBook, Filed};
 use crate::estimate::Estimator;
 pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings};
 use recrawl_model::prediction::{Eligibility, Model};
-use recrawl_model::refresh::CrawlTimeConfig;
+use recrawl_model::refresh::{CrawlTimeConfig, RefreshSettings};
 
 pub const STAGE: &str = "estimator";
 
@@ -84,12 +84,14 @@ impl EstimateArgs {
             window: self.window,
             future: self.future,
             eligibility: Eligibility { min_request_rate: self.min_request_rate, min_recall: self.min_recall },
-            learning_window_days: self.learning_window_days,
-            utc_offset_minutes: self.utc_offset_minutes,
-            crawl_time: CrawlTimeConfig {
-                day_start_hour: self.day_start_hour,
-                day_end_hour: self.day_end_hour,
-                ..CrawlTimeConfig::default()
+            refresh: RefreshSettings {
+                window_days: self.learning_window_days,
+                utc_offset_minutes: self.utc_offset_minutes,
+                crawl_time: CrawlTimeConfig {
+                    day_start_hour: self.day_start_hour,
+                    day_end_hour: self.day_end_hour,
+                    ..CrawlTimeConfig::default()
+                },
             },
         }
     }

@@ -3,7 +3,8 @@
 
 use recrawl_estimator::EstimatorState;
 use recrawl_model::history::{Observation, PageHistory};
-use recrawl_model::refresh::{ChangeHours, WeeklyChanges};
+use recrawl_model::page::PageState;
+use recrawl_model::refresh::{ChangeCalendar, ChangeHours, WeeklyChanges};
 use recrawl_schemas::{decode, encode};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state.bin");
@@ -19,16 +20,17 @@ fn sample() -> EstimatorState {
     EstimatorState {
         host: "example.org".to_owned(),
         group: "example.org".to_owned(),
-        history,
-        first_seen_ms: 1_699_000_000_000,
-        last_fetched_at_ms: 1_700_000_000_000,
-        last_size_bytes: 5_120,
-        last_update_size: Some(-120),
-        last_latency_ms: 42.5,
-        download_bin: Some(67),
-        change_bin: None,
-        weekly,
-        hours,
+        page: PageState {
+            history,
+            first_seen_ms: 1_699_000_000_000,
+            last_fetched_at_ms: 1_700_000_000_000,
+            last_size_bytes: 5_120,
+            last_update_size: Some(-120),
+            last_latency_ms: 42.5,
+            download_bin: Some(67),
+            change_bin: None,
+            calendar: ChangeCalendar { weekly, hours },
+        },
     }
 }
 

@@ -3,5 +3,6 @@
 //! prediction models, and the refresh groups with their crawl times.
 
 pub mod history;
+pub mod page;
 pub mod prediction;
 pub mod refresh;

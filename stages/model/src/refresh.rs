@@ -423,6 +423,66 @@ pub fn daily_load(groups: &[(FrequencyGroup, u64)]) -> (f64, f64) {
     (requests_per_day, share)
 }
 
+/// Where and how a URL's changes are counted: the learning window, the local time zone
+/// and the crawl hours and days.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshSettings {
+    pub window_days: u16,
+    pub utc_offset_minutes: i32,
+    pub crawl_time: CrawlTimeConfig,
+}
+
+impl Default for RefreshSettings {
+    fn default() -> Self {
+        Self {
+            window_days: DEFAULT_WINDOW_DAYS,
+            utc_offset_minutes: 0,
+            crawl_time: CrawlTimeConfig::default(),
+        }
+    }
+}
+
+/// When a URL's changes were seen: what its refresh group and crawl time are learned from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeCalendar {
+    pub weekly: WeeklyChanges,
+    pub hours: ChangeHours,
+}
+
+impl ChangeCalendar {
+    /// Counts a change seen at `at_ms` whose size moved by `update_size` bytes.
+    pub fn record(&mut self, at_ms: i64, update_size: u64, settings: &RefreshSettings) {
+        self.weekly.record(at_ms, settings.window_days, settings.utc_offset_minutes);
+        self.hours.record(at_ms, update_size, settings.utc_offset_minutes);
+    }
+
+    /// The URL's refresh at `now_ms`, for a URL first seen at `first_seen_ms`.
+    pub fn refresh(&self, now_ms: i64, first_seen_ms: i64, settings: &RefreshSettings) -> Refresh {
+        let weekly_rate =
+            self.weekly.weekly_rate(now_ms, first_seen_ms, settings.window_days, settings.utc_offset_minutes);
+        Refresh::new(weekly_rate, &self.hours, &settings.crawl_time)
+    }
+}
+
+/// A URL's refresh: its weekly change rate, its 16- and 6-group and when to crawl it
+/// (`refresh-groups.md` §2–3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refresh {
+    pub weekly_change_rate: f64,
+    pub group16: FrequencyGroup,
+    pub group6: FrequencyGroup,
+    pub time: CrawlTime,
+}
+
+impl Refresh {
+    /// The plan of a URL changing `weekly_change_rate` times a week at the times `hours`.
+    pub fn new(weekly_change_rate: f64, hours: &ChangeHours, config: &CrawlTimeConfig) -> Refresh {
+        let group16 = FrequencyGroup::sixteen(weekly_change_rate);
+        let group6 = group16.six();
+        Refresh { weekly_change_rate, group16, group6, time: crawl_time(hours, group6, config) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use recrawl_schemas::envelope::HEADER_LEN;

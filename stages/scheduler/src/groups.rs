@@ -14,8 +14,8 @@ use std::fmt;
 use std::num::NonZeroU8;
 
 use recrawl_model::refresh::{
-    crawl_time, daily_load, ChangeHours, CrawlTime, CrawlTimeConfig, FrequencyGroup, DAY_MS, HOUR_MS,
-    MINUTE_MS, WEEK_MS,
+    crawl_time, daily_load, ChangeHours, CrawlTime, CrawlTimeConfig, FrequencyGroup, Refresh, DAY_MS,
+    HOUR_MS, MINUTE_MS, WEEK_MS,
 };
 use recrawl_schemas::RefreshPlan;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -509,10 +509,9 @@ pub fn groups_report(
             None => ChangeHours::default(),
             Some(counts) => hour_histogram(line, counts)?,
         };
-        let group16 = FrequencyGroup::sixteen(entry.weekly_rate);
-        let group6 = group16.six();
+        let Refresh { group16, group6, time, .. } = Refresh::new(entry.weekly_rate, &hours, config);
         // Every change was put on Monday: the weekday part of the least-wait slot is void.
-        let time = CrawlTime { min_wait_slot: None, ..crawl_time(&hours, group6, config) };
+        let time = CrawlTime { min_wait_slot: None, ..time };
         let schedule = CrawlSchedule::from_crawl_time(group16, &time, rule, config, classes);
         for day in 0..7 {
             for hour in schedule.hours_on(day) {

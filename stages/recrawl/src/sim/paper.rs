@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use recrawl_common::links::LinkRules;
 use recrawl_estimator::evaluate::{evaluate, EvaluateConfig, EvaluateReport};
 use recrawl_model::prediction::{Kind, Model};
-use recrawl_model::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
+use recrawl_model::refresh::{ChangeCalendar, RefreshSettings};
 use recrawl_scheduler::book::{Book, BookSettings, Hosts, Learned};
 use recrawl_scheduler::groups::{CrawlSchedule, GroupClasses, HourRule};
 use recrawl_scheduler::plan::{choose, PlanSettings};
@@ -222,11 +222,11 @@ fn refresh_groups(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
     let web = web_of(seed, pages, 100, PERIOD_MINUTES, 0.25 / PER_DAY);
     let learn_end = DAYS * PER_DAY;
     let truth = Truth::of_web(&web, 2.0 * learn_end);
-    let config = CrawlTimeConfig::default();
+    let settings = RefreshSettings::default();
     let mut schedules = Vec::with_capacity(web.len());
     let mut group_counts = std::collections::BTreeMap::<String, (u64, u64)>::new();
     for page in 0..web.len() as u32 {
-        let (mut weekly, mut hours) = (WeeklyChanges::default(), ChangeHours::default());
+        let mut calendar = ChangeCalendar::default();
         let changes = truth.changes(page);
         let mut seen = 0;
         for check in 1..learn_end as u64 {
@@ -234,16 +234,18 @@ fn refresh_groups(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
             let before = changes.partition_point(|&t| t < at);
             if before > seen && web.downloads(page, check) {
                 seen = before;
-                let at_ms = (at * period_ms) as i64;
-                weekly.record(at_ms, 28, 0);
-                hours.record(at_ms, 0, 0);
+                calendar.record((at * period_ms) as i64, 0, &settings);
             }
         }
         let now_ms = (learn_end * period_ms) as i64;
-        let group16 = FrequencyGroup::sixteen(weekly.weekly_rate(now_ms, 0, 28, 0));
-        let time = crawl_time(&hours, group16.six(), &config);
-        let schedule =
-            CrawlSchedule::from_crawl_time(group16, &time, HourRule::Paper, &config, GroupClasses::Six);
+        let plan = calendar.refresh(now_ms, 0, &settings);
+        let schedule = CrawlSchedule::from_crawl_time(
+            plan.group16,
+            &plan.time,
+            HourRule::Paper,
+            &settings.crawl_time,
+            GroupClasses::Six,
+        );
         group_counts.entry(schedule.group().to_string()).or_default().0 += 1;
         schedules.push(schedule);
     }

@@ -14,9 +14,9 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use recrawl_model::history::{Observation, PageHistory};
-use recrawl_model::prediction::{fine_bin, predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
-use recrawl_model::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup, WeeklyChanges};
+use recrawl_model::page::{PageState, Request};
+use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
+use recrawl_model::refresh::RefreshSettings;
 use recrawl_scheduler::book::{Book, BookSettings, Hosts, Learned};
 use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::plan::{choose, PlanSettings};
@@ -397,18 +397,15 @@ struct Learner {
     book_settings: BookSettings,
     horizon: Horizon,
     model: Model,
-    histories: Vec<PageHistory>,
-    /// The fine bins each page is counted in, per Table 1 group: DR, MR (u8::MAX: none).
-    bins: Vec<[u8; 2]>,
+    /// Each page as the estimator keeps it, known from time 0.
+    pages: Vec<PageState>,
     groups: Vec<GroupPriors>,
     page_groups: Vec<u8>,
-    /// The `groups` policy's per-page change calendar.
-    calendars: Vec<(WeeklyChanges, ChangeHours)>,
     eligibility: Eligibility,
+    refresh: RefreshSettings,
     period_ms: f64,
 }
 
-const NO_BIN: u8 = u8::MAX;
 const WINDOW: u32 = 5;
 
 struct GroupPriors {
@@ -447,7 +444,6 @@ impl Learner {
                 }
             })
             .collect();
-        let calendars = if policy == Policy::Groups { vec![Default::default(); n] } else { Vec::new() };
         Self {
             policy,
             host_caps: vec![u32::MAX; hosts.len()],
@@ -457,12 +453,11 @@ impl Learner {
             book_settings: BookSettings::default(),
             horizon: config.horizon,
             model: config.model,
-            histories: vec![PageHistory::default(); n],
-            bins: vec![[NO_BIN; 2]; n],
+            pages: vec![PageState::new(0); n],
             groups,
             page_groups: (0..n as u32).map(|page| world.group(page).min(1) as u8).collect(),
-            calendars,
             eligibility: config.eligibility,
+            refresh: RefreshSettings::default(),
             period_ms,
         }
     }
@@ -481,63 +476,57 @@ impl Learner {
 
     fn learn(&mut self, world: &dyn World, page: u32, period: u64, at: f64, downloaded: bool, changed: bool) {
         let slot = page as usize;
-        let changed = downloaded.then_some(changed);
-        let history = &mut self.histories[slot];
-        history.record(period, Observation { downloaded, changed });
-        let history = *history;
+        let fetched_at_ms = (at * self.period_ms) as i64;
+        let request = simulated_request(
+            period,
+            downloaded,
+            downloaded.then_some(changed),
+            world.bytes(page),
+            world.response_ms(page, at),
+        );
+        let request = LastRequest { fetched_at_ms, ..request };
+        let state = &mut self.pages[slot];
+        state.record(
+            &Request {
+                period,
+                fetched_at_ms,
+                downloaded,
+                changed: request.changed,
+                size_bytes: request.size_bytes,
+                update_size: request.update_size,
+                latency_ms: request.latency_ms,
+            },
+            &self.refresh,
+        );
         // The page's place in its group's DR and MR distributions, as the estimator keeps it.
-        let rates = history.rates(period + 1);
+        let moves = state.rebin(period + 1, &self.eligibility);
         let group = &mut self.groups[usize::from(self.page_groups[slot])];
-        let eligible = [
-            self.eligibility.dr_eligible(&rates).then(|| fine_bin(rates.download_rate.unwrap_or(0.0)) as u8),
-            self.eligibility
-                .mr_eligible(&rates)
-                .then(|| fine_bin(rates.modification_rate.unwrap_or(0.0)) as u8),
-        ];
-        for (kind, bin) in eligible.into_iter().enumerate() {
-            let old = self.bins[slot][kind];
-            if old != NO_BIN {
-                group.histograms[kind].remove(usize::from(old));
-            }
-            if let Some(bin) = bin {
-                group.histograms[kind].add(usize::from(bin));
-            }
-            self.bins[slot][kind] = bin.unwrap_or(NO_BIN);
+        for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
+            bin_move.from.into_iter().for_each(|bin| histogram.remove(usize::from(bin)));
+            bin_move.to.into_iter().for_each(|bin| histogram.add(usize::from(bin)));
         }
-        let next = |kind: Kind, prior: &PreparedPrior, (yes, no): (u32, u32)| {
+        let next = |kind: Kind, prior: &PreparedPrior| {
+            let (yes, no) = state.recent(kind, WINDOW);
             predict(self.model, kind, prior, yes, no, 1).probabilities.get(1).copied().unwrap_or(0.0)
         };
-        let p_download = next(Kind::Dr, &group.priors[0], history.recent_requests.counts(WINDOW));
-        let p_change = next(Kind::Mr, &group.priors[1], history.recent_comparisons.counts(WINDOW));
-        let fetched_at_ms = (at * self.period_ms) as i64;
-        let schedule = if self.policy == Policy::Groups {
-            let (weekly, hours) = &mut self.calendars[slot];
-            let config = CrawlTimeConfig::default();
-            if changed == Some(true) {
-                weekly.record(fetched_at_ms, 28, 0);
-                hours.record(fetched_at_ms, 0, 0);
-            }
-            let group16 = FrequencyGroup::sixteen(weekly.weekly_rate(fetched_at_ms, 0, 28, 0));
-            let time = crawl_time(hours, group16.six(), &config);
-            Some(CrawlSchedule::from_crawl_time(
-                group16,
-                &time,
+        let p_download = next(Kind::Dr, &group.priors[0]);
+        let p_change = next(Kind::Mr, &group.priors[1]);
+        let schedule = (self.policy == Policy::Groups).then(|| {
+            let plan = state.refresh(&self.refresh);
+            CrawlSchedule::from_crawl_time(
+                plan.group16,
+                &plan.time,
                 self.book_settings.hour_rule,
-                &config,
+                &self.refresh.crawl_time,
                 self.book_settings.classes,
-            ))
-        } else {
-            None
-        };
-        let request =
-            simulated_request(period, downloaded, changed, world.bytes(page), world.response_ms(page, at));
-        let request = LastRequest { fetched_at_ms, ..request };
+            )
+        });
         let learned = Learned {
             period,
             request: &request,
             p_change,
             p_download,
-            change_rate: history.change_rate(),
+            change_rate: state.history.change_rate(),
             schedule,
         };
         self.book.learn(&mut self.hosts, page, &learned, &self.book_settings);

@@ -1,0 +1,192 @@
+//! The estimator's step for one URL: what is kept per URL, how a request updates it, where
+//! the URL then stands in its group's DR and MR distributions
+//! (`docs/algorithms/estimator.md` §1–3) and its refresh plan (`refresh-groups.md` §1–3).
+//! The estimator stage and the simulator both learn through it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::history::{Observation, PageHistory};
+use crate::prediction::{fine_bin, Eligibility, Kind};
+use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
+
+/// One request's outcome.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Request {
+    pub period: u64,
+    pub fetched_at_ms: i64,
+    pub downloaded: bool,
+    /// For a download compared with an earlier one: whether the content changed.
+    pub changed: Option<bool>,
+    pub size_bytes: u64,
+    /// Bytes the size moved by since the previous download.
+    pub update_size: Option<i64>,
+    pub latency_ms: f64,
+}
+
+/// What is kept per URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageState {
+    pub history: PageHistory,
+    /// When the URL was first requested (Unix ms): bounds the weeks its rate is over.
+    pub first_seen_ms: i64,
+    pub last_fetched_at_ms: i64,
+    pub last_size_bytes: u64,
+    pub last_update_size: Option<i64>,
+    pub last_latency_ms: f32,
+    /// The fine bins the URL is counted in in its group's DR and MR histograms.
+    pub download_bin: Option<u8>,
+    pub change_bin: Option<u8>,
+    pub calendar: ChangeCalendar,
+}
+
+/// A URL's move in one of its group's histograms: out of `from`, into `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BinMove {
+    pub from: Option<u8>,
+    pub to: Option<u8>,
+}
+
+/// The URL's moves in its group's DR and MR histograms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rebinned {
+    pub download: BinMove,
+    pub change: BinMove,
+}
+
+impl PageState {
+    pub fn new(first_seen_ms: i64) -> PageState {
+        PageState {
+            history: PageHistory::default(),
+            first_seen_ms,
+            last_fetched_at_ms: first_seen_ms,
+            last_size_bytes: 0,
+            last_update_size: None,
+            last_latency_ms: 0.0,
+            download_bin: None,
+            change_bin: None,
+            calendar: ChangeCalendar::default(),
+        }
+    }
+
+    /// Records `request`. A period at or before the latest recorded one is a replay:
+    /// nothing changes and it returns false.
+    pub fn record(&mut self, request: &Request, settings: &RefreshSettings) -> bool {
+        let observation = Observation { downloaded: request.downloaded, changed: request.changed };
+        if !self.history.record(request.period, observation) {
+            return false;
+        }
+        self.last_fetched_at_ms = request.fetched_at_ms;
+        self.last_latency_ms = request.latency_ms as f32;
+        if request.downloaded {
+            self.last_size_bytes = request.size_bytes;
+            self.last_update_size = request.update_size;
+        }
+        if request.changed == Some(true) {
+            let update_size = request.update_size.unwrap_or(0).unsigned_abs();
+            self.calendar.record(request.fetched_at_ms, update_size, settings);
+        }
+        true
+    }
+
+    /// Places the URL in its group's DR and MR bins, where eligible, given K = `crawls` of
+    /// its group so far; returns the moves for the group's histograms.
+    pub fn rebin(&mut self, crawls: u64, eligibility: &Eligibility) -> Rebinned {
+        let rates = self.history.rates(crawls);
+        let download =
+            eligibility.dr_eligible(&rates).then(|| fine_bin(rates.download_rate.unwrap_or(0.0)) as u8);
+        let change =
+            eligibility.mr_eligible(&rates).then(|| fine_bin(rates.modification_rate.unwrap_or(0.0)) as u8);
+        let moves = Rebinned {
+            download: BinMove { from: self.download_bin, to: download },
+            change: BinMove { from: self.change_bin, to: change },
+        };
+        self.download_bin = download;
+        self.change_bin = change;
+        moves
+    }
+
+    /// (yes, no) among the latest `window` requests (DR) or comparisons (MR): what a
+    /// forecast of `kind` conditions on.
+    pub fn recent(&self, kind: Kind, window: u32) -> (u32, u32) {
+        match kind {
+            Kind::Dr => self.history.recent_requests.counts(window),
+            Kind::Mr => self.history.recent_comparisons.counts(window),
+        }
+    }
+
+    /// The refresh as of the latest request.
+    pub fn refresh(&self, settings: &RefreshSettings) -> Refresh {
+        self.calendar.refresh(self.last_fetched_at_ms, self.first_seen_ms, settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::refresh::{FrequencyGroup, DAY_MS};
+
+    fn request(period: u64, downloaded: bool, changed: Option<bool>) -> Request {
+        Request {
+            period,
+            fetched_at_ms: period as i64 * DAY_MS,
+            downloaded,
+            changed,
+            size_bytes: 1_000 + period,
+            update_size: Some(10),
+            latency_ms: 5.0,
+        }
+    }
+
+    #[test]
+    fn a_replayed_request_changes_nothing() {
+        let settings = RefreshSettings::default();
+        let mut page = PageState::new(0);
+        assert!(page.record(&request(1, true, None), &settings));
+        assert!(page.record(&request(2, true, Some(true)), &settings));
+        let before = page.clone();
+        assert!(!page.record(&request(2, true, Some(true)), &settings));
+        assert!(!page.record(&request(1, false, None), &settings));
+        assert_eq!(page, before);
+        assert_eq!(page.calendar.hours.total_changes(), 1);
+        assert_eq!((page.last_size_bytes, page.last_update_size), (1_002, Some(10)));
+    }
+
+    #[test]
+    fn a_failed_request_keeps_the_last_download_and_counts_no_change() {
+        let settings = RefreshSettings::default();
+        let mut page = PageState::new(0);
+        page.record(&request(1, true, None), &settings);
+        page.record(&request(2, false, None), &settings);
+        assert_eq!((page.last_size_bytes, page.last_fetched_at_ms), (1_001, 2 * DAY_MS));
+        assert_eq!(page.recent(Kind::Dr, 5), (1, 1));
+        assert_eq!(page.recent(Kind::Mr, 5), (0, 0));
+    }
+
+    #[test]
+    fn rebinning_moves_the_url_between_its_groups_bins() {
+        let settings = RefreshSettings::default();
+        let eligibility = Eligibility::default();
+        let mut page = PageState::new(0);
+        page.record(&request(1, true, None), &settings);
+        let first = page.rebin(1, &eligibility);
+        // One request in one crawl: request rate 1, download recall 1, DR 1 (bin 100).
+        assert_eq!(first.download, BinMove { from: None, to: Some(100) });
+        assert_eq!(first.change, BinMove { from: None, to: None });
+        page.record(&request(2, false, None), &settings);
+        let second = page.rebin(2, &eligibility);
+        assert_eq!(second.download, BinMove { from: Some(100), to: Some(50) });
+        assert_eq!(page.download_bin, Some(50));
+    }
+
+    #[test]
+    fn the_refresh_plan_follows_the_changes_seen() {
+        let settings = RefreshSettings::default();
+        let mut page = PageState::new(0);
+        for day in 1..=28 {
+            page.record(&request(day, true, Some(true)), &settings);
+        }
+        let plan = page.refresh(&settings);
+        assert!((plan.weekly_change_rate - 7.0).abs() < 1e-9, "{}", plan.weekly_change_rate);
+        assert_eq!((plan.group16, plan.group6), (FrequencyGroup::Weekly(7), FrequencyGroup::Weekly(7)));
+    }
+}
