@@ -4,6 +4,7 @@
 //! `run(config, ctx)` their binaries call.
 
 pub mod hostile;
+pub mod site;
 
 use std::future::Future;
 use std::time::Duration;

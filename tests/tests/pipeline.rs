@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
-use recrawl::site::{DemoSite, SiteConfig};
 use recrawl_common::{unix_ms, KafkaArgs};
+use recrawl_e2e::site::{DemoSite, SiteConfig};
 use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::{ChangeEvent, FetchResult, PageEstimate, PagePick, PickReason};

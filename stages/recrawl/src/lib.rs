@@ -6,4 +6,3 @@ pub mod demo;
 pub mod dlq;
 pub mod observe;
 pub mod sim;
-pub mod site;

@@ -1,5 +1,5 @@
 //! A small deterministic website for the end-to-end tests (the demo crawls the
-//! simulated web of [`crate::sim`]).
+//! simulated web of `recrawl::sim`).
 //!
 //! It serves a home page, `pages` ordinary pages that link to each other, and
 //! `failing_pages` pages that always answer 500. A page's content changes after
