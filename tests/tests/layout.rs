@@ -1,5 +1,6 @@
 //! The crate graph: a stage crate builds on `common`, `model` and `schemas`, never on
-//! another stage, so each stage can change and ship on its own. Read from `cargo metadata`,
+//! another stage, so each stage can change and ship on its own; research tooling stays in
+//! `recrawl-lab`, out of every binary that runs a stage. Read from `cargo metadata`,
 //! the same graph cargo builds, with dev- and build-dependencies included.
 
 use std::collections::BTreeSet;
@@ -11,6 +12,8 @@ use serde_json::Value;
 const STAGES: [&str; 4] = ["recrawl-fetch", "recrawl-diff", "recrawl-estimator", "recrawl-scheduler"];
 /// Crates every stage may build on; none of them may depend on a stage.
 const FOUNDATIONS: [&str; 3] = ["recrawl-common", "recrawl-model", "recrawl-schemas"];
+/// What only research tooling needs (charts): never linked into a stage binary.
+const LAB_ONLY: [&str; 2] = ["plotters", "recrawl-lab"];
 
 fn workspace_dependencies() -> Vec<(String, BTreeSet<String>)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -31,7 +34,7 @@ fn workspace_dependencies() -> Vec<(String, BTreeSet<String>)> {
                 .expect("dependencies")
                 .iter()
                 .filter_map(|dependency| dependency["name"].as_str())
-                .filter(|name| name.starts_with("recrawl-"))
+                .filter(|name| name.starts_with("recrawl") || LAB_ONLY.contains(name))
                 .map(str::to_owned)
                 .collect();
             (name, dependencies)
@@ -63,6 +66,10 @@ fn no_stage_crate_depends_on_another_stage() {
         }
     }
     assert!(violations.is_empty(), "stage crates must build only on {FOUNDATIONS:?}: {violations:?}");
+    let launcher = crates.iter().find(|(name, _)| name == "recrawl").map(|(_, dependencies)| dependencies);
+    let lab_in_launcher: Vec<_> =
+        launcher.into_iter().flatten().filter(|d| LAB_ONLY.contains(&d.as_str())).collect();
+    assert!(lab_in_launcher.is_empty(), "the recrawl binary runs stages too: {lab_in_launcher:?}");
 }
 
 /// Files under `root` (the repository) that people read or the code documents itself in,

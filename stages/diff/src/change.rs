@@ -264,6 +264,19 @@ pub fn hash_hex(hash: u128) -> String {
     format!("{hash:032x}")
 }
 
+/// Reads one metric's degree (null when the metric was off).
+pub type MetricReader = fn(&ChangeDegrees) -> Option<f64>;
+
+/// The metrics compared, in report order, with how to read each from the degrees.
+pub const METRICS: [(&str, MetricReader); 6] = [
+    ("bw", |d| Some(d.bw)),
+    ("cos", |d| d.cos),
+    ("wd", |d| d.wd),
+    ("ed", |d| d.ed),
+    ("sh", |d| d.sh),
+    ("ied", |d| Some(d.ied)),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,6 @@ pub mod criteria;
 pub mod degree;
 pub mod lcs;
 pub mod offline;
-pub mod report;
 pub mod text;
 
 use std::time::Instant;
@@ -162,7 +161,7 @@ impl DiffMetrics {
         for result in ["first_seen", "changed", "text_unchanged", "unchanged", "not_downloaded"] {
             events.with_label_values(&[result]).reset();
         }
-        for (name, _) in criteria::METRICS {
+        for (name, _) in change::METRICS {
             let _empty = degrees.with_label_values(&[name]);
         }
         Ok(Self { events, degrees, compare_seconds, corpus_documents, corpus_words })
@@ -178,7 +177,7 @@ impl DiffMetrics {
         };
         self.events.with_label_values(&[result]).inc();
         if let Some(degrees) = event.degrees.as_ref().filter(|_| event.changed == Some(true)) {
-            for (name, read) in criteria::METRICS {
+            for (name, read) in change::METRICS {
                 if let Some(value) = read(degrees) {
                     self.degrees.with_label_values(&[name]).observe(value);
                 }

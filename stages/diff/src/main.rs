@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use recrawl_common::service::{block_on_main, parse_invocation, Invocation};
-use recrawl_diff::offline::{criteria, score, Offline};
+use recrawl_diff::offline::{score, Offline};
 
 /// The binary's name, version and description; its flags and commands come from its types.
 fn command() -> clap::Command {
@@ -26,11 +26,6 @@ fn main() -> ExitCode {
                 let mut stdout = std::io::stdout().lock();
                 serde_json::to_writer(&mut stdout, &result)?;
                 writeln!(stdout)?;
-                Ok(())
-            }
-            Invocation::Offline(Offline::Criteria(args)) => {
-                print!("{}", criteria(&args)?);
-                println!("\nWritten to {}", args.out.display());
                 Ok(())
             }
         }

@@ -1,5 +1,5 @@
-//! The offline commands: `score` two documents, reproduce the paper's `criteria`
-//! experiments. They run the stage's own comparison code.
+//! The offline command `score`: every degree of change between two documents, by the
+//! stage's own comparison code. The paper's `criteria` experiments are in `recrawl-lab`.
 
 use std::path::PathBuf;
 
@@ -9,8 +9,6 @@ use serde::Serialize;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
 
 use crate::change::{DiffSettings, Differ};
-use crate::criteria::{by_share_changed, by_size};
-use crate::report::{write_report, Axis};
 use crate::text::{page_words, word_hashes};
 use crate::CompareArgs;
 
@@ -18,8 +16,6 @@ use crate::CompareArgs;
 pub enum Offline {
     /// Every degree of change between two documents, as one JSON object.
     Score(ScoreArgs),
-    /// Reproduce the paper's experiment 2 (or 3 with --sizes): CSVs, SVG charts, a summary.
-    Criteria(CriteriaArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -114,51 +110,4 @@ pub fn score(old: &[u8], new: &[u8], input: InputKind, compare: &CompareArgs) ->
         s: settings.costs.s,
         t: settings.costs.t,
     }
-}
-
-#[derive(Debug, Args)]
-pub struct CriteriaArgs {
-    /// Words in the document of experiment 2.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(20..=1_000_000))]
-    pub words: u64,
-    /// Experiment 3 instead: 2² … 2¹³ words, a quarter changed.
-    #[arg(long)]
-    pub sizes: bool,
-    /// Directory for the CSVs, charts and summary.
-    #[arg(long, default_value = "criteria")]
-    pub out: PathBuf,
-    /// The reference's copy/shrink weight α.
-    #[arg(long, default_value_t = 0.75, value_parser = recrawl_common::config::unit_interval)]
-    pub alpha: f64,
-    /// The reference's move weight β.
-    #[arg(long, default_value_t = 0.75, value_parser = recrawl_common::config::unit_interval)]
-    pub beta: f64,
-    #[command(flatten)]
-    pub compare: CompareArgs,
-}
-
-/// Runs `criteria`; returns the Markdown summary it wrote.
-pub fn criteria(args: &CriteriaArgs) -> Result<String, crate::report::ReportError> {
-    let differ = Differ::new(args.compare.settings());
-    let (s, t, k) = (args.compare.s, args.compare.t, args.compare.k);
-    let (trials, axis, title) = if args.sizes {
-        (
-            by_size(&differ, args.alpha, args.beta),
-            Axis::Words,
-            format!(
-                "Experiment 3: 2² … 2¹³ words, a quarter changed (α = {}, β = {}, s = {s}, t = {t}, {k}-SH)",
-                args.alpha, args.beta
-            ),
-        )
-    } else {
-        (
-            by_share_changed(&differ, args.words as usize, args.alpha, args.beta),
-            Axis::ShareChanged,
-            format!(
-                "Experiment 2: {} words, 5 % … 95 % changed (α = {}, β = {}, s = {s}, t = {t}, {k}-SH)",
-                args.words, args.alpha, args.beta
-            ),
-        )
-    };
-    write_report(&trials, axis, &title, &args.out)
 }

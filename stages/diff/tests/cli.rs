@@ -64,16 +64,3 @@ fn bad_parameters_fail_naming_the_flag() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/a"));
 }
-
-#[test]
-fn criteria_writes_the_report() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("report");
-    let output = recrawl_diff(&["criteria", "--words", "200", "--out", &out.to_string_lossy()]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let summary = String::from_utf8_lossy(&output.stdout);
-    assert!(summary.contains("| ied |") && summary.contains("200 words"), "{summary}");
-    for file in ["summary.csv", "summary.md", "add.csv", "move.svg"] {
-        assert!(out.join(file).is_file(), "{file}");
-    }
-}

@@ -5,7 +5,6 @@
 
 pub mod distribution;
 pub mod estimate;
-pub mod evaluate;
 pub mod offline;
 
 use std::time::Duration;

@@ -1,17 +1,16 @@
-//! The offline commands: a URL's rates (`stats`), one prediction (`predict`), the paper's
-//! evaluation (`evaluate`) and synthetic histories for it (`generate`). They run the
-//! stage's own code; [`run`] returns the text to print.
+//! The offline commands: a URL's rates (`stats`) and one prediction (`predict`). They run
+//! the stage's own code; [`run`] returns the text to print. The paper's evaluation and its
+//! synthetic histories are in `recrawl-lab`.
 
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::evaluate::{evaluate, generate, parse_histories, EvaluateConfig, EvaluateError, GenerateConfig};
 use recrawl_model::history::replay_figure;
 use recrawl_model::prediction::{
-    named_distribution, predict, BinsError, CoarseShares, Eligibility, Kind, Model, PreparedPrior, Prior,
+    named_distribution, predict, BinsError, CoarseShares, Kind, Model, PreparedPrior, Prior,
     DISTRIBUTION_NAMES, MAX_FUTURE,
 };
 
@@ -22,10 +21,6 @@ pub enum Offline {
     Stats(StatsArgs),
     /// The distribution of successes (changes) over the next requests (comparisons).
     Predict(PredictArgs),
-    /// The paper's evaluation protocol on `group<TAB>history` lines, per group and model.
-    Evaluate(EvaluateArgs),
-    /// Synthetic `group<TAB>history` lines drawn from rate distributions.
-    Generate(GenerateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -62,68 +57,21 @@ pub struct PredictArgs {
     pub model: Model,
 }
 
-#[derive(Debug, Args)]
-pub struct EvaluateArgs {
-    /// `group<TAB>history` lines; blank lines and `#` comments are skipped.
-    #[arg(long)]
-    pub histories: PathBuf,
-    /// What to predict: dr, downloads among requests; mr, changes among comparisons.
-    #[arg(long, value_enum)]
-    pub kind: Kind,
-    /// One model only; all of them by default.
-    #[arg(long, value_enum)]
-    pub model: Option<Model>,
-    /// Requests (comparisons) a prediction conditions on.
-    #[arg(long, default_value_t = 5)]
-    pub window: u32,
-    /// Requests (comparisons) predicted: the last crawls of the histories.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_FUTURE)))]
-    pub future: u32,
-    /// Least request rate of a URL counted in its group's distribution.
-    #[arg(long, default_value_t = Eligibility::default().min_request_rate, value_parser = recrawl_common::config::unit_interval)]
-    pub min_request_rate: f64,
-    /// Least download (DR) or change (MR) recall of a URL counted in its group's distribution.
-    #[arg(long, default_value_t = Eligibility::default().min_recall, value_parser = recrawl_common::config::unit_interval)]
-    pub min_recall: f64,
-}
-
-#[derive(Debug, Args)]
-pub struct GenerateArgs {
-    /// The group name written before each history (e.g. popular).
-    #[arg(long)]
-    pub group: String,
-    /// Histories to generate, one URL each.
-    #[arg(long)]
-    pub urls: usize,
-    /// Crawls in each history (the paper's protocol: 55 daily crawls).
-    #[arg(long, default_value_t = 55)]
-    pub crawls: usize,
-    /// Download rate distribution: paper-popular, paper-random, or a JSON file of 12 shares.
-    #[arg(long, default_value = "paper-popular")]
-    pub dr: String,
-    /// Modification rate distribution: synthetic (an assumption: the paper published
-    /// none) or a JSON file of 12 shares.
-    #[arg(long, default_value = "synthetic")]
-    pub mr: String,
-    /// Seed of the random draws: the same seed, the same histories.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+/// Why a distribution named on the command line cannot be read.
+#[derive(Debug, Error)]
+pub enum DistributionError {
+    #[error("{name}: neither a named distribution ({known}) nor a readable file: {source}")]
+    Unknown { name: String, known: String, source: std::io::Error },
+    #[error("{path}: expected a JSON array of 12 numbers: {source}")]
+    Json { path: PathBuf, source: serde_json::Error },
+    #[error("{path}: {source}")]
+    Shares { path: PathBuf, source: BinsError },
 }
 
 #[derive(Debug, Error)]
 pub enum OfflineError {
-    #[error("reading {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{name}: neither a named distribution ({known}) nor a readable file: {source}")]
-    Distribution { name: String, known: String, source: std::io::Error },
-    #[error("{path}: expected a JSON array of 12 numbers: {source}")]
-    SharesJson { path: PathBuf, source: serde_json::Error },
-    #[error("{path}: {source}")]
-    Shares { path: PathBuf, source: BinsError },
-    #[error("{path}: {source}")]
-    Histories { path: PathBuf, source: EvaluateError },
     #[error(transparent)]
-    Evaluate(#[from] EvaluateError),
+    Distribution(#[from] DistributionError),
     #[error("writing the output: {0}")]
     Output(#[from] serde_json::Error),
 }
@@ -133,18 +81,6 @@ pub fn run(command: &Offline) -> Result<String, OfflineError> {
     match command {
         Offline::Stats(args) => json(&stats(args)),
         Offline::Predict(args) => json(&predict_command(args)?),
-        Offline::Evaluate(args) => {
-            let path = &args.histories;
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| OfflineError::Read { path: path.clone(), source })?;
-            let histories = parse_histories(&text)
-                .map_err(|source| OfflineError::Histories { path: path.clone(), source })?;
-            json(&evaluate(&histories, &evaluate_config(args))?)
-        }
-        Offline::Generate(args) => {
-            let lines = generate(&generate_config(args)?)?;
-            Ok(lines.iter().map(|(group, history)| format!("{group}\t{history}\n")).collect())
-        }
     }
 }
 
@@ -203,42 +139,20 @@ pub fn predict_command(args: &PredictArgs) -> Result<PredictOutput, OfflineError
     Ok(PredictOutput { probabilities: prediction.probabilities, model: args.model, prior: prediction.prior })
 }
 
-pub fn evaluate_config(args: &EvaluateArgs) -> EvaluateConfig {
-    EvaluateConfig {
-        kind: args.kind,
-        models: args.model.map_or_else(|| Model::value_variants().to_vec(), |model| vec![model]),
-        window: args.window,
-        future: args.future,
-        eligibility: Eligibility { min_request_rate: args.min_request_rate, min_recall: args.min_recall },
-    }
-}
-
-pub fn generate_config(args: &GenerateArgs) -> Result<GenerateConfig, OfflineError> {
-    Ok(GenerateConfig {
-        group: args.group.clone(),
-        urls: args.urls,
-        crawls: args.crawls,
-        // Table 1 is DR data only: the paper's MR table is a misprint of it.
-        dr_shares: distribution(&args.dr, &["paper-popular", "paper-random"])?,
-        mr_shares: distribution(&args.mr, &["synthetic"])?,
-        seed: args.seed,
-    })
-}
-
 /// One of the `known` named distributions, else a JSON file of shares.
-fn distribution(name_or_path: &str, known: &[&str]) -> Result<CoarseShares, OfflineError> {
+pub fn distribution(name_or_path: &str, known: &[&str]) -> Result<CoarseShares, DistributionError> {
     if let Some(shares) = known.contains(&name_or_path).then(|| named_distribution(name_or_path)).flatten() {
         return Ok(shares);
     }
     let path = Path::new(name_or_path);
-    let text = std::fs::read_to_string(path).map_err(|source| OfflineError::Distribution {
+    let text = std::fs::read_to_string(path).map_err(|source| DistributionError::Unknown {
         name: name_or_path.to_owned(),
         known: known.join(", "),
         source,
     })?;
     let values: Vec<f64> = serde_json::from_str(&text)
-        .map_err(|source| OfflineError::SharesJson { path: path.to_owned(), source })?;
-    CoarseShares::new(&values).map_err(|source| OfflineError::Shares { path: path.to_owned(), source })
+        .map_err(|source| DistributionError::Json { path: path.to_owned(), source })?;
+    CoarseShares::new(&values).map_err(|source| DistributionError::Shares { path: path.to_owned(), source })
 }
 
 #[cfg(test)]
@@ -334,65 +248,17 @@ mod tests {
         let short = dir.path().join("short.json");
         std::fs::write(&short, "[1, 2, 3]").unwrap();
         let error = run(&parse(&[&args[..], &[short.to_str().unwrap()]].concat())).unwrap_err();
-        assert!(matches!(error, OfflineError::Shares { source: BinsError::CoarseLength { found: 3 }, .. }));
+        assert!(matches!(
+            error,
+            OfflineError::Distribution(DistributionError::Shares {
+                source: BinsError::CoarseLength { found: 3 },
+                ..
+            })
+        ));
         assert!(error.to_string().contains("short.json"), "{error}");
 
         let missing = dir.path().join("paper-populr");
         let error = run(&parse(&[&args[..], &[missing.to_str().unwrap()]].concat())).unwrap_err();
         assert!(error.to_string().contains("paper-populr") && error.to_string().contains("paper-popular"));
-        let table_1_as_mr = ["generate", "--group", "g", "--urls", "1", "--mr", "paper-popular"];
-        assert!(matches!(run(&parse(&table_1_as_mr)), Err(OfflineError::Distribution { .. })));
-    }
-
-    #[test]
-    fn generate_then_evaluate() {
-        let generated =
-            run(&parse(&["generate", "--group", "popular", "--urls", "300", "--seed", "3"])).unwrap();
-        assert_eq!(generated.lines().count(), 300);
-        assert!(generated
-            .lines()
-            .all(|line| line.starts_with("popular\t") && line.len() == "popular\t".len() + 55));
-        let dir = tempfile::tempdir().unwrap();
-        let histories = dir.path().join("histories.tsv");
-        std::fs::write(&histories, &generated).unwrap();
-        let report = output(&["evaluate", "--histories", histories.to_str().unwrap(), "--kind", "dr"]);
-        let rows = report["rows"].as_array().unwrap();
-        let models: Vec<&str> = rows.iter().filter_map(|row| row["model"].as_str()).collect();
-        assert_eq!(models, ["paper", "beta-binomial", "poisson"]);
-        assert!(rows
-            .iter()
-            .all(|row| row["n"].as_u64() == Some(300) && row["misprediction_rate"].is_number()));
-        let paper_only = output(&[
-            "evaluate",
-            "--histories",
-            histories.to_str().unwrap(),
-            "--kind",
-            "mr",
-            "--model",
-            "paper",
-        ]);
-        assert_eq!(paper_only["rows"].as_array().map(Vec::len), Some(1));
-    }
-
-    #[test]
-    fn evaluate_names_the_file_and_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let histories = dir.path().join("broken.tsv");
-        std::fs::write(&histories, "g\taaaaaaaaaaa\ng aaaaaaaaaaa\n").unwrap();
-        let error = run(&parse(&["evaluate", "--histories", histories.to_str().unwrap(), "--kind", "dr"]))
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("broken.tsv") && error.contains("line 2"), "{error}");
-        assert!(Cli::try_parse_from([
-            "x",
-            "evaluate",
-            "--histories",
-            "h",
-            "--kind",
-            "dr",
-            "--min-recall",
-            "2"
-        ])
-        .is_err());
     }
 }

@@ -149,6 +149,29 @@ impl CoarseShares {
     pub fn is_empty(&self) -> bool {
         self.total() == 0.0
     }
+
+    /// The rate at quantiles `bin_quantile` and `within_quantile` (each in [0, 1)): a coarse
+    /// bin chosen by its share (which must have some weight), then a point spread uniformly
+    /// within it; exactly 0 or 1 for the end bins. Two uniform draws give a random rate.
+    pub fn rate_at(&self, bin_quantile: f64, within_quantile: f64) -> f64 {
+        let mut remaining = bin_quantile * self.total();
+        let weighted = self.0.iter().enumerate().filter(|(_, share)| **share > 0.0);
+        // Rounding can leave a sliver past the last bin: it belongs to the last bin with weight.
+        let mut bin = COARSE_BINS - 1;
+        for (index, share) in weighted {
+            bin = index;
+            if remaining < *share {
+                break;
+            }
+            remaining -= share;
+        }
+        match bin {
+            0 => 0.0,
+            1 => 0.01 + 0.09 * within_quantile,
+            _ if bin == COARSE_BINS - 1 => 1.0,
+            _ => (bin as f64 - 1.0) / 10.0 + 0.1 * within_quantile,
+        }
+    }
 }
 
 /// The paper's Table 1, DR of the popular group (sums to 100.01 % as printed).

@@ -21,8 +21,8 @@ struct Cli {
 enum Command {
     /// Run the whole pipeline locally: embedded Kafka, a demo website, the four stages.
     Demo(recrawl::demo::DemoArgs),
-    /// Compare scheduling policies on a simulated web (or replayed histories); `sim paper`
-    /// reproduces the papers' experiments.
+    /// Compare scheduling policies on a simulated web (or replayed histories); the papers'
+    /// experiments are `recrawl-lab paper`.
     Sim(recrawl::sim::SimArgs),
     /// Serve the simulated web on 127.0.0.1 (one virtual host per site) with its ground truth.
     Simweb(recrawl::sim::server::SimWebArgs),

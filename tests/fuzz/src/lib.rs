@@ -9,10 +9,10 @@
 use recrawl_diff::offline::{score, InputKind};
 use recrawl_diff::text::{page_words, CaseFold};
 use recrawl_diff::CompareArgs;
-use recrawl_estimator::evaluate::parse_histories;
 use recrawl_estimator::offline::{stats, StatsArgs};
 use recrawl_fetch::links::{extract_links, LinkFilter};
 use recrawl_fetch::robots::{RobotsRules, MAX_ROBOTS_BYTES};
+use recrawl_lab::evaluate::parse_histories;
 use recrawl_schemas::envelope::{check_kafka_headers, kafka_headers};
 use recrawl_schemas::{
     decode, encode, normalise_url, ChangeEvent, DiscoveredLinks, FetchResult, Format, GroupDistribution,

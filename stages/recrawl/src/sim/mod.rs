@@ -1,11 +1,9 @@
 //! The simulated web and what runs on it: the model ([`web`]) and its text ([`text`]),
 //! the HTTP server `recrawl simweb` ([`server`]), the ground-truth measures
-//! ([`measure`]), the policy simulator `recrawl sim` ([`simulate`], [`replay`]) and the
-//! papers' experiments `recrawl sim paper` ([`paper`]).
+//! ([`measure`]) and the policy simulator `recrawl sim` ([`simulate`], [`replay`]). The
+//! papers' experiments on it are `recrawl-lab paper`.
 
-pub mod chart;
 pub mod measure;
-pub mod paper;
 pub mod replay;
 pub mod server;
 pub mod simulate;
@@ -16,31 +14,16 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use clap::{Args, Subcommand};
+use clap::Args;
 use recrawl_model::prediction::Eligibility;
 use serde::Serialize;
 
 use simulate::{simulate, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
 use web::{Truth, Web, WebParams};
 
-#[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct SimArgs {
-    #[command(subcommand)]
-    pub command: Option<SimCommand>,
-    #[command(flatten)]
-    pub run: RunArgs,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum SimCommand {
-    /// Reproduce the papers' experiments on the simulated web (CSV, SVG, Markdown).
-    Paper(paper::PaperArgs),
-}
-
 /// `recrawl sim`: every policy on the same web at the same budget.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct SimArgs {
     /// Pages of the simulated web.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub pages: u64,
@@ -106,13 +89,10 @@ struct SimReport<'a> {
 }
 
 pub async fn run(args: SimArgs) -> anyhow::Result<()> {
-    match args.command {
-        Some(SimCommand::Paper(paper)) => tokio::task::spawn_blocking(move || paper::run(&paper)).await?,
-        None => tokio::task::spawn_blocking(move || run_policies(&args.run)).await?,
-    }
+    tokio::task::spawn_blocking(move || run_policies(&args)).await?
 }
 
-fn run_policies(args: &RunArgs) -> anyhow::Result<()> {
+fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let policies = if args.policies.is_empty() { SimPolicy::ALL.to_vec() } else { args.policies.clone() };
     let config = SimConfig {

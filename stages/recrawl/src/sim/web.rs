@@ -19,8 +19,7 @@ use std::f64::consts::TAU;
 
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
-use recrawl_estimator::evaluate::draw_rate;
-use recrawl_model::prediction::{PAPER_POPULAR, PAPER_RANDOM};
+use recrawl_model::prediction::{CoarseShares, PAPER_POPULAR, PAPER_RANDOM};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::text::{Charset, Language};
@@ -417,6 +416,12 @@ impl Truth {
     pub fn rates(&self) -> &[f64] {
         &self.rates
     }
+}
+
+/// A rate drawn from coarse shares (which must have some weight).
+pub fn draw_rate(shares: &CoarseShares, rng: &mut Pcg64) -> f64 {
+    let bin_quantile = rng.random::<f64>();
+    shares.rate_at(bin_quantile, rng.random::<f64>())
 }
 
 #[cfg(test)]

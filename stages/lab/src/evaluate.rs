@@ -1,17 +1,21 @@
 //! The paper's evaluation protocol (`docs/algorithms/estimator.md` §5) for every model, and a
-//! generator of synthetic histories to run it on. Pure: no files here.
+//! generator of synthetic histories to run it on; `recrawl-lab evaluate` and `generate`.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
+use clap::{Args, ValueEnum};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
+use recrawl::sim::web::draw_rate;
+use recrawl_estimator::offline::{distribution, DistributionError};
 use serde::Serialize;
 use thiserror::Error;
 
 use recrawl_model::history::{replay_figure, Symbol};
 use recrawl_model::prediction::{
     fine_bin, predict, CoarseShares, Eligibility, Kind, Model, PreparedPrior, Prior, RateHistogram,
-    COARSE_BINS,
+    MAX_FUTURE,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -269,26 +273,109 @@ pub fn generate(config: &GenerateConfig) -> Result<Vec<(String, String)>, Evalua
     Ok(histories)
 }
 
-/// A rate drawn from coarse shares (which must have some weight).
-pub fn draw_rate(shares: &CoarseShares, rng: &mut Pcg64) -> f64 {
-    let mut remaining = rng.random::<f64>() * shares.total();
-    let weighted = shares.values().iter().enumerate().filter(|(_, share)| **share > 0.0);
-    // Rounding can leave a sliver past the last bin: it belongs to the last bin with weight.
-    let mut bin = COARSE_BINS - 1;
-    for (index, share) in weighted {
-        bin = index;
-        if remaining < *share {
-            break;
-        }
-        remaining -= share;
+/// `recrawl-lab evaluate`: the §5 protocol on `group<TAB>history` lines.
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// `group<TAB>history` lines; blank lines and `#` comments are skipped.
+    #[arg(long)]
+    pub histories: PathBuf,
+    /// What to predict: dr, downloads among requests; mr, changes among comparisons.
+    #[arg(long, value_enum)]
+    pub kind: Kind,
+    /// One model only; all of them by default.
+    #[arg(long, value_enum)]
+    pub model: Option<Model>,
+    /// Requests (comparisons) a prediction conditions on.
+    #[arg(long, default_value_t = 5)]
+    pub window: u32,
+    /// Requests (comparisons) predicted: the last crawls of the histories.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_FUTURE)))]
+    pub future: u32,
+    /// Least request rate of a URL counted in its group's distribution.
+    #[arg(long, default_value_t = Eligibility::default().min_request_rate, value_parser = recrawl_common::config::unit_interval)]
+    pub min_request_rate: f64,
+    /// Least download (DR) or change (MR) recall of a URL counted in its group's distribution.
+    #[arg(long, default_value_t = Eligibility::default().min_recall, value_parser = recrawl_common::config::unit_interval)]
+    pub min_recall: f64,
+}
+
+/// `recrawl-lab generate`: synthetic `group<TAB>history` lines.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The group name written before each history (e.g. popular).
+    #[arg(long)]
+    pub group: String,
+    /// Histories to generate, one URL each.
+    #[arg(long)]
+    pub urls: usize,
+    /// Crawls in each history (the paper's protocol: 55 daily crawls).
+    #[arg(long, default_value_t = 55)]
+    pub crawls: usize,
+    /// Download rate distribution: paper-popular, paper-random, or a JSON file of 12 shares.
+    #[arg(long, default_value = "paper-popular")]
+    pub dr: String,
+    /// Modification rate distribution: synthetic (an assumption: the paper published
+    /// none) or a JSON file of 12 shares.
+    #[arg(long, default_value = "synthetic")]
+    pub mr: String,
+    /// Seed of the random draws: the same seed, the same histories.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Why `evaluate` or `generate` cannot run.
+#[derive(Debug, Error)]
+pub enum CommandError {
+    #[error("reading {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Histories { path: PathBuf, source: EvaluateError },
+    #[error(transparent)]
+    Evaluate(#[from] EvaluateError),
+    #[error(transparent)]
+    Distribution(#[from] DistributionError),
+    #[error("writing the output: {0}")]
+    Output(#[from] serde_json::Error),
+}
+
+/// Runs `evaluate`; returns the report as pretty JSON with a trailing newline.
+pub fn evaluate_command(args: &EvaluateArgs) -> Result<String, CommandError> {
+    let path = &args.histories;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| CommandError::Read { path: path.clone(), source })?;
+    let histories =
+        parse_histories(&text).map_err(|source| CommandError::Histories { path: path.clone(), source })?;
+    let mut json = serde_json::to_string_pretty(&evaluate(&histories, &evaluate_config(args))?)?;
+    json.push('\n');
+    Ok(json)
+}
+
+/// Runs `generate`; returns the lines.
+pub fn generate_command(args: &GenerateArgs) -> Result<String, CommandError> {
+    let lines = generate(&generate_config(args)?)?;
+    Ok(lines.iter().map(|(group, history)| format!("{group}\t{history}\n")).collect())
+}
+
+pub fn evaluate_config(args: &EvaluateArgs) -> EvaluateConfig {
+    EvaluateConfig {
+        kind: args.kind,
+        models: args.model.map_or_else(|| Model::value_variants().to_vec(), |model| vec![model]),
+        window: args.window,
+        future: args.future,
+        eligibility: Eligibility { min_request_rate: args.min_request_rate, min_recall: args.min_recall },
     }
-    let within = rng.random::<f64>();
-    match bin {
-        0 => 0.0,
-        1 => 0.01 + 0.09 * within,
-        _ if bin == COARSE_BINS - 1 => 1.0,
-        _ => (bin as f64 - 1.0) / 10.0 + 0.1 * within,
-    }
+}
+
+pub fn generate_config(args: &GenerateArgs) -> Result<GenerateConfig, DistributionError> {
+    Ok(GenerateConfig {
+        group: args.group.clone(),
+        urls: args.urls,
+        crawls: args.crawls,
+        // Table 1 is DR data only: the paper's MR table is a misprint of it.
+        dr_shares: distribution(&args.dr, &["paper-popular", "paper-random"])?,
+        mr_shares: distribution(&args.mr, &["synthetic"])?,
+        seed: args.seed,
+    })
 }
 
 #[cfg(test)]
@@ -423,5 +510,88 @@ mod tests {
         let empty = CoarseShares::new(&[0.0; 12]).unwrap();
         let config = GenerateConfig { mr_shares: empty, ..popular(1, 1) };
         assert_eq!(generate(&config), Err(EvaluateError::EmptyDistribution { kind: Kind::Mr }));
+    }
+
+    mod commands {
+        use clap::Parser;
+
+        use super::super::*;
+
+        #[derive(Debug, Parser)]
+        enum Cli {
+            Evaluate(EvaluateArgs),
+            Generate(GenerateArgs),
+        }
+
+        fn run(args: &[&str]) -> Result<String, CommandError> {
+            match Cli::try_parse_from(std::iter::once("recrawl-lab").chain(args.iter().copied())).unwrap() {
+                Cli::Evaluate(args) => evaluate_command(&args),
+                Cli::Generate(args) => generate_command(&args),
+            }
+        }
+
+        fn output(args: &[&str]) -> serde_json::Value {
+            serde_json::from_str(&run(args).unwrap()).unwrap()
+        }
+
+        #[test]
+        fn generate_then_evaluate() {
+            let generated = run(&["generate", "--group", "popular", "--urls", "300", "--seed", "3"]).unwrap();
+            assert_eq!(generated.lines().count(), 300);
+            assert!(generated
+                .lines()
+                .all(|line| line.starts_with("popular\t") && line.len() == "popular\t".len() + 55));
+            let dir = tempfile::tempdir().unwrap();
+            let histories = dir.path().join("histories.tsv");
+            std::fs::write(&histories, &generated).unwrap();
+            let report = output(&["evaluate", "--histories", histories.to_str().unwrap(), "--kind", "dr"]);
+            let rows = report["rows"].as_array().unwrap();
+            let models: Vec<&str> = rows.iter().filter_map(|row| row["model"].as_str()).collect();
+            assert_eq!(models, ["paper", "beta-binomial", "poisson"]);
+            assert!(rows
+                .iter()
+                .all(|row| row["n"].as_u64() == Some(300) && row["misprediction_rate"].is_number()));
+            let paper_only = output(&[
+                "evaluate",
+                "--histories",
+                histories.to_str().unwrap(),
+                "--kind",
+                "mr",
+                "--model",
+                "paper",
+            ]);
+            assert_eq!(paper_only["rows"].as_array().map(Vec::len), Some(1));
+        }
+
+        #[test]
+        fn evaluate_names_the_file_and_line() {
+            let dir = tempfile::tempdir().unwrap();
+            let histories = dir.path().join("broken.tsv");
+            std::fs::write(&histories, "g\taaaaaaaaaaa\ng aaaaaaaaaaa\n").unwrap();
+            let error = run(&["evaluate", "--histories", histories.to_str().unwrap(), "--kind", "dr"])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("broken.tsv") && error.contains("line 2"), "{error}");
+            assert!(Cli::try_parse_from([
+                "recrawl-lab",
+                "evaluate",
+                "--histories",
+                "h",
+                "--kind",
+                "dr",
+                "--min-recall",
+                "2"
+            ])
+            .is_err());
+        }
+
+        #[test]
+        fn table_1_is_not_an_mr_distribution() {
+            let table_1_as_mr = ["generate", "--group", "g", "--urls", "1", "--mr", "paper-popular"];
+            assert!(matches!(
+                run(&table_1_as_mr),
+                Err(CommandError::Distribution(DistributionError::Unknown { .. }))
+            ));
+        }
     }
 }

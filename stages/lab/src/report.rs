@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::criteria::{deviation, ChangeKind, Trial, METRICS};
+use recrawl_diff::criteria::ChangeKind;
+
+use recrawl_diff::change::METRICS;
+
+use crate::criteria::{deviation, Trial};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -198,14 +202,14 @@ pub fn write_report(trials: &[Trial], axis: Axis, title: &str, dir: &Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::change::{DiffSettings, Differ};
     use crate::criteria::{by_share_changed, by_size};
+    use recrawl_diff::change::{DiffSettings, Differ};
 
     /// The committed reports (`reports/`) are what the code computes now.
     #[test]
     fn the_committed_summaries_are_current() {
         let differ = Differ::new(DiffSettings::default());
-        let regenerate = "cargo run --release --bin recrawl-diff -- criteria [--sizes] --out reports/…";
+        let regenerate = "cargo run --release --bin recrawl-lab -- criteria [--sizes] --out reports/…";
         assert_eq!(
             summary_csv(&by_share_changed(&differ, 1000, 0.75, 0.75)),
             include_str!("../../../reports/criteria/summary.csv"),

@@ -1,14 +1,14 @@
-//! `recrawl sim paper`: the papers' experiments on the simulated web. Each writes CSV,
+//! `recrawl-lab paper`: the papers' experiments on the simulated web. Each writes CSV,
 //! SVG charts and a Markdown summary into its own folder under `--out`, and the
 //! summaries are gathered in `--out/README.md`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::evaluate::{evaluate, EvaluateConfig, EvaluateReport};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use recrawl_common::links::LinkRules;
-use recrawl_estimator::evaluate::{evaluate, EvaluateConfig, EvaluateReport};
 use recrawl_model::prediction::{Kind, Model};
 use recrawl_model::refresh::{ChangeCalendar, RefreshSettings};
 use recrawl_scheduler::book::{Book, BookSettings, Hosts, Learned};
@@ -17,10 +17,10 @@ use recrawl_scheduler::plan::{choose, PlanSettings};
 use recrawl_scheduler::policy::{Discovery, Policy};
 use recrawl_schemas::DiscoveredLinks;
 
-use super::chart::{bars, lines, Labels};
-use super::measure::{CopyTracker, Measures};
-use super::simulate::{simulate, simulated_request, SimConfig, SimPolicy, SimulatedWeb};
-use super::web::{Truth, Web, WebParams};
+use crate::chart::{bars, lines, Labels};
+use recrawl::sim::measure::{CopyTracker, Measures};
+use recrawl::sim::simulate::{simulate, simulated_request, SimConfig, SimPolicy, SimulatedWeb};
+use recrawl::sim::web::{Truth, Web, WebParams};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Experiment {
@@ -72,7 +72,7 @@ pub fn run(args: &PaperArgs) -> anyhow::Result<()> {
         let mut summary = runner(&dir, args.seed, scaled(pages))?;
         let _ = writeln!(
             summary,
-            "\nRegenerate: `cargo run --release --bin recrawl -- sim paper {name} --seed {} --scale {}` ({:.1} s here).",
+            "\nRegenerate: `cargo run --release --bin recrawl-lab -- paper {name} --seed {} --scale {}` ({:.1} s here).",
             args.seed,
             args.scale,
             started.elapsed().as_secs_f64()
