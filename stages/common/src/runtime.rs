@@ -50,7 +50,9 @@ use crate::kafka::{
 };
 use crate::metrics::StageMetrics;
 use crate::state::StateStore;
+use crate::tail::{read_to_end, EndOffsets, ReadToEndError};
 
+/// A restore fails when its changelog yields no record for this long short of its end.
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Each shutdown step (final commit, producer flush, client teardown) gets this long.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -1025,71 +1027,38 @@ impl<S: Stage> Loop<S> {
             let reader: BaseConsumer<ClusterContext> = config
                 .create_with_context(ClusterContext)
                 .map_err(|e| restore_error(first, e.to_string()))?;
-            let mut restored: HashMap<i32, HashMap<String, S::State>> = HashMap::new();
-            // Offset to read up to (exclusive), for the partitions that hold anything.
-            let mut pending: HashMap<i32, i64> = HashMap::new();
-            let mut list = TopicPartitionList::new();
-            for &partition in &partitions {
-                restored.insert(partition, HashMap::new());
-                let (low, high) = reader
-                    .fetch_watermarks(&topic, partition, metadata_timeout)
-                    .map_err(|e| restore_error(partition, e.to_string()))?;
-                if high > low {
-                    pending.insert(partition, high);
-                    list.add_partition_offset(&topic, partition, Offset::Beginning)
-                        .map_err(|e| restore_error(partition, e.to_string()))?;
-                }
+            let mut restored: HashMap<i32, HashMap<String, S::State>> =
+                partitions.iter().map(|&partition| (partition, HashMap::new())).collect();
+            let (ends, assignment) =
+                EndOffsets::fetch(&reader, &topic, partitions.iter().copied(), metadata_timeout, false)
+                    .map_err(|e| restore_error(first, e.to_string()))?;
+            if assignment.count() > 0 {
+                reader.assign(&assignment).map_err(|e| restore_error(first, e.to_string()))?;
             }
-            if !pending.is_empty() {
-                reader.assign(&list).map_err(|e| restore_error(first, e.to_string()))?;
-            }
-            let now = Instant::now();
-            let deadline = now.checked_add(RESTORE_TIMEOUT).unwrap_or(now);
             let settle = Duration::from_millis(settle_ms);
-            let reading = !pending.is_empty();
-            loop {
-                let at_watermarks = pending.is_empty();
-                if at_watermarks && (!reading || settle.is_zero()) {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    let partition = pending.keys().next().copied().unwrap_or(first);
-                    return Err(restore_error(
-                        partition,
-                        format!("changelog not read to its end within {RESTORE_TIMEOUT:?}"),
-                    ));
-                }
-                let wait = if at_watermarks { settle } else { Duration::from_millis(200) };
-                let Some(message) = reader.poll(wait) else {
-                    if at_watermarks {
-                        break;
-                    }
-                    continue;
-                };
-                let message = message.map_err(|e| restore_error(first, e.to_string()))?;
-                let partition = message.partition();
-                let Some(values) = restored.get_mut(&partition) else { continue };
+            let read = read_to_end(&reader, ends, settle, RESTORE_TIMEOUT, |message| {
+                let Some(values) = restored.get_mut(&message.partition()) else { return };
                 records_read.inc();
-                if let Some(key) = message.key().and_then(|k| std::str::from_utf8(k).ok()) {
-                    match message.payload().map(decode::<S::State>) {
-                        None => {
-                            values.remove(key);
-                        }
-                        Some(Ok(value)) => {
-                            values.insert(key.to_owned(), value);
-                        }
-                        Some(Err(error)) => {
-                            // A record this build cannot read is skipped, not fatal: the
-                            // key's state restarts and is rebuilt from new input.
-                            errors.with_label_values(&[ErrorKind::RestoreDecode.as_str()]).inc();
-                            tracing::warn!(key, %error, "skipping unreadable changelog record");
-                        }
+                let Some(key) = message.key().and_then(|k| std::str::from_utf8(k).ok()) else { return };
+                match message.payload().map(decode::<S::State>) {
+                    None => {
+                        values.remove(key);
+                    }
+                    Some(Ok(value)) => {
+                        values.insert(key.to_owned(), value);
+                    }
+                    Some(Err(error)) => {
+                        // A record this build cannot read is skipped, not fatal: the key's
+                        // state restarts and is rebuilt from new input.
+                        errors.with_label_values(&[ErrorKind::RestoreDecode.as_str()]).inc();
+                        tracing::warn!(key, %error, "skipping unreadable changelog record");
                     }
                 }
-                if pending.get(&partition).is_some_and(|high| message.offset().saturating_add(1) >= *high) {
-                    pending.remove(&partition);
-                }
-            }
+            });
+            read.map_err(|error| match error {
+                ReadToEndError::Stalled { partition, .. } => restore_error(partition, error.to_string()),
+                ReadToEndError::Kafka(_) => restore_error(first, error.to_string()),
+            })?;
             Ok(restored.into_iter().collect())
         })
         .await?

@@ -2,17 +2,16 @@
 //! dead letters an operator chooses, and, after a fix, their original records put back on
 //! the topic they belong on.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{Offset, TopicPartitionList};
 use recrawl_common::admin::{self, AdminError};
 use recrawl_common::kafka::{producer_config, reader_config};
+use recrawl_common::tail::{read_to_end, EndOffsets, ReadToEndError};
 use recrawl_common::KafkaArgs;
 use recrawl_schemas::envelope::{check_header, CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER};
 use recrawl_schemas::topics::DEAD_LETTER;
@@ -105,49 +104,22 @@ pub async fn read_all(args: &KafkaArgs) -> Result<Vec<DeadLetter>, DlqError> {
                 .get(&topic)
                 .copied()
                 .unwrap_or(0);
-        // The offset to read up to (exclusive), for the partitions that hold anything.
-        let mut pending: HashMap<i32, i64> = HashMap::new();
-        let mut list = TopicPartitionList::new();
-        for partition in 0..partitions {
-            let (low, high) = reader.fetch_watermarks(&topic, partition, timeout).map_err(read_error)?;
-            if high > low {
-                pending.insert(partition, high);
-                list.add_partition_offset(&topic, partition, Offset::Beginning).map_err(read_error)?;
-            }
-        }
+        let (ends, assignment) =
+            EndOffsets::fetch(&reader, &topic, 0..partitions, timeout, false).map_err(read_error)?;
         let mut letters = Vec::new();
-        if pending.is_empty() {
-            return Ok(letters);
+        if assignment.count() > 0 {
+            reader.assign(&assignment).map_err(read_error)?;
         }
-        reader.assign(&list).map_err(read_error)?;
-        let mut last_record = Instant::now();
-        // Past the watermarks, records keep being taken until none comes for the settle
-        // time, as a restore does: a broker's high watermark can trail what it serves.
         let settle = Duration::from_millis(settle_ms);
-        loop {
-            let at_watermarks = pending.is_empty();
-            if at_watermarks && settle.is_zero() {
-                break;
+        read_to_end(&reader, ends, settle, timeout, |message| {
+            letters.push(DeadLetter::from_message(message))
+        })
+        .map_err(|error| match error {
+            ReadToEndError::Kafka(source) => DlqError::Read { topic: topic.clone(), source },
+            ReadToEndError::Stalled { partition, end, waited } => {
+                DlqError::Stalled { topic: topic.clone(), partition, high: end, waited }
             }
-            let wait = if at_watermarks { settle } else { Duration::from_millis(200) };
-            let Some(message) = reader.poll(wait) else {
-                if at_watermarks {
-                    break;
-                }
-                if last_record.elapsed() > timeout {
-                    let (&partition, &high) = pending.iter().next().unwrap_or((&0, &0));
-                    return Err(DlqError::Stalled { topic, partition, high, waited: timeout });
-                }
-                continue;
-            };
-            last_record = Instant::now();
-            let message = message.map_err(read_error)?;
-            let letter = DeadLetter::from_message(&message);
-            if pending.get(&letter.partition).is_some_and(|high| letter.offset + 1 >= *high) {
-                pending.remove(&letter.partition);
-            }
-            letters.push(letter);
-        }
+        })?;
         letters.sort_by_key(|l| (l.partition, l.offset));
         Ok(letters)
     })
