@@ -64,6 +64,12 @@ pub trait Message: Serialize + DeserializeOwned {
     }
 }
 
+/// The state of a stage that keeps none.
+impl Message for () {
+    const NAME: &'static str = "None";
+    const FORMAT: Format = Format::Bincode;
+}
+
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum EnvelopeError {
     #[error("payload truncated: {len} bytes, the envelope header alone is {HEADER_LEN}")]

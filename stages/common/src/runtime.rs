@@ -425,7 +425,7 @@ pub struct Assignment {
 /// What a stage provides to the loop. The algorithm itself lives in the stage's pure
 /// modules; implementations only decode, call them and emit.
 pub trait Stage: Send + 'static {
-    /// Per-key state kept in the changelog.
+    /// Per-key state kept in the changelog; `()` for a stage that keeps none.
     type State: Message + Send + Sync + 'static;
 
     fn name(&self) -> &'static str;
@@ -436,8 +436,10 @@ pub trait Stage: Send + 'static {
     /// Topics the stage writes to, without prefix, checked at start.
     fn output_topics(&self) -> Vec<&'static str>;
 
-    /// Whether the stage keeps state in `state.<name>`.
-    fn stateful(&self) -> bool;
+    /// Whether the stage keeps state in `state.<name>`: unless its state is `()`.
+    fn stateful(&self) -> bool {
+        std::any::TypeId::of::<Self::State>() != std::any::TypeId::of::<()>()
+    }
 
     /// Handles one batch in offset order.
     fn handle(

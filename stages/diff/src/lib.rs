@@ -218,10 +218,6 @@ impl Stage for Diff {
         vec![CHANGE_EVENTS, DEAD_LETTER]
     }
 
-    fn stateful(&self) -> bool {
-        true
-    }
-
     async fn handle(
         &mut self,
         batch: Vec<InputRecord>,

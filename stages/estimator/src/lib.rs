@@ -296,10 +296,6 @@ impl Stage for EstimatorStage {
         vec![ESTIMATES, DISTRIBUTIONS, DEAD_LETTER]
     }
 
-    fn stateful(&self) -> bool {
-        true
-    }
-
     async fn handle(
         &mut self,
         batch: Vec<InputRecord>,

@@ -21,8 +21,7 @@ use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{DEAD_LETTER, FETCH, FETCH_RESULTS, LINKS};
-use recrawl_schemas::{host_of, url_key, DiscoveredLinks, Format, Message, PagePick};
-use serde::{Deserialize, Serialize};
+use recrawl_schemas::{host_of, url_key, DiscoveredLinks, PagePick};
 
 use crate::address::{parse_allowed_network, parse_resolve, AddressPolicy, GuardedResolver};
 use crate::crawl::{CrawlSettings, Crawled, Crawler};
@@ -230,16 +229,6 @@ impl FetchArgs {
     }
 }
 
-/// The fetch stage keeps no changelog state; replayed picks are fetched again and the
-/// diff stage drops the duplicate results. Politeness and robots.txt live in memory.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct NoState;
-
-impl Message for NoState {
-    const NAME: &'static str = "NoState";
-    const FORMAT: Format = Format::Bincode;
-}
-
 #[derive(Debug)]
 pub struct Fetch {
     crawler: Crawler,
@@ -274,7 +263,9 @@ impl Fetch {
 }
 
 impl Stage for Fetch {
-    type State = NoState;
+    // No changelog: replayed picks are fetched again and diff drops the duplicate results;
+    // politeness and robots.txt live in memory.
+    type State = ();
 
     fn name(&self) -> &'static str {
         STAGE
@@ -288,14 +279,10 @@ impl Stage for Fetch {
         vec![FETCH, FETCH_RESULTS, LINKS, DEAD_LETTER]
     }
 
-    fn stateful(&self) -> bool {
-        false
-    }
-
     async fn handle(
         &mut self,
         batch: Vec<InputRecord>,
-        _state: &mut StateStore<NoState>,
+        _state: &mut StateStore<()>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         let picks: Vec<PagePick> =

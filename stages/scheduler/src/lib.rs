@@ -447,10 +447,6 @@ impl Stage for Scheduler {
         vec![FETCH, LINKS, DEAD_LETTER]
     }
 
-    fn stateful(&self) -> bool {
-        true
-    }
-
     async fn handle(
         &mut self,
         batch: Vec<InputRecord>,

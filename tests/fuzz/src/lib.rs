@@ -43,7 +43,6 @@ pub fn decode_topics(data: &[u8]) {
     round_trip::<ChangeEvent>(data);
     round_trip::<PageEstimate>(data);
     round_trip::<GroupDistribution>(data);
-    round_trip::<recrawl_fetch::NoState>(data);
     round_trip::<recrawl_diff::DiffState>(data);
     round_trip::<recrawl_estimator::EstimatorState>(data);
     round_trip::<recrawl_scheduler::book::SchedulerState>(data);
