@@ -62,3 +62,47 @@ async fn an_unreachable_broker_is_named_within_the_startup_timeout() {
     // Bounded by the timeout, not by librdkafka's retries: a minute would mean it is not.
     assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
 }
+
+/// What `S` declares it reads and writes, against `deploy/topics.toml`'s consumers and
+/// producers of every topic: a mismatch is a wrong catalogue (and so wrong AsyncAPI
+/// document and ACLs) or a stage reading a topic nobody creates for it.
+fn declared_topics_match_the_catalogue<S: recrawl_common::Stage>(catalogue: &TopicCatalogue) -> Vec<String> {
+    use std::collections::BTreeSet;
+    let stateful = std::any::TypeId::of::<S::State>() != std::any::TypeId::of::<()>();
+    let state = format!("state.{}", S::NAME);
+    let with_state = |topics: &[&str]| -> BTreeSet<String> {
+        topics.iter().map(|t| t.to_string()).chain(stateful.then(|| state.clone())).collect()
+    };
+    let reads = with_state(&[S::INPUTS, S::SIDE_INPUTS].concat());
+    let writes = with_state(S::OUTPUTS);
+    let listed = |parties: fn(&recrawl_schemas::topics::TopicSpec) -> &Vec<String>| -> BTreeSet<String> {
+        catalogue
+            .topics
+            .iter()
+            .filter(|topic| parties(topic).iter().any(|party| party == S::NAME))
+            .map(|topic| topic.name.clone())
+            .collect()
+    };
+    let mut mismatches = Vec::new();
+    let (consumed, produced) = (listed(|t| &t.consumers), listed(|t| &t.producers));
+    if reads != consumed {
+        mismatches.push(format!("{} reads {reads:?}; the catalogue's consumers say {consumed:?}", S::NAME));
+    }
+    if writes != produced {
+        mismatches.push(format!("{} writes {writes:?}; the catalogue's producers say {produced:?}", S::NAME));
+    }
+    mismatches
+}
+
+#[test]
+fn every_stage_reads_and_writes_what_the_catalogue_says() {
+    let catalogue = TopicCatalogue::builtin();
+    let mismatches = [
+        declared_topics_match_the_catalogue::<recrawl_fetch::Fetch>(&catalogue),
+        declared_topics_match_the_catalogue::<recrawl_diff::Diff>(&catalogue),
+        declared_topics_match_the_catalogue::<recrawl_estimator::EstimatorStage>(&catalogue),
+        declared_topics_match_the_catalogue::<recrawl_scheduler::Scheduler>(&catalogue),
+    ]
+    .concat();
+    assert!(mismatches.is_empty(), "{mismatches:#?}");
+}

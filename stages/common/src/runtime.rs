@@ -428,13 +428,18 @@ pub trait Stage: Send + 'static {
     /// Per-key state kept in the changelog; `()` for a stage that keeps none.
     type State: Message + Send + Sync + 'static;
 
-    fn name(&self) -> &'static str;
+    /// The stage's name: its consumer group, its changelog `state.<name>`, its label.
+    const NAME: &'static str;
 
     /// Input topic names without prefix; all must be co-partitioned.
-    fn input_topics(&self) -> Vec<&'static str>;
+    const INPUTS: &'static [&'static str];
 
     /// Topics the stage writes to, without prefix, checked at start.
-    fn output_topics(&self) -> Vec<&'static str>;
+    const OUTPUTS: &'static [&'static str];
+
+    /// Topics every instance reads in full, outside the consumer group (the stage tails
+    /// them itself), without prefix.
+    const SIDE_INPUTS: &'static [&'static str] = &[];
 
     /// Whether the stage keeps state in `state.<name>`: unless its state is `()`.
     fn stateful(&self) -> bool {
@@ -514,7 +519,7 @@ struct Loop<S: Stage> {
 /// Runs `stage` until `ctx.shutdown` is cancelled or an unrecoverable error occurs.
 pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) -> Result<(), RuntimeError> {
     args.validate()?;
-    let name = stage.name();
+    let name = S::NAME;
     let topics = args.cluster.topics();
     let group = args.group_for(name);
     let consumer: StreamConsumer<StageConsumerContext> = consumer_config(args, &group)
@@ -523,14 +528,15 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
     let consumer = Arc::new(consumer);
     let producer = create_producer(args)?;
 
-    let input_topics: Vec<String> = stage.input_topics().iter().map(|t| topics.name(t)).collect();
-    let output_topics: Vec<String> = stage.output_topics().iter().map(|t| topics.name(t)).collect();
+    let input_topics: Vec<String> = S::INPUTS.iter().map(|t| topics.name(t)).collect();
+    let output_topics: Vec<String> = S::OUTPUTS.iter().map(|t| topics.name(t)).collect();
     let mut copartitioned = input_topics.clone();
     if stage.stateful() {
         copartitioned.push(topics.state(name));
     }
     let mut to_check = copartitioned.clone();
     to_check.extend(output_topics.iter().cloned());
+    to_check.extend(S::SIDE_INPUTS.iter().map(|t| topics.name(t)));
     to_check.push(topics.name(DEAD_LETTER));
     let counts = {
         let consumer = consumer.clone();
@@ -776,7 +782,7 @@ impl<S: Stage> Loop<S> {
     }
 
     fn emitter(&self) -> Emitter {
-        Emitter::new(self.topics.clone(), self.stage.name(), self.args.cluster.max_record_bytes)
+        Emitter::new(self.topics.clone(), S::NAME, self.args.cluster.max_record_bytes)
     }
 
     async fn tick(&mut self) -> Result<(), RuntimeError> {
@@ -790,7 +796,7 @@ impl<S: Stage> Loop<S> {
     /// letter, counted and skipped.
     async fn publish(&mut self, mut out: Emitter) -> Result<(), RuntimeError> {
         if self.stage.stateful() {
-            let changelog = self.topics.state(self.stage.name());
+            let changelog = self.topics.state(S::NAME);
             let mut write = |partition: i32, key: String, value: Option<&S::State>| {
                 let payload = value.map(encode).transpose().map_err(StageError::from)?;
                 let headers =
@@ -888,7 +894,7 @@ impl<S: Stage> Loop<S> {
         tracing::warn!(topic = %record.topic, %reason, "dead-lettering an output");
         Some(OutputRecord::dead_letter(
             &self.topics,
-            self.stage.name(),
+            S::NAME,
             &record.topic,
             None,
             &record.key,
@@ -1012,9 +1018,8 @@ impl<S: Stage> Loop<S> {
         &self,
         partitions: Vec<i32>,
     ) -> Result<Vec<(i32, HashMap<String, S::State>)>, RuntimeError> {
-        let topic = self.topics.state(self.stage.name());
-        let config =
-            reader_config(&self.args.cluster, &format!("{}-restore", self.args.group_for(self.stage.name())));
+        let topic = self.topics.state(S::NAME);
+        let config = reader_config(&self.args.cluster, &format!("{}-restore", self.args.group_for(S::NAME)));
         let errors = self.ctx.metrics.errors.clone();
         let records_read = self.ctx.metrics.restored_records.clone();
         let settle_ms = self.args.restore_settle_ms;

@@ -206,17 +206,9 @@ impl Diff {
 impl Stage for Diff {
     type State = DiffState;
 
-    fn name(&self) -> &'static str {
-        STAGE
-    }
-
-    fn input_topics(&self) -> Vec<&'static str> {
-        vec![FETCH_RESULTS]
-    }
-
-    fn output_topics(&self) -> Vec<&'static str> {
-        vec![CHANGE_EVENTS, DEAD_LETTER]
-    }
+    const NAME: &'static str = STAGE;
+    const INPUTS: &'static [&'static str] = &[FETCH_RESULTS];
+    const OUTPUTS: &'static [&'static str] = &[CHANGE_EVENTS, DEAD_LETTER];
 
     async fn handle(
         &mut self,

@@ -284,17 +284,10 @@ impl EstimatorStage {
 impl Stage for EstimatorStage {
     type State = EstimatorState;
 
-    fn name(&self) -> &'static str {
-        STAGE
-    }
-
-    fn input_topics(&self) -> Vec<&'static str> {
-        vec![CHANGE_EVENTS]
-    }
-
-    fn output_topics(&self) -> Vec<&'static str> {
-        vec![ESTIMATES, DISTRIBUTIONS, DEAD_LETTER]
-    }
+    const NAME: &'static str = STAGE;
+    const INPUTS: &'static [&'static str] = &[CHANGE_EVENTS];
+    const OUTPUTS: &'static [&'static str] = &[ESTIMATES, DISTRIBUTIONS, DEAD_LETTER];
+    const SIDE_INPUTS: &'static [&'static str] = &[DISTRIBUTIONS];
 
     async fn handle(
         &mut self,

@@ -267,17 +267,9 @@ impl Stage for Fetch {
     // politeness and robots.txt live in memory.
     type State = ();
 
-    fn name(&self) -> &'static str {
-        STAGE
-    }
-
-    fn input_topics(&self) -> Vec<&'static str> {
-        vec![FETCH]
-    }
-
-    fn output_topics(&self) -> Vec<&'static str> {
-        vec![FETCH, FETCH_RESULTS, LINKS, DEAD_LETTER]
-    }
+    const NAME: &'static str = STAGE;
+    const INPUTS: &'static [&'static str] = &[FETCH];
+    const OUTPUTS: &'static [&'static str] = &[FETCH, FETCH_RESULTS, LINKS, DEAD_LETTER];
 
     async fn handle(
         &mut self,

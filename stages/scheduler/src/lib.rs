@@ -435,17 +435,9 @@ impl Scheduler {
 impl Stage for Scheduler {
     type State = SchedulerState;
 
-    fn name(&self) -> &'static str {
-        STAGE
-    }
-
-    fn input_topics(&self) -> Vec<&'static str> {
-        vec![ESTIMATES, LINKS]
-    }
-
-    fn output_topics(&self) -> Vec<&'static str> {
-        vec![FETCH, LINKS, DEAD_LETTER]
-    }
+    const NAME: &'static str = STAGE;
+    const INPUTS: &'static [&'static str] = &[ESTIMATES, LINKS];
+    const OUTPUTS: &'static [&'static str] = &[FETCH, LINKS, DEAD_LETTER];
 
     async fn handle(
         &mut self,
