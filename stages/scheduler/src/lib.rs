@@ -6,6 +6,7 @@
 
 pub mod book;
 pub mod groups;
+pub mod groups_report;
 pub mod offline;
 pub mod plan;
 pub mod policy;

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::book::{Book, BookFull, Hosts};
-use crate::groups::{groups_report, GroupClasses, GroupsError, HourRule};
+use crate::groups::{GroupClasses, HourRule};
+use crate::groups_report::{groups_report, GroupsError};
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{Horizon, Policy};
 
