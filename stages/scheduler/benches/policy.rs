@@ -9,7 +9,8 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use recrawl_common::links::LinkRules;
-use recrawl_scheduler::book::{Book, BookSettings, Hosts};
+use recrawl_scheduler::book::{Book, BookSettings};
+use recrawl_scheduler::hosts::Hosts;
 use recrawl_scheduler::plan::{choose, PlanSettings};
 use recrawl_scheduler::policy::{paper_score, staleness, Discovery, Policy};
 use recrawl_schemas::DiscoveredLinks;

@@ -7,6 +7,7 @@
 pub mod book;
 pub mod groups;
 pub mod groups_report;
+pub mod hosts;
 pub mod offline;
 pub mod plan;
 pub mod policy;
@@ -27,8 +28,9 @@ use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{host_of, normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PickReason};
 use thiserror::Error;
 
-use crate::book::{Applied, Book, BookFull, BookSettings, Hosts, Linked, SchedulerState};
+use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState};
 use crate::groups::{GroupClasses, HourRule};
+use crate::hosts::Hosts;
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{quota, Discovery, Horizon, Policy};
 use recrawl_common::links::LinkRules;

@@ -9,9 +9,10 @@ use recrawl_model::refresh::CrawlTimeConfig;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::book::{Book, BookFull, Hosts};
+use crate::book::{Book, BookFull};
 use crate::groups::{GroupClasses, HourRule};
 use crate::groups_report::{groups_report, GroupsError};
+use crate::hosts::Hosts;
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{Horizon, Policy};
 

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use recrawl_schemas::PickReason;
 
-use crate::book::{Book, HostStats, Hosts, Page};
+use crate::book::{Book, Page};
+use crate::hosts::{HostStats, Hosts};
 use crate::policy::{
     change_rate, expected_out_of_date, lambda_crawl_kappa, lambda_crawl_rate, paper_score, staleness,
     Discovery, Policy, TopK,

@@ -1,0 +1,102 @@
+//! What the scheduler knows about each host, shared by an instance's partitions: names
+//! interned once ([`Hosts`]) and each host's response time, back-off and crawl delay
+//! ([`HostStats`]).
+
+use hashbrown::HashTable;
+use recrawl_schemas::LastRequest;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Per-host knowledge, shared by an instance's partitions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostStats {
+    /// g_i: moving average of download milliseconds per byte; NaN before a sample.
+    pub ms_per_byte: f64,
+    /// Consecutive 429/503 answers; the back-off doubles with each.
+    pub backoff_level: u8,
+    /// The host gets no picks before this period.
+    pub backoff_until: u64,
+    /// robots.txt Crawl-delay, 0 when none is known.
+    pub crawl_delay_ms: u64,
+    /// URLs of the host this instance tracks or has in its frontier.
+    pub urls: u32,
+}
+
+impl HostStats {
+    /// Folds a download's milliseconds per byte into g_i, weighting it by `smoothing`.
+    pub(crate) fn add_sample(&mut self, ms_per_byte: f64, smoothing: f64) {
+        self.ms_per_byte = if self.ms_per_byte.is_nan() {
+            ms_per_byte
+        } else {
+            (1.0 - smoothing) * self.ms_per_byte + smoothing * ms_per_byte
+        };
+    }
+}
+
+impl Default for HostStats {
+    fn default() -> Self {
+        Self { ms_per_byte: f64::NAN, backoff_level: 0, backoff_until: 0, crawl_delay_ms: 0, urls: 0 }
+    }
+}
+
+/// Host names interned once per instance.
+#[derive(Debug, Default)]
+pub struct Hosts {
+    names: Vec<Box<str>>,
+    index: HashTable<u32>,
+    pub stats: Vec<HostStats>,
+}
+
+impl Hosts {
+    pub fn find(&self, name: &str) -> Option<u32> {
+        self.index.find(xxh3_64(name.as_bytes()), |&id| &*self.names[id as usize] == name).copied()
+    }
+
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.find(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.into());
+        self.stats.push(HostStats::default());
+        let names = &self.names;
+        self.index.insert_unique(xxh3_64(name.as_bytes()), id, |&id| xxh3_64(names[id as usize].as_bytes()));
+        id
+    }
+
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Folds one request's outcome into the host's response time (`smoothing` weighs the
+    /// newest sample) and back-off (at most `max_backoff_periods`).
+    pub(crate) fn observe(
+        &mut self,
+        id: u32,
+        request: &LastRequest,
+        smoothing: f64,
+        max_backoff_periods: u64,
+    ) {
+        let stats = &mut self.stats[id as usize];
+        if request.downloaded && request.size_bytes > 0 && request.latency_ms > 0.0 {
+            stats.add_sample(request.latency_ms / request.size_bytes as f64, smoothing);
+        }
+        if let Some(delay) = request.crawl_delay_ms {
+            stats.crawl_delay_ms = delay;
+        }
+        if matches!(request.http_status, Some(429 | 503)) {
+            stats.backoff_level = stats.backoff_level.saturating_add(1).min(63);
+            let wait = (1u64 << stats.backoff_level).min(max_backoff_periods.max(1));
+            stats.backoff_until = stats.backoff_until.max(request.period.saturating_add(1 + wait));
+        } else if request.downloaded {
+            stats.backoff_level = 0;
+        }
+    }
+}
