@@ -90,18 +90,34 @@ pub enum RuntimeError {
     Close(String),
     #[error("stage: {0}")]
     Stage(#[from] StageError),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
     #[error("a blocking Kafka call panicked: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
 
-/// An error a stage cannot turn into a dead letter: set-up failures. The loop stops
-/// without storing the batch's offsets.
+/// An error a stage cannot turn into a dead letter. The loop stops without storing the
+/// batch's offsets.
 #[derive(Debug, Error)]
 pub enum StageError {
     #[error("encoding an output: {0}")]
     Encode(#[from] EnvelopeError),
-    #[error("{0}")]
-    Other(String),
+}
+
+/// Why a stage could not start, before it reads a record.
+#[derive(Debug, Error)]
+pub enum SetupError {
+    #[error("registering the {stage} stage's metrics: {source}")]
+    Metrics { stage: &'static str, source: prometheus::Error },
+    /// A setting, or a file one names, unusable; the error names it.
+    #[error(transparent)]
+    Settings(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl SetupError {
+    pub fn settings(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        SetupError::Settings(Box::new(source))
+    }
 }
 
 /// Why a record went to the dead-letter topic; its name is the `recrawl-dlq-kind` header

@@ -14,7 +14,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
 use recrawl_common::config::unit_interval;
-use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
+use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
@@ -256,7 +256,7 @@ impl Stage for Diff {
 /// Runs the diff stage until `ctx.shutdown`.
 pub async fn run(args: DiffArgs, ctx: StageContext) -> Result<(), RuntimeError> {
     let diff = Diff::new(args.settings(), ctx.metrics.registry())
-        .map_err(|e| StageError::Other(format!("registering diff metrics: {e}")))?;
+        .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
     run_stage(diff, &args.kafka, ctx).await
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::Args;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts};
 use recrawl_common::config::unit_interval;
-use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
+use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::tail::{tail_topic, Tail};
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
@@ -336,7 +336,7 @@ impl Stage for EstimatorStage {
 pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeError> {
     args.kafka.validate()?;
     let metrics = EstimatorMetrics::register(ctx.metrics.registry(), args.metrics_groups.clone())
-        .map_err(|e| StageError::Other(format!("registering estimator metrics: {e}")))?;
+        .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
     let topic = args.kafka.cluster.topics().name(DISTRIBUTIONS);
     let tail_stop = ctx.shutdown.child_token();
     let Tail { records, caught_up, task } = tail_topic(

@@ -77,7 +77,7 @@ impl Default for FetchConfig {
 /// The fetcher could not be built from its configuration.
 #[derive(Debug, Error)]
 pub enum FetchSetupError {
-    #[error("cannot build the HTTP client")]
+    #[error("--user-agent or TLS: cannot build the HTTP client")]
     Client(#[from] reqwest::Error),
 }
 

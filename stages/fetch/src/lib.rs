@@ -17,7 +17,7 @@ use std::time::Duration;
 use clap::Args;
 use ipnet::IpNet;
 use recrawl_common::links::LinkRules;
-use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, StageError};
+use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{DEAD_LETTER, FETCH, FETCH_RESULTS, LINKS};
@@ -295,11 +295,10 @@ impl Stage for Fetch {
 
 /// Runs the fetch stage until `ctx.shutdown`.
 pub async fn run(args: FetchArgs, ctx: StageContext) -> Result<(), RuntimeError> {
-    args.validate().map_err(|e| StageError::Other(e.to_string()))?;
-    let fetcher = Fetcher::new(args.fetch_config())
-        .map_err(|e| StageError::Other(format!("--user-agent or TLS setup: {e}")))?;
+    args.validate().map_err(SetupError::settings)?;
+    let fetcher = Fetcher::new(args.fetch_config()).map_err(SetupError::settings)?;
     let metrics = FetchMetrics::register(ctx.metrics.registry())
-        .map_err(|e| StageError::Other(format!("registering fetch metrics: {e}")))?;
+        .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
     let crawler = Crawler::new(
         fetcher,
         args.crawl_settings(),

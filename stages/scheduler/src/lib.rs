@@ -20,7 +20,9 @@ use clap::builder::TypedValueParser;
 use clap::Args;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts};
 use recrawl_common::config::{non_negative, unit_interval};
-use recrawl_common::runtime::{run_stage, Assignment, DeadLetterKind, Emitter, RuntimeError, StageError};
+use recrawl_common::runtime::{
+    run_stage, Assignment, DeadLetterKind, Emitter, RuntimeError, SetupError, StageError,
+};
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::messages::bounds;
@@ -561,20 +563,19 @@ impl Stage for Scheduler {
 
 /// Runs the scheduler until `ctx.shutdown`.
 pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeError> {
-    let config_error = |e: SchedulerError| StageError::Other(e.to_string());
     let pending_seeds = match &args.seeds {
-        Some(path) => read_seeds(path).map_err(config_error)?,
+        Some(path) => read_seeds(path).map_err(SetupError::settings)?,
         None => Vec::new(),
     };
     let metrics = SchedulerMetrics::register(ctx.metrics.registry())
-        .map_err(|e| StageError::Other(format!("registering scheduler metrics: {e}")))?;
+        .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
     metrics.period_seconds.set(args.plan_settings().period_ms as f64 / 1000.0);
     let mut scheduler = Scheduler {
         picks_per_period: args.picks_per_period,
         max_picks_per_host: args.max_picks_per_host,
         horizon: args.horizon,
         plan: args.plan_settings(),
-        book_settings: args.book_settings().map_err(config_error)?,
+        book_settings: args.book_settings().map_err(SetupError::settings)?,
         link_rules: args.links.clone(),
         max_per_site: args.link_max_per_site,
         pending_seeds,
