@@ -93,7 +93,7 @@ async fn a_topic_tail_rides_out_a_broker_outage() {
     broker.create_topics(&kafka, 2).await;
     let topic = kafka.cluster.topics().name(FETCH_RESULTS);
     let stop = tokio_util::sync::CancellationToken::new();
-    let mut tail = recrawl_common::tail::tail_topic(&kafka, topic.clone(), "tail-outage", stop.clone());
+    let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS, "tail-outage", stop.clone());
     (&mut tail.caught_up).await.expect("the empty topic is read");
 
     assert!(broker.stop());

@@ -200,6 +200,8 @@ impl ErrorKind {
 /// An input message, owned so stages can hold it across awaits.
 #[derive(Debug, Clone)]
 pub struct InputRecord {
+    /// The input it was read from, as the stage names it: without the topic prefix.
+    pub input: &'static str,
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
@@ -210,7 +212,7 @@ pub struct InputRecord {
 }
 
 impl InputRecord {
-    pub(crate) fn from_message(message: &BorrowedMessage<'_>) -> Self {
+    pub(crate) fn from_message(message: &BorrowedMessage<'_>, input: &'static str) -> Self {
         let mut content_type = None;
         let mut schema_version = None;
         if let Some(headers) = message.headers() {
@@ -223,6 +225,7 @@ impl InputRecord {
             }
         }
         Self {
+            input,
             topic: message.topic().to_owned(),
             partition: message.partition(),
             offset: message.offset(),
@@ -698,7 +701,7 @@ impl<S: Stage> Loop<S> {
                 }
                 first = self.consumer.recv() => {
                     let first = match first {
-                        Ok(message) => InputRecord::from_message(&message),
+                        Ok(message) => InputRecord::from_message(&message, self.input_of(message.topic())),
                         // No pause after an error: librdkafka paces its own retries, and
                         // only polling serves the rebalances and statistics that end an
                         // outage. A pause per error queued during a long outage kept
@@ -718,6 +721,15 @@ impl<S: Stage> Loop<S> {
                 }
             }
         }
+    }
+
+    /// The stage's name of the input topic `topic` (which has the prefix).
+    fn input_of(&self, topic: &str) -> &'static str {
+        S::INPUTS
+            .iter()
+            .zip(&self.input_topics)
+            .find(|(_, full)| *full == topic)
+            .map_or("", |(input, _)| input)
     }
 
     /// Past the outage timeout the stage gives up: liveness fails and it exits non-zero.
@@ -751,7 +763,7 @@ impl<S: Stage> Loop<S> {
         while batch.len() < self.args.batch_size && bytes < BATCH_MAX_BYTES {
             match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
                 Ok(Ok(message)) => {
-                    let record = InputRecord::from_message(&message);
+                    let record = InputRecord::from_message(&message, self.input_of(message.topic()));
                     bytes = bytes.saturating_add(record.payload_len());
                     batch.push(record);
                 }
@@ -1165,6 +1177,7 @@ mod tests {
 
     fn input(payload: Option<Vec<u8>>) -> InputRecord {
         InputRecord {
+            input: "fetch",
             topic: "p.fetch".into(),
             partition: 2,
             offset: 41,

@@ -128,8 +128,15 @@ pub struct Tail {
     pub task: tokio::task::JoinHandle<Result<(), RuntimeError>>,
 }
 
-/// Starts reading every partition of `topic` from the beginning until `shutdown`.
-pub fn tail_topic(args: &KafkaArgs, topic: String, client_group: &str, shutdown: CancellationToken) -> Tail {
+/// Starts reading every partition of `input` (a catalogue name, without prefix) from the
+/// beginning until `shutdown`.
+pub fn tail_topic(
+    args: &KafkaArgs,
+    input: &'static str,
+    client_group: &str,
+    shutdown: CancellationToken,
+) -> Tail {
+    let topic = args.cluster.topics().name(input);
     let config = reader_config(&args.cluster, client_group);
     let brokers = args.cluster.brokers.clone();
     let (sender, records) = mpsc::channel(1024);
@@ -163,7 +170,7 @@ pub fn tail_topic(args: &KafkaArgs, topic: String, client_group: &str, shutdown:
                 Err(error) if brokers_unreachable(&error) => continue,
                 Err(error) => return Err(fail(error.to_string())),
             };
-            let record = InputRecord::from_message(&message);
+            let record = InputRecord::from_message(&message, input);
             ends.passed(record.partition, record.offset);
             if sender.blocking_send(record).is_err() {
                 break;

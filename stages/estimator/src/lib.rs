@@ -337,11 +337,10 @@ pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeEr
     args.kafka.validate()?;
     let metrics = EstimatorMetrics::register(ctx.metrics.registry(), args.metrics_groups.clone())
         .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
-    let topic = args.kafka.cluster.topics().name(DISTRIBUTIONS);
     let tail_stop = ctx.shutdown.child_token();
     let Tail { records, caught_up, task } = tail_topic(
         &args.kafka,
-        topic.clone(),
+        DISTRIBUTIONS,
         &format!("{}-distributions", args.kafka.group_for(STAGE)),
         tail_stop.clone(),
     );
@@ -364,11 +363,11 @@ pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeEr
                     // The tail stopped before catching up: its error is the run's.
                     return task.await?;
                 }
-                tracing::info!(%topic, "distribution shares read");
+                tracing::info!(topic = DISTRIBUTIONS, "distribution shares read");
                 break;
             }
             _ = &mut give_up => {
-                tracing::warn!(%topic, ?CATCH_UP_TIMEOUT, "distribution shares not read in time; starting with what has arrived");
+                tracing::warn!(topic = DISTRIBUTIONS, ?CATCH_UP_TIMEOUT, "distribution shares not read in time; starting with what has arrived");
                 break;
             }
             _ = ctx.shutdown.cancelled() => break,

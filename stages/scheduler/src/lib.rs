@@ -450,9 +450,8 @@ impl Stage for Scheduler {
         state: &mut StateStore<SchedulerState>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
-        let links_topic = out.topics().name(LINKS);
         for record in batch {
-            let applied = if record.topic == links_topic {
+            let applied = if record.input == LINKS {
                 out.decode_keyed(&record, |l: &DiscoveredLinks| &l.url)
                     .map(|link| self.apply_link(&link, record.partition))
             } else {
