@@ -50,10 +50,12 @@ use crate::kafka::{
 };
 use crate::metrics::StageMetrics;
 use crate::state::StateStore;
-use crate::tail::{read_to_end, EndOffsets, ReadToEndError};
+use crate::tail::{read_to_end, tail_topic, EndOffsets, ReadToEndError, Tail};
 
 /// A restore fails when its changelog yields no record for this long short of its end.
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a stage waits for its side inputs to be read before it starts anyway.
+const SIDE_INPUT_CATCH_UP: Duration = Duration::from_secs(60);
 /// Each shutdown step (final commit, producer flush, client teardown) gets this long.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
@@ -488,6 +490,11 @@ pub trait Stage: Send + 'static {
         async { Ok(()) }
     }
 
+    /// A record of one of [`Stage::SIDE_INPUTS`]. Before the stage's first batch the
+    /// runtime hands over each side input to where it ended at start; after that, before
+    /// each batch and tick, whatever arrived since.
+    fn on_side_input(&mut self, _record: &InputRecord) {}
+
     /// Called after the stage's state for `partition` was restored.
     fn on_restored(&mut self, _partition: i32, _state: &mut StateStore<Self::State>) {}
 
@@ -531,12 +538,89 @@ struct Loop<S: Stage> {
     producer: FutureProducer<ClusterContext>,
     store: StateStore<S::State>,
     input_topics: Vec<String>,
+    side_inputs: SideInputs,
     assignment: Assignment,
     outage: Duration,
 }
 
+/// The tails of a stage's side inputs, read in full by every instance outside the group.
+#[derive(Debug, Default)]
+struct SideInputs {
+    tails: Vec<(&'static str, Tail)>,
+    stop: CancellationToken,
+}
+
+impl SideInputs {
+    fn start<S: Stage>(args: &KafkaArgs, shutdown: &CancellationToken) -> Self {
+        let stop = shutdown.child_token();
+        let group = args.group_for(S::NAME);
+        let tails = S::SIDE_INPUTS
+            .iter()
+            .map(|&input| (input, tail_topic(args, input, &format!("{group}-{input}"), stop.clone())))
+            .collect();
+        Self { tails, stop }
+    }
+
+    /// Hands `stage` each side input up to where it ended at start, or what arrived within
+    /// [`SIDE_INPUT_CATCH_UP`]: work done before would see a part of it. Records are
+    /// handed over as they arrive, so the channel never fills while catching up.
+    async fn catch_up<S: Stage>(
+        &mut self,
+        stage: &mut S,
+        shutdown: &CancellationToken,
+    ) -> Result<(), RuntimeError> {
+        for (input, tail) in &mut self.tails {
+            let give_up = tokio::time::sleep(SIDE_INPUT_CATCH_UP);
+            tokio::pin!(give_up);
+            loop {
+                tokio::select! {
+                    Some(record) = tail.records.recv() => stage.on_side_input(&record),
+                    read = &mut tail.caught_up => {
+                        if read.is_err() {
+                            // The tail stopped before catching up: its error is the run's.
+                            return (&mut tail.task).await?;
+                        }
+                        tracing::info!(topic = *input, "side input read");
+                        break;
+                    }
+                    _ = &mut give_up => {
+                        tracing::warn!(topic = *input, ?SIDE_INPUT_CATCH_UP, "side input not read in time; starting with what has arrived");
+                        break;
+                    }
+                    _ = shutdown.cancelled() => return Ok(()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands `stage` what arrived since the last call.
+    fn drain<S: Stage>(&mut self, stage: &mut S) {
+        for (_, tail) in &mut self.tails {
+            while let Ok(record) = tail.records.try_recv() {
+                stage.on_side_input(&record);
+            }
+        }
+    }
+
+    /// Stops the tails; the first one's error, if any, is returned.
+    async fn stop(self) -> Result<(), RuntimeError> {
+        self.stop.cancel();
+        let mut result = Ok(());
+        for (_, tail) in self.tails {
+            let tailed = tail.task.await?;
+            result = result.and(tailed);
+        }
+        result
+    }
+}
+
 /// Runs `stage` until `ctx.shutdown` is cancelled or an unrecoverable error occurs.
-pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) -> Result<(), RuntimeError> {
+pub async fn run_stage<S: Stage>(
+    mut stage: S,
+    args: &KafkaArgs,
+    ctx: StageContext,
+) -> Result<(), RuntimeError> {
     args.validate()?;
     let name = S::NAME;
     let topics = args.cluster.topics();
@@ -568,6 +652,11 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
         })
         .await??
     };
+    let mut side_inputs = SideInputs::start::<S>(args, &ctx.shutdown);
+    if let Err(error) = side_inputs.catch_up(&mut stage, &ctx.shutdown).await {
+        side_inputs.stop.cancel();
+        return Err(error);
+    }
     export_zeros(&ctx.metrics, &input_topics, &output_topics, stage.stateful().then(|| topics.state(name)));
     let total = input_topics.first().and_then(|t| counts.get(t)).copied().unwrap_or(0);
     let topic_refs: Vec<&str> = input_topics.iter().map(String::as_str).collect();
@@ -585,6 +674,7 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
         producer,
         store: StateStore::default(),
         input_topics,
+        side_inputs,
         assignment: Assignment { partitions: Vec::new(), total },
         outage: Duration::from_millis(args.outage_timeout_ms),
     };
@@ -594,6 +684,7 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
     }
     event_loop.ctx.health.set_ready(false);
     let closed = event_loop.close().await;
+    let tailed = std::mem::take(&mut event_loop.side_inputs).stop().await;
     // Destroying the Kafka clients waits on the brokers (leaving the group, the
     // producer's last requests): done off the async threads, and not waited on past the
     // close timeout, since an unreachable broker can hold it for minutes.
@@ -601,7 +692,7 @@ pub async fn run_stage<S: Stage>(stage: S, args: &KafkaArgs, ctx: StageContext) 
     if tokio::time::timeout(CLOSE_TIMEOUT, destroyed).await.is_err() {
         tracing::warn!(?CLOSE_TIMEOUT, "Kafka clients still closing; leaving them behind");
     }
-    result.and(closed)
+    result.and(closed).and(tailed)
 }
 
 fn create_producer(args: &KafkaArgs) -> Result<FutureProducer<ClusterContext>, RuntimeError> {
@@ -794,6 +885,7 @@ impl<S: Stage> Loop<S> {
             return Ok(());
         }
         let mut out = self.emitter();
+        self.side_inputs.drain(&mut self.stage);
         self.stage.handle(batch, &mut self.store, &mut out).await?;
         let dead_lettered = out.records.iter().any(|record| record.dead_letter.is_some());
         self.publish(out).await?;
@@ -815,6 +907,7 @@ impl<S: Stage> Loop<S> {
 
     async fn tick(&mut self) -> Result<(), RuntimeError> {
         let mut out = self.emitter();
+        self.side_inputs.drain(&mut self.stage);
         self.stage.tick(&mut self.store, &self.assignment, &mut out).await?;
         self.publish(out).await
     }

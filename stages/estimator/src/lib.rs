@@ -14,11 +14,9 @@ use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts};
 use recrawl_common::config::unit_interval;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
-use recrawl_common::tail::{tail_topic, Tail};
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES};
 use recrawl_schemas::{ChangeEvent, ForecastPrior, GroupDistribution};
-use tokio::sync::mpsc;
 
 use crate::distribution::{DistributionBook, Filed};
 use crate::estimate::Estimator;
@@ -30,8 +28,6 @@ pub const STAGE: &str = "estimator";
 
 /// How often an idle instance files the other instances' shares and refreshes its gauges.
 const TICK: Duration = Duration::from_secs(1);
-/// How long start-up waits to have read the shares already published.
-const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How the estimator groups, thresholds and predicts; shared by the stage and the tools.
 #[derive(Debug, Clone, Args)]
@@ -239,19 +235,11 @@ impl EstimatorMetrics {
 #[derive(Debug)]
 pub struct EstimatorStage {
     estimator: Estimator,
-    shares: mpsc::Receiver<InputRecord>,
     metrics: EstimatorMetrics,
     next_tick: tokio::time::Instant,
 }
 
 impl EstimatorStage {
-    /// Files the shares other instances published since the last call.
-    fn file_shares(&mut self) {
-        while let Ok(record) = self.shares.try_recv() {
-            self.file_share(&record);
-        }
-    }
-
     fn file_share(&mut self, record: &InputRecord) {
         let result = match record.decode::<GroupDistribution>() {
             Ok(share) => match self.estimator.file(&share) {
@@ -295,7 +283,6 @@ impl Stage for EstimatorStage {
         state: &mut StateStore<EstimatorState>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
-        self.file_shares();
         let now_ms = unix_ms();
         for record in batch {
             let Some(event) = out.decode_keyed(&record, |e: &ChangeEvent| &e.url) else { continue };
@@ -319,8 +306,12 @@ impl Stage for EstimatorStage {
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         self.next_tick = tokio::time::Instant::now() + TICK;
-        self.file_shares();
         self.publish_shares(out)
+    }
+
+    /// Another instance's (or an earlier owner's) share of a group distribution.
+    fn on_side_input(&mut self, record: &InputRecord) {
+        self.file_share(record);
     }
 
     fn on_restored(&mut self, partition: i32, state: &mut StateStore<EstimatorState>) {
@@ -337,49 +328,12 @@ pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeEr
     args.kafka.validate()?;
     let metrics = EstimatorMetrics::register(ctx.metrics.registry(), args.metrics_groups.clone())
         .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
-    let tail_stop = ctx.shutdown.child_token();
-    let Tail { records, caught_up, task } = tail_topic(
-        &args.kafka,
-        DISTRIBUTIONS,
-        &format!("{}-distributions", args.kafka.group_for(STAGE)),
-        tail_stop.clone(),
-    );
-    let mut stage = EstimatorStage {
+    let stage = EstimatorStage {
         estimator: Estimator::new(args.estimate.settings()),
-        shares: records,
         metrics,
         next_tick: tokio::time::Instant::now(),
     };
-    // Predictions made before the published shares are read would use a partial group.
-    // They are filed as they arrive, so the channel never fills before the tail catches up.
-    tokio::pin!(caught_up);
-    let give_up = tokio::time::sleep(CATCH_UP_TIMEOUT);
-    tokio::pin!(give_up);
-    loop {
-        tokio::select! {
-            Some(record) = stage.shares.recv() => stage.file_share(&record),
-            read = &mut caught_up => {
-                if read.is_err() {
-                    // The tail stopped before catching up: its error is the run's.
-                    return task.await?;
-                }
-                tracing::info!(topic = DISTRIBUTIONS, "distribution shares read");
-                break;
-            }
-            _ = &mut give_up => {
-                tracing::warn!(topic = DISTRIBUTIONS, ?CATCH_UP_TIMEOUT, "distribution shares not read in time; starting with what has arrived");
-                break;
-            }
-            _ = ctx.shutdown.cancelled() => break,
-        }
-    }
-    if task.is_finished() {
-        return task.await?;
-    }
-    let result = run_stage(stage, &args.kafka, ctx).await;
-    tail_stop.cancel();
-    let tailed = task.await?;
-    result.and(tailed)
+    run_stage(stage, &args.kafka, ctx).await
 }
 
 /// The process entry point shared by `recrawl-estimator` and `recrawl stage estimator`.
