@@ -2,6 +2,7 @@
 //! tests), with the series every stage exports. Stages register their own series in the
 //! same registry through [`StageMetrics::registry`].
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -26,6 +27,16 @@ pub struct StageMetrics {
     pub restored_records: IntCounter,
 }
 
+/// Registers `metric` in `registry` and returns it: a stage's metrics struct is built
+/// field by field with it.
+pub fn registered<T: Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: T,
+) -> Result<T, prometheus::Error> {
+    registry.register(Box::new(metric.clone()))?;
+    Ok(metric)
+}
+
 impl StageMetrics {
     pub fn new(stage: &str) -> Self {
         let registry = Registry::new_custom(
@@ -35,8 +46,8 @@ impl StageMetrics {
         .unwrap_or_default();
         // Metric definitions are constants, so registration only fails on a duplicate
         // name, which the unit test below would catch.
-        fn register<T: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: T) -> T {
-            let _ = registry.register(Box::new(metric.clone()));
+        fn register<T: Collector + Clone + 'static>(registry: &Registry, metric: T) -> T {
+            let _ = registered(registry, metric.clone());
             metric
         }
         let counter = |name: &str, help: &str, labels: &[&str]| {

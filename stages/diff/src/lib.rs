@@ -14,6 +14,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
 use recrawl_common::config::unit_interval;
+use recrawl_common::metrics::registered;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
@@ -129,34 +130,45 @@ struct DiffMetrics {
 
 impl DiffMetrics {
     fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
-        let events = IntCounterVec::new(
-            Opts::new(
-                "diff_events_total",
-                "Change events by result: first_seen, changed, text_unchanged (markup only), unchanged, not_downloaded.",
-            ),
-            &["result"],
+        let events = registered(
+            registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "diff_events_total",
+                    "Change events by result: first_seen, changed, text_unchanged (markup only), unchanged, not_downloaded.",
+                ),
+                &["result"],
+            )?,
         )?;
-        let degrees = HistogramVec::new(
-            HistogramOpts::new(
-                "diff_change_degree_ratio",
-                "Degree of change (0 to 1) of changed downloads, by metric.",
-            )
-            .buckets(vec![0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0]),
-            &["metric"],
+        let degrees = registered(
+            registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "diff_change_degree_ratio",
+                    "Degree of change (0 to 1) of changed downloads, by metric.",
+                )
+                .buckets(vec![0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0]),
+                &["metric"],
+            )?,
         )?;
-        let compare_seconds = Histogram::with_opts(
-            HistogramOpts::new("diff_compare_seconds", "Time to decode, extract and compare one download.")
+        let compare_seconds = registered(
+            registry,
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "diff_compare_seconds",
+                    "Time to decode, extract and compare one download.",
+                )
                 .buckets(prometheus::exponential_buckets(0.000_01, 4.0, 10)?),
+            )?,
         )?;
-        let corpus_documents =
-            IntGauge::new("diff_corpus_documents", "Documents in COS's document frequencies.")?;
-        let corpus_words =
-            IntGauge::new("diff_corpus_words", "Distinct words in COS's document frequencies.")?;
-        registry.register(Box::new(events.clone()))?;
-        registry.register(Box::new(degrees.clone()))?;
-        registry.register(Box::new(compare_seconds.clone()))?;
-        registry.register(Box::new(corpus_documents.clone()))?;
-        registry.register(Box::new(corpus_words.clone()))?;
+        let corpus_documents = registered(
+            registry,
+            IntGauge::new("diff_corpus_documents", "Documents in COS's document frequencies.")?,
+        )?;
+        let corpus_words = registered(
+            registry,
+            IntGauge::new("diff_corpus_words", "Distinct words in COS's document frequencies.")?,
+        )?;
         // At 0 from the start, so an alert sees the first of each.
         for result in ["first_seen", "changed", "text_unchanged", "unchanged", "not_downloaded"] {
             events.with_label_values(&[result]).reset();

@@ -12,6 +12,7 @@ use std::time::Duration;
 use clap::Args;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts};
 use recrawl_common::config::unit_interval;
+use recrawl_common::metrics::registered;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
@@ -122,14 +123,10 @@ struct EstimatorMetrics {
 impl EstimatorMetrics {
     fn register(registry: &prometheus::Registry, groups: Vec<String>) -> Result<Self, prometheus::Error> {
         let counter = |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, prometheus::Error> {
-            let metric = IntCounterVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok(metric)
+            registered(registry, IntCounterVec::new(Opts::new(name, help), labels)?)
         };
         let gauge = |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, prometheus::Error> {
-            let metric = IntGaugeVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(metric.clone()))?;
-            Ok(metric)
+            registered(registry, IntGaugeVec::new(Opts::new(name, help), labels)?)
         };
         let metrics = Self {
             events: counter(
@@ -163,16 +160,18 @@ impl EstimatorMetrics {
                 "Eligible URLs of the group per bin of the paper's 12 (bin 0 = {0}, 11 = {1}), kind download or change.",
                 &["group", "kind", "bin"],
             )?,
-            predicted_change: Histogram::with_opts(
+            predicted_change: registered(
+                registry,
+                Histogram::with_opts(
                 HistogramOpts::new(
                     "estimator_predicted_change_ratio",
                     "Each new estimate's probability of a change at the URL's next comparison: its mean (_sum / _count) is the predicted change share.",
                 )
                 .buckets(prometheus::linear_buckets(0.1, 0.1, 10)?),
+                )?,
             )?,
             groups,
         };
-        registry.register(Box::new(metrics.predicted_change.clone()))?;
         // At 0 from the start, so an alert sees the first of each.
         for result in ["applied", "repeated", "stale", "not_a_request"] {
             metrics.events.with_label_values(&[result]).reset();

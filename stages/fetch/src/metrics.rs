@@ -5,6 +5,7 @@ use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
 use recrawl_common::links::Rejection;
+use recrawl_common::metrics::registered;
 use recrawl_schemas::FetchOutcome;
 
 #[derive(Debug, Clone)]
@@ -35,61 +36,81 @@ pub struct FetchMetrics {
 impl FetchMetrics {
     pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let metrics = Self {
-            picks: IntCounterVec::new(
-                Opts::new(
-                    "fetch_picks_total",
-                    "Picks by outcome (robots_denied and deferred made no request).",
-                ),
-                &["outcome"],
+            picks: registered(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "fetch_picks_total",
+                        "Picks by outcome (robots_denied and deferred made no request).",
+                    ),
+                    &["outcome"],
+                )?,
             )?,
-            latency: HistogramVec::new(
-                HistogramOpts::new("fetch_latency_seconds", "Request wall time by outcome.")
-                    .buckets(prometheus::exponential_buckets(0.005, 2.0, 14)?),
-                &["outcome"],
+            latency: registered(
+                registry,
+                HistogramVec::new(
+                    HistogramOpts::new("fetch_latency_seconds", "Request wall time by outcome.")
+                        .buckets(prometheus::exponential_buckets(0.005, 2.0, 14)?),
+                    &["outcome"],
+                )?,
             )?,
-            bytes: IntCounter::new("fetch_body_bytes_total", "Body bytes received.")?,
-            robots: IntCounterVec::new(
-                Opts::new("fetch_robots_fetches_total", "robots.txt requests by result."),
-                &["result"],
+            bytes: registered(registry, IntCounter::new("fetch_body_bytes_total", "Body bytes received.")?)?,
+            robots: registered(
+                registry,
+                IntCounterVec::new(
+                    Opts::new("fetch_robots_fetches_total", "robots.txt requests by result."),
+                    &["result"],
+                )?,
             )?,
-            requeued: IntCounter::new(
-                "fetch_requeued_total",
-                "Picks put back on the fetch topic at the end of a batch's time or at shutdown.",
+            requeued: registered(
+                registry,
+                IntCounter::new(
+                    "fetch_requeued_total",
+                    "Picks put back on the fetch topic at the end of a batch's time or at shutdown.",
+                )?,
             )?,
-            active_connections: IntGauge::new(
-                "fetch_connections_active",
-                "Requests in flight, each holding one connection.",
+            active_connections: registered(
+                registry,
+                IntGauge::new(
+                    "fetch_connections_active",
+                    "Requests in flight, each holding one connection.",
+                )?,
             )?,
-            host_queue_depth: Histogram::with_opts(
-                HistogramOpts::new("fetch_host_queue_depth", "Picks waiting per host when a batch starts.")
+            host_queue_depth: registered(
+                registry,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "fetch_host_queue_depth",
+                        "Picks waiting per host when a batch starts.",
+                    )
                     .buckets(prometheus::exponential_buckets(1.0, 2.0, 12)?),
+                )?,
             )?,
-            links: IntCounterVec::new(
-                Opts::new(
-                    "fetch_links_total",
-                    "Distinct links per page: published, or the rule that rejected them.",
-                ),
-                &["result"],
+            links: registered(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "fetch_links_total",
+                        "Distinct links per page: published, or the rule that rejected them.",
+                    ),
+                    &["result"],
+                )?,
             )?,
-            frames: IntCounterVec::new(
-                Opts::new("fetch_frames_total", "Frame documents fetched for their links, by outcome."),
-                &["outcome"],
+            frames: registered(
+                registry,
+                IntCounterVec::new(
+                    Opts::new("fetch_frames_total", "Frame documents fetched for their links, by outcome."),
+                    &["outcome"],
+                )?,
             )?,
-            oldest_period_in_flight: IntGauge::new(
-                "fetch_oldest_period_in_flight",
-                "The oldest period among the picks of the batch being fetched, or of the last batch.",
+            oldest_period_in_flight: registered(
+                registry,
+                IntGauge::new(
+                    "fetch_oldest_period_in_flight",
+                    "The oldest period among the picks of the batch being fetched, or of the last batch.",
+                )?,
             )?,
         };
-        registry.register(Box::new(metrics.picks.clone()))?;
-        registry.register(Box::new(metrics.latency.clone()))?;
-        registry.register(Box::new(metrics.bytes.clone()))?;
-        registry.register(Box::new(metrics.robots.clone()))?;
-        registry.register(Box::new(metrics.requeued.clone()))?;
-        registry.register(Box::new(metrics.active_connections.clone()))?;
-        registry.register(Box::new(metrics.host_queue_depth.clone()))?;
-        registry.register(Box::new(metrics.links.clone()))?;
-        registry.register(Box::new(metrics.frames.clone()))?;
-        registry.register(Box::new(metrics.oldest_period_in_flight.clone()))?;
         // Every series a counter can take is exported at 0 from the start, so an alert
         // sees the first increment.
         for outcome in FetchOutcome::ALL {

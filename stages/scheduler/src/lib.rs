@@ -20,6 +20,7 @@ use clap::builder::TypedValueParser;
 use clap::Args;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts};
 use recrawl_common::config::{non_negative, unit_interval};
+use recrawl_common::metrics::registered;
 use recrawl_common::runtime::{
     run_stage, Assignment, DeadLetterKind, Emitter, RuntimeError, SetupError, StageError,
 };
@@ -212,63 +213,50 @@ struct SchedulerMetrics {
 impl SchedulerMetrics {
     fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
         let metrics = Self {
-            picks: IntCounterVec::new(
+            picks: registered(registry, IntCounterVec::new(
                 Opts::new("scheduler_picks_total", "Picks published, by reason."),
                 &["reason"],
-            )?,
-            unfilled: prometheus::IntCounter::new(
+            )?)?,
+            unfilled: registered(registry, prometheus::IntCounter::new(
                 "scheduler_unfilled_picks_total",
                 "Picks of the budget left unused: no candidate, or host caps and back-offs.",
-            )?,
-            last_period: IntGauge::new(
+            )?)?,
+            last_period: registered(registry, IntGauge::new(
                 "scheduler_last_period",
                 "The latest period picks were published for.",
-            )?,
-            last_period_picks: IntGauge::new(
+            )?)?,
+            last_period_picks: registered(registry, IntGauge::new(
                 "scheduler_last_period_picks",
                 "Picks this instance published for the latest period.",
-            )?,
-            last_period_time: IntGauge::new(
+            )?)?,
+            last_period_time: registered(registry, IntGauge::new(
                 "scheduler_last_period_timestamp_seconds",
                 "Unix time this instance last handled a period (published its picks, or had no partitions to pick for); 0 before the first.",
-            )?,
-            period_seconds: prometheus::Gauge::new(
+            )?)?,
+            period_seconds: registered(registry, prometheus::Gauge::new(
                 "scheduler_period_seconds",
                 "The length of a period (--period-ms), for alerts on missed periods.",
-            )?,
-            tracked: IntGauge::new("scheduler_tracked_urls", "URLs with at least one estimate.")?,
-            frontier: IntGauge::new("scheduler_frontier_urls", "Linked URLs never fetched.")?,
-            hosts: IntGauge::new("scheduler_hosts", "Hosts known to this instance.")?,
-            hosts_backed_off: IntGauge::new(
+            )?)?,
+            tracked: registered(registry, IntGauge::new("scheduler_tracked_urls", "URLs with at least one estimate.")?)?,
+            frontier: registered(registry, IntGauge::new("scheduler_frontier_urls", "Linked URLs never fetched.")?)?,
+            hosts: registered(registry, IntGauge::new("scheduler_hosts", "Hosts known to this instance.")?)?,
+            hosts_backed_off: registered(registry, IntGauge::new(
                 "scheduler_hosts_backed_off",
                 "Hosts given no picks this period after answering 429 or 503.",
-            )?,
-            estimates: IntCounterVec::new(
+            )?)?,
+            estimates: registered(registry, IntCounterVec::new(
                 Opts::new("scheduler_estimates_total", "Estimates applied, by result."),
                 &["result"],
-            )?,
-            links: IntCounterVec::new(
+            )?)?,
+            links: registered(registry, IntCounterVec::new(
                 Opts::new("scheduler_links_total", "Links received, by what they did to the frontier."),
                 &["outcome"],
-            )?,
-            choose_seconds: Histogram::with_opts(
+            )?)?,
+            choose_seconds: registered(registry, Histogram::with_opts(
                 HistogramOpts::new("scheduler_choose_seconds", "Time to choose one period's picks.")
                     .buckets(prometheus::exponential_buckets(0.0005, 4.0, 10)?),
-            )?,
+            )?)?,
         };
-        registry.register(Box::new(metrics.picks.clone()))?;
-        registry.register(Box::new(metrics.unfilled.clone()))?;
-        registry.register(Box::new(metrics.last_period.clone()))?;
-        registry.register(Box::new(metrics.last_period_picks.clone()))?;
-        registry.register(Box::new(metrics.last_period_time.clone()))?;
-        registry.register(Box::new(metrics.period_seconds.clone()))?;
-        registry.register(Box::new(metrics.tracked.clone()))?;
-        registry.register(Box::new(metrics.frontier.clone()))?;
-        registry.register(Box::new(metrics.hosts.clone()))?;
-        registry.register(Box::new(metrics.hosts_backed_off.clone()))?;
-        registry.register(Box::new(metrics.estimates.clone()))?;
-        registry.register(Box::new(metrics.links.clone()))?;
-        registry.register(Box::new(metrics.choose_seconds.clone()))?;
         // At 0 from the start, so an alert sees the first of each.
         for reason in ["refresh", "discovery"] {
             metrics.picks.with_label_values(&[reason]).reset();
