@@ -4,7 +4,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-const COLOURS: [RGBColor; 10] = [
+/// The series colours, in order.
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -53,7 +54,7 @@ pub fn lines(path: &Path, labels: &Labels<'_>, series: &[(String, Vec<(f64, f64)
         .build_cartesian_2d(x_low..x_high, y_low..y_high)
         .map_err(|e| failed(path, e))?;
     chart.configure_mesh().x_desc(labels.x).y_desc(labels.y).draw().map_err(|e| failed(path, e))?;
-    for ((name, points), colour) in series.iter().zip(COLOURS.iter().cycle()) {
+    for ((name, points), colour) in series.iter().zip(PALETTE.iter().cycle()) {
         chart
             .draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(2)))
             .map_err(|e| failed(path, e))?
@@ -107,7 +108,7 @@ pub fn bars(
         .draw()
         .map_err(|e| failed(path, e))?;
     let slot = 0.8 / series.len().max(1) as f64;
-    for (index, ((name, values), colour)) in series.iter().zip(COLOURS.iter().cycle()).enumerate() {
+    for (index, ((name, values), colour)) in series.iter().zip(PALETTE.iter().cycle()).enumerate() {
         let bars = values.iter().enumerate().map(|(category, &value)| {
             let left = category as f64 + 0.1 + index as f64 * slot;
             Rectangle::new([(left, 0.0), (left + slot * 0.9, value)], colour.filled())

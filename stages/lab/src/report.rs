@@ -11,6 +11,7 @@ use recrawl_diff::criteria::ChangeKind;
 
 use recrawl_diff::change::METRICS;
 
+use crate::chart::PALETTE;
 use crate::criteria::{deviation, Trial};
 
 #[derive(Debug, thiserror::Error)]
@@ -120,14 +121,9 @@ pub fn summary_markdown(trials: &[Trial], title: &str) -> String {
     md
 }
 
-const COLOURS: [RGBColor; 6] = [
-    RGBColor(150, 150, 150),
-    RGBColor(31, 119, 180),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(214, 39, 40),
-];
+/// One colour per metric of [`METRICS`], from the charts' palette (BW in grey).
+const COLOURS: [RGBColor; 6] =
+    [RGBColor(150, 150, 150), PALETTE[0], PALETTE[2], PALETTE[1], PALETTE[4], PALETTE[3]];
 
 /// One kind's chart: the reference and every metric against the x axis.
 pub fn kind_chart(trials: &[Trial], kind: ChangeKind, axis: Axis, path: &Path) -> Result<(), ReportError> {
