@@ -18,6 +18,7 @@ use clap::Args;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
 use recrawl_common::admin::create_topics;
 use recrawl_common::config::parse_kafka_option;
 use recrawl_common::service::stop_signal;
@@ -29,8 +30,8 @@ use tokio::process::{Child, Command};
 use crate::observe::{Observed, Observer, PeriodTally, Tally};
 use crate::sim::measure::{CopyTracker, Measures};
 use crate::sim::server::{site_host, PageTruth, SimWebArgs, SimWebServer};
-use crate::sim::simulate::{run_policy, SimConfig, SimPolicy, SimulatedWeb};
-use crate::sim::web::Truth;
+use crate::sim::simulate::{run_policy, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
+use crate::sim::web::{Truth, Web};
 use recrawl_scheduler::policy::Policy;
 
 pub const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
@@ -88,15 +89,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let stopped = stop_signal()?;
     tokio::pin!(stopped);
     // The mock cluster is !Send; it lives on this task for the whole run.
-    let mock = match &args.brokers {
-        Some(_) => None,
-        None => Some(MockCluster::new(1).context("starting the embedded Kafka broker")?),
-    };
-    let brokers = match (&args.brokers, &mock) {
-        (Some(brokers), _) => brokers.clone(),
-        (None, Some(mock)) => mock.bootstrap_servers(),
-        (None, None) => bail!("no broker"),
-    };
+    let (mock, brokers) = broker(&args)?;
     println!("recrawl demo: Kafka at {brokers}{}", if mock.is_some() { " (embedded)" } else { "" });
     // A run of its own: earlier runs' topics and consumer groups on the same cluster stay
     // out of it.
@@ -109,41 +102,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     println!("topics: {created} ready under prefix {topic_prefix:?}");
 
-    let log_dir = match &args.log_dir {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("--log-dir {}", dir.display()))?;
-            dir.clone()
-        }
-        None => tempfile::Builder::new().prefix("recrawl-demo-").tempdir()?.keep(),
-    };
-    // fetch, diff and estimator first; period 0 is set once they own their partitions,
-    // far enough ahead for the scheduler to join as they did.
-    let mut processes = Vec::new();
+    let log_dir = log_dir(&args)?;
     let joining = std::time::Instant::now();
-    for name in ["fetch", "diff", "estimator"] {
-        let mut extra: Vec<String> = Vec::new();
-        if name == "fetch" {
-            // The simulated web is on loopback, which the fetcher refuses unless allowed;
-            // its host names resolve there. Pages that time out hold their requests for
-            // 30 s: a 1 s timeout keeps a period's batch short.
-            extra.extend(
-                [
-                    "--allow-address",
-                    "127.0.0.1",
-                    "--min-host-delay-ms",
-                    "100",
-                    "--request-timeout-ms",
-                    "1000",
-                ]
-                .map(String::from),
-            );
-            for site in 0..args.sites {
-                extra.push("--resolve".into());
-                extra.push(format!("{}=127.0.0.1", site_host(site)));
-            }
-        }
-        processes.push(spawn_stage(name, &kafka, &extra, &log_dir)?);
-    }
+    let mut processes = spawn_crawl_stages(&args, &kafka, &log_dir)?;
     tokio::select! {
         ready = wait_ready(&mut processes) => ready?,
         signal = stopped.as_mut() => {
@@ -155,21 +116,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let lead = (joined * 3).max(Duration::from_secs(5));
     let epoch_unix_ms = unix_ms() + i64::try_from(lead.as_millis()).unwrap_or(i64::MAX);
 
-    let web_args = SimWebArgs {
-        seed: args.seed,
-        sites: args.sites,
-        pages_per_site: args.pages_per_site,
-        period_ms: args.period_ms,
-        period_minutes: 60.0,
-        median_change_rate: args.median_change_rate,
-        korean_share: 0.3,
-        epoch_unix_ms: Some(epoch_unix_ms),
-        latency_scale: 0.25,
-        hold_ms: 30_000,
-        listen: "127.0.0.1:0".parse()?,
-        truth_log: Some(log_dir.join("truth.jsonl")),
-    };
-    let simweb = SimWebServer::start(&web_args).await.context("starting the simulated web")?;
+    let simweb = SimWebServer::start(&web_args(&args, epoch_unix_ms, &log_dir)?)
+        .await
+        .context("starting the simulated web")?;
     let pages = simweb.web().len();
     let picks_per_period = args.picks_per_period.unwrap_or(pages.div_ceil(5));
     println!(
@@ -181,19 +130,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let seeds = log_dir.join("seeds.txt");
     std::fs::write(&seeds, simweb.home_urls().join("\n") + "\n")?;
-    let scheduler_flags = [
-        "--period-ms".into(),
-        args.period_ms.to_string(),
-        "--epoch-unix-ms".into(),
-        epoch_unix_ms.to_string(),
-        "--picks-per-period".into(),
-        picks_per_period.to_string(),
-        "--seeds".into(),
-        seeds.display().to_string(),
-        // The run is short: half the picks go to discovering the web.
-        "--discovery-share".into(),
-        "0.5".into(),
-    ];
+    let scheduler_flags = scheduler_flags(&args, epoch_unix_ms, picks_per_period, &seeds);
     processes.push(spawn_stage("scheduler", &kafka, &scheduler_flags, &log_dir)?);
     println!("stages: {} (logs in {})", describe(&processes), log_dir.display());
 
@@ -205,18 +142,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let horizon = periods_run;
     let truth = simweb.truth(horizon as f64);
     let pipeline = time_averaged(&truth, &stored, horizon as f64);
-    let world = SimulatedWeb { truth: Truth::of_web(simweb.web(), horizon as f64), web: simweb.web() };
-    let uniform = run_policy(
-        &world,
-        SimPolicy::Scheduler(Policy::Uniform),
-        &SimConfig {
-            periods: horizon,
-            budget: picks_per_period as f64 / pages as f64,
-            cold_start: true,
-            threads: 1,
-            ..SimConfig::default()
-        },
-    );
+    let uniform = uniform_crawling(simweb.web(), horizon, picks_per_period);
     simweb.shutdown()?;
     drop(mock);
 
@@ -252,6 +178,121 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The broker: the one `--brokers` names, or an embedded one (returned, to keep it alive).
+fn broker(args: &DemoArgs) -> anyhow::Result<(Option<MockCluster<'static, DefaultProducerContext>>, String)> {
+    match &args.brokers {
+        Some(brokers) => Ok((None, brokers.clone())),
+        None => {
+            let mock = MockCluster::new(1).context("starting the embedded Kafka broker")?;
+            let brokers = mock.bootstrap_servers();
+            Ok((Some(mock), brokers))
+        }
+    }
+}
+
+/// `--log-dir`, created, or a new temporary folder kept after the run.
+fn log_dir(args: &DemoArgs) -> anyhow::Result<PathBuf> {
+    match &args.log_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("--log-dir {}", dir.display()))?;
+            Ok(dir.clone())
+        }
+        None => Ok(tempfile::Builder::new().prefix("recrawl-demo-").tempdir()?.keep()),
+    }
+}
+
+/// fetch, diff and estimator, started first: period 0 is set once they own their
+/// partitions, far enough ahead for the scheduler to join as they did.
+fn spawn_crawl_stages(
+    args: &DemoArgs,
+    kafka: &KafkaArgs,
+    log_dir: &Path,
+) -> anyhow::Result<Vec<StageProcess>> {
+    let mut processes = Vec::new();
+    for name in ["fetch", "diff", "estimator"] {
+        let mut extra: Vec<String> = Vec::new();
+        if name == "fetch" {
+            // The simulated web is on loopback, which the fetcher refuses unless allowed;
+            // its host names resolve there. Pages that time out hold their requests for
+            // 30 s: a 1 s timeout keeps a period's batch short.
+            extra.extend(
+                [
+                    "--allow-address",
+                    "127.0.0.1",
+                    "--min-host-delay-ms",
+                    "100",
+                    "--request-timeout-ms",
+                    "1000",
+                ]
+                .map(String::from),
+            );
+            for site in 0..args.sites {
+                extra.push("--resolve".into());
+                extra.push(format!("{}=127.0.0.1", site_host(site)));
+            }
+        }
+        processes.push(spawn_stage(name, kafka, &extra, log_dir)?);
+    }
+    Ok(processes)
+}
+
+/// The simulated web the demo crawls, its period 0 at `epoch_unix_ms`.
+fn web_args(args: &DemoArgs, epoch_unix_ms: i64, log_dir: &Path) -> anyhow::Result<SimWebArgs> {
+    Ok(SimWebArgs {
+        seed: args.seed,
+        sites: args.sites,
+        pages_per_site: args.pages_per_site,
+        period_ms: args.period_ms,
+        period_minutes: 60.0,
+        median_change_rate: args.median_change_rate,
+        korean_share: 0.3,
+        epoch_unix_ms: Some(epoch_unix_ms),
+        latency_scale: 0.25,
+        hold_ms: 30_000,
+        listen: "127.0.0.1:0".parse()?,
+        truth_log: Some(log_dir.join("truth.jsonl")),
+    })
+}
+
+fn scheduler_flags(
+    args: &DemoArgs,
+    epoch_unix_ms: i64,
+    picks_per_period: usize,
+    seeds: &Path,
+) -> [String; 10] {
+    [
+        "--period-ms".into(),
+        args.period_ms.to_string(),
+        "--epoch-unix-ms".into(),
+        epoch_unix_ms.to_string(),
+        "--picks-per-period".into(),
+        picks_per_period.to_string(),
+        "--seeds".into(),
+        seeds.display().to_string(),
+        // The run is short: half the picks go to discovering the web.
+        "--discovery-share".into(),
+        "0.5".into(),
+    ]
+}
+
+/// Round robin over the same web at the same budget, every URL known from the start
+/// (simulated): what the pipeline's freshness is compared with.
+fn uniform_crawling(web: &Web, horizon: u64, picks_per_period: usize) -> PolicyResult {
+    let world = SimulatedWeb { truth: Truth::of_web(web, horizon as f64), web };
+    run_policy(
+        &world,
+        SimPolicy::Scheduler(Policy::Uniform),
+        &SimConfig {
+            periods: horizon,
+            budget: picks_per_period as f64 / web.len() as f64,
+            cold_start: true,
+            threads: 1,
+            ..SimConfig::default()
+        },
+    )
+}
+
 /// The times (periods) at which the pipeline stored each page, from its change events.
 type Stored = HashMap<u32, Vec<f64>>;
 
