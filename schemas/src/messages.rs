@@ -610,8 +610,10 @@ pub struct PageEstimate {
     pub downloads: Forecast,
     /// Changes over the next comparisons.
     pub changes_forecast: Forecast,
-    /// Poisson change rate per period over all comparisons (bias-reduced); null
-    /// before the first comparison.
+    /// Change rate per period: the posterior mean given the URL's comparisons, with its
+    /// partition's URLs of the group as the prior (`docs/algorithms/freshness-limits.md`,
+    /// learning the rates); the prior's mean before the first comparison. Null only in
+    /// records of earlier versions.
     pub change_rate: Option<f64>,
     /// Refresh group and crawl time.
     pub refresh: RefreshPlan,

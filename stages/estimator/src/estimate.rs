@@ -16,6 +16,7 @@ use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView,
 use recrawl_model::history::PageHistory;
 use recrawl_model::page::{BinMove, PageState, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
+use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
 
 /// What a URL's group is.
@@ -116,6 +117,11 @@ struct LivePartial {
     partial: Partial,
     /// Changed since it was last filed and published.
     unpublished: bool,
+    /// The partition's URLs of the group by the grid point of their change rate, and the
+    /// prior they make for its rate estimates, rebuilt with each filing. Local: each
+    /// partition holds enough of a group's URLs for its own prior.
+    rates: RateCounts,
+    rate_prior: RatePrior,
 }
 
 /// The per-event work of the estimator.
@@ -162,7 +168,9 @@ impl Estimator {
                 let view = self.book.view(&entry.group, event.period);
                 let live = self.live.get(&(partition, entry.group.clone()));
                 let crawls = crawls(event.period, &view, live, history);
-                return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls)));
+                let flat = RatePrior::default();
+                let rate_prior = live.map_or(&flat, |live| &live.rate_prior);
+                return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls, rate_prior)));
             }
         }
         let group = self.settings.group_by.group_of(event).to_owned();
@@ -172,16 +180,20 @@ impl Estimator {
             page: PageState::new(event.fetched_at_ms),
         });
         let new_url = entry.page.history.requests == 0;
-        if entry.group != group {
+        let moved = entry.group != group;
+        if moved {
             // The group key changed (a new --group-by, or a relabelled seed): move the URL.
             if let Some(old) = self.live.get_mut(&(partition, entry.group.clone())) {
                 entry.page.download_bin.take().into_iter().for_each(|b| old.partial.download.remove(b));
                 entry.page.change_bin.take().into_iter().for_each(|b| old.partial.change.remove(b));
+                entry.page.rate_bin().into_iter().for_each(|b| old.rates.remove(b));
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
             entry.group.clone_from(&group);
         }
+        // A URL that just moved group is not yet counted in the new one's rates.
+        let rate_bin_before = if moved { None } else { entry.page.rate_bin() };
         entry.page.record(&request_of(event), &self.settings.refresh);
         entry.host.clone_from(&event.host);
 
@@ -200,12 +212,15 @@ impl Estimator {
         let partial = &mut live.partial;
         move_bin(&mut partial.download, moves.download);
         move_bin(&mut partial.change, moves.change);
+        rate_bin_before.into_iter().for_each(|b| live.rates.remove(b));
+        entry.page.rate_bin().into_iter().for_each(|b| live.rates.add(b));
         partial.urls += u64::from(new_url);
         partial.requests += 1;
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
-        Applied::New(Box::new(self.estimate(event, entry, &view, crawls)))
+        let rate_prior = live.rate_prior.clone();
+        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, &rate_prior)))
     }
 
     fn estimate(
@@ -214,6 +229,7 @@ impl Estimator {
         entry: &EstimatorState,
         view: &GroupView,
         crawls: u64,
+        rate_prior: &RatePrior,
     ) -> PageEstimate {
         let settings = &self.settings;
         let page = &entry.page;
@@ -270,7 +286,7 @@ impl Estimator {
             model: forecast_model(settings.model),
             downloads,
             changes_forecast,
-            change_rate: history.change_rate(),
+            change_rate: Some(page.change_rate(rate_prior).rate),
             refresh: RefreshPlan {
                 weekly_change_rate: plan.weekly_change_rate,
                 group16: plan.group16.to_string(),
@@ -289,6 +305,7 @@ impl Estimator {
     pub fn take_partials(&mut self, now_ms: i64) -> Vec<GroupDistribution> {
         for ((partition, group), live) in &mut self.live {
             if live.unpublished {
+                live.rate_prior = RatePrior::new(&live.rates);
                 self.book.insert(group, *partition, live.partial.clone());
                 self.outbox.push(live.partial.to_message(group, *partition, now_ms));
                 live.unpublished = false;
@@ -312,11 +329,15 @@ impl Estimator {
             let page = &entry.page;
             page.download_bin.into_iter().for_each(|b| partial.download.add(b));
             page.change_bin.into_iter().for_each(|b| partial.change.add(b));
+            page.rate_bin().into_iter().for_each(|b| live.rates.add(b));
             partial.urls += 1;
             partial.requests += u64::from(page.history.requests);
             partial.period = partial.period.max(page.history.last_request);
             partial.first_period = partial.first_period.min(page.history.first_request);
             live.unpublished = true;
+        }
+        for ((_, _), live) in self.live.iter_mut().filter(|((p, _), _)| *p == partition) {
+            live.rate_prior = RatePrior::new(&live.rates);
         }
     }
 

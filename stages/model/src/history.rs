@@ -106,14 +106,11 @@ impl PageHistory {
         true
     }
 
-    /// Cho & Garcia-Molina's change rate per period: the bias-reduced rate per comparison
-    /// over the mean spacing of the URL's requests (1 period until there are two).
-    pub fn change_rate(&self) -> Option<f64> {
-        let spacing = match self.first_and_last() {
-            Some((first, last)) if self.requests >= 2 => (last - first) as f64 / f64::from(self.requests - 1),
-            _ => 1.0,
-        };
-        poisson_rate(self.comparisons, self.changes).map(|rate| rate / spacing.max(1.0))
+    /// Mean periods between the URL's compared downloads: the span of its requests over
+    /// its comparisons (`None` before the first comparison).
+    pub fn comparison_spacing(&self) -> Option<f64> {
+        let (first, last) = self.first_and_last()?;
+        (self.comparisons > 0).then(|| ((last - first) as f64 / f64::from(self.comparisons)).max(1.0))
     }
 
     pub fn first_and_last(&self) -> Option<(u64, u64)> {
@@ -133,13 +130,6 @@ impl PageHistory {
                 .then(|| f64::from(self.successes - 1) / (crawls - 1) as f64),
         }
     }
-}
-
-/// The Cho & Garcia-Molina estimate of a URL's event rate per interval from `events`
-/// among `n` observations; `None` when there is no observation (or more events than
-/// observations).
-pub fn poisson_rate(n: u32, events: u32) -> Option<f64> {
-    (n > 0 && events <= n).then(|| -((f64::from(n - events) + 0.5) / (f64::from(n) + 0.5)).ln())
 }
 
 fn ratio(numerator: u32, denominator: u32) -> Option<f64> {
@@ -258,6 +248,19 @@ mod tests {
     }
 
     #[test]
+    fn comparisons_are_spaced_over_the_requests_span() {
+        let mut history = PageHistory::default();
+        assert_eq!(history.comparison_spacing(), None);
+        // Downloads in 0, 4 and 12 and a failure in 8: 2 comparisons over 12 periods.
+        for (crawl, downloaded, changed) in
+            [(0, true, None), (4, true, Some(true)), (8, false, None), (12, true, Some(false))]
+        {
+            history.record(crawl, Observation { downloaded, changed });
+        }
+        assert_eq!(history.comparison_spacing(), Some(6.0));
+    }
+
+    #[test]
     fn replays_are_ignored() {
         let mut page = PageHistory::default();
         assert!(page.record(3, Observation { downloaded: true, changed: None }));
@@ -282,18 +285,5 @@ mod tests {
         assert_eq!(long.counts(64), (31, 32));
         assert_eq!(long.counts(2), (1, 1));
         assert_eq!(Outcomes::default().counts(5), (0, 0));
-    }
-
-    #[test]
-    fn change_rate_is_per_period_over_the_request_spacing() {
-        let mut history = PageHistory::default();
-        // Requests every 4 periods, 2 changes in 3 comparisons.
-        for (crawl, changed) in [(0, None), (4, Some(true)), (8, Some(false)), (12, Some(true))] {
-            history.record(crawl, Observation { downloaded: true, changed });
-        }
-        let per_comparison = -((1.0f64 + 0.5) / 3.5).ln();
-        let rate = history.change_rate().expect("comparisons");
-        assert!((rate - per_comparison / 4.0).abs() < 1e-12, "{rate}");
-        assert_eq!(PageHistory::default().change_rate(), None);
     }
 }

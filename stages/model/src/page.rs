@@ -3,10 +3,13 @@
 //! (`docs/algorithms/estimator.md` §1–3) and its refresh plan (`refresh-groups.md` §1–3).
 //! The estimator stage and the simulator both learn through it.
 
+use std::sync::LazyLock;
+
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Observation, PageHistory};
 use crate::prediction::{fine_bin, Eligibility, Kind};
+use crate::rate::{posterior_rate, RateEstimate, RatePrior};
 use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
 
 /// One request's outcome.
@@ -112,6 +115,22 @@ impl PageState {
             Kind::Dr => self.history.recent_requests.counts(window),
             Kind::Mr => self.history.recent_comparisons.counts(window),
         }
+    }
+
+    /// The URL's change rate per period under `prior`, from its comparisons; the prior
+    /// alone before the first.
+    pub fn change_rate(&self, prior: &RatePrior) -> RateEstimate {
+        let history = &self.history;
+        let spacing = history.comparison_spacing().unwrap_or(1.0);
+        posterior_rate(prior, history.comparisons, history.changes, spacing)
+    }
+
+    /// Where the URL counts in its group's rate prior: the grid point of its estimate under
+    /// the flat prior, a function of its history alone so the group's counts can move it
+    /// exactly; `None` before the first comparison.
+    pub fn rate_bin(&self) -> Option<usize> {
+        static FLAT: LazyLock<RatePrior> = LazyLock::new(RatePrior::default);
+        (self.history.comparisons > 0).then(|| self.change_rate(&FLAT).bin)
     }
 
     /// The refresh as of the latest request.

@@ -551,7 +551,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::history::{poisson_rate, replay_figure};
+    use crate::history::replay_figure;
 
     fn popular() -> PreparedPrior {
         PreparedPrior::from_coarse_shares(&PAPER_POPULAR, 10)
@@ -711,16 +711,12 @@ mod tests {
     }
 
     #[test]
-    fn poisson_rates() {
-        let rate = poisson_rate(5, 5).unwrap();
-        assert!(rate.is_finite() && (rate - 11f64.ln()).abs() < 1e-12);
-        assert_eq!(poisson_rate(5, 0), Some(0.0));
-        assert_eq!(poisson_rate(0, 0), None);
-        assert_eq!(poisson_rate(2, 3), None);
-        // Consistent with the prediction: 1 − e^{−λ̂} is the chance of a change next time.
+    fn the_poisson_forecast_follows_the_bias_reduced_rate() {
+        // Cho & Garcia-Molina: λ̂ = −ln((n − X + 0.5)/(n + 0.5)) per interval; the chance of a
+        // change next time is 1 − e^{−λ̂}.
+        let rate = -((8.0f64 - 2.0 + 0.5) / (8.0 + 0.5)).ln();
         let next = predict(Model::Poisson, Kind::Mr, &popular(), 2, 6, 1);
-        let from_rate = 1.0 - (-poisson_rate(8, 2).unwrap()).exp();
-        assert!((next.probabilities[1] - from_rate).abs() < 1e-12);
+        assert!((next.probabilities[1] - (1.0 - (-rate).exp())).abs() < 1e-12);
     }
 
     #[test]

@@ -149,7 +149,8 @@ fn sim_prints_every_policy_as_json() {
             "change-aware",
             "nutch-adaptive",
             "lambda-crawl",
-            "groups"
+            "groups",
+            "freshness"
         ]
     );
     for policy in policies {

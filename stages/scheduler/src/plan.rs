@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use recrawl_model::freshness::freshness_index;
 use recrawl_schemas::PickReason;
 
 use crate::book::{Book, Page};
@@ -28,7 +29,8 @@ pub struct PlanSettings {
     /// Share of the picks that goes to the frontier when it has candidates.
     pub discovery_share: f64,
     /// `change-aware`, `lambda-crawl`: pages whose next request is predicted to download
-    /// with less than this probability get no picks.
+    /// with less than this probability get no picks; `freshness` scores them as if they
+    /// downloaded with it, a probe share that finds a site come back.
     pub min_download_probability: f64,
     /// Periods a picked page waits for its estimate before it may be picked again.
     pub pending_periods: u32,
@@ -260,6 +262,10 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             let since = since_visit(page, clock);
             let interval = f64::from(page.interval).max(f64::MIN_POSITIVE);
             (since >= interval).then_some(since / interval)
+        }
+        Policy::Freshness => {
+            let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
+            Some(f64::from(page.p_download) * freshness_index(rate, period.copy_age(page)))
         }
         Policy::LambdaCrawl => {
             // LambdaCrawl assumes every request downloads: pages predicted not to would

@@ -29,6 +29,9 @@ pub enum Policy {
     /// LambdaCrawl's optimal rates for the harmonic staleness cost, from the estimated
     /// change rates.
     LambdaCrawl,
+    /// The marginal freshness a fetch buys now (the known-rate optimum's index, from the
+    /// estimated change rate), weighted by the chance the fetch downloads.
+    Freshness,
 }
 
 impl Policy {
@@ -40,6 +43,7 @@ impl Policy {
             Policy::Uniform => "uniform",
             Policy::NutchAdaptive => "nutch-adaptive",
             Policy::LambdaCrawl => "lambda-crawl",
+            Policy::Freshness => "freshness",
         }
     }
 }

@@ -3,6 +3,7 @@
 //! into per-period picks, and a reader for Bing's `urlid_offset_history.txt` replay format.
 //! Time is in periods (f64); period p covers [p, p+1).
 
+use recrawl_model::freshness::{d_of_x, freshness_index};
 use serde::Serialize;
 use std::fmt;
 
@@ -190,26 +191,6 @@ pub fn poisson_freshness(crawl_rate: f64, change_rate: f64) -> f64 {
     }
 }
 
-/// D(x) = 1 − (1+x)e^{−x} = ∫₀ˣ s e^{−s} ds, increasing from 0 to 1; for x < 1 its series
-/// Σ_{k≥2} (−1)^k (k−1) x^k/k! avoids the cancellation of the closed form.
-fn d_of_x(x: f64) -> f64 {
-    if x.is_infinite() {
-        1.0
-    } else if x < 1.0 {
-        let (mut p, mut sum) = (x * x / 2.0, 0.0); // p = (−x)^k / k!
-        for k in 2..=30 {
-            sum += f64::from(k - 1) * p;
-            p *= -x / f64::from(k + 1);
-            if p.abs() * f64::from(k) <= 1e-17 * sum {
-                break;
-            }
-        }
-        sum
-    } else {
-        1.0 - (1.0 + x) * (-x).exp()
-    }
-}
-
 /// Solves D(x) = t for t in (0, 1): bracket from D(x) ≤ x²/2, then safeguarded Newton.
 fn d_inverse(t: f64) -> f64 {
     let s = (2.0 * t).sqrt();
@@ -243,16 +224,16 @@ fn d_inverse(t: f64) -> f64 {
     x
 }
 
-/// ∂F/∂f of fixed-interval freshness F(f) = (f/λ)(1 − e^{−λ/f}) at crawl frequency f:
-/// (1 − (1+x)e^{−x})/λ with x = λ/f. Its limit at f → 0+ is 1/λ; 0 for λ = 0. Exposed so
-/// callers can check the optimum's KKT condition.
+/// ∂F/∂f of fixed-interval freshness at crawl frequency f: the freshness index at the
+/// interval 1/f; its limit at f → 0+ is 1/λ, 0 for λ = 0. Exposed so callers can check
+/// the optimum's KKT condition.
 pub fn fixed_interval_marginal(rate: f64, frequency: f64) -> f64 {
     if !positive_finite(rate) {
         0.0
     } else if frequency.is_nan() || frequency <= 0.0 {
         1.0 / rate
     } else {
-        d_of_x(rate / frequency) / rate
+        freshness_index(rate, 1.0 / frequency)
     }
 }
 

@@ -43,7 +43,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 60.0)]
     pub period_minutes: f64,
     /// Policies to run, comma-separated (default: all): optimum, clairvoyant,
-    /// proportional, uniform, paper, change-aware, nutch-adaptive, lambda-crawl, groups.
+    /// proportional, uniform, paper, change-aware, nutch-adaptive, lambda-crawl, groups,
+    /// freshness.
     #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
     pub policies: Vec<SimPolicy>,
     /// The estimator's least request rate for a URL to count in its group's
@@ -53,6 +54,10 @@ pub struct SimArgs {
     /// The estimator's least download (change) recall for the same.
     #[arg(long, default_value_t = 0.2)]
     pub min_recall: f64,
+    /// Tell the learned policies each page's true change rate instead of letting them
+    /// estimate it: separates what a policy's rule is worth from its estimates.
+    #[arg(long)]
+    pub known_rates: bool,
     /// Replay change histories in the `urlid_offset_history.txt` format instead of
     /// simulating a web: one period per day, every request downloads.
     #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed"])]
@@ -100,6 +105,7 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
         budget: args.budget,
         period_minutes: args.period_minutes,
         eligibility: Eligibility { min_request_rate: args.min_request_rate, min_recall: args.min_recall },
+        known_rates: args.known_rates,
         ..SimConfig::default()
     };
     let (results, pages, changes) = match &args.replay {

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use recrawl_model::page::{PageState, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
+use recrawl_model::rate::{RateCounts, RatePrior, LOWEST_RATE};
 use recrawl_model::refresh::RefreshSettings;
 use recrawl_scheduler::book::{Book, BookSettings, Learned};
 use recrawl_scheduler::groups::CrawlSchedule;
@@ -83,7 +84,7 @@ pub enum SimPolicy {
 }
 
 impl SimPolicy {
-    pub const ALL: [SimPolicy; 9] = [
+    pub const ALL: [SimPolicy; 10] = [
         SimPolicy::Optimum,
         SimPolicy::Clairvoyant,
         SimPolicy::Proportional,
@@ -93,6 +94,7 @@ impl SimPolicy {
         SimPolicy::Scheduler(Policy::NutchAdaptive),
         SimPolicy::Scheduler(Policy::LambdaCrawl),
         SimPolicy::Scheduler(Policy::Groups),
+        SimPolicy::Scheduler(Policy::Freshness),
     ];
 
     pub fn name(self) -> &'static str {
@@ -134,6 +136,9 @@ pub struct SimConfig {
     /// Whether the store starts empty (every page stale until its first download) rather
     /// than with a copy of every page taken at time 0.
     pub cold_start: bool,
+    /// Whether the learned policies are told each page's true change rate instead of
+    /// estimating it: what a policy's rule is worth apart from its estimates.
+    pub known_rates: bool,
 }
 
 impl Default for SimConfig {
@@ -148,6 +153,7 @@ impl Default for SimConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             freshness_by_period: false,
             cold_start: false,
+            known_rates: false,
             eligibility: Eligibility::default(),
         }
     }
@@ -405,6 +411,7 @@ struct Learner {
     eligibility: Eligibility,
     refresh: RefreshSettings,
     period_ms: f64,
+    known_rates: bool,
 }
 
 const WINDOW: u32 = 5;
@@ -412,6 +419,8 @@ const WINDOW: u32 = 5;
 struct GroupPriors {
     histograms: [RateHistogram; 2],
     priors: [PreparedPrior; 2],
+    rate_counts: RateCounts,
+    rate_prior: RatePrior,
 }
 
 impl Learner {
@@ -442,6 +451,8 @@ impl Learner {
                 GroupPriors {
                     priors: [PreparedPrior::new(&empty, 2 * WINDOW), PreparedPrior::new(&empty, 2 * WINDOW)],
                     histograms: [RateHistogram::new(), RateHistogram::new()],
+                    rate_counts: RateCounts::default(),
+                    rate_prior: RatePrior::default(),
                 }
             })
             .collect();
@@ -460,6 +471,7 @@ impl Learner {
             eligibility: config.eligibility,
             refresh: RefreshSettings::default(),
             period_ms,
+            known_rates: config.known_rates,
         }
     }
 
@@ -487,6 +499,7 @@ impl Learner {
         );
         let request = LastRequest { fetched_at_ms, ..request };
         let state = &mut self.pages[slot];
+        let rate_bin_before = state.rate_bin();
         state.record(
             &Request {
                 period,
@@ -502,6 +515,8 @@ impl Learner {
         // The page's place in its group's DR and MR distributions, as the estimator keeps it.
         let moves = state.rebin(period + 1, &self.eligibility);
         let group = &mut self.groups[usize::from(self.page_groups[slot])];
+        rate_bin_before.into_iter().for_each(|bin| group.rate_counts.remove(bin));
+        state.rate_bin().into_iter().for_each(|bin| group.rate_counts.add(bin));
         for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
             bin_move.from.into_iter().for_each(|bin| histogram.remove(usize::from(bin)));
             bin_move.to.into_iter().for_each(|bin| histogram.add(usize::from(bin)));
@@ -527,7 +542,12 @@ impl Learner {
             request: &request,
             p_change,
             p_download,
-            change_rate: state.history.change_rate(),
+            // A static page told its rate gets the grid's least, as the estimator would.
+            change_rate: Some(if self.known_rates {
+                world.truth().rates()[slot].max(LOWEST_RATE)
+            } else {
+                state.change_rate(&group.rate_prior).rate
+            }),
             schedule,
         };
         self.book.learn(&mut self.hosts, page, &learned, &self.book_settings);
@@ -539,6 +559,7 @@ impl Learner {
             for kind in 0..2 {
                 group.priors[kind] = PreparedPrior::new(&group.histograms[kind], 2 * WINDOW);
             }
+            group.rate_prior = RatePrior::new(&group.rate_counts);
         }
         self.book.clear_dirty();
     }
@@ -626,6 +647,27 @@ mod tests {
         let optimum = run_policy(&world, SimPolicy::Optimum, &config(periods, 0.5));
         let expected = fixed_interval_freshness(0.5, 2.0);
         assert!((optimum.freshness - expected).abs() < 0.006, "{} vs {expected}", optimum.freshness);
+    }
+
+    #[test]
+    fn told_the_rates_the_freshness_index_matches_the_known_rate_optimum() {
+        // 2,000 pages, rates spread log-evenly from 0.002 to about 6 changes a period.
+        let rates: Vec<f64> = (0..2000).map(|i| 0.002 * 1.004f64.powi(i)).collect();
+        let periods = 400;
+        let world = KnownRates::new(&rates, periods as f64);
+        for budget in [0.05, 0.2] {
+            let config = SimConfig { known_rates: true, ..config(periods, budget) };
+            let optimum = run_policy(&world, SimPolicy::Optimum, &config);
+            let index = run_policy(&world, SimPolicy::Scheduler(Policy::Freshness), &config);
+            let ratio = index.freshness / optimum.freshness;
+            assert!(
+                (ratio - 1.0).abs() <= 0.01,
+                "R = {budget}: {} vs {}",
+                index.freshness,
+                optimum.freshness
+            );
+            assert_eq!(index.requests, optimum.requests);
+        }
     }
 
     #[test]

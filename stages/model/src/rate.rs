@@ -1,0 +1,194 @@
+//! A page's change rate from few, unevenly spaced visits, shrunk toward its group
+//! (`docs/algorithms/freshness-limits.md`, "Learning the rates").
+//!
+//! A visit after an interval t finds the page changed with probability 1 − e^{−λt}
+//! (changes arrive as a Poisson process of rate λ). The likelihood of X changes in n
+//! comparisons at a spacing s is (1 − e^{−λs})^X·e^{−λs(n−X)}; its maximum is Cho &
+//! Garcia-Molina's estimate, which is 0 after no change and infinite after all changed.
+//! The posterior over a grid of rates, with the group's distribution of its pages'
+//! estimates as the prior (empirical Bayes), stays finite and moves toward the group
+//! when a page has been seen only a few times.
+
+use serde::Serialize;
+
+/// Grid points, log-spaced from [`LOWEST_RATE`] to [`HIGHEST_RATE`] per period.
+pub const RATE_BINS: usize = 40;
+/// Below it a page counts as static: about one change in 30 years of hourly periods.
+pub const LOWEST_RATE: f64 = 1e-4;
+/// Above it a page changes between any two visits of any scheduler.
+pub const HIGHEST_RATE: f64 = 20.0;
+
+/// The rate at grid point `bin`.
+pub fn rate_of_bin(bin: usize) -> f64 {
+    let step = (HIGHEST_RATE / LOWEST_RATE).ln() / (RATE_BINS - 1) as f64;
+    LOWEST_RATE * (step * bin.min(RATE_BINS - 1) as f64).exp()
+}
+
+/// The grid point nearest (in log scale) to `rate`; non-positive and NaN rates go to the
+/// lowest.
+pub fn bin_of_rate(rate: f64) -> usize {
+    if rate.is_nan() || rate <= LOWEST_RATE {
+        return 0;
+    }
+    let step = (HIGHEST_RATE / LOWEST_RATE).ln() / (RATE_BINS - 1) as f64;
+    (((rate / LOWEST_RATE).ln() / step).round() as usize).min(RATE_BINS - 1)
+}
+
+/// The group's pages counted by the grid point of their estimate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateCounts([u64; RATE_BINS]);
+
+impl Default for RateCounts {
+    fn default() -> Self {
+        Self([0; RATE_BINS])
+    }
+}
+
+impl RateCounts {
+    pub fn add(&mut self, bin: usize) {
+        self.0[bin.min(RATE_BINS - 1)] += 1;
+    }
+
+    pub fn remove(&mut self, bin: usize) {
+        let count = &mut self.0[bin.min(RATE_BINS - 1)];
+        *count = count.saturating_sub(1);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+}
+
+/// The prior over the grid: the group's counts with one page's worth spread evenly over
+/// the grid, so no rate is ruled out and an empty group gives a flat prior in log λ.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RatePrior {
+    log_weights: [f64; RATE_BINS],
+}
+
+impl RatePrior {
+    pub fn new(counts: &RateCounts) -> Self {
+        let spread = 1.0 / RATE_BINS as f64;
+        let mut log_weights = [0.0; RATE_BINS];
+        for (weight, &count) in log_weights.iter_mut().zip(&counts.0) {
+            *weight = (count as f64 + spread).ln();
+        }
+        Self { log_weights }
+    }
+}
+
+impl Default for RatePrior {
+    fn default() -> Self {
+        Self::new(&RateCounts::default())
+    }
+}
+
+/// A page's posterior change rate per period.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RateEstimate {
+    /// Posterior mean.
+    pub rate: f64,
+    /// Posterior standard deviation.
+    pub sd: f64,
+    /// The grid points of the posterior's 10 % and 90 % quantiles: an 80 % credible
+    /// interval.
+    pub low_bin: usize,
+    pub high_bin: usize,
+    /// The grid point of the posterior median: where the page counts in its group's prior.
+    pub bin: usize,
+}
+
+/// The posterior's weight at each grid point (unnormalised, the largest 1).
+fn posterior_weights(prior: &RatePrior, comparisons: u32, changes: u32, spacing: f64) -> [f64; RATE_BINS] {
+    let changes = changes.min(comparisons);
+    let (changed, unchanged) = (f64::from(changes), f64::from(comparisons - changes));
+    let spacing = if spacing.is_finite() && spacing > 0.0 { spacing } else { 1.0 };
+    let mut log_posterior = [0.0; RATE_BINS];
+    for (bin, log_p) in log_posterior.iter_mut().enumerate() {
+        let x = rate_of_bin(bin) * spacing;
+        // ln(1 − e^{−x}) without cancellation for small x.
+        let log_changed = if changed > 0.0 { changed * (-(-x).exp_m1()).ln() } else { 0.0 };
+        *log_p = prior.log_weights[bin] + log_changed - unchanged * x;
+    }
+    let top = log_posterior.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    log_posterior.map(|log_p| (log_p - top).exp())
+}
+
+/// The posterior of a page's rate after `changes` changes in `comparisons` comparisons of
+/// downloads `spacing` periods apart, under `prior`.
+pub fn posterior_rate(prior: &RatePrior, comparisons: u32, changes: u32, spacing: f64) -> RateEstimate {
+    let weights = posterior_weights(prior, comparisons, changes, spacing);
+    let total: f64 = weights.iter().sum();
+    let (mut mean, mut square, mut cumulative) = (0.0, 0.0, 0.0);
+    let (mut low, mut median, mut high) = (None, None, None);
+    for (bin, weight) in weights.iter().enumerate() {
+        let p = weight / total;
+        let rate = rate_of_bin(bin);
+        mean += p * rate;
+        square += p * rate * rate;
+        cumulative += p;
+        if low.is_none() && cumulative >= 0.1 {
+            low = Some(bin);
+        }
+        if median.is_none() && cumulative >= 0.5 {
+            median = Some(bin);
+        }
+        if high.is_none() && cumulative >= 0.9 {
+            high = Some(bin);
+        }
+    }
+    let last = RATE_BINS - 1;
+    RateEstimate {
+        rate: mean,
+        sd: (square - mean * mean).max(0.0).sqrt(),
+        low_bin: low.unwrap_or(last),
+        bin: median.unwrap_or(last),
+        high_bin: high.unwrap_or(last),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grid_round_trips_and_clamps() {
+        for bin in 0..RATE_BINS {
+            assert_eq!(bin_of_rate(rate_of_bin(bin)), bin);
+        }
+        assert!((rate_of_bin(0) - LOWEST_RATE).abs() < 1e-15);
+        assert!((rate_of_bin(RATE_BINS - 1) - HIGHEST_RATE).abs() < 1e-9);
+        assert_eq!(bin_of_rate(0.0), 0);
+        assert_eq!(bin_of_rate(f64::NAN), 0);
+        assert_eq!(bin_of_rate(1e9), RATE_BINS - 1);
+    }
+
+    #[test]
+    fn many_visits_find_the_rate_and_few_stay_near_the_prior() {
+        // 400 comparisons one period apart, 1 − e^{−0.2} of them changed: λ = 0.2.
+        let flat = RatePrior::default();
+        let n = 400u32;
+        let changes = (f64::from(n) * -(-0.2f64).exp_m1()).round() as u32;
+        let estimate = posterior_rate(&flat, n, changes, 1.0);
+        assert!((estimate.rate - 0.2).abs() < 0.03, "{estimate:?}");
+        assert!(estimate.sd < 0.05, "{estimate:?}");
+        // No change seen: finite and small, not 0; all changed: finite, not infinite.
+        let none = posterior_rate(&flat, 3, 0, 1.0);
+        assert!(none.rate > 0.0 && none.rate < 1.0, "{none:?}");
+        let all = posterior_rate(&flat, 3, 3, 1.0);
+        assert!(all.rate.is_finite() && all.rate > 1.0, "{all:?}");
+        // A group whose pages all change about 0.05 a period pulls one unchanged visit there.
+        let mut counts = RateCounts::default();
+        (0..1000).for_each(|_| counts.add(bin_of_rate(0.05)));
+        let grouped = posterior_rate(&RatePrior::new(&counts), 1, 0, 1.0);
+        assert!((grouped.rate - 0.05).abs() < 0.01, "{grouped:?}");
+        assert_eq!(grouped.bin, bin_of_rate(0.05));
+    }
+
+    #[test]
+    fn more_unchanged_visits_lower_the_rate() {
+        let prior = RatePrior::default();
+        let rates: Vec<f64> = (0..6).map(|n| posterior_rate(&prior, n, 0, 2.0).rate).collect();
+        assert!(rates.windows(2).all(|pair| pair[1] < pair[0]), "{rates:?}");
+    }
+}
