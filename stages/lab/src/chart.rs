@@ -39,8 +39,14 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (low, if high > low { high * 1.05 } else { low + 1.0 })
 }
 
-/// One line per named series of (x, y) points.
-pub fn lines(path: &Path, labels: &Labels<'_>, series: &[(String, Vec<(f64, f64)>)]) -> std::io::Result<()> {
+/// One line per named series of (x, y) points; the series named in `dashed` (references,
+/// not contenders) are drawn dashed.
+pub fn lines(
+    path: &Path,
+    labels: &Labels<'_>,
+    series: &[(String, Vec<(f64, f64)>)],
+    dashed: &[&str],
+) -> std::io::Result<()> {
     let root = SVGBackend::new(path, (760, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| failed(path, e))?;
     let points = || series.iter().flat_map(|(_, points)| points.iter());
@@ -55,8 +61,12 @@ pub fn lines(path: &Path, labels: &Labels<'_>, series: &[(String, Vec<(f64, f64)
         .map_err(|e| failed(path, e))?;
     chart.configure_mesh().x_desc(labels.x).y_desc(labels.y).draw().map_err(|e| failed(path, e))?;
     for ((name, points), colour) in series.iter().zip(PALETTE.iter().cycle()) {
-        chart
-            .draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(2)))
+        let drawn = if dashed.contains(&name.as_str()) {
+            chart.draw_series(DashedLineSeries::new(points.iter().copied(), 6, 4, colour.stroke_width(2)))
+        } else {
+            chart.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(2)))
+        };
+        drawn
             .map_err(|e| failed(path, e))?
             .label(name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));

@@ -20,7 +20,7 @@ use recrawl_schemas::DiscoveredLinks;
 
 use crate::chart::{bars, lines, Labels};
 use recrawl::sim::measure::{CopyTracker, Measures};
-use recrawl::sim::simulate::{simulate, simulated_request, SimConfig, SimPolicy, SimulatedWeb};
+use recrawl::sim::simulate::{simulate, simulated_request, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
 use recrawl::sim::web::{Truth, Web, WebParams};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -34,6 +34,8 @@ pub enum Experiment {
     Scheduler,
     /// In-degree first vs breadth first: authorities and hubs found per page crawled.
     Ifs,
+    /// Every policy's freshness at budgets from 2 % to 40 % of the pages a period.
+    FreshnessVsBudget,
 }
 
 #[derive(Debug, Args)]
@@ -57,11 +59,12 @@ pub fn run(args: &PaperArgs) -> anyhow::Result<()> {
     let scaled = |pages: u64| ((pages as f64 * args.scale).round() as u64).max(200);
     let mut summaries = Vec::new();
     type Runner = fn(&Path, u64, u64) -> anyhow::Result<String>;
-    let experiments: [(Experiment, &str, u64, Runner); 4] = [
+    let experiments: [(Experiment, &str, u64, Runner); 5] = [
         (Experiment::Estimator, "estimator", 40_000, estimator),
         (Experiment::RefreshGroups, "refresh-groups", 2_000, refresh_groups),
         (Experiment::Scheduler, "scheduler", 20_000, scheduler),
         (Experiment::Ifs, "ifs", 100_000, ifs),
+        (Experiment::FreshnessVsBudget, "freshness-vs-budget", 20_000, freshness_vs_budget),
     ];
     for (experiment, name, pages, runner) in experiments {
         if !chosen(experiment) {
@@ -331,6 +334,7 @@ fn refresh_groups(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
             y: "freshness",
         },
         &series,
+        &[],
     )?;
     let mut md = format!(
         "# Refresh groups: groups against crawling everything daily\n\n{} pages of {} sites. Days 1–30: every page checked every 20 minutes; each detected change is recorded by the estimator's weekly counter and hour histogram, which give the page its group (six groups) and crawl time by the paper's rule. Days 31–60: the same web crawled (a) by the groups' schedules and (b) every page once a day at midnight.\n\n| strategy | requests | freshness (time average) | mean age, periods of 20 min | wasted requests |\n|---|---:|---:|---:|---:|\n",
@@ -425,10 +429,85 @@ fn scheduler(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
         &dir.join("freshness.svg"),
         &Labels { title: "Share of pages fresh at the end of each period", x: "period", y: "freshness" },
         &series,
+        &[],
     )?;
     md.push_str(
-        "\nThe paper's plain rule ranks by s_j alone. A page that never downloads never has its s_j reset, so it stays at the top: with Table 1's share of pages that never download, the rule spends most of its budget on them (the wasted column), and its average staleness is the highest. On pages that always download it is round robin with a size tie-break (`staleness-schedule.md` §3). The product's default, change-aware, replaces s_j by the expected time out of date and skips pages predicted to fail. The reference policies (optimum, clairvoyant, proportional) read the true rates or change times; the others learn from their own fetches.\n\n![staleness](staleness.svg)\n\n![freshness](freshness.svg)\n",
+        "\nThe paper's plain rule ranks by s_j alone. A page that never downloads never has its s_j reset, so it stays at the top: with Table 1's share of pages that never download, the rule spends most of its budget on them (the wasted column), and its average staleness is the highest. On pages that always download it is round robin with a size tie-break (`staleness-schedule.md` §3). change-aware replaces s_j by the expected time out of date and skips pages predicted to fail; the product's default, lambda-crawl, spends the budget at the harmonic-cost optimal rates of the estimated change rates. The reference policies (optimum, clairvoyant, proportional) read the true rates or change times; the others learn from their own fetches.\n\n![staleness](staleness.svg)\n\n![freshness](freshness.svg)\n",
     );
+    Ok(md)
+}
+
+/// Budgets of `freshness_vs_budget`: picks per period as a share of the pages.
+const BUDGETS: [f64; 5] = [0.02, 0.05, 0.1, 0.2, 0.4];
+
+/// Every policy at each of [`BUDGETS`] on the same web, as `recrawl sim --budget` runs them.
+fn freshness_vs_budget(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
+    let web = web_of(seed, pages, 100, 60.0, 0.03);
+    let periods = SimConfig::default().periods;
+    let world = SimulatedWeb { truth: Truth::of_web(&web, periods as f64), web: &web };
+    let runs: Vec<(f64, Vec<PolicyResult>)> = BUDGETS
+        .iter()
+        .map(|&budget| {
+            (budget, simulate(&world, &SimPolicy::ALL, &SimConfig { budget, ..SimConfig::default() }))
+        })
+        .collect();
+    let per_page_period = |requests: u64| requests as f64 / (web.len() as f64 * periods as f64);
+    let mut csv =
+        String::from("budget,policy,sees_truth,requests_per_page_period,freshness,ratio_to_optimum\n");
+    for (budget, results) in &runs {
+        for r in results {
+            let _ = writeln!(
+                csv,
+                "{budget},{},{},{},{},{}",
+                r.name,
+                r.sees_truth,
+                per_page_period(r.requests),
+                r.freshness,
+                r.ratio_to_optimum.unwrap_or(f64::NAN)
+            );
+        }
+    }
+    std::fs::write(dir.join("freshness-vs-budget.csv"), csv)?;
+    let series: Vec<(String, Vec<(f64, f64)>)> = SimPolicy::ALL
+        .iter()
+        .map(|policy| {
+            let points = runs
+                .iter()
+                .filter_map(|(_, results)| results.iter().find(|r| r.name == policy.name()))
+                .map(|r| (per_page_period(r.requests), r.freshness))
+                .collect();
+            (policy.name().to_owned(), points)
+        })
+        .collect();
+    lines(
+        &dir.join("freshness-vs-budget.svg"),
+        &Labels { title: "Freshness against requests", x: "requests per page per period", y: "freshness" },
+        &series,
+        &["optimum", "clairvoyant"],
+    )?;
+    let mut md = format!(
+        "# Freshness against the budget, every policy\n\n{} pages of {} sites, {periods} periods of an hour; the store starts with a copy of every page. Each cell is freshness ÷ the known-rate optimum's at that budget (the optimum's own freshness in its row).\n\n| policy |",
+        web.len(),
+        web.sites().len(),
+    );
+    for (budget, _) in &runs {
+        let _ = write!(md, " R = {budget} |");
+    }
+    md.push_str("\n|---|");
+    md.push_str(&"---:|".repeat(runs.len()));
+    for policy in SimPolicy::ALL {
+        let _ =
+            write!(md, "\n| {}{} |", policy.name(), if policy.sees_truth() { " (sees truth)" } else { "" });
+        for (_, results) in &runs {
+            let cell =
+                results.iter().find(|r| r.name == policy.name()).map_or("-".to_owned(), |r| match policy {
+                    SimPolicy::Optimum => format!("{:.4}", r.freshness),
+                    _ => r.ratio_to_optimum.map_or("-".to_owned(), |v| format!("{v:.3}")),
+                });
+            let _ = write!(md, " {cell} |");
+        }
+    }
+    md.push_str("\n\nThe chart puts each run at the requests it made per page and period (the clairvoyant needs fewer than its budget). `recrawl sim --budget 0.02,0.05,0.1,0.2,0.4` prints the same runs as tables.\n\n![freshness against requests](freshness-vs-budget.svg)\n");
     Ok(md)
 }
 
@@ -564,6 +643,7 @@ fn ifs(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
             &dir.join(file),
             &Labels { title, x: "pages crawled, % of the web", y: "share found" },
             &series,
+            &[],
         )?;
     }
     let at = |curve: &[(f64, f64, f64)], share: f64| {
@@ -610,6 +690,7 @@ mod tests {
             ("refresh-groups", &["comparison.csv", "groups.csv", "freshness.svg"]),
             ("scheduler", &["policies.csv", "staleness.svg", "freshness.svg"]),
             ("ifs", &["discovery.csv", "authorities.svg", "hubs.svg"]),
+            ("freshness-vs-budget", &["freshness-vs-budget.csv", "freshness-vs-budget.svg"]),
         ] {
             let dir = out.path().join(name);
             let summary = std::fs::read_to_string(dir.join("README.md")).expect("summary");
@@ -620,6 +701,10 @@ mod tests {
             }
         }
         let index = std::fs::read_to_string(out.path().join("README.md")).expect("index");
-        assert_eq!(index.matches("](").count(), 4);
+        assert_eq!(index.matches("](").count(), 5);
+        // One row per policy and budget, after the header.
+        let csv = std::fs::read_to_string(out.path().join("freshness-vs-budget/freshness-vs-budget.csv"))
+            .expect("csv");
+        assert_eq!(csv.lines().count(), 1 + BUDGETS.len() * SimPolicy::ALL.len());
     }
 }

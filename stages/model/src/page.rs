@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::{Observation, PageHistory};
 use crate::prediction::{fine_bin, Eligibility, Kind};
-use crate::rate::{posterior_rate, RateEstimate, RatePrior};
+use crate::rate::{RateLikelihood, RatePrior};
 use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
 
 /// One request's outcome.
@@ -40,6 +40,19 @@ pub struct PageState {
     pub download_bin: Option<u8>,
     pub change_bin: Option<u8>,
     pub calendar: ChangeCalendar,
+}
+
+/// A URL's change rate and where it counts in its group's rate prior.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PageRate {
+    /// Posterior mean per period.
+    pub rate: f64,
+    /// The grid point of its posterior median under the flat prior, a function of its
+    /// history alone so the group's counts can move it exactly; `None` before the first
+    /// comparison. (The grid point of Cho & Garcia-Molina's estimate would put every URL
+    /// not yet seen changing at the lowest rate, and the prior they make then holds such
+    /// URLs static for good.)
+    pub bin: Option<usize>,
 }
 
 /// A URL's move in one of its group's histograms: out of `from`, into `to`.
@@ -117,20 +130,28 @@ impl PageState {
         }
     }
 
-    /// The URL's change rate per period under `prior`, from its comparisons; the prior
-    /// alone before the first.
-    pub fn change_rate(&self, prior: &RatePrior) -> RateEstimate {
+    /// The URL's change rate per period under `prior`, from its comparisons (the prior
+    /// alone before the first), and its grid point in its group's counts.
+    pub fn change_rate(&self, prior: &RatePrior) -> PageRate {
         let history = &self.history;
-        let spacing = history.comparison_spacing().unwrap_or(1.0);
-        posterior_rate(prior, history.comparisons, history.changes, spacing)
+        let likelihood = RateLikelihood::new(
+            history.comparisons,
+            history.changes,
+            history.comparison_spacing().unwrap_or(1.0),
+        );
+        PageRate { rate: likelihood.posterior(prior).rate, bin: self.counted_bin(&likelihood) }
     }
 
-    /// Where the URL counts in its group's rate prior: the grid point of its estimate under
-    /// the flat prior, a function of its history alone so the group's counts can move it
-    /// exactly; `None` before the first comparison.
+    /// The URL's grid point in its group's counts ([`PageRate::bin`]).
     pub fn rate_bin(&self) -> Option<usize> {
+        let history = &self.history;
+        let spacing = history.comparison_spacing()?;
+        self.counted_bin(&RateLikelihood::new(history.comparisons, history.changes, spacing))
+    }
+
+    fn counted_bin(&self, likelihood: &RateLikelihood) -> Option<usize> {
         static FLAT: LazyLock<RatePrior> = LazyLock::new(RatePrior::default);
-        (self.history.comparisons > 0).then(|| self.change_rate(&FLAT).bin)
+        (self.history.comparisons > 0).then(|| likelihood.posterior(&FLAT).bin)
     }
 
     /// The refresh as of the latest request.

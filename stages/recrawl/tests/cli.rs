@@ -208,3 +208,32 @@ fn sim_replays_a_history_file_and_rejects_bad_input_naming_it() {
     let output = recrawl().args(["sim", "--budget", "0"]).output().expect("runs");
     assert!(String::from_utf8_lossy(&output.stderr).contains("--budget"));
 }
+
+#[test]
+fn sim_runs_each_budget_of_a_list() {
+    let output = recrawl()
+        .args([
+            "sim",
+            "--pages",
+            "500",
+            "--periods",
+            "5",
+            "--budget",
+            "0.1,0.3",
+            "--policies",
+            "uniform",
+            "--json",
+        ])
+        .output()
+        .expect("sim runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let reports: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON object per line"))
+        .collect();
+    let budgets: Vec<f64> = reports.iter().filter_map(|r| r["budget"].as_f64()).collect();
+    assert_eq!(budgets, [0.1, 0.3]);
+    // A budget three times larger buys three times the requests.
+    let requests: Vec<u64> = reports.iter().filter_map(|r| r["policies"][0]["requests"].as_u64()).collect();
+    assert_eq!(requests, [250, 750]);
+}

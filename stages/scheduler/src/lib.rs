@@ -65,7 +65,7 @@ pub struct SchedulerArgs {
           value_parser = clap::value_parser!(i64).range(0..=bounds::MAX_TIME_MS))]
     pub epoch_unix_ms: i64,
     /// How known pages are ranked for refresh.
-    #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = Policy::ChangeAware)]
+    #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = Policy::LambdaCrawl)]
     pub policy: Policy,
     #[arg(long, env = "RECRAWL_HORIZON", default_value = "rolling:10", help = crate::policy::HORIZON_HELP)]
     pub horizon: Horizon,

@@ -39,7 +39,7 @@ pub struct PlanSettings {
 impl Default for PlanSettings {
     fn default() -> Self {
         Self {
-            policy: Policy::ChangeAware,
+            policy: Policy::LambdaCrawl,
             cost_weight: 1.0,
             period_ms: 60_000,
             epoch_unix_ms: 0,

@@ -18,7 +18,7 @@ use clap::Args;
 use recrawl_model::prediction::Eligibility;
 use serde::Serialize;
 
-use simulate::{simulate, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
+use simulate::{simulate, PolicyResult, SimConfig, SimPolicy, SimulatedWeb, World};
 use web::{Truth, Web, WebParams};
 
 /// `recrawl sim`: every policy on the same web at the same budget.
@@ -33,9 +33,10 @@ pub struct SimArgs {
     /// Periods simulated (each policy runs them all).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub periods: u64,
-    /// R: picks per period as a share of the pages.
-    #[arg(long, default_value_t = 0.2, value_parser = parse_share)]
-    pub budget: f64,
+    /// R: picks per period as a share of the pages; a comma-separated list runs every
+    /// policy at each (one table, or one JSON line, per budget).
+    #[arg(long, value_delimiter = ',', default_value = "0.2", value_parser = parse_share)]
+    pub budget: Vec<f64>,
     /// Seed of the simulated web and of every random choice: the same seed, the same run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -62,7 +63,7 @@ pub struct SimArgs {
     /// simulating a web: one period per day, every request downloads.
     #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed"])]
     pub replay: Option<PathBuf>,
-    /// Print one JSON object instead of a table.
+    /// Print one JSON object (per budget, one a line) instead of a table.
     #[arg(long)]
     pub json: bool,
 }
@@ -98,25 +99,15 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
 }
 
 fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
-    let started = Instant::now();
     let policies = if args.policies.is_empty() { SimPolicy::ALL.to_vec() } else { args.policies.clone() };
-    let config = SimConfig {
-        periods: args.periods,
-        budget: args.budget,
-        period_minutes: args.period_minutes,
-        eligibility: Eligibility { min_request_rate: args.min_request_rate, min_recall: args.min_recall },
-        known_rates: args.known_rates,
-        ..SimConfig::default()
-    };
-    let (results, pages, changes) = match &args.replay {
+    match &args.replay {
         Some(path) => {
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("--replay {}", path.display()))?;
             let world =
                 replay::ReplayWorld::parse(&text).with_context(|| format!("--replay {}", path.display()))?;
-            let config =
-                SimConfig { periods: config.periods.min(world.truth.horizon().ceil() as u64), ..config };
-            (simulate(&world, &policies, &config), world.truth.len(), world.truth.total_changes())
+            let periods = args.periods.min(world.truth.horizon().ceil() as u64);
+            report_budgets(args, &world, &policies, periods)
         }
         None => {
             let sites = args.pages.div_ceil(u64::from(args.pages_per_site));
@@ -131,23 +122,44 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
                 ..WebParams::default()
             });
             let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };
-            (simulate(&world, &policies, &config), world.truth.len(), world.truth.total_changes())
+            report_budgets(args, &world, &policies, args.periods)
         }
-    };
-    let report = SimReport {
-        pages,
-        periods: config.periods,
-        budget: args.budget,
-        seed: args.replay.is_none().then_some(args.seed),
-        replay: args.replay.as_ref().map(|p| p.display().to_string()),
-        changes,
-        seconds: started.elapsed().as_secs_f64(),
-        policies: &results,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{}", table(&report));
+    }
+}
+
+/// Every policy on `world` at each budget asked for, printed as it completes.
+fn report_budgets(
+    args: &SimArgs,
+    world: &dyn World,
+    policies: &[SimPolicy],
+    periods: u64,
+) -> anyhow::Result<()> {
+    for (index, &budget) in args.budget.iter().enumerate() {
+        let started = Instant::now();
+        let config = SimConfig {
+            periods,
+            budget,
+            period_minutes: args.period_minutes,
+            eligibility: Eligibility { min_request_rate: args.min_request_rate, min_recall: args.min_recall },
+            known_rates: args.known_rates,
+            ..SimConfig::default()
+        };
+        let results = simulate(world, policies, &config);
+        let report = SimReport {
+            pages: world.truth().len(),
+            periods,
+            budget,
+            seed: args.replay.is_none().then_some(args.seed),
+            replay: args.replay.as_ref().map(|p| p.display().to_string()),
+            changes: world.truth().total_changes(),
+            seconds: started.elapsed().as_secs_f64(),
+            policies: &results,
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&report)?);
+        } else {
+            print!("{}{}", if index > 0 { "\n" } else { "" }, table(&report));
+        }
     }
     Ok(())
 }

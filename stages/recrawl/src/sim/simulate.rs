@@ -406,6 +406,8 @@ struct Learner {
     model: Model,
     /// Each page as the estimator keeps it, known from time 0.
     pages: Vec<PageState>,
+    /// Each page's grid point in its group's rate counts (`PageState::rate_bin`).
+    rate_bins: Vec<Option<u8>>,
     groups: Vec<GroupPriors>,
     page_groups: Vec<u8>,
     eligibility: Eligibility,
@@ -466,6 +468,7 @@ impl Learner {
             horizon: config.horizon,
             model: config.model,
             pages: vec![PageState::new(0); n],
+            rate_bins: vec![None; n],
             groups,
             page_groups: (0..n as u32).map(|page| world.group(page).min(1) as u8).collect(),
             eligibility: config.eligibility,
@@ -499,7 +502,6 @@ impl Learner {
         );
         let request = LastRequest { fetched_at_ms, ..request };
         let state = &mut self.pages[slot];
-        let rate_bin_before = state.rate_bin();
         state.record(
             &Request {
                 period,
@@ -515,8 +517,13 @@ impl Learner {
         // The page's place in its group's DR and MR distributions, as the estimator keeps it.
         let moves = state.rebin(period + 1, &self.eligibility);
         let group = &mut self.groups[usize::from(self.page_groups[slot])];
-        rate_bin_before.into_iter().for_each(|bin| group.rate_counts.remove(bin));
-        state.rate_bin().into_iter().for_each(|bin| group.rate_counts.add(bin));
+        // The page's place in its group's rate counts: where the last request put it (kept
+        // here rather than recomputed from the history before this one).
+        let rate = state.change_rate(&group.rate_prior);
+        let rate_bin = rate.bin.map(|bin| bin as u8);
+        let counted = std::mem::replace(&mut self.rate_bins[slot], rate_bin);
+        counted.into_iter().for_each(|bin| group.rate_counts.remove(usize::from(bin)));
+        rate_bin.into_iter().for_each(|bin| group.rate_counts.add(usize::from(bin)));
         for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
             bin_move.from.into_iter().for_each(|bin| histogram.remove(usize::from(bin)));
             bin_move.to.into_iter().for_each(|bin| histogram.add(usize::from(bin)));
@@ -546,7 +553,7 @@ impl Learner {
             change_rate: Some(if self.known_rates {
                 world.truth().rates()[slot].max(LOWEST_RATE)
             } else {
-                state.change_rate(&group.rate_prior).rate
+                rate.rate
             }),
             schedule,
         };
