@@ -169,8 +169,8 @@ impl Estimator {
                 let live = self.live.get(&(partition, entry.group.clone()));
                 let crawls = crawls(event.period, &view, live, history);
                 let flat = RatePrior::default();
-                let rate_prior = live.map_or(&flat, |live| &live.rate_prior);
-                return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls, rate_prior)));
+                let rate = entry.page.change_rate(live.map_or(&flat, |live| &live.rate_prior)).rate;
+                return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls, rate)));
             }
         }
         let group = self.settings.group_by.group_of(event).to_owned();
@@ -212,15 +212,15 @@ impl Estimator {
         let partial = &mut live.partial;
         move_bin(&mut partial.download, moves.download);
         move_bin(&mut partial.change, moves.change);
+        let rate = entry.page.change_rate(&live.rate_prior);
         rate_bin_before.into_iter().for_each(|b| live.rates.remove(b));
-        entry.page.rate_bin().into_iter().for_each(|b| live.rates.add(b));
+        rate.bin.into_iter().for_each(|b| live.rates.add(b));
         partial.urls += u64::from(new_url);
         partial.requests += 1;
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
-        let rate_prior = live.rate_prior.clone();
-        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, &rate_prior)))
+        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate.rate)))
     }
 
     fn estimate(
@@ -229,7 +229,7 @@ impl Estimator {
         entry: &EstimatorState,
         view: &GroupView,
         crawls: u64,
-        rate_prior: &RatePrior,
+        change_rate: f64,
     ) -> PageEstimate {
         let settings = &self.settings;
         let page = &entry.page;
@@ -286,7 +286,7 @@ impl Estimator {
             model: forecast_model(settings.model),
             downloads,
             changes_forecast,
-            change_rate: Some(page.change_rate(rate_prior).rate),
+            change_rate: Some(change_rate),
             refresh: RefreshPlan {
                 weekly_change_rate: plan.weekly_change_rate,
                 group16: plan.group16.to_string(),

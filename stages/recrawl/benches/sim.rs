@@ -22,6 +22,7 @@ fn policies(c: &mut Criterion) {
         SimPolicy::Scheduler(Policy::Uniform),
         SimPolicy::Scheduler(Policy::ChangeAware),
         SimPolicy::Scheduler(Policy::LambdaCrawl),
+        SimPolicy::Scheduler(Policy::Freshness),
     ] {
         group.bench_function(policy.name(), |b| b.iter(|| black_box(run_policy(&world, policy, &config))));
     }
