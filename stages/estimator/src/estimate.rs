@@ -525,6 +525,35 @@ mod tests {
     }
 
     #[test]
+    fn change_rates_learn_from_the_group_and_its_counts_survive_a_restart() {
+        let mut estimator = Estimator::new(Settings::default());
+        let mut state = StateStore::default();
+        // 30 URLs of one group that change at every daily visit, and one seen twice.
+        for page in 0..30 {
+            for period in 1..=6 {
+                let e = event(&format!("http://a/{page}"), "g", period, true, (period > 1).then_some(true));
+                new_estimate(estimator.apply(&e, 1, &mut state, 0));
+            }
+        }
+        estimator.take_partials(0);
+        let newcomer = |estimator: &mut Estimator, state: &mut StateStore<EstimatorState>| {
+            new_estimate(estimator.apply(&event("http://a/new", "g", 7, true, None), 1, state, 0));
+            new_estimate(estimator.apply(&event("http://a/new", "g", 8, true, Some(false)), 1, state, 0))
+        };
+        let mut fresh = (Estimator::new(Settings::default()), StateStore::default());
+        let alone = newcomer(&mut fresh.0, &mut fresh.1).change_rate.expect("a rate");
+        let grouped = newcomer(&mut estimator, &mut state).change_rate.expect("a rate");
+        // One unchanged visit: not static, and in a fast-changing group, faster than alone.
+        assert!(alone > 0.0 && alone.is_finite(), "{alone}");
+        assert!(grouped > 2.0 * alone, "{grouped} vs {alone}");
+        let mut restarted = Estimator::new(Settings::default());
+        restarted.restored(1, &state);
+        let counts = |e: &Estimator| e.live.get(&(1, "g".to_owned())).map(|live| live.rates.clone());
+        assert_eq!(counts(&restarted), counts(&estimator));
+        assert_eq!(counts(&estimator).map(|c| c.total()), Some(31));
+    }
+
+    #[test]
     fn a_restored_partition_rebuilds_its_shares() {
         let mut estimator = Estimator::new(Settings::default());
         let mut state = StateStore::default();
