@@ -11,19 +11,12 @@
 
 use std::sync::LazyLock;
 
-use serde::Serialize;
-
 /// Grid points, log-spaced from [`LOWEST_RATE`] to [`HIGHEST_RATE`] per period.
 pub const RATE_BINS: usize = 24;
 /// Below it a page counts as static: about one change in 30 years of hourly periods.
 pub const LOWEST_RATE: f64 = 1e-4;
 /// Above it a page changes between any two visits of any scheduler.
 pub const HIGHEST_RATE: f64 = 20.0;
-
-/// The rate at grid point `bin`.
-pub fn rate_of_bin(bin: usize) -> f64 {
-    grid()[bin.min(RATE_BINS - 1)]
-}
 
 /// The grid's rates, computed once: the posterior visits every one per estimate.
 fn grid() -> &'static [f64; RATE_BINS] {
@@ -32,16 +25,6 @@ fn grid() -> &'static [f64; RATE_BINS] {
         std::array::from_fn(|bin| LOWEST_RATE * (step * bin as f64).exp())
     });
     &GRID
-}
-
-/// The grid point nearest (in log scale) to `rate`; non-positive and NaN rates go to the
-/// lowest.
-pub fn bin_of_rate(rate: f64) -> usize {
-    if rate.is_nan() || rate <= LOWEST_RATE {
-        return 0;
-    }
-    let step = (HIGHEST_RATE / LOWEST_RATE).ln() / (RATE_BINS - 1) as f64;
-    (((rate / LOWEST_RATE).ln() / step).round() as usize).min(RATE_BINS - 1)
 }
 
 /// The group's pages counted by the grid point of their estimate.
@@ -56,7 +39,8 @@ impl Default for RateCounts {
 
 impl RateCounts {
     pub fn add(&mut self, bin: usize) {
-        self.0[bin.min(RATE_BINS - 1)] += 1;
+        let count = &mut self.0[bin.min(RATE_BINS - 1)];
+        *count = count.saturating_add(1);
     }
 
     pub fn remove(&mut self, bin: usize) {
@@ -94,7 +78,7 @@ impl Default for RatePrior {
 }
 
 /// A page's posterior change rate per period.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateEstimate {
     /// Posterior mean.
     pub rate: f64,
@@ -149,6 +133,20 @@ pub fn posterior_rate(prior: &RatePrior, comparisons: u32, changes: u32, spacing
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rate_of_bin(bin: usize) -> f64 {
+        grid()[bin]
+    }
+
+    /// The grid point nearest (in log scale) to `rate`; non-positive and NaN rates go to
+    /// the lowest.
+    fn bin_of_rate(rate: f64) -> usize {
+        if rate.is_nan() || rate <= LOWEST_RATE {
+            return 0;
+        }
+        let step = (HIGHEST_RATE / LOWEST_RATE).ln() / (RATE_BINS - 1) as f64;
+        (((rate / LOWEST_RATE).ln() / step).round() as usize).min(RATE_BINS - 1)
+    }
 
     #[test]
     fn the_grid_round_trips_and_clamps() {
