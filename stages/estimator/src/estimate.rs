@@ -118,8 +118,9 @@ struct LivePartial {
     /// Changed since it was last filed and published.
     unpublished: bool,
     /// The partition's URLs of the group by the grid point of their change rate, and the
-    /// prior they make for its rate estimates, rebuilt with each filing. Local: each
-    /// partition holds enough of a group's URLs for its own prior.
+    /// prior they make for its rate estimates, rebuilt when the partition moves to a later
+    /// period (and on restore, from every restored URL). Local: each partition holds
+    /// enough of a group's URLs for its own prior.
     rates: RateCounts,
     rate_prior: RatePrior,
 }
@@ -199,6 +200,11 @@ impl Estimator {
 
         let key = (partition, group);
         let live = self.live.entry(key.clone()).or_default();
+        if live.partial.period < event.period {
+            // Rates in a period are estimated from the URLs as the earlier periods left
+            // them, however the events were batched or the partitions shared out.
+            live.rate_prior = RatePrior::new(&live.rates);
+        }
         if live.unpublished && live.partial.period < event.period {
             // The partition moves to a later period: what it holds now covers only the
             // earlier ones, which is what other instances predict the new period from.
@@ -305,7 +311,6 @@ impl Estimator {
     pub fn take_partials(&mut self, now_ms: i64) -> Vec<GroupDistribution> {
         for ((partition, group), live) in &mut self.live {
             if live.unpublished {
-                live.rate_prior = RatePrior::new(&live.rates);
                 self.book.insert(group, *partition, live.partial.clone());
                 self.outbox.push(live.partial.to_message(group, *partition, now_ms));
                 live.unpublished = false;
@@ -551,6 +556,30 @@ mod tests {
         let counts = |e: &Estimator| e.live.get(&(1, "g".to_owned())).map(|live| live.rates.clone());
         assert_eq!(counts(&restarted), counts(&estimator));
         assert_eq!(counts(&estimator).map(|c| c.total()), Some(31));
+    }
+
+    #[test]
+    fn rate_estimates_do_not_depend_on_how_events_were_batched() {
+        let events: Vec<ChangeEvent> = (1..=4)
+            .flat_map(|period| {
+                (0..6).map(move |page| {
+                    let changed = (period > 1).then_some((page + period) % 3 == 0);
+                    event(&format!("http://a/{page}"), "g", period, true, changed)
+                })
+            })
+            .collect();
+        let rates = |file_every: usize| {
+            let (mut estimator, mut state) = (Estimator::new(Settings::default()), StateStore::default());
+            let mut rates = Vec::new();
+            for (index, e) in events.iter().enumerate() {
+                rates.push(new_estimate(estimator.apply(e, 0, &mut state, 0)).change_rate);
+                if index % file_every == 0 {
+                    estimator.take_partials(0);
+                }
+            }
+            rates
+        };
+        assert_eq!(rates(1), rates(7));
     }
 
     #[test]
