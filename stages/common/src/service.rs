@@ -1,8 +1,9 @@
 //! Process plumbing shared by every stage binary: the command line, tracing, the health
 //! server, signals, and the exit code.
 
+use std::fmt::Display;
 use std::future::Future;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -187,11 +188,39 @@ pub fn block_on_main(main: impl Future<Output = anyhow::Result<()>>) -> ExitCode
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.is::<Logged>() => ExitCode::FAILURE,
+        // The reader had all it wanted (`recrawl tail … | head`): not a failure.
+        Err(error) if matches!(error.downcast_ref(), Some(StdoutError::Closed)) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("Error: {}", describe(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writing a command's output to standard output failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StdoutError {
+    /// The reader closed the pipe; [`block_on_main`] then exits 0 without a word, as Unix
+    /// tools do, where `println!` would panic.
+    #[error("standard output was closed by its reader")]
+    Closed,
+    #[error("writing to standard output: {0}")]
+    Write(#[source] std::io::Error),
+}
+
+/// Writes `text` to standard output, flushed, so a closed pipe is an error the command
+/// returns rather than a panic.
+pub fn print(text: impl Display) -> Result<(), StdoutError> {
+    let mut stdout = std::io::stdout().lock();
+    write!(stdout, "{text}").and_then(|()| stdout.flush()).map_err(|error| match error.kind() {
+        std::io::ErrorKind::BrokenPipe => StdoutError::Closed,
+        _ => StdoutError::Write(error),
+    })
+}
+
+/// [`print`] and a newline.
+pub fn print_line(line: impl Display) -> Result<(), StdoutError> {
+    print(format_args!("{line}\n"))
 }
 
 /// The error and the causes it does not already say, on one line.

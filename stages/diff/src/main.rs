@@ -1,8 +1,7 @@
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recrawl_common::service::{block_on_main, parse_invocation, Invocation};
+use recrawl_common::service::{block_on_main, parse_invocation, print_line, Invocation};
 use recrawl_diff::offline::{score, Offline};
 
 /// The binary's name, version and description; its flags and commands come from its types.
@@ -23,9 +22,7 @@ fn main() -> ExitCode {
                     std::fs::read(path).with_context(|| format!("reading {}", path.display()))
                 };
                 let result = score(&read(&args.old)?, &read(&args.new)?, args.input(), &args.compare);
-                let mut stdout = std::io::stdout().lock();
-                serde_json::to_writer(&mut stdout, &result)?;
-                writeln!(stdout)?;
+                print_line(serde_json::to_string(&result)?)?;
                 Ok(())
             }
         }

@@ -1,7 +1,6 @@
-use std::io::Write;
 use std::process::ExitCode;
 
-use recrawl_common::service::{block_on_main, parse_invocation, Invocation};
+use recrawl_common::service::{block_on_main, parse_invocation, print, Invocation};
 use recrawl_estimator::offline::Offline;
 
 /// The binary's name, version and description; its flags and commands come from its types.
@@ -18,8 +17,7 @@ fn main() -> ExitCode {
         match parse_invocation::<recrawl_estimator::EstimatorArgs, Offline>(command) {
             Invocation::Stage(args) => recrawl_estimator::main(args).await,
             Invocation::Offline(command) => {
-                let output = recrawl_estimator::offline::run(&command)?;
-                std::io::stdout().lock().write_all(output.as_bytes())?;
+                print(recrawl_estimator::offline::run(&command)?)?;
                 Ok(())
             }
         }

@@ -1,10 +1,9 @@
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
 use recrawl_common::links::LinkRules;
-use recrawl_common::service::{block_on_main, parse_invocation, Invocation};
+use recrawl_common::service::{block_on_main, parse_invocation, print, Invocation};
 
 #[derive(Debug, Subcommand)]
 enum Offline {
@@ -41,8 +40,7 @@ fn main() -> ExitCode {
             Invocation::Offline(Offline::Links { base, file, rules, max_links }) => {
                 let html = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
                 let filter = recrawl_fetch::links::LinkFilter { rules, max_links };
-                let json = recrawl_fetch::links::links_json(&base, &html, &filter);
-                std::io::stdout().lock().write_all(json.as_bytes())?;
+                print(recrawl_fetch::links::links_json(&base, &html, &filter))?;
                 Ok(())
             }
         }

@@ -1,7 +1,7 @@
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use recrawl_common::service::{block_on_main, print, print_line};
 use recrawl_lab::criteria::{criteria, CriteriaArgs};
 use recrawl_lab::evaluate::{evaluate_command, generate_command, EvaluateArgs, GenerateArgs};
 use recrawl_lab::paper::{self, PaperArgs};
@@ -29,27 +29,22 @@ enum Command {
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
     match command {
         Command::Paper(args) => paper::run(&args)?,
         Command::Criteria(args) => {
-            write!(stdout, "{}", criteria(&args)?)?;
-            writeln!(stdout, "\nWritten to {}", args.out.display())?;
+            print(criteria(&args)?)?;
+            print_line(format_args!("\nWritten to {}", args.out.display()))?;
         }
-        Command::Evaluate(args) => stdout.write_all(evaluate_command(&args)?.as_bytes())?,
-        Command::Generate(args) => stdout.write_all(generate_command(&args)?.as_bytes())?,
+        Command::Evaluate(args) => print(evaluate_command(&args)?)?,
+        Command::Generate(args) => print(generate_command(&args)?)?,
     }
     Ok(())
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse().command) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("Error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let command = Cli::parse().command;
+    // The shared exit path: one line per error, and a closed stdout is not one.
+    block_on_main(async move { run(command) })
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use recrawl_common::admin::create_topics;
 use recrawl_common::config::parse_kafka_option;
-use recrawl_common::service::stop_signal;
+use recrawl_common::service::{print_line, stop_signal};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH};
 use recrawl_schemas::{TopicCatalogue, TopicNames};
@@ -90,7 +90,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     tokio::pin!(stopped);
     // The mock cluster is !Send; it lives on this task for the whole run.
     let (mock, brokers) = broker(&args)?;
-    println!("recrawl demo: Kafka at {brokers}{}", if mock.is_some() { " (embedded)" } else { "" });
+    print_line(format_args!(
+        "recrawl demo: Kafka at {brokers}{}",
+        if mock.is_some() { " (embedded)" } else { "" }
+    ))?;
     // A run of its own: earlier runs' topics and consumer groups on the same cluster stay
     // out of it.
     let topic_prefix = args.topic_prefix.clone().unwrap_or_else(|| format!("recrawl-demo-{}.", unix_ms()));
@@ -100,7 +103,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         Some(mock) => create_topics_on_mock(mock, &catalogue, &kafka.cluster.topics())?,
         None => create_topics(&kafka.cluster, &catalogue, None).await.context("creating topics")?.len(),
     };
-    println!("topics: {created} ready under prefix {topic_prefix:?}");
+    print_line(format_args!("topics: {created} ready under prefix {topic_prefix:?}"))?;
 
     let log_dir = log_dir(&args)?;
     let joining = std::time::Instant::now();
@@ -121,20 +124,26 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         .context("starting the simulated web")?;
     let pages = simweb.web().len();
     let picks_per_period = args.picks_per_period.unwrap_or(pages.div_ceil(5));
-    println!(
+    let seeds = log_dir.join("seeds.txt");
+    std::fs::write(&seeds, simweb.home_urls().join("\n") + "\n")?;
+    let scheduler_flags = scheduler_flags(&args, epoch_unix_ms, picks_per_period, &seeds);
+    processes.push(spawn_stage("scheduler", &kafka, &scheduler_flags, &log_dir)?);
+    let announced = print_line(format_args!(
         "simulated web: {} sites × {} pages on http://{} (truth at /_sim/truth, log {})",
         args.sites,
         args.pages_per_site,
         simweb.addr(),
         log_dir.join("truth.jsonl").display()
-    );
-    let seeds = log_dir.join("seeds.txt");
-    std::fs::write(&seeds, simweb.home_urls().join("\n") + "\n")?;
-    let scheduler_flags = scheduler_flags(&args, epoch_unix_ms, picks_per_period, &seeds);
-    processes.push(spawn_stage("scheduler", &kafka, &scheduler_flags, &log_dir)?);
-    println!("stages: {} (logs in {})", describe(&processes), log_dir.display());
+    ))
+    .and_then(|()| {
+        print_line(format_args!("stages: {} (logs in {})", describe(&processes), log_dir.display()))
+    });
 
-    let result = watch(&args, &kafka, &mut processes, epoch_unix_ms, &simweb, stopped).await;
+    // Whatever ends the run (a closed stdout too), the stages are stopped and waited for.
+    let result = match announced {
+        Ok(()) => watch(&args, &kafka, &mut processes, epoch_unix_ms, &simweb, stopped).await,
+        Err(closed) => Err(closed.into()),
+    };
     let stage_exits = stop(&mut processes).await;
     let (tally, totals, stored, periods_run) = result?;
     let interrupted = periods_run < args.periods;
@@ -150,7 +159,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         .iter()
         .map(|(name, code)| format!("{name} {}", code.map_or("killed".to_owned(), |c| format!("exit {c}"))))
         .collect();
-    println!(
+    let printed = print_line(format_args!(
         "summary: {horizon} periods{}, {} picks, {} fetched, {} failed, {} changes, mean change degree {}; {} dead letters; stages stopped: {}; logs in {}",
         if interrupted { " (interrupted)" } else { "" },
         totals.picks,
@@ -161,8 +170,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         tally.dead_letters,
         exits.join(", "),
         log_dir.display(),
-    );
-    println!(
+    ))
+    .and_then(|()| print_line(format_args!(
         "freshness against the truth, averaged over the run and all {pages} pages (a page counts as stale until first stored): pipeline {:.3} (age {:.2} periods, harmonic cost {:.2}) with {} requests; uniform crawling of the same web at {picks_per_period} picks a period, every URL known from the start (simulated): {:.3} (age {:.2}, harmonic cost {:.2}) with {} requests",
         pipeline.freshness(),
         pipeline.age(),
@@ -172,11 +181,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         uniform.age,
         uniform.harmonic_cost,
         uniform.requests,
-    );
+    )));
     if stage_exits.iter().any(|(_, code)| *code != Some(0)) {
         bail!("a stage did not stop cleanly; see its log in {}", log_dir.display());
     }
-    Ok(())
+    Ok(printed?)
 }
 
 /// The broker: the one `--brokers` names, or an embedded one (returned, to keep it alive).
@@ -442,7 +451,7 @@ async fn watch(
             -lead_ms
         );
     }
-    println!("all stages own their partitions; period 0 starts in {lead_ms} ms");
+    print_line(format_args!("all stages own their partitions; period 0 starts in {lead_ms} ms"))?;
     let observer = Observer::new(&kafka.cluster, &[FETCH, CHANGE_EVENTS, DEAD_LETTER]).await?;
     let mut tally = Tally::default();
     // What the table showed, row by row: the summary adds up these rows, not the picks
@@ -451,10 +460,10 @@ async fn watch(
     let mut stored = Stored::new();
     let mut next_to_print = 0u64;
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
-    println!(
+    print_line(format_args!(
         "{:>6} {:>6} {:>8} {:>7} {:>8} {:>12} {:>7} {:>10}",
         "period", "picks", "fetched", "failed", "changes", "mean degree", "stored", "freshness"
-    );
+    ))?;
     let period_start = |p: u64| epoch_unix_ms + (p * args.period_ms) as i64;
     while next_to_print < args.periods {
         tokio::select! {
@@ -483,7 +492,7 @@ async fn watch(
                 if (over && period.is_complete()) || overdue {
                     let end = (next_to_print + 1) as f64;
                     let freshness = freshness_at(&simweb.truth(end), &stored, end);
-                    println!(
+                    print_line(format_args!(
                         "{:>6} {:>6} {:>8} {:>7} {:>8} {:>12} {:>7} {:>10.3}{}",
                         next_to_print,
                         period.picks,
@@ -494,7 +503,7 @@ async fn watch(
                         stored.len(),
                         freshness,
                         if period.fetched < period.picks { "  (results still arriving)" } else { "" },
-                    );
+                    ))?;
                     shown.add(&period);
                     next_to_print += 1;
                 }

@@ -5,6 +5,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use recrawl::observe::{Observer, OBSERVABLE};
 use recrawl_common::admin::{create_topics, TopicOutcome};
 use recrawl_common::config::ClusterArgs;
+use recrawl_common::service::print_line;
 use recrawl_common::KafkaArgs;
 use recrawl_schemas::TopicCatalogue;
 
@@ -135,7 +136,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     TopicOutcome::Created => "created",
                     TopicOutcome::AlreadyExists => "exists",
                 };
-                println!("{said:>8} {topic}");
+                print_line(format_args!("{said:>8} {topic}"))?;
             }
             Ok(())
         }
@@ -149,7 +150,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let prefix = kafka.cluster.topics().prefix().to_owned();
             for letter in recrawl::dlq::read_all(&kafka).await? {
                 if selection.matches(&letter, &prefix) {
-                    println!("{}", letter.to_json());
+                    print_line(letter.to_json())?;
                 }
             }
             Ok(())
@@ -165,7 +166,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     None => "dry run".into(),
                 };
                 replayed += usize::from(unreplayable.is_none());
-                println!("{line}");
+                print_line(line)?;
             }
             if confirm {
                 eprintln!("re-published {replayed} of {} dead letters chosen", chosen.len());
@@ -186,7 +187,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             eprintln!("reading {topic} from its beginning; SIGTERM or SIGINT stops");
             loop {
                 tokio::select! {
-                    observed = observer.next() => println!("{}", observed?.to_json()),
+                    observed = observer.next() => print_line(observed?.to_json())?,
                     _ = stopped.as_mut() => return Ok(()),
                 }
             }

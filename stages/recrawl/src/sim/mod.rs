@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use recrawl_common::service::{print, print_line};
 use recrawl_model::prediction::Eligibility;
 use serde::Serialize;
 
@@ -156,9 +157,9 @@ fn report_budgets(
             policies: &results,
         };
         if args.json {
-            println!("{}", serde_json::to_string(&report)?);
+            print_line(serde_json::to_string(&report)?)?;
         } else {
-            print!("{}{}", if index > 0 { "\n" } else { "" }, table(&report));
+            print(format_args!("{}{}", if index > 0 { "\n" } else { "" }, table(&report)))?;
         }
     }
     Ok(())

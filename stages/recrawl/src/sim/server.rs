@@ -25,6 +25,7 @@ use axum::Router;
 use clap::Args;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
+use recrawl_common::service::print_line;
 use recrawl_common::unix_ms;
 use recrawl_diff::criteria::ChangeKind;
 use serde::Serialize;
@@ -523,7 +524,7 @@ pub async fn run(args: SimWebArgs) -> anyhow::Result<()> {
     let stopped = recrawl_common::service::stop_signal()?;
     let server = SimWebServer::start(&args).await?;
     let web = server.web();
-    println!(
+    print_line(format_args!(
         "simulated web: {} sites × {} pages on http://{} (hosts s0.{DOMAIN} … s{}.{DOMAIN}, resolve them to 127.0.0.1); period {} ms; truth at http://{}/_sim/truth",
         web.sites().len(),
         args.pages_per_site,
@@ -531,9 +532,9 @@ pub async fn run(args: SimWebArgs) -> anyhow::Result<()> {
         web.sites().len() - 1,
         args.period_ms,
         server.addr()
-    );
+    ))?;
     for url in server.home_urls() {
-        println!("{url}");
+        print_line(url)?;
     }
     let signal = stopped.await;
     eprintln!("{signal}: stopping the simulated web");
