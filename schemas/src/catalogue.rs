@@ -175,6 +175,7 @@ mod tests {
     use super::*;
     use crate::envelope::{decode, encode};
     use crate::messages::samples;
+    use crate::topics::{Topic, CHANGE_EVENTS, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
 
     fn schemas_dir() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -223,6 +224,34 @@ mod tests {
         let event = &doc["components"]["messages"]["ChangeEvent"];
         assert_eq!(event["contentType"], json!("application/vnd.recrawl+json"));
         assert_eq!(event["payload"]["$ref"], json!("./json/change-event.schema.json"));
+    }
+
+    /// Each typed topic carries the payload type and keys records by the fields that
+    /// `deploy/topics.toml` documents (`group/partition`: both, joined by a slash).
+    #[test]
+    fn typed_topics_agree_with_the_catalogue() {
+        fn check<M: Message>(topic: Topic<M>, sample: &M) {
+            let catalogue = TopicCatalogue::builtin();
+            let spec = catalogue.get(topic.name).unwrap();
+            assert_eq!(spec.payload, M::NAME, "{}", topic.name);
+            let fields = serde_json::to_value(sample).unwrap();
+            let documented: Vec<String> = spec
+                .key
+                .split('/')
+                .map(|field| match &fields[field] {
+                    serde_json::Value::String(text) => text.clone(),
+                    serde_json::Value::Null => panic!("{}: no field {field}", topic.name),
+                    other => other.to_string(),
+                })
+                .collect();
+            assert_eq!(topic.key(sample), documented.join("/"), "{}", topic.name);
+        }
+        check(FETCH, &samples::page_pick());
+        check(FETCH_RESULTS, &samples::fetch_result());
+        check(LINKS, &samples::discovered_links());
+        check(CHANGE_EVENTS, &samples::change_event());
+        check(ESTIMATES, &samples::page_estimate());
+        check(DISTRIBUTIONS, &samples::group_distribution());
     }
 
     /// Decodes the committed encodings of the current schema version: a change to a type

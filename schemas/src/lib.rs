@@ -13,5 +13,5 @@ pub mod url_key;
 
 pub use envelope::{decode, encode, EnvelopeError, Format, Message, SCHEMA_VERSION};
 pub use messages::*;
-pub use topics::{TopicCatalogue, TopicError, TopicNames, TopicSpec};
+pub use topics::{Topic, TopicCatalogue, TopicError, TopicNames, TopicSpec};
 pub use url_key::{host_of, normalise_url, url_key, UrlError};

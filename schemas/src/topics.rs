@@ -2,21 +2,72 @@
 //! and payloads. `recrawl topics create` applies it; the AsyncAPI document is generated
 //! from it; stages check at start that the topics they use are co-partitioned as it says.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::envelope::{EnvelopeError, Message};
+use crate::messages::{ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick};
+
 /// The catalogue shipped with this build.
 pub const BUILTIN_TOPICS_TOML: &str = include_str!("../../deploy/topics.toml");
 pub const DEFAULT_TOPIC_PREFIX: &str = "recrawl.";
 
-pub const FETCH: &str = "fetch";
-pub const FETCH_RESULTS: &str = "fetch-results";
-pub const LINKS: &str = "links";
-pub const CHANGE_EVENTS: &str = "change-events";
-pub const ESTIMATES: &str = "estimates";
-pub const DISTRIBUTIONS: &str = "distributions";
+/// A topic that carries one message type: its name without prefix, and the key its
+/// records have (co-partitioned joins and compaction rely on it), so emitters and decoders
+/// cannot pair a topic with the wrong type or key.
+pub struct Topic<M> {
+    pub name: &'static str,
+    key: fn(&M) -> Cow<'_, str>,
+}
+
+impl<M> Topic<M> {
+    const fn new(name: &'static str, key: fn(&M) -> Cow<'_, str>) -> Self {
+        Self { name, key }
+    }
+
+    /// The Kafka key of `message` on this topic.
+    pub fn key<'m>(&self, message: &'m M) -> Cow<'m, str> {
+        (self.key)(message)
+    }
+
+    /// A payload of this topic, decoded as its message type.
+    pub fn decode(&self, payload: &[u8]) -> Result<M, EnvelopeError>
+    where
+        M: Message,
+    {
+        crate::envelope::decode(payload)
+    }
+}
+
+// Not derived: a derive would require `M: Clone`.
+impl<M> Clone for Topic<M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M> Copy for Topic<M> {}
+
+impl<M> std::fmt::Debug for Topic<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Topic").field(&self.name).finish()
+    }
+}
+
+/// Picks, keyed by host: one fetch instance owns a host, so politeness holds across instances.
+pub const FETCH: Topic<PagePick> = Topic::new("fetch", |pick| Cow::Borrowed(&pick.host));
+pub const FETCH_RESULTS: Topic<FetchResult> =
+    Topic::new("fetch-results", |result| Cow::Borrowed(&result.url));
+pub const LINKS: Topic<DiscoveredLinks> = Topic::new("links", |links| Cow::Borrowed(&links.url));
+pub const CHANGE_EVENTS: Topic<ChangeEvent> = Topic::new("change-events", |event| Cow::Borrowed(&event.url));
+pub const ESTIMATES: Topic<PageEstimate> = Topic::new("estimates", |estimate| Cow::Borrowed(&estimate.url));
+/// Each instance's share of a group, keyed so compaction keeps the latest per partition.
+pub const DISTRIBUTIONS: Topic<GroupDistribution> =
+    Topic::new("distributions", |share| Cow::Owned(format!("{}/{}", share.group, share.partition)));
+/// Rejected records of any topic, as they were: not a message type of its own.
 pub const DEAD_LETTER: &str = "dead-letter";
 
 /// Why a record was dead-lettered, as the `recrawl-dlq-kind` header and the
@@ -194,7 +245,8 @@ mod tests {
     #[test]
     fn builtin_catalogue_is_valid_and_complete() {
         let catalogue = TopicCatalogue::parse(BUILTIN_TOPICS_TOML).unwrap();
-        for name in [FETCH, FETCH_RESULTS, LINKS, CHANGE_EVENTS, ESTIMATES, DISTRIBUTIONS, DEAD_LETTER] {
+        let names = [FETCH.name, FETCH_RESULTS.name, LINKS.name, CHANGE_EVENTS.name, ESTIMATES.name];
+        for name in names.into_iter().chain([DISTRIBUTIONS.name, DEAD_LETTER]) {
             assert!(catalogue.get(name).is_some(), "{name} missing");
         }
         for stage in ["diff", "estimator", "scheduler"] {
@@ -222,8 +274,8 @@ mod tests {
     #[test]
     fn names_carry_the_prefix() {
         let names = TopicNames::new("prod.recrawl.");
-        assert_eq!(names.name(FETCH), "prod.recrawl.fetch");
+        assert_eq!(names.name(FETCH.name), "prod.recrawl.fetch");
         assert_eq!(names.state("diff"), "prod.recrawl.state.diff");
-        assert_eq!(TopicNames::default().name(CHANGE_EVENTS), "recrawl.change-events");
+        assert_eq!(TopicNames::default().name(CHANGE_EVENTS.name), "recrawl.change-events");
     }
 }

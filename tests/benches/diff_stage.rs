@@ -101,12 +101,12 @@ fn bench(c: &mut Criterion) {
         broker.create_topics(&kafka, 4).await;
         let producer: FutureProducer =
             recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-        let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS]).await.expect("observer");
+        let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS.name]).await.expect("observer");
         let stage = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
         stage.ready().await;
         (producer, observer, stage)
     });
-    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
     let mut next = 0u64;
     group.bench_function("through_the_stage", |b| {
         b.iter_custom(|iterations| {
@@ -123,10 +123,10 @@ fn bench(c: &mut Criterion) {
 
     let floor_flags = kafka_flags(&broker.bootstrap(), &unique_prefix("bench-floor"));
     let floor: KafkaArgs = parse_args(&floor_flags);
-    let floor_topic = floor.cluster.topics().name(FETCH_RESULTS);
+    let floor_topic = floor.cluster.topics().name(FETCH_RESULTS.name);
     let floor_observer = runtime.block_on(async {
         broker.create_topics(&floor, 4).await;
-        Observer::new(&floor.cluster, &[FETCH_RESULTS]).await.expect("observer")
+        Observer::new(&floor.cluster, &[FETCH_RESULTS.name]).await.expect("observer")
     });
     let mut floor_next = 0u64;
     group.bench_function("broker_round_trip", |b| {

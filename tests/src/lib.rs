@@ -16,7 +16,7 @@ use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
 use recrawl_common::runtime::RuntimeError;
 use recrawl_common::{unix_ms, KafkaArgs, StageContext};
 use recrawl_schemas::envelope::kafka_headers;
-use recrawl_schemas::{encode, Message, TopicCatalogue};
+use recrawl_schemas::{encode, Message, Topic, TopicCatalogue, TopicNames};
 use tokio::task::JoinHandle;
 
 pub mod processes;
@@ -288,17 +288,23 @@ impl RunningStage {
     }
 }
 
-/// Produces `message` as a stage would: envelope payload, envelope headers, `key`.
-pub async fn produce<M: Message>(producer: &FutureProducer, topic: &str, key: &str, message: &M) {
-    produce_at(producer, topic, None, key, message).await;
+/// Produces `message` to `topic` as a stage would: envelope payload, envelope headers, the
+/// topic's key.
+pub async fn produce<M: Message>(
+    producer: &FutureProducer,
+    names: &TopicNames,
+    topic: Topic<M>,
+    message: &M,
+) {
+    produce_at(producer, names, topic, None, message).await;
 }
 
 /// [`produce`] to a chosen partition (`None`: the key's).
 pub async fn produce_at<M: Message>(
     producer: &FutureProducer,
-    topic: &str,
+    names: &TopicNames,
+    topic: Topic<M>,
     partition: Option<i32>,
-    key: &str,
     message: &M,
 ) {
     let payload = encode(message).expect("encode");
@@ -306,7 +312,8 @@ pub async fn produce_at<M: Message>(
     for (name, value) in kafka_headers::<M>() {
         headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
     }
-    let mut record = FutureRecord::to(topic).key(key).payload(&payload).headers(headers);
+    let (name, key) = (names.name(topic.name), topic.key(message));
+    let mut record = FutureRecord::to(&name).key(key.as_ref()).payload(&payload).headers(headers);
     if let Some(partition) = partition {
         record = record.partition(partition);
     }

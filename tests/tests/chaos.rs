@@ -56,7 +56,9 @@ async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
     }
 
     // The crawl reaches every stage: picks, then their change events and estimates.
-    let observer = Observer::new(&kafka.cluster, &[FETCH, CHANGE_EVENTS, ESTIMATES]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[FETCH.name, CHANGE_EVENTS.name, ESTIMATES.name])
+        .await
+        .expect("observer");
     let mut estimated: HashSet<(String, u64)> = HashSet::new();
     let mut changes_after: Option<usize> = None;
     let mut changes = 0;
@@ -244,10 +246,12 @@ async fn broker_outage(
 
 /// Reads the pipeline's topics into a log from a task of its own.
 async fn observe(kafka: &KafkaArgs) -> (Arc<Log>, tokio::task::JoinHandle<()>) {
-    let observer =
-        Observer::new(&kafka.cluster, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
-            .await
-            .expect("observer");
+    let observer = Observer::new(
+        &kafka.cluster,
+        &[FETCH.name, FETCH_RESULTS.name, CHANGE_EVENTS.name, ESTIMATES.name, DEAD_LETTER],
+    )
+    .await
+    .expect("observer");
     let seen: Arc<Log> = Arc::default();
     let reading = {
         let seen = seen.clone();
@@ -392,7 +396,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             deadline_ms: Some(due),
             ..PagePick::discovery(&hostile.url(hostility), period).expect("url")
         };
-        produce(&producer, &kafka.cluster.topics().name(FETCH), &pick.host, &pick).await;
+        produce(&producer, &kafka.cluster.topics(), FETCH, &pick).await;
     }
     for hostility in &HOSTILITIES {
         let url = hostile.url(hostility);
@@ -438,7 +442,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         ("empty", Vec::new()),
         ("random", b"\x01\x02not an envelope".to_vec()),
     ];
-    for topic in [FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, LINKS] {
+    for topic in [FETCH.name, FETCH_RESULTS.name, CHANGE_EVENTS.name, ESTIMATES.name, LINKS.name] {
         let topic = kafka.cluster.topics().name(topic);
         for (_, bytes) in &poisons {
             producer

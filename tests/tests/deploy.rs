@@ -13,10 +13,10 @@ use recrawl_schemas::TopicCatalogue;
 
 /// The topics each stage's consumer group reads.
 const INPUTS: [(&str, &[&str]); 4] = [
-    ("fetch", &[FETCH]),
-    ("diff", &[FETCH_RESULTS]),
-    ("estimator", &[CHANGE_EVENTS]),
-    ("scheduler", &[ESTIMATES, LINKS]),
+    ("fetch", &[FETCH.name]),
+    ("diff", &[FETCH_RESULTS.name]),
+    ("estimator", &[CHANGE_EVENTS.name]),
+    ("scheduler", &[ESTIMATES.name, LINKS.name]),
 ];
 
 fn read(path: &str) -> String {

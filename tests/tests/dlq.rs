@@ -64,14 +64,14 @@ async fn dead_letters_are_listed_chosen_and_replayed_to_their_topic() {
     let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("dlq"));
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let results = kafka.cluster.topics().name(FETCH_RESULTS);
+    let results = kafka.cluster.topics().name(FETCH_RESULTS.name);
     let dead_letter = kafka.cluster.topics().name(DEAD_LETTER);
     let cli_flags: Vec<String> =
         ["--brokers", &kafka.cluster.brokers, "--topic-prefix", kafka.cluster.topics().prefix()]
             .map(str::to_owned)
             .to_vec();
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka.cluster, &[DEAD_LETTER, CHANGE_EVENTS]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[DEAD_LETTER, CHANGE_EVENTS.name]).await.expect("observer");
     let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     diff.ready().await;
 
@@ -102,7 +102,7 @@ async fn dead_letters_are_listed_chosen_and_replayed_to_their_topic() {
     let by_origin = [
         "replay",
         "--topic",
-        FETCH_RESULTS,
+        FETCH_RESULTS.name,
         "--partition",
         &partition.to_string(),
         "--offset",

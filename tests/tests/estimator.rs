@@ -53,9 +53,9 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
     stage_flags.extend(["--metrics-groups".to_owned(), GROUPS.join(",")]);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, PARTITIONS).await;
-    let topic = kafka.cluster.topics().name(CHANGE_EVENTS);
+    let topic = kafka.cluster.topics().name(CHANGE_EVENTS.name);
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka.cluster, &[ESTIMATES]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[ESTIMATES.name]).await.expect("observer");
 
     let stages: Vec<RunningStage> = (0..instances)
         .map(|_| {
@@ -75,7 +75,7 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
     for period in 1..PERIODS {
         for index in 0..URLS {
             let event = event(index, period);
-            produce(&producer, &topic, &event.url, &event).await;
+            produce(&producer, &kafka.cluster.topics(), CHANGE_EVENTS, &event).await;
         }
     }
     // Every instance has read every partition's share of both groups, up to the last
@@ -90,7 +90,7 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
     }
     for index in 0..URLS {
         let event = event(index, PERIODS);
-        produce(&producer, &topic, &event.url, &event).await;
+        produce(&producer, &kafka.cluster.topics(), CHANGE_EVENTS, &event).await;
     }
 
     let mut last = BTreeMap::new();

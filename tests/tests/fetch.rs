@@ -53,7 +53,8 @@ async fn the_fetch_stage_publishes_results_and_links_and_requeues_what_must_wait
     let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("fetch"));
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let observer = Observer::new(&kafka.cluster, &[FETCH, FETCH_RESULTS, LINKS]).await.expect("observer");
+    let observer =
+        Observer::new(&kafka.cluster, &[FETCH.name, FETCH_RESULTS.name, LINKS.name]).await.expect("observer");
     let mut fetch_flags = flags.clone();
     fetch_flags.extend(
         [
@@ -72,7 +73,6 @@ async fn the_fetch_stage_publishes_results_and_links_and_requeues_what_must_wait
     stage.ready().await;
 
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let topic = kafka.cluster.topics().name(FETCH);
     let [index, private, busy, after, metadata] = [
         format!("http://{site}/index.html"),
         format!("http://{site}/private/x.html"),
@@ -82,7 +82,7 @@ async fn the_fetch_stage_publishes_results_and_links_and_requeues_what_must_wait
     ];
     for url in [&index, &private, &busy, &after, &metadata] {
         let pick = pick(url);
-        produce(&producer, &topic, &pick.host, &pick).await;
+        produce(&producer, &kafka.cluster.topics(), FETCH, &pick).await;
     }
 
     let (mut results, mut links, mut picks_of_after): (Vec<FetchResult>, Vec<DiscoveredLinks>, usize) =

@@ -39,14 +39,13 @@ async fn the_diff_stage_rides_out_a_broker_outage_and_gives_up_past_its_timeout(
     flags.extend(["--outage-timeout-ms".to_owned(), "120000".to_owned()]);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS.name]).await.expect("observer");
 
     let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     diff.ready().await;
     let before = FetchResult::html_page("http://a.example/1.html", "a.example", 1, "<p>before</p>");
-    produce(&producer, &topic, &before.url, &before).await;
+    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &before).await;
     change_event_for(&observer, &before.url).await;
 
     assert!(broker.stop());
@@ -56,8 +55,8 @@ async fn the_diff_stage_rides_out_a_broker_outage_and_gives_up_past_its_timeout(
     // Written during the outage: the producer delivers it once the broker is back.
     let during = FetchResult::html_page("http://a.example/2.html", "a.example", 1, "<p>during</p>");
     let sent = {
-        let (producer, topic, during) = (producer.clone(), topic.clone(), during.clone());
-        tokio::spawn(async move { produce(&producer, &topic, &during.url, &during).await })
+        let (producer, names, during) = (producer.clone(), kafka.cluster.topics(), during.clone());
+        tokio::spawn(async move { produce(&producer, &names, FETCH_RESULTS, &during).await })
     };
     broker.start_again().await;
     sent.await.expect("produced after the outage");
@@ -91,9 +90,8 @@ async fn a_topic_tail_rides_out_a_broker_outage() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
     let stop = tokio_util::sync::CancellationToken::new();
-    let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS, "tail-outage", stop.clone());
+    let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, "tail-outage", stop.clone());
     (&mut tail.caught_up).await.expect("the empty topic is read");
 
     assert!(broker.stop());
@@ -103,7 +101,7 @@ async fn a_topic_tail_rides_out_a_broker_outage() {
     broker.start_again().await;
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
     let after = FetchResult::html_page("http://a.example/after.html", "a.example", 1, "<p>after</p>");
-    produce(&producer, &topic, &after.url, &after).await;
+    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &after).await;
     let record = tokio::time::timeout(Duration::from_secs(60), tail.records.recv())
         .await
         .expect("the record produced after the outage reaches the tail")

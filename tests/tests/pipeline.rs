@@ -140,7 +140,7 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
 
     // A malformed message ahead of the real traffic: it must be dead-lettered, not stop diff.
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let garbage_topic = kafka.cluster.topics().name(FETCH_RESULTS);
+    let garbage_topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
     producer
         .send(
             FutureRecord::to(&garbage_topic).key("http://bad.example/").payload("{not an envelope}"),
@@ -154,10 +154,12 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     let every_url_every_period = ["--policy", "uniform", "--pending-periods", "0"];
     let (stages, scheduler) = start_pipeline(&flags, m, &seeds, &every_url_every_period).await;
 
-    let observer =
-        Observer::new(&kafka.cluster, &[FETCH, FETCH_RESULTS, CHANGE_EVENTS, ESTIMATES, DEAD_LETTER])
-            .await
-            .expect("observer");
+    let observer = Observer::new(
+        &kafka.cluster,
+        &[FETCH.name, FETCH_RESULTS.name, CHANGE_EVENTS.name, ESTIMATES.name, DEAD_LETTER],
+    )
+    .await
+    .expect("observer");
     let mut seen = Seen::default();
     observe_until(&observer, &mut seen, "five periods picked in full", |s| {
         s.picks_per_period().values().filter(|&&n| n == m).count() >= 5
@@ -282,7 +284,8 @@ async fn discovery_follows_links_and_never_exceeds_m() {
     let m = 3;
 
     let (stages, scheduler) = start_pipeline(&flags, m, &seeds, &[]).await;
-    let observer = Observer::new(&kafka.cluster, &[FETCH, LINKS, ESTIMATES]).await.expect("observer");
+    let observer =
+        Observer::new(&kafka.cluster, &[FETCH.name, LINKS.name, ESTIMATES.name]).await.expect("observer");
     let mut seen = Seen::default();
     observe_until(&observer, &mut seen, "six periods of picks", |s| s.picks_per_period().len() >= 6).await;
     scheduler.stop().await.expect("scheduler stops cleanly");

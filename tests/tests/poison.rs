@@ -183,7 +183,7 @@ async fn poison_stage<F, Fut>(
 async fn fetch_dead_letters_poison_and_goes_on() {
     // Loopback is refused by default: the valid pick ends as blocked_address, no network.
     let good = PagePick::discovery("http://127.0.0.1:9/page.html", 1).expect("pick");
-    let inputs = vec![input(FETCH, &good.host, &good)];
+    let inputs = vec![input(FETCH.name, &good.host, &good)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Result(r) if r.url == url))
@@ -194,7 +194,7 @@ async fn fetch_dead_letters_poison_and_goes_on() {
         |flags, ctx| recrawl_fetch::run(parse_args(&flags), ctx),
         inputs,
         processed,
-        &[FETCH_RESULTS],
+        &[FETCH_RESULTS.name],
     )
     .await;
 }
@@ -202,7 +202,7 @@ async fn fetch_dead_letters_poison_and_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_dead_letters_poison_and_goes_on() {
     let good = FetchResult::html_page("http://site.example/a.html", "site.example", 1, "<p>one two</p>");
-    let inputs = vec![input(FETCH_RESULTS, &good.url, &good)];
+    let inputs = vec![input(FETCH_RESULTS.name, &good.url, &good)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Change(c) if c.url == url))
@@ -213,7 +213,7 @@ async fn diff_dead_letters_poison_and_goes_on() {
         |flags, ctx| recrawl_diff::run(parse_args(&flags), ctx),
         inputs,
         processed,
-        &[CHANGE_EVENTS],
+        &[CHANGE_EVENTS.name],
     )
     .await;
 }
@@ -222,7 +222,7 @@ async fn diff_dead_letters_poison_and_goes_on() {
 async fn estimator_dead_letters_poison_and_goes_on() {
     let outcome = RequestOutcome { period: 1, downloaded: true, changed: None, fetched_at_ms: unix_ms() };
     let good = ChangeEvent::request("http://site.example/a.html", "site.example", "g", outcome);
-    let inputs = vec![input(CHANGE_EVENTS, &good.url, &good)];
+    let inputs = vec![input(CHANGE_EVENTS.name, &good.url, &good)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Estimate(e) if e.url == url))
@@ -233,7 +233,7 @@ async fn estimator_dead_letters_poison_and_goes_on() {
         |flags, ctx| recrawl_estimator::run(parse_args(&flags), ctx),
         inputs,
         processed,
-        &[ESTIMATES],
+        &[ESTIMATES.name],
     )
     .await;
 }
@@ -260,7 +260,7 @@ async fn scheduler_dead_letters_poison_on_both_inputs_and_goes_on() {
     let applied = estimator.apply(&event, 0, &mut recrawl_common::StateStore::default(), unix_ms());
     let recrawl_estimator::Applied::New(estimate) = applied else { panic!("a first request estimates") };
     let estimate = *estimate;
-    let inputs = vec![input(LINKS, url, &link), input(ESTIMATES, estimate_url, &estimate)];
+    let inputs = vec![input(LINKS.name, url, &link), input(ESTIMATES.name, estimate_url, &estimate)];
     let processed = |stage: &RunningStage, _: &[Observed]| {
         metric(stage, r#"recrawl_scheduler_links_total{outcome="discovered",stage="scheduler"}"#) == Some(1.0)
             && metric(stage, r#"recrawl_scheduler_estimates_total{result="new",stage="scheduler"}"#)

@@ -29,8 +29,8 @@ async fn two_instances_publish_m_picks_per_period_together() {
 
     // Seed URLs on eight hosts: the frontier every pick comes from (no fetcher runs, so
     // each pick stays pending for two periods and the next periods take other URLs).
-    let links = kafka.cluster.topics().name(LINKS);
-    let estimates = kafka.cluster.topics().name(ESTIMATES);
+    let links = kafka.cluster.topics().name(LINKS.name);
+    let estimates = kafka.cluster.topics().name(ESTIMATES.name);
     for index in 0..URLS {
         let url = format!("http://h{}.example/{index}.html", index % 8);
         let seed = DiscoveredLinks {
@@ -43,7 +43,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
             period: 0,
             depth: 0,
         };
-        produce(&producer, &links, &seed.url, &seed).await;
+        produce(&producer, &kafka.cluster.topics(), LINKS, &seed).await;
     }
 
     let epoch = unix_ms();
@@ -55,7 +55,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
     ] {
         stage_flags.extend([flag.to_owned(), value]);
     }
-    let observer = Observer::new(&kafka.cluster, &[FETCH]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[FETCH.name]).await.expect("observer");
     let stages: Vec<RunningStage> = (0..2)
         .map(|_| {
             let args = parse_args(&stage_flags);
@@ -97,7 +97,6 @@ async fn two_instances_publish_m_picks_per_period_together() {
 
     // A sentinel behind everything on each partition: once all four are read, so is
     // every pick the instances produced.
-    let fetch = kafka.cluster.topics().name(FETCH);
     let sentinel = PagePick {
         url: SENTINEL.to_owned(),
         url_key: url_key(SENTINEL),
@@ -112,7 +111,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
         deadline_ms: None,
     };
     for partition in 0..PARTITIONS {
-        produce_at(&producer, &fetch, Some(partition), &sentinel.host, &sentinel).await;
+        produce_at(&producer, &kafka.cluster.topics(), FETCH, Some(partition), &sentinel).await;
     }
     let mut per_period: BTreeMap<u64, Vec<PagePick>> = BTreeMap::new();
     let mut sentinels = 0;

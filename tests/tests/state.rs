@@ -48,9 +48,9 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 4).await;
-    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS, DEAD_LETTER]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS.name, DEAD_LETTER]).await.expect("observer");
     let (mut events, mut dead) = (Vec::new(), 0);
 
     // One instance sees period 1 of every URL.
@@ -58,7 +58,7 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     first.ready().await;
     for i in 0..URLS {
         let page = result(i, 1, ORIGINAL);
-        produce(&producer, &topic, &page.url, &page).await;
+        produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, URLS, 0).await;
     assert!(events.iter().all(|e| e.first_seen && e.changed.is_none()));
@@ -69,7 +69,7 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     second.ready().await;
     for i in 0..URLS {
         let page = result(i, 2, ORIGINAL);
-        produce(&producer, &topic, &page.url, &page).await;
+        produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {
@@ -92,13 +92,13 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let replayed = result(0, 2, "replayed");
-    produce(&producer, &topic, &replayed.url, &replayed).await;
+    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &replayed).await;
     let truncated =
         FutureRecord::to(&topic).key("http://site0.example/page.html").payload(b"\xc5\x01".as_slice());
     producer.send(truncated, Duration::from_secs(10)).await.expect("produced");
     for i in 0..URLS {
         let page = result(i, 3, if i % 2 == 0 { EDITED } else { ORIGINAL });
-        produce(&producer, &topic, &page.url, &page).await;
+        produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, 3 * URLS, 1).await;
     for event in &events[2 * URLS..] {
@@ -140,16 +140,15 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let topic = kafka.cluster.topics().name(FETCH_RESULTS);
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS, DEAD_LETTER]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS.name, DEAD_LETTER]).await.expect("observer");
     let (mut events, mut dead) = (Vec::new(), 0);
 
     let before = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
     before.ready().await;
     for i in 0..URLS {
         let page = result(i, 1, ORIGINAL);
-        produce(&producer, &topic, &page.url, &page).await;
+        produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, URLS, 0).await;
     before.stop().await.expect("stops cleanly");
@@ -160,7 +159,7 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
     assert_eq!(after.ctx.metrics.state_keys.get(), URLS as i64, "every URL's version restored");
     for i in 0..URLS {
         let page = result(i, 2, EDITED);
-        produce(&producer, &topic, &page.url, &page).await;
+        produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {

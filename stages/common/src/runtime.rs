@@ -36,7 +36,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use recrawl_schemas::envelope::{
     check_kafka_headers, kafka_headers, EnvelopeError, CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER,
 };
-use recrawl_schemas::topics::{dead_letter_headers, DEAD_LETTER, DEAD_LETTER_KINDS};
+use recrawl_schemas::topics::{dead_letter_headers, Topic, DEAD_LETTER, DEAD_LETTER_KINDS};
 use recrawl_schemas::{decode, encode, Message, TopicNames};
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
@@ -238,9 +238,9 @@ impl InputRecord {
         }
     }
 
-    /// Decodes the payload, checking the Kafka headers against the envelope; the error
-    /// is the reason recorded with the dead letter.
-    pub fn decode<M: Message>(&self) -> Result<M, String> {
+    /// Decodes the payload as `topic`'s message, checking the Kafka headers against the
+    /// envelope; the error is the reason recorded with the dead letter.
+    pub fn decode<M: Message>(&self, _topic: Topic<M>) -> Result<M, String> {
         self.decode_classified().map_err(|(_, reason)| reason)
     }
 
@@ -367,13 +367,13 @@ impl Emitter {
         &self.topics
     }
 
-    /// Encodes `message` for the topic `short_topic` (name without prefix).
-    pub fn send<M: Message>(&mut self, short_topic: &str, key: &str, message: &M) -> Result<(), StageError> {
+    /// Encodes `message` for `topic`, keyed as the topic keys it.
+    pub fn send<M: Message>(&mut self, topic: Topic<M>, message: &M) -> Result<(), StageError> {
         let payload = encode(message)?;
         let headers = kafka_headers::<M>().map(|(name, value)| (name, value.into_bytes())).into();
         self.records.push(OutputRecord {
-            topic: self.topics.name(short_topic),
-            key: key.as_bytes().to_vec(),
+            topic: self.topics.name(topic.name),
+            key: topic.key(message).into_owned().into_bytes(),
             payload: Some(payload),
             headers,
             partition: None,
@@ -408,21 +408,17 @@ impl Emitter {
         ));
     }
 
-    /// Decodes and checks `record` as `M` and that its Kafka key is `key_of(&message)`
-    /// (the field the producer keyed it by); otherwise dead-letters it with the reason.
-    pub fn decode_keyed<M: Message>(
-        &mut self,
-        record: &InputRecord,
-        key_of: impl Fn(&M) -> &str,
-    ) -> Option<M> {
+    /// Decodes `record` as `topic`'s message and checks that its Kafka key is the one the
+    /// topic gives that message; otherwise dead-letters it with the reason.
+    pub fn decode_keyed<M: Message>(&mut self, record: &InputRecord, topic: Topic<M>) -> Option<M> {
         match record.decode_classified::<M>() {
-            Ok(message) if record.key_str() == Some(key_of(&message)) => Some(message),
+            Ok(message) if record.key_str() == Some(&*topic.key(&message)) => Some(message),
             Ok(message) => {
                 let key = record.key_str().map(|key| truncate_text(key, 200));
                 let reason = format!(
                     "key {key:?} is not the {}'s {:?}",
                     M::NAME,
-                    truncate_text(key_of(&message), 200)
+                    truncate_text(&topic.key(&message), 200)
                 );
                 self.dead_letter(record, DeadLetterKind::KeyMismatch, reason);
                 None
@@ -1264,6 +1260,7 @@ async fn bounded<F: Future>(work: F, shutdown: &CancellationToken, drain: Durati
 
 #[cfg(test)]
 mod tests {
+    use recrawl_schemas::topics::FETCH;
     use recrawl_schemas::PagePick;
 
     use super::*;
@@ -1310,7 +1307,7 @@ mod tests {
             (Some(good), DeadLetterKind::KeyMismatch),
         ];
         for (payload, kind) in cases {
-            let decoded = out.decode_keyed(&input(payload), |p: &PagePick| &p.host);
+            let decoded = out.decode_keyed(&input(payload), FETCH);
             assert!(decoded.is_none());
             let letter = out.records.last().unwrap();
             assert_eq!(header(letter, dead_letter_headers::KIND), Some(kind.as_str()));

@@ -19,7 +19,7 @@ use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, Stag
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{ChangeEvent, FetchResult, Format, Message};
+use recrawl_schemas::{ChangeEvent, Format, Message};
 use serde::{Deserialize, Serialize};
 
 use crate::change::{Baselines, DiffSettings, Differ, PageVersion};
@@ -219,8 +219,8 @@ impl Stage for Diff {
     type State = DiffState;
 
     const NAME: &'static str = STAGE;
-    const INPUTS: &'static [&'static str] = &[FETCH_RESULTS];
-    const OUTPUTS: &'static [&'static str] = &[CHANGE_EVENTS, DEAD_LETTER];
+    const INPUTS: &'static [&'static str] = &[FETCH_RESULTS.name];
+    const OUTPUTS: &'static [&'static str] = &[CHANGE_EVENTS.name, DEAD_LETTER];
 
     async fn handle(
         &mut self,
@@ -229,7 +229,7 @@ impl Stage for Diff {
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         for record in batch {
-            let Some(result) = out.decode_keyed(&record, |r: &FetchResult| &r.url) else { continue };
+            let Some(result) = out.decode_keyed(&record, FETCH_RESULTS) else { continue };
             if state.get(record.partition, &result.url).is_some_and(|s| result.period <= s.last_period) {
                 continue;
             }
@@ -242,7 +242,7 @@ impl Stage for Diff {
             page.last_period = result.period;
             self.metrics.compare_seconds.observe(started.elapsed().as_secs_f64());
             self.metrics.record(&event);
-            out.send(CHANGE_EVENTS, &event.url, &event)?;
+            out.send(CHANGE_EVENTS, &event)?;
         }
         self.metrics.corpus(&self.differ);
         Ok(())

@@ -17,7 +17,7 @@ use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, Stag
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES};
-use recrawl_schemas::{ChangeEvent, ForecastPrior, GroupDistribution};
+use recrawl_schemas::ForecastPrior;
 
 use crate::distribution::{DistributionBook, Filed};
 use crate::estimate::Estimator;
@@ -240,7 +240,7 @@ pub struct EstimatorStage {
 
 impl EstimatorStage {
     fn file_share(&mut self, record: &InputRecord) {
-        let result = match record.decode::<GroupDistribution>() {
+        let result = match record.decode(DISTRIBUTIONS) {
             Ok(share) => match self.estimator.file(&share) {
                 Ok(Filed::Kept) => "kept",
                 Ok(Filed::Stale) => "stale",
@@ -261,7 +261,7 @@ impl EstimatorStage {
 
     fn publish_shares(&mut self, out: &mut Emitter) -> Result<(), StageError> {
         for share in self.estimator.take_partials(unix_ms()) {
-            out.send(DISTRIBUTIONS, &format!("{}/{}", share.group, share.partition), &share)?;
+            out.send(DISTRIBUTIONS, &share)?;
         }
         self.metrics.groups(self.estimator.book());
         Ok(())
@@ -272,9 +272,9 @@ impl Stage for EstimatorStage {
     type State = EstimatorState;
 
     const NAME: &'static str = STAGE;
-    const INPUTS: &'static [&'static str] = &[CHANGE_EVENTS];
-    const OUTPUTS: &'static [&'static str] = &[ESTIMATES, DISTRIBUTIONS, DEAD_LETTER];
-    const SIDE_INPUTS: &'static [&'static str] = &[DISTRIBUTIONS];
+    const INPUTS: &'static [&'static str] = &[CHANGE_EVENTS.name];
+    const OUTPUTS: &'static [&'static str] = &[ESTIMATES.name, DISTRIBUTIONS.name, DEAD_LETTER];
+    const SIDE_INPUTS: &'static [&'static str] = &[DISTRIBUTIONS.name];
 
     async fn handle(
         &mut self,
@@ -284,11 +284,11 @@ impl Stage for EstimatorStage {
     ) -> Result<(), StageError> {
         let now_ms = unix_ms();
         for record in batch {
-            let Some(event) = out.decode_keyed(&record, |e: &ChangeEvent| &e.url) else { continue };
+            let Some(event) = out.decode_keyed(&record, CHANGE_EVENTS) else { continue };
             let applied = self.estimator.apply(&event, record.partition, state, now_ms);
             self.metrics.record(&applied);
             if let Applied::New(estimate) | Applied::Repeated(estimate) = applied {
-                out.send(ESTIMATES, &estimate.url, &*estimate)?;
+                out.send(ESTIMATES, &*estimate)?;
             }
         }
         self.publish_shares(out)

@@ -256,9 +256,9 @@ impl Fetch {
                 period: result.period,
                 depth: result.depth.saturating_add(1),
             };
-            out.send(LINKS, &discovered.url, &discovered)?;
+            out.send(LINKS, &discovered)?;
         }
-        out.send(FETCH_RESULTS, &result.url, &result)
+        out.send(FETCH_RESULTS, &result)
     }
 }
 
@@ -268,8 +268,8 @@ impl Stage for Fetch {
     type State = ();
 
     const NAME: &'static str = STAGE;
-    const INPUTS: &'static [&'static str] = &[FETCH];
-    const OUTPUTS: &'static [&'static str] = &[FETCH, FETCH_RESULTS, LINKS, DEAD_LETTER];
+    const INPUTS: &'static [&'static str] = &[FETCH.name];
+    const OUTPUTS: &'static [&'static str] = &[FETCH.name, FETCH_RESULTS.name, LINKS.name, DEAD_LETTER];
 
     async fn handle(
         &mut self,
@@ -278,7 +278,7 @@ impl Stage for Fetch {
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         let picks: Vec<PagePick> =
-            batch.iter().filter_map(|record| out.decode_keyed(record, |p: &PagePick| &p.host)).collect();
+            batch.iter().filter_map(|record| out.decode_keyed(record, FETCH)).collect();
         if let Some(oldest) = picks.iter().map(|p| p.period).min() {
             self.metrics.oldest_period_in_flight.set(i64::try_from(oldest).unwrap_or(i64::MAX));
         }
@@ -287,7 +287,7 @@ impl Stage for Fetch {
             self.emit(crawled, out)?;
         }
         for pick in output.requeued {
-            out.send(FETCH, &pick.host, &pick)?;
+            out.send(FETCH, &pick)?;
         }
         Ok(())
     }

@@ -452,7 +452,7 @@ async fn watch(
         );
     }
     print_line(format_args!("all stages own their partitions; period 0 starts in {lead_ms} ms"))?;
-    let observer = Observer::new(&kafka.cluster, &[FETCH, CHANGE_EVENTS, DEAD_LETTER]).await?;
+    let observer = Observer::new(&kafka.cluster, &[FETCH.name, CHANGE_EVENTS.name, DEAD_LETTER]).await?;
     let mut tally = Tally::default();
     // What the table showed, row by row: the summary adds up these rows, not the picks
     // published while the stages stopped or results that arrived after their row.

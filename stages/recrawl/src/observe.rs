@@ -15,9 +15,7 @@ use recrawl_common::kafka::{brokers_unreachable, reader_config};
 use recrawl_schemas::topics::{
     dead_letter_headers, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
 };
-use recrawl_schemas::{
-    decode, ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick,
-};
+use recrawl_schemas::{ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -78,8 +76,15 @@ impl Observed {
 }
 
 /// Topic names (without prefix) an [`Observer`] can watch.
-pub const OBSERVABLE: [&str; 7] =
-    [FETCH, FETCH_RESULTS, LINKS, CHANGE_EVENTS, ESTIMATES, DISTRIBUTIONS, DEAD_LETTER];
+pub const OBSERVABLE: [&str; 7] = [
+    FETCH.name,
+    FETCH_RESULTS.name,
+    LINKS.name,
+    CHANGE_EVENTS.name,
+    ESTIMATES.name,
+    DISTRIBUTIONS.name,
+    DEAD_LETTER,
+];
 
 pub struct Observer {
     consumer: StreamConsumer,
@@ -143,24 +148,19 @@ impl Observer {
         let topic = message.topic();
         let short = topic.strip_prefix(self.prefix.as_str()).unwrap_or(topic);
         let payload = message.payload().unwrap_or_default();
-        let undecodable = |error: String| Observed::Undecodable { topic: topic.to_owned(), error };
-        Ok(match short {
-            FETCH => decode(payload).map(Observed::Pick).unwrap_or_else(|e| undecodable(e.to_string())),
-            FETCH_RESULTS => {
-                decode(payload).map(Observed::Result).unwrap_or_else(|e| undecodable(e.to_string()))
-            }
-            LINKS => decode(payload).map(Observed::Link).unwrap_or_else(|e| undecodable(e.to_string())),
-            CHANGE_EVENTS => {
-                decode(payload).map(Observed::Change).unwrap_or_else(|e| undecodable(e.to_string()))
-            }
-            ESTIMATES => {
-                decode(payload).map(Observed::Estimate).unwrap_or_else(|e| undecodable(e.to_string()))
-            }
-            DISTRIBUTIONS => {
-                decode(payload).map(Observed::Distribution).unwrap_or_else(|e| undecodable(e.to_string()))
-            }
-            _ => Observed::DeadLetter(DeadLetter::from_message(&message)),
-        })
+        let decoded = match short {
+            name if name == FETCH.name => FETCH.decode(payload).map(Observed::Pick),
+            name if name == FETCH_RESULTS.name => FETCH_RESULTS.decode(payload).map(Observed::Result),
+            name if name == LINKS.name => LINKS.decode(payload).map(Observed::Link),
+            name if name == CHANGE_EVENTS.name => CHANGE_EVENTS.decode(payload).map(Observed::Change),
+            name if name == ESTIMATES.name => ESTIMATES.decode(payload).map(Observed::Estimate),
+            name if name == DISTRIBUTIONS.name => DISTRIBUTIONS.decode(payload).map(Observed::Distribution),
+            _ => return Ok(Observed::DeadLetter(DeadLetter::from_message(&message))),
+        };
+        Ok(decoded.unwrap_or_else(|error| Observed::Undecodable {
+            topic: topic.to_owned(),
+            error: error.to_string(),
+        }))
     }
 }
 

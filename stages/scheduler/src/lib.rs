@@ -429,8 +429,8 @@ impl Stage for Scheduler {
     type State = SchedulerState;
 
     const NAME: &'static str = STAGE;
-    const INPUTS: &'static [&'static str] = &[ESTIMATES, LINKS];
-    const OUTPUTS: &'static [&'static str] = &[FETCH, LINKS, DEAD_LETTER];
+    const INPUTS: &'static [&'static str] = &[ESTIMATES.name, LINKS.name];
+    const OUTPUTS: &'static [&'static str] = &[FETCH.name, LINKS.name, DEAD_LETTER];
 
     async fn handle(
         &mut self,
@@ -439,11 +439,10 @@ impl Stage for Scheduler {
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         for record in batch {
-            let applied = if record.input == LINKS {
-                out.decode_keyed(&record, |l: &DiscoveredLinks| &l.url)
-                    .map(|link| self.apply_link(&link, record.partition))
+            let applied = if record.input == LINKS.name {
+                out.decode_keyed(&record, LINKS).map(|link| self.apply_link(&link, record.partition))
             } else {
-                out.decode_keyed(&record, |e: &PageEstimate| &e.url)
+                out.decode_keyed(&record, ESTIMATES)
                     .map(|estimate| self.apply_estimate(&estimate, record.partition))
             };
             // A full partition book refuses the record; it is kept on the dead-letter topic.
@@ -485,7 +484,7 @@ impl Stage for Scheduler {
                     period,
                     depth: 0,
                 };
-                out.send(LINKS, &seed.url, &seed)?;
+                out.send(LINKS, &seed)?;
             }
             return Ok(());
         }
@@ -502,7 +501,7 @@ impl Stage for Scheduler {
         }
         let picks = self.picks(period);
         for pick in &picks {
-            out.send(FETCH, &pick.host, pick)?;
+            out.send(FETCH, pick)?;
             let reason = match pick.reason {
                 PickReason::Refresh => "refresh",
                 PickReason::Discovery => "discovery",
