@@ -227,142 +227,206 @@ fn refresh_groups(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
     let learn_end = DAYS * PER_DAY;
     let truth = Truth::of_web(&web, 2.0 * learn_end);
     let settings = RefreshSettings::default();
-    let mut schedules = Vec::with_capacity(web.len());
-    let mut group_counts = std::collections::BTreeMap::<String, (u64, u64)>::new();
-    for page in 0..web.len() as u32 {
-        let mut calendar = ChangeCalendar::default();
-        let changes = truth.changes(page);
-        let mut seen = 0;
-        for check in 1..learn_end as u64 {
-            let at = check as f64;
-            let before = changes.partition_point(|&t| t < at);
-            if before > seen && web.downloads(page, check) {
-                seen = before;
-                calendar.record((at * period_ms) as i64, 0, &settings);
-            }
-        }
-        let now_ms = (learn_end * period_ms) as i64;
-        let plan = calendar.refresh(now_ms, 0, &settings);
-        let schedule = CrawlSchedule::from_crawl_time(
-            plan.group16,
-            &plan.time,
-            HourRule::Paper,
-            &settings.crawl_time,
-            GroupClasses::Six,
-        );
-        group_counts.entry(schedule.group().to_string()).or_default().0 += 1;
-        schedules.push(schedule);
-    }
-    // The comparison month: both stores start with a copy taken as it begins.
-    let end = 2.0 * learn_end;
-    let days = DAYS as usize;
-    let mut daily_fresh = vec![vec![0.0; days]; 2];
-    let mut measures = [Measures::default(), Measures::default()];
-    for page in 0..web.len() as u32 {
-        let changes: Vec<f64> = truth.changes(page).iter().copied().filter(|&t| t >= learn_end).collect();
-        let schedule = schedules[page as usize];
-        let mut group_times = Vec::new();
-        let mut after_ms = (learn_end * period_ms) as i64;
-        loop {
-            let next = schedule.next_after(after_ms, 0);
-            let at = next as f64 / period_ms;
-            if at >= end {
-                break;
-            }
-            group_times.push(at);
-            after_ms = next;
-        }
-        let daily_times: Vec<f64> = (0..days).map(|day| learn_end + day as f64 * PER_DAY).collect();
-        group_counts.entry(schedule.group().to_string()).or_default().1 += group_times.len() as u64;
-        for (strategy, times) in [&group_times, &daily_times].into_iter().enumerate() {
-            let mut tracker = CopyTracker::new();
-            let m = &mut measures[strategy];
-            let (mut c, mut f) = (0, 0);
-            let mut day_end = learn_end + PER_DAY;
-            for fresh_at_day_end in daily_fresh[strategy].iter_mut() {
-                // Events in time order up to the end of the day; freshness sampled there.
-                loop {
-                    let change = changes.get(c).copied().filter(|&t| t < day_end);
-                    let fetch = times.get(f).copied().filter(|&t| t < day_end);
-                    match (change, fetch) {
-                        (Some(tc), Some(tf)) if tc <= tf => {
-                            tracker.changed(tc - learn_end, m);
-                            c += 1;
-                        }
-                        (_, Some(tf)) => {
-                            tracker.fetched(tf - learn_end, web.downloads(page, tf as u64), m);
-                            f += 1;
-                        }
-                        (Some(tc), None) => {
-                            tracker.changed(tc - learn_end, m);
-                            c += 1;
-                        }
-                        (None, None) => break,
-                    }
-                }
-                *fresh_at_day_end += f64::from(u8::from(tracker.is_fresh()));
-                day_end += PER_DAY;
-            }
-            tracker.finish(end - learn_end, m);
-        }
-    }
-    let n = web.len() as f64;
-    let [groups, daily] = measures;
-    let load_ratio = groups.requests as f64 / daily.requests.max(1) as f64;
-    let mut csv = String::from("strategy,requests,freshness,age_periods,wasted_requests\n");
-    for (name, m) in [("groups", &groups), ("daily", &daily)] {
-        let _ = writeln!(csv, "{name},{},{},{},{}", m.requests, m.freshness(), m.age(), m.wasted_requests());
-    }
-    std::fs::write(dir.join("comparison.csv"), csv)?;
-    let mut groups_csv = String::from("group,pages,requests_in_30_days\n");
-    for (group, (pages, requests)) in &group_counts {
-        let _ = writeln!(groups_csv, "{group},{pages},{requests}");
-    }
-    std::fs::write(dir.join("groups.csv"), groups_csv)?;
-    let series: Vec<(String, Vec<(f64, f64)>)> = ["groups", "daily"]
-        .iter()
-        .zip(&daily_fresh)
-        .map(|(name, fresh)| {
-            (name.to_string(), fresh.iter().enumerate().map(|(d, f)| (d as f64 + 1.0, f / n)).collect())
+    let mut comparison = GroupsComparison::new(DAYS as usize);
+    let schedules: Vec<CrawlSchedule> = (0..web.len() as u32)
+        .map(|page| {
+            let schedule = learned_schedule(&web, &truth, page, learn_end, period_ms, &settings);
+            comparison.group_counts.entry(schedule.group().to_string()).or_default().0 += 1;
+            schedule
         })
         .collect();
-    lines(
-        &dir.join("freshness.svg"),
-        &Labels {
-            title: "Share of pages fresh at the end of each day",
-            x: "day of the comparison month",
-            y: "freshness",
-        },
-        &series,
-        &[],
-    )?;
-    let mut md = format!(
-        "# Refresh groups: groups against crawling everything daily\n\n{} pages of {} sites. Days 1–30: every page checked every 20 minutes; each detected change is recorded by the estimator's weekly counter and hour histogram, which give the page its group (six groups) and crawl time by the paper's rule. Days 31–60: the same web crawled (a) by the groups' schedules and (b) every page once a day at midnight.\n\n| strategy | requests | freshness (time average) | mean age, periods of 20 min | wasted requests |\n|---|---:|---:|---:|---:|\n",
-        web.len(),
-        web.sites().len()
-    );
-    for (name, m) in [("groups", &groups), ("daily", &daily)] {
+    // The comparison month: both stores start with a copy taken as it begins.
+    let end = 2.0 * learn_end;
+    let daily_times: Vec<f64> = (0..DAYS as usize).map(|day| learn_end + day as f64 * PER_DAY).collect();
+    for (page, schedule) in (0..web.len() as u32).zip(schedules) {
+        let changes: Vec<f64> = truth.changes(page).iter().copied().filter(|&t| t >= learn_end).collect();
+        let group_times = scheduled_times(schedule, learn_end, end, period_ms);
+        comparison.group_counts.entry(schedule.group().to_string()).or_default().1 +=
+            group_times.len() as u64;
+        for (strategy, times) in [&group_times, &daily_times].into_iter().enumerate() {
+            let copy = StoredCopy { web: &web, page, changes: &changes, start: learn_end, end };
+            copy.replay_by_day(
+                times,
+                PER_DAY,
+                &mut comparison.fresh_at_day_end[strategy],
+                &mut comparison.measures[strategy],
+            );
+        }
+    }
+    comparison.report(dir, &web)
+}
+
+/// A page's crawl schedule after a month of checks every period: each detected change
+/// recorded by the estimator's weekly counter and hour histogram, then the paper's group
+/// and crawl time.
+fn learned_schedule(
+    web: &Web,
+    truth: &Truth,
+    page: u32,
+    learn_end: f64,
+    period_ms: f64,
+    settings: &RefreshSettings,
+) -> CrawlSchedule {
+    let mut calendar = ChangeCalendar::default();
+    let changes = truth.changes(page);
+    let mut seen = 0;
+    for check in 1..learn_end as u64 {
+        let at = check as f64;
+        let before = changes.partition_point(|&t| t < at);
+        if before > seen && web.downloads(page, check) {
+            seen = before;
+            calendar.record((at * period_ms) as i64, 0, settings);
+        }
+    }
+    let now_ms = (learn_end * period_ms) as i64;
+    let plan = calendar.refresh(now_ms, 0, settings);
+    CrawlSchedule::from_crawl_time(
+        plan.group16,
+        &plan.time,
+        HourRule::Paper,
+        &settings.crawl_time,
+        GroupClasses::Six,
+    )
+}
+
+/// The periods in [`from`, `to`) at which `schedule` crawls.
+fn scheduled_times(schedule: CrawlSchedule, from: f64, to: f64, period_ms: f64) -> Vec<f64> {
+    let mut times = Vec::new();
+    let mut after_ms = (from * period_ms) as i64;
+    loop {
+        let next = schedule.next_after(after_ms, 0);
+        let at = next as f64 / period_ms;
+        if at >= to {
+            return times;
+        }
+        times.push(at);
+        after_ms = next;
+    }
+}
+
+/// One page's stored copy over [`start`, `end`), periods.
+struct StoredCopy<'a> {
+    web: &'a Web,
+    page: u32,
+    /// The page's change times from `start` on.
+    changes: &'a [f64],
+    start: f64,
+    end: f64,
+}
+
+impl StoredCopy<'_> {
+    /// Applies changes and fetches at `times` in time order, a day of `day_length`
+    /// periods at a time, adding 1 to each day whose end finds the copy fresh.
+    fn replay_by_day(&self, times: &[f64], day_length: f64, fresh_at_day_end: &mut [f64], m: &mut Measures) {
+        let mut tracker = CopyTracker::new();
+        let (mut c, mut f) = (0, 0);
+        let mut day_end = self.start + day_length;
+        for fresh in fresh_at_day_end.iter_mut() {
+            loop {
+                let change = self.changes.get(c).copied().filter(|&t| t < day_end);
+                let fetch = times.get(f).copied().filter(|&t| t < day_end);
+                match (change, fetch) {
+                    (Some(tc), Some(tf)) if tc <= tf => {
+                        tracker.changed(tc - self.start, m);
+                        c += 1;
+                    }
+                    (_, Some(tf)) => {
+                        tracker.fetched(tf - self.start, self.web.downloads(self.page, tf as u64), m);
+                        f += 1;
+                    }
+                    (Some(tc), None) => {
+                        tracker.changed(tc - self.start, m);
+                        c += 1;
+                    }
+                    (None, None) => break,
+                }
+            }
+            *fresh += f64::from(u8::from(tracker.is_fresh()));
+            day_end += day_length;
+        }
+        tracker.finish(self.end - self.start, m);
+    }
+}
+
+/// The comparison month's tallies: index 0 the groups' schedules, 1 the daily crawl.
+struct GroupsComparison {
+    measures: [Measures; 2],
+    /// Pages fresh at the end of each day.
+    fresh_at_day_end: [Vec<f64>; 2],
+    /// Per group: pages, and requests in the comparison month.
+    group_counts: std::collections::BTreeMap<String, (u64, u64)>,
+}
+
+impl GroupsComparison {
+    fn new(days: usize) -> Self {
+        Self {
+            measures: [Measures::default(), Measures::default()],
+            fresh_at_day_end: [vec![0.0; days], vec![0.0; days]],
+            group_counts: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Writes the CSVs and the chart into `dir`; returns the Markdown report.
+    fn report(&self, dir: &Path, web: &Web) -> anyhow::Result<String> {
+        let n = web.len() as f64;
+        let [groups, daily] = &self.measures;
+        let load_ratio = groups.requests as f64 / daily.requests.max(1) as f64;
+        let mut csv = String::from("strategy,requests,freshness,age_periods,wasted_requests\n");
+        for (name, m) in [("groups", groups), ("daily", daily)] {
+            let _ =
+                writeln!(csv, "{name},{},{},{},{}", m.requests, m.freshness(), m.age(), m.wasted_requests());
+        }
+        std::fs::write(dir.join("comparison.csv"), csv)?;
+        let mut groups_csv = String::from("group,pages,requests_in_30_days\n");
+        for (group, (pages, requests)) in &self.group_counts {
+            let _ = writeln!(groups_csv, "{group},{pages},{requests}");
+        }
+        std::fs::write(dir.join("groups.csv"), groups_csv)?;
+        let series: Vec<(String, Vec<(f64, f64)>)> = ["groups", "daily"]
+            .iter()
+            .zip(&self.fresh_at_day_end)
+            .map(|(name, fresh)| {
+                (name.to_string(), fresh.iter().enumerate().map(|(d, f)| (d as f64 + 1.0, f / n)).collect())
+            })
+            .collect();
+        lines(
+            &dir.join("freshness.svg"),
+            &Labels {
+                title: "Share of pages fresh at the end of each day",
+                x: "day of the comparison month",
+                y: "freshness",
+            },
+            &series,
+            &[],
+        )?;
+        let mut md = format!(
+            "# Refresh groups: groups against crawling everything daily\n\n{} pages of {} sites. Days 1–30: every page checked every 20 minutes; each detected change is recorded by the estimator's weekly counter and hour histogram, which give the page its group (six groups) and crawl time by the paper's rule. Days 31–60: the same web crawled (a) by the groups' schedules and (b) every page once a day at midnight.\n\n| strategy | requests | freshness (time average) | mean age, periods of 20 min | wasted requests |\n|---|---:|---:|---:|---:|\n",
+            web.len(),
+            web.sites().len()
+        );
+        for (name, m) in [("groups", groups), ("daily", daily)] {
+            let _ = writeln!(
+                md,
+                "| {name} | {} | {:.4} | {:.1} | {} |",
+                m.requests,
+                m.freshness(),
+                m.age(),
+                m.wasted_requests()
+            );
+        }
         let _ = writeln!(
             md,
-            "| {name} | {} | {:.4} | {:.1} | {} |",
-            m.requests,
-            m.freshness(),
-            m.age(),
-            m.wasted_requests()
+            "\nLoad ratio (groups ÷ daily): **{load_ratio:.2}**. The paper claims about half the load and fresher data; here the groups spend {:.0}% of the daily crawl's requests for freshness {:.4} against {:.4}.\n\n| group | pages | requests in 30 days |\n|---|---:|---:|",
+            load_ratio * 100.0,
+            groups.freshness(),
+            daily.freshness()
         );
+        for (group, (pages, requests)) in &self.group_counts {
+            let _ = writeln!(md, "| {group} | {pages} | {requests} |");
+        }
+        md.push_str("\n![freshness](freshness.svg)\n");
+        Ok(md)
     }
-    let _ = writeln!(
-        md,
-        "\nLoad ratio (groups ÷ daily): **{load_ratio:.2}**. The paper claims about half the load and fresher data; here the groups spend {:.0}% of the daily crawl's requests for freshness {:.4} against {:.4}.\n\n| group | pages | requests in 30 days |\n|---|---:|---:|",
-        load_ratio * 100.0,
-        groups.freshness(),
-        daily.freshness()
-    );
-    for (group, (pages, requests)) in &group_counts {
-        let _ = writeln!(md, "| {group} | {pages} | {requests} |");
-    }
-    md.push_str("\n![freshness](freshness.svg)\n");
-    Ok(md)
 }
 
 /// Scheduler paper: every policy at the same budget, the paper's s_j(t) and freshness.
@@ -516,45 +580,77 @@ fn freshness_vs_budget(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<Stri
 /// pages by in-degree (authorities) and out-degree (hubs) found, per page crawled.
 fn ifs(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
     let web = web_of(seed, pages, 100, 60.0, 0.03);
+    let graph = LinkGraph::of(&web);
     let n = web.len();
-    let links: Vec<Vec<u32>> = (0..n as u32).map(|page| web.links(page)).collect();
-    let mut in_degree = vec![0u32; n];
-    for targets in &links {
-        for &target in targets {
-            in_degree[target as usize] += 1;
-        }
-    }
-    let top = (n / 1000).max(1);
-    let top_by = |degree: &dyn Fn(usize) -> u32| {
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&page| (std::cmp::Reverse(degree(page)), page));
-        let mut marked = vec![false; n];
-        order.into_iter().take(top).for_each(|page| marked[page] = true);
-        marked
-    };
-    let authorities = top_by(&|page| in_degree[page]);
-    let hubs = top_by(&|page| links[page].len() as u32);
-    let url = |page: u32| format!("http://s{}.sim.test/p/{page}.html", web.page(page).site);
     let seeds: Vec<u32> = (0..10u32).map(|i| (u64::from(i) * n as u64 / 10) as u32).collect();
     let per_period = (n / 1000).max(1);
-    let mut curves = Vec::new();
-    for discovery in [Discovery::Ifs, Discovery::Bfs] {
-        let (mut book, mut hosts) = (Book::default(), Hosts::default());
-        let settings = BookSettings::default();
-        let rules = LinkRules { max_depth: u32::MAX, ..LinkRules::default() };
-        let plan = PlanSettings {
-            policy: Policy::Uniform,
-            discovery,
-            discovery_share: 1.0,
-            pending_periods: 0,
-            ..PlanSettings::default()
+    let curves = [Discovery::Ifs, Discovery::Bfs]
+        .into_iter()
+        .map(|discovery| Ok((discovery, discovery_curve(&web, &graph, &seeds, per_period, discovery)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    ifs_report(dir, &web, &graph, &curves, per_period)
+}
+
+/// The simulated web's links, and its top 0.1% pages by in-degree (authorities) and by
+/// out-degree (hubs).
+struct LinkGraph {
+    links: Vec<Vec<u32>>,
+    authorities: Vec<bool>,
+    hubs: Vec<bool>,
+    /// Pages in each top set.
+    top: usize,
+}
+
+impl LinkGraph {
+    fn of(web: &Web) -> Self {
+        let n = web.len();
+        let links: Vec<Vec<u32>> = (0..n as u32).map(|page| web.links(page)).collect();
+        let mut in_degree = vec![0u32; n];
+        for targets in &links {
+            for &target in targets {
+                in_degree[target as usize] += 1;
+            }
+        }
+        let top = (n / 1000).max(1);
+        let top_by = |degree: &dyn Fn(usize) -> u32| {
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by_key(|&page| (std::cmp::Reverse(degree(page)), page));
+            let mut marked = vec![false; n];
+            order.into_iter().take(top).for_each(|page| marked[page] = true);
+            marked
         };
-        let link = |book: &mut Book,
-                    hosts: &mut Hosts,
-                    target: u32,
-                    source: Option<u32>,
-                    period: u64,
-                    depth: u32| {
+        let authorities = top_by(&|page| in_degree[page]);
+        let hubs = top_by(&|page| links[page].len() as u32);
+        Self { links, authorities, hubs, top }
+    }
+}
+
+/// After each period of a crawl: pages crawled, share of authorities found, share of hubs
+/// found.
+type DiscoveryCurve = Vec<(f64, f64, f64)>;
+
+/// Crawls the web from `seeds` through the scheduler's frontier in `discovery` order,
+/// `per_period` pages a period.
+fn discovery_curve(
+    web: &Web,
+    graph: &LinkGraph,
+    seeds: &[u32],
+    per_period: usize,
+    discovery: Discovery,
+) -> anyhow::Result<DiscoveryCurve> {
+    let url = |page: u32| format!("http://s{}.sim.test/p/{page}.html", web.page(page).site);
+    let (mut book, mut hosts) = (Book::default(), Hosts::default());
+    let settings = BookSettings::default();
+    let rules = LinkRules { max_depth: u32::MAX, ..LinkRules::default() };
+    let plan = PlanSettings {
+        policy: Policy::Uniform,
+        discovery,
+        discovery_share: 1.0,
+        pending_periods: 0,
+        ..PlanSettings::default()
+    };
+    let link =
+        |book: &mut Book, hosts: &mut Hosts, target: u32, source: Option<u32>, period: u64, depth: u32| {
             let message = DiscoveredLinks {
                 url: url(target),
                 url_key: String::new(),
@@ -567,59 +663,69 @@ fn ifs(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
             };
             book.apply_link(hosts, &message, &rules, u32::MAX, &settings)
         };
-        for &page in &seeds {
-            link(&mut book, &mut hosts, page, None, 0, 0)?;
-        }
-        let (mut crawled, mut found_authorities, mut found_hubs) = (0usize, 0usize, 0usize);
-        let mut curve = vec![(0.0, 0.0, 0.0)];
-        let mut period = 0u64;
-        while crawled < n {
-            let caps = vec![u32::MAX; hosts.len()];
-            let picks = choose(&[&book], &hosts, period, 1.0, per_period, &caps, &plan);
-            let frontier: Vec<u32> =
-                picks.iter().filter(|c| book.page(c.slot).is_frontier()).map(|c| c.slot).collect();
-            if frontier.is_empty() {
-                break;
-            }
-            for slot in frontier {
-                let address = book.url(slot).to_owned();
-                let page: u32 = address
-                    .rsplit('/')
-                    .next()
-                    .and_then(|file| file.strip_suffix(".html"))
-                    .and_then(|id| id.parse().ok())
-                    .context("a simulated page URL")?;
-                let depth = u32::from(book.page(slot).depth);
-                let request = simulated_request(period, true, None, web.bytes(page), 0.0);
-                let learned = Learned {
-                    period,
-                    request: &request,
-                    p_change: 0.5,
-                    p_download: 1.0,
-                    change_rate: None,
-                    schedule: None,
-                };
-                book.learn(&mut hosts, slot, &learned, &settings);
-                for &target in &links[page as usize] {
-                    link(&mut book, &mut hosts, target, Some(page), period, depth + 1)?;
-                }
-                crawled += 1;
-                found_authorities += usize::from(authorities[page as usize]);
-                found_hubs += usize::from(hubs[page as usize]);
-            }
-            book.clear_dirty();
-            curve.push((
-                crawled as f64,
-                found_authorities as f64 / top as f64,
-                found_hubs as f64 / top as f64,
-            ));
-            period += 1;
-        }
-        curves.push((discovery, curve));
+    for &page in seeds {
+        link(&mut book, &mut hosts, page, None, 0, 0)?;
     }
+    let (mut crawled, mut found_authorities, mut found_hubs) = (0usize, 0usize, 0usize);
+    let mut curve = vec![(0.0, 0.0, 0.0)];
+    let mut period = 0u64;
+    while crawled < web.len() {
+        let caps = vec![u32::MAX; hosts.len()];
+        let picks = choose(&[&book], &hosts, period, 1.0, per_period, &caps, &plan);
+        let frontier: Vec<u32> =
+            picks.iter().filter(|c| book.page(c.slot).is_frontier()).map(|c| c.slot).collect();
+        if frontier.is_empty() {
+            break;
+        }
+        for slot in frontier {
+            let address = book.url(slot).to_owned();
+            let page: u32 = address
+                .rsplit('/')
+                .next()
+                .and_then(|file| file.strip_suffix(".html"))
+                .and_then(|id| id.parse().ok())
+                .context("a simulated page URL")?;
+            let depth = u32::from(book.page(slot).depth);
+            let request = simulated_request(period, true, None, web.bytes(page), 0.0);
+            let learned = Learned {
+                period,
+                request: &request,
+                p_change: 0.5,
+                p_download: 1.0,
+                change_rate: None,
+                schedule: None,
+            };
+            book.learn(&mut hosts, slot, &learned, &settings);
+            for &target in &graph.links[page as usize] {
+                link(&mut book, &mut hosts, target, Some(page), period, depth + 1)?;
+            }
+            crawled += 1;
+            found_authorities += usize::from(graph.authorities[page as usize]);
+            found_hubs += usize::from(graph.hubs[page as usize]);
+        }
+        book.clear_dirty();
+        curve.push((
+            crawled as f64,
+            found_authorities as f64 / graph.top as f64,
+            found_hubs as f64 / graph.top as f64,
+        ));
+        period += 1;
+    }
+    Ok(curve)
+}
+
+/// Writes the CSV and charts into `dir`; returns the Markdown report.
+fn ifs_report(
+    dir: &Path,
+    web: &Web,
+    graph: &LinkGraph,
+    curves: &[(Discovery, DiscoveryCurve)],
+    per_period: usize,
+) -> anyhow::Result<String> {
+    let n = web.len();
     let name = |d: Discovery| if d == Discovery::Ifs { "IFS" } else { "BFS" };
     let mut csv = String::from("order,pages_crawled,authorities_found,hubs_found\n");
-    for (discovery, curve) in &curves {
+    for (discovery, curve) in curves {
         for &(crawled, a, h) in curve {
             let _ = writeln!(csv, "{},{crawled},{a},{h}", name(*discovery));
         }
@@ -653,8 +759,9 @@ fn ifs(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
             .map_or((f64::NAN, f64::NAN), |&(_, a, h)| (a, h))
     };
     let mut md = format!(
-        "# In-degree first against breadth first\n\n{n} pages of {} sites, power-law link graph; crawls from the same 10 seeds through the scheduler's frontier, {per_period} pages a period, with `--discovery ifs` and `bfs`. Authorities and hubs: the top 0.1% ({top} pages) by in-degree and by out-degree.\n\n| crawled | IFS authorities | BFS authorities | IFS hubs | BFS hubs |\n|---:|---:|---:|---:|---:|\n",
-        web.sites().len()
+        "# In-degree first against breadth first\n\n{n} pages of {} sites, power-law link graph; crawls from the same 10 seeds through the scheduler's frontier, {per_period} pages a period, with `--discovery ifs` and `bfs`. Authorities and hubs: the top 0.1% ({} pages) by in-degree and by out-degree.\n\n| crawled | IFS authorities | BFS authorities | IFS hubs | BFS hubs |\n|---:|---:|---:|---:|---:|\n",
+        web.sites().len(),
+        graph.top
     );
     for share in [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5] {
         let (ia, ih) = at(&curves[0].1, share);

@@ -21,7 +21,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use recrawl_common::admin::create_topics;
 use recrawl_common::config::parse_kafka_option;
-use recrawl_common::service::{print_line, stop_signal};
+use recrawl_common::service::{print_line, stop_signal, StdoutError};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH};
 use recrawl_schemas::{TopicCatalogue, TopicNames};
@@ -155,37 +155,74 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     simweb.shutdown()?;
     drop(mock);
 
-    let exits: Vec<String> = stage_exits
-        .iter()
-        .map(|(name, code)| format!("{name} {}", code.map_or("killed".to_owned(), |c| format!("exit {c}"))))
-        .collect();
-    let printed = print_line(format_args!(
-        "summary: {horizon} periods{}, {} picks, {} fetched, {} failed, {} changes, mean change degree {}; {} dead letters; stages stopped: {}; logs in {}",
-        if interrupted { " (interrupted)" } else { "" },
-        totals.picks,
-        totals.fetched,
-        totals.failed,
-        totals.changes,
-        format_degree(totals.mean_degree()),
-        tally.dead_letters,
-        exits.join(", "),
-        log_dir.display(),
-    ))
-    .and_then(|()| print_line(format_args!(
-        "freshness against the truth, averaged over the run and all {pages} pages (a page counts as stale until first stored): pipeline {:.3} (age {:.2} periods, harmonic cost {:.2}) with {} requests; uniform crawling of the same web at {picks_per_period} picks a period, every URL known from the start (simulated): {:.3} (age {:.2}, harmonic cost {:.2}) with {} requests",
-        pipeline.freshness(),
-        pipeline.age(),
-        pipeline.harmonic_cost(),
-        totals.fetched,
-        uniform.freshness,
-        uniform.age,
-        uniform.harmonic_cost,
-        uniform.requests,
-    )));
+    let printed = Summary {
+        horizon,
+        interrupted,
+        totals: &totals,
+        dead_letters: tally.dead_letters,
+        stage_exits: &stage_exits,
+        log_dir: &log_dir,
+        pages,
+        pipeline: &pipeline,
+        uniform: &uniform,
+        picks_per_period,
+    }
+    .print();
     if stage_exits.iter().any(|(_, code)| *code != Some(0)) {
         bail!("a stage did not stop cleanly; see its log in {}", log_dir.display());
     }
     Ok(printed?)
+}
+
+/// The demo's last lines: what flowed, how the stages stopped, and the freshness the
+/// pipeline reached against uniform crawling of the same web.
+struct Summary<'a> {
+    horizon: u64,
+    interrupted: bool,
+    totals: &'a PeriodTally,
+    dead_letters: u64,
+    stage_exits: &'a [(&'static str, Option<i32>)],
+    log_dir: &'a Path,
+    pages: usize,
+    pipeline: &'a Measures,
+    uniform: &'a PolicyResult,
+    picks_per_period: usize,
+}
+
+impl Summary<'_> {
+    fn print(&self) -> Result<(), StdoutError> {
+        let Self { horizon, totals, pages, pipeline, uniform, picks_per_period, .. } = self;
+        let exits: Vec<String> = self
+            .stage_exits
+            .iter()
+            .map(|(name, code)| {
+                format!("{name} {}", code.map_or("killed".to_owned(), |c| format!("exit {c}")))
+            })
+            .collect();
+        print_line(format_args!(
+            "summary: {horizon} periods{}, {} picks, {} fetched, {} failed, {} changes, mean change degree {}; {} dead letters; stages stopped: {}; logs in {}",
+            if self.interrupted { " (interrupted)" } else { "" },
+            totals.picks,
+            totals.fetched,
+            totals.failed,
+            totals.changes,
+            format_degree(totals.mean_degree()),
+            self.dead_letters,
+            exits.join(", "),
+            self.log_dir.display(),
+        ))?;
+        print_line(format_args!(
+            "freshness against the truth, averaged over the run and all {pages} pages (a page counts as stale until first stored): pipeline {:.3} (age {:.2} periods, harmonic cost {:.2}) with {} requests; uniform crawling of the same web at {picks_per_period} picks a period, every URL known from the start (simulated): {:.3} (age {:.2}, harmonic cost {:.2}) with {} requests",
+            pipeline.freshness(),
+            pipeline.age(),
+            pipeline.harmonic_cost(),
+            totals.fetched,
+            uniform.freshness,
+            uniform.age,
+            uniform.harmonic_cost,
+            uniform.requests,
+        ))
+    }
 }
 
 /// The broker: the one `--brokers` names, or an embedded one (returned, to keep it alive).

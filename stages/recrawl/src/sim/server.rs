@@ -369,6 +369,59 @@ impl Shared {
         (text.version, text.changed_at, html)
     }
 
+    /// The site a Host header names (`s3.DOMAIN`, with or without a port).
+    fn site_named(&self, host: &str) -> Option<u32> {
+        host.split(':')
+            .next()
+            .and_then(|name| name.strip_suffix(DOMAIN))
+            .and_then(|name| name.strip_suffix('.'))
+            .and_then(|name| name.strip_prefix('s'))
+            .and_then(|id| id.parse::<u32>().ok())
+            .filter(|&site| (site as usize) < self.web.sites().len())
+    }
+
+    fn route(&self, site: u32, path: &str) -> Route {
+        let per_site = self.web.params().pages_per_site;
+        let first = site * per_site;
+        let id_in = |prefix: &str, suffix: &str| {
+            path.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .and_then(|id| id.parse::<u32>().ok())
+                .filter(|&id| id >= first && id < first + per_site)
+        };
+        if path == "/robots.txt" {
+            return Route::Robots;
+        }
+        if path == "/" {
+            return Route::Home;
+        }
+        if let Some(page) = id_in("/r/", "") {
+            return Route::Redirect(page);
+        }
+        id_in("/p/", ".html")
+            .filter(|&page| !self.web.page(page).private)
+            .or_else(|| id_in("/private/", ".html").filter(|&page| self.web.page(page).private))
+            .map_or(Route::Missing, Route::Page)
+    }
+
+    fn robots_txt(&self, site: u32) -> String {
+        let delay = self.web.sites()[site as usize].crawl_delay_ms;
+        let mut body = String::from("User-agent: *\nDisallow: /private/\n");
+        if delay > 0 {
+            body.push_str(&format!("Crawl-delay: {}\n", f64::from(delay) / 1000.0));
+        }
+        body
+    }
+
+    /// The home page links to the site's pages in order of their ids' popularity rank.
+    fn home_page(&self, site: u32) -> String {
+        let first = site * self.web.params().pages_per_site;
+        let links: Vec<String> = (first..first + self.web.params().pages_per_site.min(20))
+            .map(|page| self.href(site, page))
+            .collect();
+        render_html(&format!("Site {site}"), &[], &self.vocabularies[0], &links, Charset::Utf8.name())
+    }
+
     fn record(&self, served: Served) {
         if let Ok(mut log) = self.served.lock() {
             log.push(served);
@@ -401,75 +454,80 @@ fn not_modified(headers: &HeaderMap, tag: &str, last_modified_ms: i64) -> bool {
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri) -> Response {
-    let at = shared.period_at(unix_ms());
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-    let path = uri.path().to_owned();
-    let site = host
-        .split(':')
-        .next()
-        .and_then(|name| name.strip_suffix(DOMAIN))
-        .and_then(|name| name.strip_suffix('.'))
-        .and_then(|name| name.strip_prefix('s'))
-        .and_then(|id| id.parse::<u32>().ok())
-        .filter(|&site| (site as usize) < shared.web.sites().len());
-    let served = |status: StatusCode, page: Option<u32>, version: Option<u64>| Served {
-        page,
-        path: path.clone(),
-        host: host.clone(),
-        status: status.as_u16(),
-        version,
-        at,
+    let visit = Visit {
+        at: shared.period_at(unix_ms()),
+        host: headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned(),
+        path: uri.path().to_owned(),
     };
-    if path.starts_with("/_sim/") {
-        return match path.as_str() {
-            "/_sim/truth" => json(&shared.truth(at)),
+    if visit.path.starts_with("/_sim/") {
+        return match visit.path.as_str() {
+            "/_sim/truth" => json(&shared.truth(visit.at)),
             "/_sim/served" => json(&shared.served.lock().map(|s| s.clone()).unwrap_or_default()),
             _ => StatusCode::NOT_FOUND.into_response(),
         };
     }
-    let Some(site) = site else {
-        shared.record(served(StatusCode::NOT_FOUND, None, None));
+    let Some(site) = shared.site_named(&visit.host) else {
+        shared.record(visit.served(StatusCode::NOT_FOUND, None, None));
         return (StatusCode::NOT_FOUND, "no such site").into_response();
     };
-    let per_site = shared.web.params().pages_per_site;
-    let first = site * per_site;
-    let id_in = |prefix: &str, suffix: &str| {
-        path.strip_prefix(prefix)
-            .and_then(|rest| rest.strip_suffix(suffix))
-            .and_then(|id| id.parse::<u32>().ok())
-            .filter(|&id| id >= first && id < first + per_site)
-    };
-    if path == "/robots.txt" {
-        let delay = shared.web.sites()[site as usize].crawl_delay_ms;
-        let mut body = String::from("User-agent: *\nDisallow: /private/\n");
-        if delay > 0 {
-            body.push_str(&format!("Crawl-delay: {}\n", f64::from(delay) / 1000.0));
+    match shared.route(site, &visit.path) {
+        Route::Robots => {
+            shared.record(visit.served(StatusCode::OK, None, None));
+            ([(header::CONTENT_TYPE, "text/plain")], shared.robots_txt(site)).into_response()
         }
-        shared.record(served(StatusCode::OK, None, None));
-        return ([(header::CONTENT_TYPE, "text/plain")], body).into_response();
+        Route::Home => {
+            shared.record(visit.served(StatusCode::OK, None, None));
+            ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], shared.home_page(site)).into_response()
+        }
+        Route::Redirect(page) => {
+            shared.record(visit.served(StatusCode::MOVED_PERMANENTLY, Some(page), None));
+            (StatusCode::MOVED_PERMANENTLY, [(header::LOCATION, shared.page_path(page))]).into_response()
+        }
+        Route::Page(page) => serve_page(&shared, &headers, page, &visit).await,
+        Route::Missing => {
+            shared.record(visit.served(StatusCode::NOT_FOUND, None, None));
+            StatusCode::NOT_FOUND.into_response()
+        }
     }
-    if path == "/" {
-        // The home page links to the site's pages in order of their ids' popularity rank.
-        let links: Vec<String> =
-            (first..first + per_site.min(20)).map(|page| shared.href(site, page)).collect();
-        let vocabulary = &shared.vocabularies[0];
-        let html = render_html(&format!("Site {site}"), &[], vocabulary, &links, Charset::Utf8.name());
-        shared.record(served(StatusCode::OK, None, None));
-        return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+}
+
+/// One request, as the served log records it.
+struct Visit {
+    host: String,
+    path: String,
+    /// When, in periods.
+    at: f64,
+}
+
+impl Visit {
+    fn served(&self, status: StatusCode, page: Option<u32>, version: Option<u64>) -> Served {
+        Served {
+            page,
+            path: self.path.clone(),
+            host: self.host.clone(),
+            status: status.as_u16(),
+            version,
+            at: self.at,
+        }
     }
-    if let Some(page) = id_in("/r/", "") {
-        shared.record(served(StatusCode::MOVED_PERMANENTLY, Some(page), None));
-        return (StatusCode::MOVED_PERMANENTLY, [(header::LOCATION, shared.page_path(page))]).into_response();
-    }
-    let page = id_in("/p/", ".html")
-        .filter(|&page| !shared.web.page(page).private)
-        .or_else(|| id_in("/private/", ".html").filter(|&page| shared.web.page(page).private));
-    let Some(page) = page else {
-        shared.record(served(StatusCode::NOT_FOUND, None, None));
-        return StatusCode::NOT_FOUND.into_response();
-    };
+}
+
+/// What a path on a site asks for.
+enum Route {
+    Robots,
+    Home,
+    /// A redirect to the page's URL.
+    Redirect(u32),
+    Page(u32),
+    Missing,
+}
+
+/// A page after the host's modelled response time: its failure, a 304 for a current
+/// copy, or its HTML in the site's charset.
+async fn serve_page(shared: &Shared, headers: &HeaderMap, page: u32, visit: &Visit) -> Response {
+    let at = visit.at;
     let model = *shared.web.page(page);
-    let site_model = &shared.web.sites()[site as usize];
+    let site_model = shared.web.site_of(page);
     let delay_ms = shared.web.response_ms(site_model, at, shared.web.bytes(page)) * shared.latency_scale;
     tokio::time::sleep(Duration::from_micros((delay_ms * 1000.0) as u64)).await;
     if !shared.web.downloads(page, at as u64) {
@@ -485,7 +543,7 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri)
                 StatusCode::GATEWAY_TIMEOUT
             }
         };
-        shared.record(served(status, Some(page), None));
+        shared.record(visit.served(status, Some(page), None));
         return status.into_response();
     }
     let (version, changed_at, html) = shared.render(page, at);
@@ -494,19 +552,19 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri)
     let modified_ms =
         if version == 0 { shared.epoch_unix_ms - 86_400_000 } else { shared.unix_ms_at(changed_at) };
     let validators = [(header::ETAG, tag.clone()), (header::LAST_MODIFIED, http_date(modified_ms))];
-    if not_modified(&headers, &tag, modified_ms) {
-        shared.record(served(StatusCode::NOT_MODIFIED, Some(page), Some(version)));
+    if not_modified(headers, &tag, modified_ms) {
+        shared.record(visit.served(StatusCode::NOT_MODIFIED, Some(page), Some(version)));
         return (StatusCode::NOT_MODIFIED, validators).into_response();
     }
-    let charset = shared.web.site_of(page).charset;
+    let charset = site_model.charset;
     let body = match encode(&html, charset) {
         Ok(body) => body,
         Err(error) => {
-            shared.record(served(StatusCode::INTERNAL_SERVER_ERROR, Some(page), None));
+            shared.record(visit.served(StatusCode::INTERNAL_SERVER_ERROR, Some(page), None));
             return (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response();
         }
     };
-    shared.record(served(StatusCode::OK, Some(page), Some(version)));
+    shared.record(visit.served(StatusCode::OK, Some(page), Some(version)));
     let content_type = format!("text/html; charset={}", charset.name());
     (validators, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }

@@ -217,6 +217,123 @@ enum Chooser {
     Learned(Box<Learner>),
 }
 
+impl Chooser {
+    fn new(world: &dyn World, policy: SimPolicy, config: &SimConfig, m: usize) -> Self {
+        let rates = world.truth().rates();
+        match policy {
+            SimPolicy::Optimum => Self::Credits(CreditSchedule::new(frequencies(rates, m, true))),
+            SimPolicy::Proportional => Self::Credits(CreditSchedule::new(frequencies(rates, m, false))),
+            SimPolicy::Clairvoyant => Self::Clairvoyant,
+            SimPolicy::Scheduler(policy) => Self::Learned(Box::new(Learner::new(world, policy, config))),
+        }
+    }
+
+    /// The `m` pages to fetch in `period`.
+    fn picks(
+        &mut self,
+        world: &dyn World,
+        store: &mut Store<'_>,
+        period: u64,
+        m: usize,
+        horizon: f64,
+    ) -> Vec<u32> {
+        match self {
+            Self::Credits(schedule) => schedule.next_period(m),
+            Self::Clairvoyant => {
+                for page in 0..store.trackers.len() as u32 {
+                    store.advance(page, period as f64);
+                }
+                clairvoyant_picks(world, period, &store.trackers, &store.cursors, m, horizon)
+            }
+            Self::Learned(learner) => learner.choose(period, m),
+        }
+    }
+}
+
+/// The store's copies as a policy's fetches leave them, measured against the truth.
+struct Store<'t> {
+    truth: &'t Truth,
+    trackers: Vec<CopyTracker>,
+    /// The next change of each page not yet applied to its tracker.
+    cursors: Vec<u32>,
+    /// The period of each page's last download; the store starts with a copy of every
+    /// page taken at time 0.
+    last_download: Vec<u32>,
+    measures: Measures,
+    /// Σ_j d_j, the periods of the pages' last downloads, and how many were this period's.
+    download_sum: f64,
+    downloaded_now: u64,
+    /// Σ over periods of Σ_j s_j(period), the paper's staleness.
+    staleness_sum: f64,
+}
+
+impl<'t> Store<'t> {
+    fn new(truth: &'t Truth, cold_start: bool) -> Self {
+        let n = truth.len();
+        let mut store = Self {
+            truth,
+            trackers: vec![CopyTracker::new(); n],
+            cursors: vec![0; n],
+            last_download: vec![0; n],
+            measures: Measures::default(),
+            download_sum: 0.0,
+            downloaded_now: 0,
+            staleness_sum: 0.0,
+        };
+        if cold_start {
+            store.trackers.iter_mut().for_each(|tracker| tracker.changed(0.0, &mut store.measures));
+        }
+        store
+    }
+
+    /// Applies `page`'s changes up to `to` to its copy.
+    fn advance(&mut self, page: u32, to: f64) {
+        let changes = self.truth.changes(page);
+        let cursor = &mut self.cursors[page as usize];
+        while let Some(&t) = changes.get(*cursor as usize).filter(|&&t| t <= to) {
+            self.trackers[page as usize].changed(t, &mut self.measures);
+            *cursor += 1;
+        }
+    }
+
+    /// A fetch of `page` at `at` (its changes applied up to then): whether the copy had
+    /// missed a change.
+    fn fetched(&mut self, page: u32, period: u64, at: f64, downloaded: bool) -> bool {
+        let tracker = &mut self.trackers[page as usize];
+        let changed = tracker.missed() > 0;
+        tracker.fetched(at, downloaded, &mut self.measures);
+        if downloaded {
+            let last = &mut self.last_download[page as usize];
+            if u64::from(*last) != period {
+                self.download_sum += (period - u64::from(*last)) as f64;
+                self.downloaded_now += 1;
+                *last = period as u32;
+            }
+        }
+        changed
+    }
+
+    /// Σ_j s_j(period) = Σ over pages not downloaded this period of period − 1 − d_j,
+    /// kept from the running sum of the d_j rather than a pass over every page.
+    fn end_period(&mut self, period: u64) {
+        if period > 0 {
+            let current = self.downloaded_now as f64;
+            let n = self.trackers.len() as f64;
+            self.staleness_sum +=
+                (n - current) * (period - 1) as f64 - (self.download_sum - current * period as f64);
+        }
+        self.downloaded_now = 0;
+    }
+
+    /// Every copy measured to `horizon`.
+    fn finish(&mut self, horizon: f64) {
+        for page in 0..self.trackers.len() as u32 {
+            self.advance(page, horizon);
+            self.trackers[page as usize].finish(horizon, &mut self.measures);
+        }
+    }
+}
+
 /// Crawls `world` with one policy for `config.periods` periods.
 pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> PolicyResult {
     let started = Instant::now();
@@ -224,65 +341,18 @@ pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> P
     let n = truth.len();
     let m = ((config.budget * n as f64).round() as usize).min(n);
     let horizon = truth.horizon().min(config.periods as f64);
-    let mut chooser = match policy {
-        SimPolicy::Optimum => Chooser::Credits(CreditSchedule::new(frequencies(truth.rates(), m, true))),
-        SimPolicy::Proportional => {
-            Chooser::Credits(CreditSchedule::new(frequencies(truth.rates(), m, false)))
-        }
-        SimPolicy::Clairvoyant => Chooser::Clairvoyant,
-        SimPolicy::Scheduler(policy) => Chooser::Learned(Box::new(Learner::new(world, policy, config))),
-    };
-    let mut trackers = vec![CopyTracker::new(); n];
-    // The next change of each page not yet applied to its tracker.
-    let mut cursors = vec![0u32; n];
-    // The store starts with a copy of every page taken at time 0.
-    let mut last_download = vec![0u32; n];
-    let mut measures = Measures::default();
-    if config.cold_start {
-        trackers.iter_mut().for_each(|tracker| tracker.changed(0.0, &mut measures));
-    }
-    let mut staleness_sum = 0.0;
-    // Σ_j d_j, the periods of the pages' last downloads, and how many were this period's.
-    let mut download_sum = 0.0;
-    let mut downloaded_now = 0u64;
+    let mut chooser = Chooser::new(world, policy, config, m);
+    let mut store = Store::new(truth, config.cold_start);
     let mut freshness_by_period = Vec::with_capacity(config.periods as usize);
-    let advance =
-        |page: u32, to: f64, trackers: &mut [CopyTracker], cursors: &mut [u32], m: &mut Measures| {
-            let changes = truth.changes(page);
-            let cursor = &mut cursors[page as usize];
-            while let Some(&t) = changes.get(*cursor as usize).filter(|&&t| t <= to) {
-                trackers[page as usize].changed(t, m);
-                *cursor += 1;
-            }
-        };
     for period in 0..config.periods {
         let start = period as f64;
-        let picks: Vec<u32> = match &mut chooser {
-            Chooser::Credits(schedule) => schedule.next_period(m),
-            Chooser::Clairvoyant => {
-                for page in 0..n as u32 {
-                    advance(page, start, &mut trackers, &mut cursors, &mut measures);
-                }
-                clairvoyant_picks(world, period, &trackers, &cursors, m, horizon)
-            }
-            Chooser::Learned(learner) => learner.choose(period, m),
-        };
+        let picks = chooser.picks(world, &mut store, period, m, horizon);
         let spacing = 1.0 / picks.len().max(1) as f64;
         for (k, &page) in picks.iter().enumerate() {
             let at = start + (k as f64 + 0.5) * spacing;
-            advance(page, at, &mut trackers, &mut cursors, &mut measures);
+            store.advance(page, at);
             let downloaded = world.downloads(page, period);
-            let tracker = &mut trackers[page as usize];
-            let changed = tracker.missed() > 0;
-            tracker.fetched(at, downloaded, &mut measures);
-            if downloaded {
-                let last = &mut last_download[page as usize];
-                if u64::from(*last) != period {
-                    download_sum += (period - u64::from(*last)) as f64;
-                    downloaded_now += 1;
-                    *last = period as u32;
-                }
-            }
+            let changed = store.fetched(page, period, at, downloaded);
             if let Chooser::Learned(learner) = &mut chooser {
                 learner.learn(world, page, period, at, downloaded, changed);
             }
@@ -290,29 +360,20 @@ pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> P
         if let Chooser::Learned(learner) = &mut chooser {
             learner.end_period();
         }
-        // Σ_j s_j(period) = Σ over pages not downloaded this period of period − 1 − d_j,
-        // kept from the running sum of the d_j rather than a pass over every page.
-        if period > 0 {
-            let current = downloaded_now as f64;
-            staleness_sum +=
-                (n as f64 - current) * (period - 1) as f64 - (download_sum - current * period as f64);
-        }
-        downloaded_now = 0;
+        store.end_period(period);
         if config.freshness_by_period {
-            freshness_by_period.push(period_freshness(truth, &trackers, &cursors, start + 1.0));
+            freshness_by_period.push(period_freshness(truth, &store.trackers, &store.cursors, start + 1.0));
         }
     }
-    for page in 0..n as u32 {
-        advance(page, horizon, &mut trackers, &mut cursors, &mut measures);
-        trackers[page as usize].finish(horizon, &mut measures);
-    }
+    store.finish(horizon);
+    let measures = &store.measures;
     PolicyResult {
         name: policy.name(),
         sees_truth: policy.sees_truth(),
         freshness: measures.freshness(),
         age: measures.age(),
         harmonic_cost: measures.harmonic_cost(),
-        paper_staleness: staleness_sum / (n.max(1) as f64 * config.periods.max(1) as f64),
+        paper_staleness: store.staleness_sum / (n.max(1) as f64 * config.periods.max(1) as f64),
         requests: measures.requests,
         wasted_requests: measures.wasted_requests(),
         unchanged_downloads: measures.unchanged_downloads,
