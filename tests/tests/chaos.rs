@@ -121,19 +121,29 @@ impl Seen {
     }
 
     /// Picks without a result, results without a change event, requests without an
-    /// estimate.
-    fn lost(&self) -> usize {
+    /// estimate: what each is, and its URL and period.
+    fn lost(&self) -> Vec<String> {
         let results: HashSet<&(String, u64)> = self.results.iter().collect();
         let changes: HashSet<(&str, u64)> = self.changes.iter().map(|(u, p, _)| (u.as_str(), *p)).collect();
         let estimates: HashSet<&(String, u64)> = self.estimates.iter().collect();
         let picks: HashSet<&(String, u64)> = self.picks.iter().collect();
-        picks.iter().filter(|pick| !results.contains(*pick)).count()
-            + results.iter().filter(|r| !changes.contains(&(r.0.as_str(), r.1))).count()
-            + self
-                .changes
+        let unmatched =
+            picks
                 .iter()
-                .filter(|(u, p, request)| *request && !estimates.contains(&(u.clone(), *p)))
-                .count()
+                .filter(|pick| !results.contains(*pick))
+                .map(|(url, period)| format!("pick without a fetch result: {url} period {period}"))
+                .chain(results.iter().filter(|r| !changes.contains(&(r.0.as_str(), r.1))).map(
+                    |(url, period)| format!("fetch result without a change event: {url} period {period}"),
+                ))
+                .chain(
+                    self.changes
+                        .iter()
+                        .filter(|(u, p, request)| *request && !estimates.contains(&(u.clone(), *p)))
+                        .map(|(url, period, _)| {
+                            format!("change event without an estimate: {url} period {period}")
+                        }),
+                );
+        unmatched.collect()
     }
 
     /// Outputs produced more than once for the same (URL, period), per topic.
@@ -492,7 +502,8 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         for (_, observed) in seen.lock().expect("seen").iter().cloned() {
             judged.record(observed);
         }
-        if judged.lost() == 0 {
+        let lost = judged.lost();
+        if lost.is_empty() {
             let [results, changes, estimates] = judged.duplicates();
             let mut table = String::from("| scenario | seconds until the pipeline made progress again (hostile web: until the page's fetch result) | stage exits |\n|---|---|---|\n");
             for row in &rows {
@@ -510,7 +521,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             assert!(judged.dead_letters >= 15, "every poison dead-lettered");
             break;
         }
-        assert!(Instant::now() < deadline, "{} records lost", judged.lost());
+        assert!(Instant::now() < deadline, "{} records lost:\n{}", lost.len(), lost.join("\n"));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     for stage in stages {
