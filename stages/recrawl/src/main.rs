@@ -203,4 +203,25 @@ mod tests {
     fn every_flag_and_subcommand_has_help() {
         assert_eq!(recrawl_common::service::without_help(&Cli::command()), Vec::<String>::new());
     }
+
+    /// What runs as a service (the simulated web, each stage) is configured by its
+    /// environment as well as its flags, as a container wants.
+    #[test]
+    fn every_service_flag_has_an_environment_variable() {
+        let cli = Cli::command();
+        let stage = cli.find_subcommand("stage").expect("stage");
+        let services =
+            std::iter::once(cli.find_subcommand("simweb").expect("simweb")).chain(stage.get_subcommands());
+        let without: Vec<String> = services
+            .flat_map(|command| {
+                command
+                    .get_arguments()
+                    .filter(|arg| arg.get_long().is_some_and(|long| !["help", "version"].contains(&long)))
+                    .filter(|arg| arg.get_env().is_none())
+                    .map(|arg| format!("{} --{}", command.get_name(), arg.get_long().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(without, Vec::<String>::new());
+    }
 }

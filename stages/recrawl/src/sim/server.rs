@@ -62,41 +62,41 @@ const MAX_GROWTH: usize = 4;
 #[derive(Debug, Clone, Args)]
 pub struct SimWebArgs {
     /// Seed of the web's pages, links and change times: the same seed, the same web.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "RECRAWL_SIMWEB_SEED", default_value_t = 1)]
     pub seed: u64,
     /// Sites, one virtual host each (s0.sim.test, s1.sim.test, …).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..100_000))]
+    #[arg(long, env = "RECRAWL_SIMWEB_SITES", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..100_000))]
     pub sites: u32,
     /// Pages on each site.
-    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..100_000))]
+    #[arg(long, env = "RECRAWL_SIMWEB_PAGES_PER_SITE", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..100_000))]
     pub pages_per_site: u32,
     /// Wall milliseconds per period.
-    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(10..))]
+    #[arg(long, env = "RECRAWL_SIMWEB_PERIOD_MS", default_value_t = 3000, value_parser = clap::value_parser!(u64).range(10..))]
     pub period_ms: u64,
     /// Simulated minutes a period stands for (time of day of changes and load).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, env = "RECRAWL_SIMWEB_PERIOD_MINUTES", default_value_t = 60.0)]
     pub period_minutes: f64,
     /// Median changes per period of a page.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, env = "RECRAWL_SIMWEB_MEDIAN_CHANGE_RATE", default_value_t = 0.2)]
     pub median_change_rate: f64,
     /// Share of sites in Korean (half of them served in EUC-KR).
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, env = "RECRAWL_SIMWEB_KOREAN_SHARE", default_value_t = 0.3)]
     pub korean_share: f64,
     /// Start of period 0, Unix ms (default: now).
-    #[arg(long)]
+    #[arg(long, env = "RECRAWL_SIMWEB_EPOCH_UNIX_MS")]
     pub epoch_unix_ms: Option<i64>,
     /// Multiplies the hosts' modelled response times (0: answer at once).
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, env = "RECRAWL_SIMWEB_LATENCY_SCALE", default_value_t = 0.25)]
     pub latency_scale: f64,
     /// How long a page that times out holds the request, ms.
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, env = "RECRAWL_SIMWEB_HOLD_MS", default_value_t = 30_000)]
     pub hold_ms: u64,
     /// Address to serve on, host:port (port 0: any free port; the first line says which).
-    #[arg(long, default_value = "127.0.0.1:0")]
+    #[arg(long, env = "RECRAWL_SIMWEB_LISTEN", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
     /// Write the truth (every page's change times) and the served log here at shutdown, as
     /// JSON lines.
-    #[arg(long)]
+    #[arg(long, env = "RECRAWL_SIMWEB_TRUTH_LOG")]
     pub truth_log: Option<PathBuf>,
 }
 
