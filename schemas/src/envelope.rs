@@ -285,6 +285,20 @@ mod tests {
         let mut event = samples::change_event();
         event.host.clear();
         assert!(event.validate().unwrap_err().contains("host"));
+        // Every estimator sums the shares of all partitions: no count may overflow that.
+        assert_eq!(samples::group_distribution().validate(), Ok(()));
+        let mut share = samples::group_distribution();
+        share.urls = u64::MAX;
+        assert!(share.validate().unwrap_err().contains("urls"));
+        let mut share = samples::group_distribution();
+        share.modification_rate_fine[7] = u64::MAX;
+        assert!(share.validate().unwrap_err().contains("modification_rate_fine"));
+        let mut share = samples::group_distribution();
+        share.download_rate_fine = vec![0; 1_000_000];
+        assert!(share.validate().unwrap_err().contains("download_rate_fine"));
+        let mut share = samples::group_distribution();
+        share.partition = -1;
+        assert!(share.validate().unwrap_err().contains("partition"));
     }
 
     #[test]

@@ -678,7 +678,35 @@ pub struct GroupDistribution {
 impl Message for GroupDistribution {
     const NAME: &'static str = "GroupDistribution";
     const FORMAT: Format = Format::Json;
+
+    /// Every instance sums these over partitions: bounded counts keep the sums in range.
+    fn validate(&self) -> Result<(), String> {
+        bounds::text("group", &self.group, bounds::MAX_URL_BYTES)?;
+        if !(0..=bounds::MAX_PARTITION).contains(&self.partition) {
+            return Err(format!("partition {} is not in [0, {}]", self.partition, bounds::MAX_PARTITION));
+        }
+        bounds::period(self.period)?;
+        // u64::MAX stands for "no URL yet".
+        if self.urls > 0 {
+            bounds::period(self.first_period)?;
+        }
+        bounds::tally("urls", self.urls)?;
+        bounds::tally("requests", self.requests)?;
+        for (name, bins) in [
+            ("download_rate_bins", &self.download_rate_bins[..]),
+            ("modification_rate_bins", &self.modification_rate_bins[..]),
+            ("download_rate_fine", &self.download_rate_fine),
+            ("modification_rate_fine", &self.modification_rate_fine),
+        ] {
+            bounds::count(name, bins.len(), FINE_RATE_BINS)?;
+            bins.iter().try_for_each(|&count| bounds::tally(name, count))?;
+        }
+        bounds::time_ms("published_at_ms", self.published_at_ms)
+    }
 }
+
+/// Percentage points 0…100 of the fine rate bins.
+const FINE_RATE_BINS: usize = 101;
 
 /// Fixed sample values: the golden fixtures and the envelope tests use them.
 #[cfg(test)]
@@ -886,6 +914,11 @@ pub mod bounds {
     pub const MAX_PERIOD: u64 = 1 << 40;
     /// Latest Unix time in milliseconds accepted (about the year 6400).
     pub const MAX_TIME_MS: i64 = 1 << 47;
+    /// Highest partition number (Kafka clusters stop far below).
+    pub const MAX_PARTITION: i32 = (1 << 20) - 1;
+    /// Largest count of URLs or requests: summed over every partition up to
+    /// [`MAX_PARTITION`], still far below `u64::MAX`.
+    pub const MAX_TALLY: u64 = 1 << 40;
 
     pub fn text(name: &str, value: &str, max: usize) -> Result<(), String> {
         if value.len() > max {
@@ -901,6 +934,13 @@ pub mod bounds {
     pub fn count(name: &str, count: usize, max: usize) -> Result<(), String> {
         if count > max {
             return Err(format!("{count} {name}, more than {max}"));
+        }
+        Ok(())
+    }
+
+    pub fn tally(name: &str, value: u64) -> Result<(), String> {
+        if value > MAX_TALLY {
+            return Err(format!("{name} holds {value}, more than {MAX_TALLY}"));
         }
         Ok(())
     }
