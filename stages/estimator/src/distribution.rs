@@ -26,14 +26,14 @@ pub struct SparseCounts(Vec<(u8, u64)>);
 impl SparseCounts {
     pub fn add(&mut self, bin: u8) {
         match self.0.binary_search_by_key(&bin, |(b, _)| *b) {
-            Ok(at) => self.0[at].1 += 1,
+            Ok(at) => self.0[at].1 = self.0[at].1.saturating_add(1),
             Err(at) => self.0.insert(at, (bin, 1)),
         }
     }
 
     pub fn remove(&mut self, bin: u8) {
         if let Ok(at) = self.0.binary_search_by_key(&bin, |(b, _)| *b) {
-            self.0[at].1 -= 1;
+            self.0[at].1 = self.0[at].1.saturating_sub(1);
             if self.0[at].1 == 0 {
                 self.0.remove(at);
             }
@@ -55,9 +55,10 @@ impl SparseCounts {
     }
 
     fn coarse(&self) -> [u64; COARSE_BINS] {
-        let mut coarse = [0; COARSE_BINS];
+        let mut coarse = [0u64; COARSE_BINS];
         for (bin, count) in self.iter() {
-            coarse[coarse_of_fine(usize::from(bin))] += count;
+            let sum = &mut coarse[coarse_of_fine(usize::from(bin))];
+            *sum = sum.saturating_add(count);
         }
         coarse
     }
@@ -68,7 +69,7 @@ impl SparseCounts {
 
     fn add_into(&self, fine: &mut [u64; FINE_BINS]) {
         for (bin, count) in self.iter() {
-            fine[usize::from(bin)] += count;
+            fine[usize::from(bin)] = fine[usize::from(bin)].saturating_add(count);
         }
     }
 }
@@ -229,7 +230,7 @@ impl DistributionBook {
         while snapshots.len() > SNAPSHOTS_KEPT {
             snapshots.pop_first();
         }
-        book.version += 1;
+        book.version = book.version.wrapping_add(1);
         Filed::Kept
     }
 
@@ -261,14 +262,14 @@ impl DistributionBook {
             change: [0; COARSE_BINS],
         };
         for partial in book.partitions.values().filter_map(|s| s.values().next_back()) {
-            totals.partitions += 1;
-            totals.urls += partial.urls;
-            totals.requests += partial.requests;
+            totals.partitions = totals.partitions.saturating_add(1);
+            totals.urls = totals.urls.saturating_add(partial.urls);
+            totals.requests = totals.requests.saturating_add(partial.requests);
             for (sum, count) in totals.download.iter_mut().zip(partial.download.coarse()) {
-                *sum += count;
+                *sum = sum.saturating_add(count);
             }
             for (sum, count) in totals.change.iter_mut().zip(partial.change.coarse()) {
-                *sum += count;
+                *sum = sum.saturating_add(count);
             }
         }
         Some(totals)
@@ -278,11 +279,11 @@ impl DistributionBook {
 fn sum<'a>(parts: impl Iterator<Item = &'a Partial>, max_exponent: u32) -> GroupView {
     let mut download = [0; FINE_BINS];
     let mut change = [0; FINE_BINS];
-    let (mut partitions, mut urls, mut requests, mut first_period) = (0, 0, 0, None::<u64>);
+    let (mut partitions, mut urls, mut requests, mut first_period) = (0usize, 0u64, 0u64, None::<u64>);
     for partial in parts {
-        partitions += 1;
-        urls += partial.urls;
-        requests += partial.requests;
+        partitions = partitions.saturating_add(1);
+        urls = urls.saturating_add(partial.urls);
+        requests = requests.saturating_add(partial.requests);
         if partial.urls > 0 {
             first_period = Some(first_period.map_or(partial.first_period, |f| f.min(partial.first_period)));
         }

@@ -137,7 +137,7 @@ pub struct Estimator {
 
 impl Estimator {
     pub fn new(settings: Settings) -> Self {
-        let book = DistributionBook::new(settings.window + settings.future);
+        let book = DistributionBook::new(settings.window.saturating_add(settings.future));
         Self { settings, book, live: HashMap::new(), outbox: Vec::new() }
     }
 
@@ -221,8 +221,8 @@ impl Estimator {
         let rate = entry.page.change_rate(&live.rate_prior);
         rate_bin_before.into_iter().for_each(|b| live.rates.remove(b));
         rate.bin.into_iter().for_each(|b| live.rates.add(b));
-        partial.urls += u64::from(new_url);
-        partial.requests += 1;
+        partial.urls = partial.urls.saturating_add(u64::from(new_url));
+        partial.requests = partial.requests.saturating_add(1);
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
@@ -335,8 +335,8 @@ impl Estimator {
             page.download_bin.into_iter().for_each(|b| partial.download.add(b));
             page.change_bin.into_iter().for_each(|b| partial.change.add(b));
             page.rate_bin().into_iter().for_each(|b| live.rates.add(b));
-            partial.urls += 1;
-            partial.requests += u64::from(page.history.requests);
+            partial.urls = partial.urls.saturating_add(1);
+            partial.requests = partial.requests.saturating_add(u64::from(page.history.requests));
             partial.period = partial.period.max(page.history.last_request);
             partial.first_period = partial.first_period.min(page.history.first_request);
             live.unpublished = true;
@@ -362,7 +362,7 @@ fn crawls(period: u64, view: &GroupView, live: Option<&LivePartial>, history: &P
         .min()
         .unwrap_or(period)
         .min(period);
-    period - first + 1
+    period.saturating_sub(first).saturating_add(1)
 }
 
 /// The step's view of an event.

@@ -3,6 +3,9 @@
 //! `distributions` topic), and after each request publishes the page's rates, forecasts
 //! and refresh plan (`docs/algorithms/estimator.md`, `docs/algorithms/refresh-groups.md` §1–3).
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
+
 pub mod distribution;
 pub mod estimate;
 pub mod offline;
@@ -304,7 +307,7 @@ impl Stage for EstimatorStage {
         _assignment: &recrawl_common::runtime::Assignment,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
-        self.next_tick = tokio::time::Instant::now() + TICK;
+        self.next_tick = tokio::time::Instant::now().checked_add(TICK).unwrap_or(self.next_tick);
         self.publish_shares(out)
     }
 

@@ -110,7 +110,8 @@ impl PageHistory {
     /// its comparisons (`None` before the first comparison).
     pub fn comparison_spacing(&self) -> Option<f64> {
         let (first, last) = self.first_and_last()?;
-        (self.comparisons > 0).then(|| ((last - first) as f64 / f64::from(self.comparisons)).max(1.0))
+        (self.comparisons > 0)
+            .then(|| (last.saturating_sub(first) as f64 / f64::from(self.comparisons)).max(1.0))
     }
 
     pub fn first_and_last(&self) -> Option<(u64, u64)> {
@@ -120,7 +121,8 @@ impl PageHistory {
     /// Rates given K = `crawls` of the URL's group so far.
     pub fn rates(&self, crawls: u64) -> Rates {
         let requests = f64::from(self.requests);
-        let span = self.first_and_last().map(|(first, last)| (last - first) as f64 + 1.0);
+        // Saturating: a history restored from a damaged changelog may have first > last.
+        let span = self.first_and_last().map(|(first, last)| last.saturating_sub(first) as f64 + 1.0);
         Rates {
             request_rate: span.map(|span| requests / span),
             download_rate: ratio(self.successes, self.requests),
@@ -186,6 +188,20 @@ mod tests {
     use super::*;
 
     const K: u64 = 16;
+
+    /// State comes back from a changelog on a topic; a damaged record must not panic.
+    #[test]
+    fn a_history_with_its_first_request_after_its_last_gives_rates_not_a_panic() {
+        let history = PageHistory {
+            first_request: 10,
+            last_request: 3,
+            requests: 2,
+            comparisons: 1,
+            ..Default::default()
+        };
+        assert_eq!(history.comparison_spacing(), Some(1.0));
+        assert_eq!(history.rates(K).request_rate, Some(2.0));
+    }
 
     fn close(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() < 1e-12)
