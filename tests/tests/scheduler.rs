@@ -1,7 +1,7 @@
 //! Two scheduler instances on a 4-partition topic publish, together, exactly m picks per
 //! period: each takes its partitions' share without talking to the other.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use rdkafka::producer::FutureProducer;
@@ -74,6 +74,19 @@ async fn two_instances_publish_m_picks_per_period_together() {
         })
     })
     .await;
+    // Lag is exported for exactly the partitions each instance owns now: a partition that
+    // moved in the rebalance has left the old owner's series.
+    wait_for("the lag series do not follow the assignment", || {
+        let (first, second) = (lag_series(&stages[0]), lag_series(&stages[1]));
+        let everything: BTreeSet<(String, i32)> = [&estimates, &links]
+            .iter()
+            .flat_map(|topic| (0..PARTITIONS).map(|p| (topic.to_string(), p)))
+            .collect();
+        first.len() == 4
+            && second.len() == 4
+            && first.union(&second).cloned().collect::<BTreeSet<_>>() == everything
+    })
+    .await;
     let frontier = |s: &RunningStage| metric(s, "recrawl_scheduler_frontier_urls{stage=\"scheduler\"}");
     wait_for("the instances did not file every seed", || {
         stages.iter().filter_map(frontier).sum::<f64>() == URLS as f64
@@ -138,4 +151,24 @@ async fn two_instances_publish_m_picks_per_period_together() {
         assert!(picks.iter().all(|p| p.reason == PickReason::Discovery && p.depth == 0));
     }
     drop(broker);
+}
+
+/// The (topic, partition) of every `recrawl_consumer_lag_records` series `stage` exports.
+fn lag_series(stage: &RunningStage) -> BTreeSet<(String, i32)> {
+    stage
+        .ctx
+        .metrics
+        .render()
+        .lines()
+        .filter_map(|line| line.strip_prefix("recrawl_consumer_lag_records{"))
+        .filter_map(|line| line.split_once('}'))
+        .filter_map(|(labels, _)| {
+            let label = |name: &str| {
+                labels
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\"")?.strip_suffix('"'))
+            };
+            Some((label("topic")?.to_owned(), label("partition")?.parse().ok()?))
+        })
+        .collect()
 }

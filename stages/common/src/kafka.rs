@@ -238,6 +238,22 @@ impl StageConsumerContext {
     }
 }
 
+/// Records between the consumer and the end of `partition`: librdkafka's lag from the
+/// committed offset, or, before the group's first commit there (librdkafka says -1), from
+/// the position the consumer reads at — with `auto.offset.reset=earliest` the log start
+/// until it has read something — so an empty or never-committed partition has a series
+/// too. -1 while the end is unknown.
+fn records_behind(partition: &rdkafka::statistics::Partition) -> i64 {
+    if partition.consumer_lag >= 0 || partition.hi_offset < 0 {
+        return partition.consumer_lag;
+    }
+    let position = if partition.app_offset >= 0 { partition.app_offset } else { partition.lo_offset };
+    if position < 0 {
+        return -1;
+    }
+    partition.hi_offset.saturating_sub(position).max(0)
+}
+
 impl ClientContext for StageConsumerContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         forward_log(level, facility, message);
@@ -248,7 +264,7 @@ impl ClientContext for StageConsumerContext {
             self.health.kafka_up();
         }
         self.export_lag(statistics.topics.iter().flat_map(|(topic, stats)| {
-            stats.partitions.values().map(move |p| (topic.as_str(), p.partition, p.consumer_lag))
+            stats.partitions.values().map(move |p| (topic.as_str(), p.partition, records_behind(p)))
         }));
     }
 
@@ -351,6 +367,22 @@ mod tests {
         assert_eq!(series(), [line("e", 1, 0)]);
         context.export_lag([("e", 0, 5), ("e", 1, 2), ("l", 1, 7)].into_iter());
         assert_eq!(series(), [line("e", 1, 2), line("l", 1, 7)]);
+    }
+
+    #[test]
+    fn a_partition_without_a_commit_is_behind_by_what_is_left_to_read() {
+        let stats = |consumer_lag, hi_offset, lo_offset, app_offset| rdkafka::statistics::Partition {
+            consumer_lag,
+            hi_offset,
+            lo_offset,
+            app_offset,
+            ..Default::default()
+        };
+        assert_eq!(records_behind(&stats(7, 10, 0, 3)), 7, "librdkafka's lag when it has one");
+        assert_eq!(records_behind(&stats(-1, 0, 0, -1001)), 0, "an empty partition");
+        assert_eq!(records_behind(&stats(-1, 10, 4, -1001)), 6, "nothing read yet: from the log start");
+        assert_eq!(records_behind(&stats(-1, 10, 4, 8)), 2, "read up to 8, not committed yet");
+        assert_eq!(records_behind(&stats(-1, -1, -1, -1001)), -1, "the end is not known yet");
     }
 
     /// The record limit reaches both ends, and every client refuses to create topics.
