@@ -63,7 +63,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..10_000))]
     pub pages_per_site: u32,
     /// Median changes per period of a page (rates are heavy-tailed around it).
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = 0.2, value_parser = crate::sim::parse_positive)]
     pub median_change_rate: f64,
     /// m: picks per period (default: a fifth of the pages).
     #[arg(long)]

@@ -237,3 +237,24 @@ fn sim_runs_each_budget_of_a_list() {
     let requests: Vec<u64> = reports.iter().filter_map(|r| r["policies"][0]["requests"].as_u64()).collect();
     assert_eq!(requests, [250, 750]);
 }
+
+/// Rates, shares and scales that make no sense are refused at start, naming the flag,
+/// where they used to run a web of NaN rates or a Korean share of 5.
+#[test]
+fn absurd_simulation_settings_are_refused_naming_the_flag() {
+    for (command, flag, value) in [
+        ("simweb", "--median-change-rate", "nan"),
+        ("simweb", "--median-change-rate", "-1"),
+        ("simweb", "--korean-share", "5"),
+        ("simweb", "--period-minutes", "0"),
+        ("simweb", "--latency-scale", "inf"),
+        ("sim", "--period-minutes", "nan"),
+        ("sim", "--min-recall", "-0.5"),
+        ("demo", "--median-change-rate", "0"),
+    ] {
+        let output = recrawl().args([command, &format!("{flag}={value}")]).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command} {flag}={value}: {stderr}");
+        assert!(stderr.contains(flag), "{command} {flag}={value}: {stderr}");
+    }
+}

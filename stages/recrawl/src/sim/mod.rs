@@ -42,7 +42,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Wall minutes a period stands for (time of day of changes and response times).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_parser = parse_positive)]
     pub period_minutes: f64,
     /// Policies to run, comma-separated (default: all): optimum, clairvoyant,
     /// proportional, uniform, paper, change-aware, nutch-adaptive, lambda-crawl, groups,
@@ -51,10 +51,10 @@ pub struct SimArgs {
     pub policies: Vec<SimPolicy>,
     /// The estimator's least request rate for a URL to count in its group's
     /// distributions (the paper's 0.9 assumes every URL is requested every crawl).
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = 0.9, value_parser = parse_non_negative)]
     pub min_request_rate: f64,
     /// The estimator's least download (change) recall for the same.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = 0.2, value_parser = parse_non_negative)]
     pub min_recall: f64,
     /// Tell the learned policies each page's true change rate instead of letting them
     /// estimate it: separates what a policy's rule is worth from its estimates.
@@ -69,11 +69,32 @@ pub struct SimArgs {
     pub json: bool,
 }
 
-fn parse_share(raw: &str) -> Result<f64, String> {
+/// A finite number `accept` takes; clap names the flag in the error.
+fn parse_finite(raw: &str, accept: impl Fn(f64) -> bool, expected: &str) -> Result<f64, String> {
     match raw.parse::<f64>() {
-        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
-        _ => Err(format!("{raw:?}: expected a share in (0, 1]")),
+        Ok(value) if value.is_finite() && accept(value) => Ok(value),
+        _ => Err(format!("{raw:?}: expected {expected}")),
     }
+}
+
+/// A budget: a share of the pages in (0, 1].
+fn parse_share(raw: &str) -> Result<f64, String> {
+    parse_finite(raw, |share| share > 0.0 && share <= 1.0, "a share in (0, 1]")
+}
+
+/// A fraction in [0, 1].
+pub(crate) fn parse_fraction(raw: &str) -> Result<f64, String> {
+    parse_finite(raw, |fraction| (0.0..=1.0).contains(&fraction), "a fraction in [0, 1]")
+}
+
+/// A rate or a length of time: finite and above 0.
+pub(crate) fn parse_positive(raw: &str) -> Result<f64, String> {
+    parse_finite(raw, |value| value > 0.0, "a finite number above 0")
+}
+
+/// A scale or a threshold: finite and ≥ 0.
+pub(crate) fn parse_non_negative(raw: &str) -> Result<f64, String> {
+    parse_finite(raw, |value| value >= 0.0, "a finite number ≥ 0")
 }
 
 fn parse_policy(raw: &str) -> Result<SimPolicy, String> {

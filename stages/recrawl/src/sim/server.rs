@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::text::{apply_change, encode, initial_words, render_html, Charset, Language, Vocabulary};
 use super::web::{ChangeState, Failure, Web, WebParams};
+use super::{parse_fraction, parse_non_negative, parse_positive};
 
 /// Every site's host name ends in this.
 pub const DOMAIN: &str = "sim.test";
@@ -74,19 +75,19 @@ pub struct SimWebArgs {
     #[arg(long, env = "RECRAWL_SIMWEB_PERIOD_MS", default_value_t = 3000, value_parser = clap::value_parser!(u64).range(10..))]
     pub period_ms: u64,
     /// Simulated minutes a period stands for (time of day of changes and load).
-    #[arg(long, env = "RECRAWL_SIMWEB_PERIOD_MINUTES", default_value_t = 60.0)]
+    #[arg(long, env = "RECRAWL_SIMWEB_PERIOD_MINUTES", default_value_t = 60.0, value_parser = parse_positive)]
     pub period_minutes: f64,
     /// Median changes per period of a page.
-    #[arg(long, env = "RECRAWL_SIMWEB_MEDIAN_CHANGE_RATE", default_value_t = 0.2)]
+    #[arg(long, env = "RECRAWL_SIMWEB_MEDIAN_CHANGE_RATE", default_value_t = 0.2, value_parser = parse_positive)]
     pub median_change_rate: f64,
     /// Share of sites in Korean (half of them served in EUC-KR).
-    #[arg(long, env = "RECRAWL_SIMWEB_KOREAN_SHARE", default_value_t = 0.3)]
+    #[arg(long, env = "RECRAWL_SIMWEB_KOREAN_SHARE", default_value_t = 0.3, value_parser = parse_fraction)]
     pub korean_share: f64,
     /// Start of period 0, Unix ms (default: now).
     #[arg(long, env = "RECRAWL_SIMWEB_EPOCH_UNIX_MS")]
     pub epoch_unix_ms: Option<i64>,
     /// Multiplies the hosts' modelled response times (0: answer at once).
-    #[arg(long, env = "RECRAWL_SIMWEB_LATENCY_SCALE", default_value_t = 0.25)]
+    #[arg(long, env = "RECRAWL_SIMWEB_LATENCY_SCALE", default_value_t = 0.25, value_parser = parse_non_negative)]
     pub latency_scale: f64,
     /// How long a page that times out holds the request, ms.
     #[arg(long, env = "RECRAWL_SIMWEB_HOLD_MS", default_value_t = 30_000)]
