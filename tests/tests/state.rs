@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use rdkafka::mocking::{MockCluster, MockCoordinator};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, Broker, RunningStage};
+use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{ChangeEvent, FetchResult};
+use recrawl_schemas::{ChangeEvent, FetchResult, TopicCatalogue};
 
 const URLS: usize = 8;
 const ORIGINAL: &str = "<p>one two three alpha</p>";
@@ -179,4 +180,52 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
     }
     after.stop().await.expect("stops cleanly");
     drop(broker);
+}
+
+/// A crash while a batch's outputs are undeliverable must not leave behind a changelog
+/// that marks the batch applied: its replay would be skipped as a repeat, and the outputs
+/// lost. Two mock brokers, `change-events` led by the second: with it down, the diff
+/// stage's change event cannot be delivered while the changelog (on the first) could be.
+/// The stage is stopped mid-retry (a crash as far as the batch goes: its producer purges
+/// what it holds), the broker comes back, and a new instance must still emit the event.
+/// Mock-only: it places partition leaders, which an external broker does not let a test do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_before_the_outputs_are_acknowledged_loses_no_output() {
+    let mock = MockCluster::new(2).expect("mock cluster");
+    let prefix = unique_prefix("changelog-order");
+    let mut flags = kafka_flags(&mock.bootstrap_servers(), &prefix);
+    // Failed deliveries surface after 2 s rather than 30; the drain gives up at once.
+    flags.extend(["--kafka-option", "message.timeout.ms=2000"].map(String::from));
+    let drain = flags.iter().position(|flag| flag == "--drain-timeout-ms").expect("drain flag") + 1;
+    flags[drain] = "200".to_owned();
+    let kafka: KafkaArgs = parse_args(&flags);
+    let names = kafka.cluster.topics();
+    let catalogue = TopicCatalogue::builtin();
+    recrawl::demo::create_topics_on_mock(&mock, &catalogue, &names).expect("topics");
+    for topic in &catalogue.topics {
+        let leader = if topic.name == CHANGE_EVENTS.name { 2 } else { 1 };
+        for partition in 0..topic.partitions {
+            mock.partition_leader(&names.name(&topic.name), partition, Some(leader)).expect("leader");
+        }
+    }
+    mock.coordinator(MockCoordinator::Group(kafka.group_for("diff")), 1).expect("coordinator");
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+
+    let crashing = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
+    crashing.ready().await;
+    mock.broker_down(2).expect("broker 2 down");
+    produce(&producer, &names, FETCH_RESULTS, &result(0, 1, ORIGINAL)).await;
+    // Every delivery of the batch has an answer once one has failed.
+    let failed_deliveries = crashing.ctx.metrics.errors.with_label_values(&["produce"]);
+    wait_for("a failed delivery of the change event", || failed_deliveries.get() > 0).await;
+    assert!(crashing.stop().await.is_err(), "the batch was abandoned, not finished");
+
+    mock.broker_up(2).expect("broker 2 up");
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS.name]).await.expect("observer");
+    let restarted = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
+    restarted.ready().await;
+    let (mut events, mut dead) = (Vec::new(), 0);
+    events_until(&observer, &mut events, &mut dead, 1, 0).await;
+    assert_eq!((events[0].url.as_str(), events[0].period), ("http://site0.example/page.html", 1));
+    restarted.stop().await.expect("stops cleanly");
 }

@@ -6,12 +6,14 @@
 //!    changelog, drop revoked ones;
 //! 3. let the stage handle the batch: it decodes and checks each message (one that fails
 //!    becomes a dead letter with its reason), updates state and emits outputs;
-//! 4. produce the outputs and the changelog records of every touched key, and wait until
-//!    all are acknowledged: transient failures (broker down, leader moves, timeouts, a
-//!    fenced or unknown producer id) are retried with back-off, re-creating the producer
-//!    after a fatal error, for up to `--outage-timeout-ms`; an output the broker refuses
-//!    for good goes to the dead-letter topic instead, and a dead letter it refuses is
-//!    logged, counted and skipped, so no record can stop a stage;
+//! 4. produce the outputs and wait until all are acknowledged, then the changelog records
+//!    of every touched key, likewise (a changelog written first could, after a crash,
+//!    mark a batch applied whose outputs the broker never took). Transient failures
+//!    (broker down, leader moves, timeouts, a fenced or unknown producer id) are retried
+//!    with back-off, re-creating the producer after a fatal error, for up to
+//!    `--outage-timeout-ms`; an output the broker refuses for good goes to the dead-letter
+//!    topic instead, and a dead letter it refuses is logged, counted and skipped, so no
+//!    record can stop a stage;
 //! 5. only then store the batch's offsets (committed every second and on shutdown).
 //!
 //! A crash anywhere before step 5 replays the batch; stages make replays no-ops by
@@ -908,39 +910,55 @@ impl<S: Stage> Loop<S> {
         self.publish(out).await
     }
 
-    /// Produces `out` plus the changelog records of every key the stage touched, and
+    /// Produces `out`, then the changelog records of every key the stage touched, and
     /// waits until every one is acknowledged, dead-lettered or, for a refused dead
-    /// letter, counted and skipped.
-    async fn publish(&mut self, mut out: Emitter) -> Result<(), RuntimeError> {
+    /// letter, counted and skipped. The changelog goes only once the outputs are
+    /// acknowledged: it is what makes a replay a no-op, so a changelog ahead of its
+    /// outputs would, after a crash between the two, have the replay skip outputs the
+    /// broker never took.
+    async fn publish(&mut self, out: Emitter) -> Result<(), RuntimeError> {
+        self.deliver_all(out.records).await?;
         if self.stage.stateful() {
-            let changelog = self.topics.state(S::NAME);
-            let mut write = |partition: i32, key: String, value: Option<&S::State>| {
-                let payload = value.map(encode).transpose().map_err(StageError::from)?;
-                let headers =
-                    kafka_headers::<S::State>().map(|(name, value)| (name, value.into_bytes())).into();
-                out.records.push(OutputRecord {
-                    topic: changelog.clone(),
-                    key: key.into_bytes(),
-                    payload,
-                    headers,
-                    partition: Some(partition),
-                    dead_letter: None,
-                });
-                Ok::<(), StageError>(())
-            };
-            for (partition, key, value) in self.store.take_dirty() {
-                write(partition, key, value)?;
-            }
-            for (partition, key, value) in self.store.take_written() {
-                write(partition, key, Some(&value))?;
-            }
+            let changelog = self.changelog_records()?;
+            self.deliver_all(changelog).await?;
         }
         self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
+        Ok(())
+    }
+
+    /// The changelog records of every key the stage touched since the last call.
+    fn changelog_records(&mut self) -> Result<Vec<OutputRecord>, StageError> {
+        let changelog = self.topics.state(S::NAME);
+        let record = |partition: i32, key: String, value: Option<&S::State>| -> Result<OutputRecord, StageError> {
+            let headers = kafka_headers::<S::State>().map(|(name, value)| (name, value.into_bytes())).into();
+            Ok(OutputRecord {
+                topic: changelog.clone(),
+                key: key.into_bytes(),
+                payload: value.map(encode).transpose()?,
+                headers,
+                partition: Some(partition),
+                dead_letter: None,
+            })
+        };
+        let mut records = Vec::new();
+        for (partition, key, value) in self.store.take_dirty() {
+            records.push(record(partition, key, value)?);
+        }
+        for (partition, key, value) in self.store.take_written() {
+            records.push(record(partition, key, Some(&value))?);
+        }
+        Ok(records)
+    }
+
+    /// Produces `records` and waits until each is acknowledged, dead-lettered or, for a
+    /// refused dead letter, counted and skipped; transient failures are retried with
+    /// back-off for up to the outage timeout.
+    async fn deliver_all(&mut self, records: Vec<OutputRecord>) -> Result<(), RuntimeError> {
         let started = Instant::now();
         let mut backoff = Backoff::new();
         let mut retried = false;
         let mut said = String::new();
-        let mut pending = out.records;
+        let mut pending = records;
         loop {
             let producer = &self.producer;
             let deliveries = pending.iter().map(|record| deliver(producer, record));

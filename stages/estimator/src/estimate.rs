@@ -102,7 +102,7 @@ pub enum Applied {
     /// A new request: the state changed.
     New(Box<PageEstimate>),
     /// The URL's latest request again (a replay after a crash): nothing changed; the
-    /// estimate is sent again in case the first one was lost.
+    /// estimate is sent again, as the first run sent it.
     Repeated(Box<PageEstimate>),
     /// An older request than the latest applied: ignored.
     Stale,
