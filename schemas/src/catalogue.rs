@@ -6,21 +6,11 @@
 use schemars::{schema_for, JsonSchema};
 use serde_json::{json, Map, Value};
 
-use crate::envelope::{kafka_headers, Format, Message, MAGIC, SCHEMA_VERSION};
+use crate::envelope::{
+    kafka_headers, kebab_name, schema_tag, Format, Message, MAGIC, SCHEMA_FIELD, SCHEMA_VERSION,
+};
 use crate::messages::*;
 use crate::topics::{dead_letter_headers, TopicCatalogue, DEAD_LETTER_KINDS, DEFAULT_TOPIC_PREFIX};
-
-/// `PagePick` → `page-pick`.
-pub fn kebab_name(type_name: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in type_name.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('-');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
-}
 
 /// Path of a message's JSON Schema relative to the `schemas/` directory.
 pub fn schema_path(type_name: &str) -> String {
@@ -34,7 +24,25 @@ struct Described {
 }
 
 fn describe<M: Message + JsonSchema>() -> Described {
-    let schema = serde_json::to_value(schema_for!(M)).unwrap_or(Value::Null);
+    let mut schema = serde_json::to_value(schema_for!(M)).unwrap_or(Value::Null);
+    if M::FORMAT == Format::Json {
+        // The tag `encode` writes first: part of the object a reader sees.
+        let tag = schema_tag::<M>();
+        let property = json!({
+            "description": "The message type and schema version; also in the schema-version header.",
+            "type": "string",
+            "const": tag,
+        });
+        let mut properties = Map::new();
+        properties.insert(SCHEMA_FIELD.to_owned(), property);
+        if let Some(Value::Object(rest)) = schema.get_mut("properties").map(std::mem::take) {
+            properties.extend(rest);
+        }
+        schema["properties"] = Value::Object(properties);
+        if let Some(Value::Array(required)) = schema.get_mut("required") {
+            required.insert(0, json!(SCHEMA_FIELD));
+        }
+    }
     Described { name: M::NAME, format: M::FORMAT, schema }
 }
 
@@ -81,13 +89,20 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
         let message = match described {
             Some(t) => {
                 let headers: Map<String, Value> = header_schema(t.format);
+                let summary = match t.format {
+                    Format::Json => format!(
+                        "{}: one JSON object, nothing before it; its first field `{SCHEMA_FIELD}` names the type and schema version. Readers also take schema 1's envelope, the bytes [0x{MAGIC:02x}, {}, 0, 1] before the object.",
+                        t.name, Format::Json as u8,
+                    ),
+                    Format::Bincode => format!(
+                        "{} in a recrawl envelope: bytes [0x{MAGIC:02x}, {}, {}, {}] then the bincode body.",
+                        t.name, Format::Bincode as u8, SCHEMA_VERSION >> 8, SCHEMA_VERSION & 0xff,
+                    ),
+                };
                 json!({
                     "name": t.name,
-                    "contentType": t.format.content_type(),
-                    "summary": format!(
-                        "{} in a recrawl envelope: bytes [0x{MAGIC:02x}, {}, {}, {}] then the {} body.",
-                        t.name, t.format as u8, SCHEMA_VERSION >> 8, SCHEMA_VERSION & 0xff, t.format.name()
-                    ),
+                    "contentType": t.format.framing().content_type(),
+                    "summary": summary,
                     "payload": { "$ref": format!("./{}", schema_path(t.name)) },
                     "headers": { "type": "object", "properties": headers },
                 })
@@ -110,7 +125,7 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
             }),
             None => json!({
                 "name": topic.payload,
-                "contentType": Format::Bincode.content_type(),
+                "contentType": Format::Bincode.framing().content_type(),
                 "summary": format!("{}: a stage's internal state in a recrawl bincode envelope; not a public contract. A null value deletes the key.", topic.payload),
                 "payload": { "type": "string", "format": "binary" },
             }),
@@ -222,7 +237,7 @@ mod tests {
             );
         }
         let event = &doc["components"]["messages"]["ChangeEvent"];
-        assert_eq!(event["contentType"], json!("application/vnd.recrawl+json"));
+        assert_eq!(event["contentType"], json!("application/json"));
         assert_eq!(event["payload"]["$ref"], json!("./json/change-event.schema.json"));
     }
 
@@ -255,17 +270,26 @@ mod tests {
     }
 
     /// Decodes the committed encodings of the current schema version: a change to a type
-    /// that breaks reading what is already on the topics fails here.
+    /// that breaks reading what is already on the topics fails here. `<name>.bin` is the
+    /// envelope schema 1 wrote for every type; a JSON type is now written as plain JSON,
+    /// `<name>.json`, and must still read its `.bin`.
     #[test]
     fn golden_fixtures_decode() {
         fn check<M: Message + PartialEq + std::fmt::Debug>(sample: M) {
-            let path = schemas_dir().join(format!("fixtures/v{SCHEMA_VERSION}/{}.bin", kebab_name(M::NAME)));
+            let stem = schemas_dir().join(format!("fixtures/v{SCHEMA_VERSION}/{}", kebab_name(M::NAME)));
+            let current = stem.with_extension(match M::FORMAT {
+                Format::Bincode => "bin",
+                Format::Json => "json",
+            });
             if bless() {
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                std::fs::write(&path, encode(&sample).unwrap()).unwrap();
+                std::fs::create_dir_all(current.parent().unwrap()).unwrap();
+                std::fs::write(&current, encode(&sample).unwrap()).unwrap();
             }
-            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            assert_eq!(decode::<M>(&bytes).unwrap(), sample, "{}", path.display());
+            for path in [&current, &stem.with_extension("bin")] {
+                let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert_eq!(decode::<M>(&bytes).unwrap(), sample, "{}", path.display());
+            }
+            let bytes = std::fs::read(&current).unwrap();
             assert_eq!(encode(&sample).unwrap(), bytes, "{} encodes differently now", M::NAME);
         }
         check(samples::page_pick());

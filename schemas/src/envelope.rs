@@ -1,11 +1,18 @@
-//! The envelope: `[magic, format, version hi, version lo]` before every payload, mirrored
-//! in the Kafka headers `content-type` and `schema-version`. This module is the only place
-//! that calls bincode (pinned `=2.0.1`, unmaintained upstream), so replacing it is local.
+//! How a message travels on a topic. Messages people read (`Format::Json`) are plain
+//! JSON: one object, nothing before the `{`, whose first field names the message type and
+//! schema version (`"schema":"recrawl.change-event/1"`). Internal messages
+//! (`Format::Bincode`) keep the envelope `[magic, format, version hi, version lo]` before
+//! a bincode body. The Kafka headers `content-type` and `schema-version` mirror either.
+//! Readers also take the envelope before a JSON body, which schema 1 wrote on every topic.
+//! This module is the only place that calls bincode (pinned `=2.0.1`, unmaintained
+//! upstream), so replacing it is local.
 
-use serde::{de::DeserializeOwned, Serialize};
+use std::borrow::Cow;
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
-/// First byte of every recrawl payload; not a byte any JSON or text value starts with.
+/// First byte of an envelope; not a byte any JSON or text value starts with.
 pub const MAGIC: u8 = 0xC5;
 /// Version of every message and state type in this crate; bump on any incompatible change.
 pub const SCHEMA_VERSION: u16 = 1;
@@ -17,6 +24,12 @@ pub const HEADER_LEN: usize = 4;
 pub const MAX_BINCODE_BODY: usize = 64 << 20;
 pub const CONTENT_TYPE_HEADER: &str = "content-type";
 pub const SCHEMA_VERSION_HEADER: &str = "schema-version";
+/// The field of a plain JSON message that names its type and schema version.
+pub const SCHEMA_FIELD: &str = "schema";
+/// The `content-type` of plain JSON messages.
+pub const JSON_CONTENT_TYPE: &str = "application/json";
+/// Schema tags longer than this are not looked for at the start of a payload.
+const MAX_TAG_BYTES: usize = 128;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -34,23 +47,62 @@ impl Format {
         }
     }
 
-    /// The `content-type` Kafka header value for this format.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Self::Bincode => "application/vnd.recrawl+bincode",
-            Self::Json => "application/vnd.recrawl+json",
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Self::Bincode => "bincode",
             Self::Json => "json",
         }
     }
+
+    /// How messages of this format are written now.
+    pub fn framing(self) -> Framing {
+        match self {
+            Self::Bincode => Framing::Envelope(self),
+            Self::Json => Framing::PlainJson,
+        }
+    }
 }
 
-/// A type that travels in an envelope. `NAME` is the payload name used in the topic
+/// How a payload is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// One JSON object whose `schema` field names the type and version.
+    PlainJson,
+    /// The 4-byte envelope, then a body of the format.
+    Envelope(Format),
+}
+
+impl Framing {
+    /// The `content-type` Kafka header value for this framing.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::PlainJson => JSON_CONTENT_TYPE,
+            Self::Envelope(Format::Bincode) => "application/vnd.recrawl+bincode",
+            Self::Envelope(Format::Json) => "application/vnd.recrawl+json",
+        }
+    }
+}
+
+/// What a payload says of itself, read without decoding its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Framed<'a> {
+    pub framing: Framing,
+    pub version: u16,
+    /// The message type a plain JSON payload names (`change-event`); envelopes do not say.
+    pub message: Option<Cow<'a, str>>,
+}
+
+impl Framed<'_> {
+    /// The Kafka headers that go with this payload.
+    pub fn kafka_headers(&self) -> [(&'static str, String); 2] {
+        [
+            (CONTENT_TYPE_HEADER, self.framing.content_type().to_owned()),
+            (SCHEMA_VERSION_HEADER, self.version.to_string()),
+        ]
+    }
+}
+
+/// A type that travels on a topic. `NAME` is the payload name used in the topic
 /// catalogue and the JSON Schema file names.
 pub trait Message: Serialize + DeserializeOwned {
     const NAME: &'static str;
@@ -74,15 +126,17 @@ impl Message for () {
 pub enum EnvelopeError {
     #[error("payload truncated: {len} bytes, the envelope header alone is {HEADER_LEN}")]
     Truncated { len: usize },
-    #[error("bad magic byte 0x{0:02x} (expected 0x{MAGIC:02x}): not a recrawl payload")]
+    #[error("not a recrawl payload: it starts with byte 0x{0:02x}, neither `{{` (JSON) nor 0x{MAGIC:02x} (the envelope)")]
     BadMagic(u8),
     #[error("unknown format byte {0}")]
     UnknownFormat(u8),
-    #[error("payload is {found}, {expected} expects {expected_format}")]
-    WrongFormat { expected: &'static str, expected_format: &'static str, found: &'static str },
+    #[error("a JSON payload without a \"schema\" field naming its type and version: {0}")]
+    NoSchemaTag(String),
+    #[error("the payload is a {found}, not a {expected}")]
+    WrongMessage { expected: String, found: String },
     #[error("unknown schema version {found} (this build reads {SCHEMA_VERSION})")]
     UnknownVersion { found: u16 },
-    #[error("Kafka header {header} is {found:?}, the envelope says {expected:?}")]
+    #[error("Kafka header {header} is {found:?}, the payload says {expected:?}")]
     HeaderMismatch { header: &'static str, found: String, expected: String },
     #[error("{name} payload does not decode: {reason}")]
     Payload { name: &'static str, reason: String },
@@ -98,13 +152,42 @@ fn bincode_config() -> bincode::config::Configuration<
     bincode::config::standard().with_limit::<MAX_BINCODE_BODY>()
 }
 
-/// Encodes `message` with its envelope header.
+/// `PagePick` → `page-pick`.
+pub fn kebab_name(type_name: &str) -> String {
+    kebab_chars(type_name).collect()
+}
+
+fn kebab_chars(type_name: &str) -> impl Iterator<Item = char> + '_ {
+    type_name.chars().enumerate().flat_map(|(i, c)| {
+        let dash = (c.is_ascii_uppercase() && i > 0).then_some('-');
+        dash.into_iter().chain([c.to_ascii_lowercase()])
+    })
+}
+
+/// The `schema` field's value for `M`: `recrawl.change-event/1`.
+pub fn schema_tag<M: Message>() -> String {
+    let mut tag = Vec::new();
+    write_schema_tag::<M>(&mut tag);
+    String::from_utf8_lossy(&tag).into_owned()
+}
+
+fn write_schema_tag<M: Message>(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"recrawl.");
+    let mut utf8 = [0; 4];
+    for c in kebab_chars(M::NAME) {
+        out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+    }
+    out.extend_from_slice(format!("/{SCHEMA_VERSION}").as_bytes());
+}
+
+/// Encodes `message` as its format is written: plain JSON with its schema tag first, or
+/// the envelope and a bincode body.
 pub fn encode<M: Message>(message: &M) -> Result<Vec<u8>, EnvelopeError> {
-    let [version_hi, version_lo] = SCHEMA_VERSION.to_be_bytes();
-    let mut out = vec![MAGIC, M::FORMAT as u8, version_hi, version_lo];
     let encode_error = |reason: String| EnvelopeError::Encode { name: M::NAME, reason };
     match M::FORMAT {
         Format::Bincode => {
+            let [version_hi, version_lo] = SCHEMA_VERSION.to_be_bytes();
+            let mut out = vec![MAGIC, M::FORMAT as u8, version_hi, version_lo];
             bincode::serde::encode_into_std_write(message, &mut out, bincode_config())
                 .map_err(|e| encode_error(e.to_string()))?;
             // Encoding does not enforce the limit; refuse here what decoding would refuse.
@@ -114,26 +197,51 @@ pub fn encode<M: Message>(message: &M) -> Result<Vec<u8>, EnvelopeError> {
                     "{body_len} bytes exceed the {MAX_BINCODE_BODY}-byte limit"
                 )));
             }
+            Ok(out)
         }
-        Format::Json => serde_json::to_writer(&mut out, message).map_err(|e| encode_error(e.to_string()))?,
+        Format::Json => {
+            // `{"schema":"<tag>"`, then the message's own object with its `{` made the
+            // comma that joins the two: no second buffer, no copy.
+            let mut out = Vec::with_capacity(512);
+            out.extend_from_slice(b"{\"schema\":\"");
+            write_schema_tag::<M>(&mut out);
+            out.push(b'"');
+            let joint = out.len();
+            serde_json::to_writer(&mut out, message).map_err(|e| encode_error(e.to_string()))?;
+            match out.get(joint..) {
+                Some(b"{}") => {
+                    out.truncate(joint);
+                    out.push(b'}');
+                }
+                Some([b'{', ..]) => out[joint] = b',',
+                _ => return Err(encode_error("a JSON message must be an object".to_owned())),
+            }
+            Ok(out)
+        }
     }
-    Ok(out)
 }
 
-/// Decodes a payload written by [`encode`], checking the header before the body.
+/// Decodes a payload written by [`encode`], or by schema 1's envelope, checking its
+/// type and version before the body.
 pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
-    let format = check_header(bytes)?;
-    if format != M::FORMAT {
-        return Err(EnvelopeError::WrongFormat {
-            expected: M::NAME,
-            expected_format: M::FORMAT.name(),
-            found: format.name(),
-        });
-    }
-    let body = &bytes[HEADER_LEN..];
+    let framed = inspect(bytes)?;
     let payload_error = |reason: String| EnvelopeError::Payload { name: M::NAME, reason };
-    match format {
-        Format::Bincode => {
+    match framed.framing {
+        Framing::PlainJson => {
+            let found = framed.message.unwrap_or_default();
+            if !found.chars().eq(kebab_chars(M::NAME)) {
+                return Err(EnvelopeError::WrongMessage {
+                    expected: kebab_name(M::NAME),
+                    found: found.into(),
+                });
+            }
+            serde_json::from_slice(bytes).map_err(|e| payload_error(e.to_string()))
+        }
+        Framing::Envelope(Format::Json) => {
+            serde_json::from_slice(&bytes[HEADER_LEN..]).map_err(|e| payload_error(e.to_string()))
+        }
+        Framing::Envelope(Format::Bincode) => {
+            let body = &bytes[HEADER_LEN..];
             let (message, read) = bincode::serde::decode_from_slice(body, bincode_config())
                 .map_err(|e| payload_error(e.to_string()))?;
             if read != body.len() {
@@ -141,60 +249,101 @@ pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
             }
             Ok(message)
         }
-        Format::Json => serde_json::from_slice(body).map_err(|e| payload_error(e.to_string())),
     }
 }
 
-/// Validates the 4-byte header and returns the payload's format.
-pub fn check_header(bytes: &[u8]) -> Result<Format, EnvelopeError> {
-    let [magic, format, version_hi, version_lo, ..] = *bytes else {
-        return Err(EnvelopeError::Truncated { len: bytes.len() });
+/// Reads how `bytes` is framed, its schema version and, for plain JSON, the type it names;
+/// a version this build does not read is an error.
+pub fn inspect(bytes: &[u8]) -> Result<Framed<'_>, EnvelopeError> {
+    let framed = match bytes.first() {
+        Some(b'{') => {
+            let tag = json_schema_tag(bytes)?;
+            let parsed = tag
+                .strip_prefix("recrawl.")
+                .and_then(|tag| tag.rsplit_once('/'))
+                .and_then(|(message, version)| Some((message.len(), version.parse::<u16>().ok()?)));
+            let Some((message_len, version)) = parsed else {
+                return Err(EnvelopeError::NoSchemaTag(format!(
+                    "{tag:?} is not recrawl.<message>/<version>"
+                )));
+            };
+            let start = "recrawl.".len();
+            let end = start.saturating_add(message_len);
+            let message = match tag {
+                Cow::Borrowed(tag) => Cow::Borrowed(&tag[start..end]),
+                Cow::Owned(tag) => Cow::Owned(tag[start..end].to_owned()),
+            };
+            Framed { framing: Framing::PlainJson, version, message: Some(message) }
+        }
+        _ => {
+            let [magic, format, version_hi, version_lo, ..] = *bytes else {
+                return Err(match bytes.first() {
+                    Some(&byte) if byte != MAGIC => EnvelopeError::BadMagic(byte),
+                    _ => EnvelopeError::Truncated { len: bytes.len() },
+                });
+            };
+            if magic != MAGIC {
+                return Err(EnvelopeError::BadMagic(magic));
+            }
+            let format = Format::from_byte(format).ok_or(EnvelopeError::UnknownFormat(format))?;
+            let version = u16::from_be_bytes([version_hi, version_lo]);
+            Framed { framing: Framing::Envelope(format), version, message: None }
+        }
     };
-    if magic != MAGIC {
-        return Err(EnvelopeError::BadMagic(magic));
+    if framed.version != SCHEMA_VERSION {
+        return Err(EnvelopeError::UnknownVersion { found: framed.version });
     }
-    let format = Format::from_byte(format).ok_or(EnvelopeError::UnknownFormat(format))?;
-    let version = u16::from_be_bytes([version_hi, version_lo]);
-    if version != SCHEMA_VERSION {
-        return Err(EnvelopeError::UnknownVersion { found: version });
-    }
-    Ok(format)
+    Ok(framed)
 }
 
-/// The Kafka headers that mirror the envelope of a `M` payload.
+/// The `schema` field of a JSON object: read from the start, where [`encode`] writes it,
+/// or else from a parse of the whole object (another producer's field order).
+fn json_schema_tag(bytes: &[u8]) -> Result<Cow<'_, str>, EnvelopeError> {
+    const PREFIX: &[u8] = b"{\"schema\":\"";
+    if let Some(rest) = bytes.strip_prefix(PREFIX) {
+        let window = &rest[..rest.len().min(MAX_TAG_BYTES)];
+        if let Some(end) = window.iter().position(|&b| b == b'"' || b == b'\\') {
+            if window[end] == b'"' {
+                if let Ok(tag) = std::str::from_utf8(&window[..end]) {
+                    return Ok(Cow::Borrowed(tag));
+                }
+            }
+        }
+    }
+    #[derive(Deserialize)]
+    struct Tagged {
+        schema: Option<String>,
+    }
+    match serde_json::from_slice::<Tagged>(bytes) {
+        Ok(Tagged { schema: Some(tag) }) => Ok(Cow::Owned(tag)),
+        Ok(Tagged { schema: None }) => Err(EnvelopeError::NoSchemaTag("the field is missing".to_owned())),
+        Err(error) => Err(EnvelopeError::NoSchemaTag(error.to_string())),
+    }
+}
+
+/// The Kafka headers of a `M` payload as [`encode`] writes it.
 pub fn kafka_headers<M: Message>() -> [(&'static str, String); 2] {
     [
-        (CONTENT_TYPE_HEADER, M::FORMAT.content_type().to_owned()),
+        (CONTENT_TYPE_HEADER, M::FORMAT.framing().content_type().to_owned()),
         (SCHEMA_VERSION_HEADER, SCHEMA_VERSION.to_string()),
     ]
 }
 
-/// Checks that Kafka headers, where present, agree with the envelope of `bytes`.
-/// A producer that sets no headers is accepted: the in-band header is authoritative.
+/// Checks that Kafka headers, where present, agree with what the payload says of itself.
+/// A producer that sets no headers is accepted: the payload is authoritative.
 pub fn check_kafka_headers(
     bytes: &[u8],
     content_type: Option<&[u8]>,
     schema_version: Option<&[u8]>,
 ) -> Result<(), EnvelopeError> {
-    let format = check_header(bytes)?;
-    if let Some(found) = content_type {
-        let found = String::from_utf8_lossy(found);
-        if found != format.content_type() {
-            return Err(EnvelopeError::HeaderMismatch {
-                header: CONTENT_TYPE_HEADER,
-                found: found.into_owned(),
-                expected: format.content_type().to_owned(),
-            });
-        }
-    }
-    if let Some(found) = schema_version {
-        let found = String::from_utf8_lossy(found);
-        if found != SCHEMA_VERSION.to_string() {
-            return Err(EnvelopeError::HeaderMismatch {
-                header: SCHEMA_VERSION_HEADER,
-                found: found.into_owned(),
-                expected: SCHEMA_VERSION.to_string(),
-            });
+    let framed = inspect(bytes)?;
+    for ((header, expected), found) in framed.kafka_headers().into_iter().zip([content_type, schema_version])
+    {
+        if let Some(found) = found {
+            let found = String::from_utf8_lossy(found);
+            if found != expected {
+                return Err(EnvelopeError::HeaderMismatch { header, found: found.into_owned(), expected });
+            }
         }
     }
     Ok(())
@@ -215,11 +364,43 @@ mod tests {
 
         let event = samples::change_event();
         let bytes = encode(&event).unwrap();
-        assert_eq!(&bytes[..4], &[MAGIC, 2, 0, 1]);
-        // Analysts read the JSON after the 4-byte header.
-        let json: serde_json::Value = serde_json::from_slice(&bytes[4..]).unwrap();
+        // What analysts read: one JSON object, nothing before it, the tag first.
+        assert!(
+            bytes.starts_with(br#"{"schema":"recrawl.change-event/1","#),
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(json["url"], event.url);
+        assert_eq!(json[SCHEMA_FIELD], "recrawl.change-event/1");
         assert_eq!(decode::<ChangeEvent>(&bytes).unwrap(), event);
+        assert_eq!(
+            inspect(&bytes).unwrap(),
+            Framed { framing: Framing::PlainJson, version: 1, message: Some("change-event".into()) }
+        );
+    }
+
+    /// Records schema 1 wrote (the envelope before a JSON body) are still read.
+    #[test]
+    fn enveloped_json_is_still_read() {
+        let event = samples::change_event();
+        let mut bytes = vec![MAGIC, Format::Json as u8, 0, 1];
+        serde_json::to_writer(&mut bytes, &event).unwrap();
+        assert_eq!(decode::<ChangeEvent>(&bytes).unwrap(), event);
+        assert_eq!(check_kafka_headers(&bytes, Some(b"application/vnd.recrawl+json"), Some(b"1")), Ok(()));
+    }
+
+    /// Another producer's field order, and whitespace, are fine; the tag is found anyway.
+    #[test]
+    fn the_tag_is_found_anywhere_in_the_object() {
+        let event = samples::change_event();
+        let mut fields = serde_json::to_value(&event).unwrap();
+        fields[SCHEMA_FIELD] = "recrawl.change-event/1".into();
+        let pretty = serde_json::to_vec_pretty(&fields).unwrap();
+        assert_eq!(decode::<ChangeEvent>(&pretty).unwrap(), event);
+        fields[SCHEMA_FIELD] = "recrawl.change-event/3".into();
+        let newer = serde_json::to_vec(&fields).unwrap();
+        assert_eq!(decode::<ChangeEvent>(&newer), Err(EnvelopeError::UnknownVersion { found: 3 }));
     }
 
     #[test]
@@ -229,8 +410,8 @@ mod tests {
             assert_eq!(decode::<PagePick>(&good[..len]), Err(EnvelopeError::Truncated { len }));
         }
         let mut bad = good.clone();
-        bad[0] = b'{';
-        assert_eq!(decode::<PagePick>(&bad), Err(EnvelopeError::BadMagic(b'{')));
+        bad[0] = b'x';
+        assert_eq!(decode::<PagePick>(&bad), Err(EnvelopeError::BadMagic(b'x')));
         let mut bad = good.clone();
         bad[1] = 9;
         assert_eq!(decode::<PagePick>(&bad), Err(EnvelopeError::UnknownFormat(9)));
@@ -238,15 +419,26 @@ mod tests {
         bad[2] = 0x12;
         assert_eq!(decode::<PagePick>(&bad), Err(EnvelopeError::UnknownVersion { found: 0x1201 }));
         let json = encode(&samples::change_event()).unwrap();
-        assert!(matches!(decode::<PagePick>(&json), Err(EnvelopeError::WrongFormat { found: "json", .. })));
+        assert_eq!(
+            decode::<PagePick>(&json),
+            Err(EnvelopeError::WrongMessage { expected: "page-pick".into(), found: "change-event".into() })
+        );
+        for untagged in
+            [&br#"{"url":"http://a/"}"#[..], br#"{"schema":7}"#, br#"{"schema":"change-event"}"#, b"{"]
+        {
+            assert!(
+                matches!(decode::<ChangeEvent>(untagged), Err(EnvelopeError::NoSchemaTag(_))),
+                "{}",
+                String::from_utf8_lossy(untagged)
+            );
+        }
         // A body cut short, and one with bytes left over, are payload errors, not panics.
         assert!(matches!(decode::<PagePick>(&good[..good.len() - 3]), Err(EnvelopeError::Payload { .. })));
         let mut long = good.clone();
         long.push(0);
         assert!(matches!(decode::<PagePick>(&long), Err(EnvelopeError::Payload { .. })));
-        let mut garbage_json = json[..4].to_vec();
-        garbage_json.extend_from_slice(b"{\"url\":");
-        assert!(matches!(decode::<ChangeEvent>(&garbage_json), Err(EnvelopeError::Payload { .. })));
+        let cut = &json[..json.len() - 1];
+        assert!(matches!(decode::<ChangeEvent>(cut), Err(EnvelopeError::Payload { .. })));
     }
 
     #[test]
@@ -302,20 +494,25 @@ mod tests {
     }
 
     #[test]
-    fn kafka_headers_mirror_the_envelope() {
+    fn kafka_headers_mirror_the_payload() {
         let bytes = encode(&samples::page_pick()).unwrap();
         let [(ct_name, ct), (sv_name, sv)] = kafka_headers::<PagePick>();
         assert_eq!((ct_name, sv_name), (CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER));
         assert_eq!(check_kafka_headers(&bytes, Some(ct.as_bytes()), Some(sv.as_bytes())), Ok(()));
         assert_eq!(check_kafka_headers(&bytes, None, None), Ok(()));
         assert!(matches!(
-            check_kafka_headers(&bytes, Some(b"application/vnd.recrawl+json"), None),
+            check_kafka_headers(&bytes, Some(JSON_CONTENT_TYPE.as_bytes()), None),
             Err(EnvelopeError::HeaderMismatch { header: CONTENT_TYPE_HEADER, .. })
         ));
         assert!(matches!(
             check_kafka_headers(&bytes, None, Some(b"7")),
             Err(EnvelopeError::HeaderMismatch { header: SCHEMA_VERSION_HEADER, .. })
         ));
+        let json = encode(&samples::change_event()).unwrap();
+        let [(_, ct), (_, sv)] = kafka_headers::<ChangeEvent>();
+        assert_eq!((ct.as_str(), sv.as_str()), (JSON_CONTENT_TYPE, "1"));
+        assert_eq!(check_kafka_headers(&json, Some(ct.as_bytes()), Some(sv.as_bytes())), Ok(()));
+        assert_eq!(inspect(&json).unwrap().kafka_headers(), kafka_headers::<ChangeEvent>());
     }
 }
 
@@ -349,6 +546,8 @@ mod properties {
             let mut bytes = vec![MAGIC, format, 0, 1];
             bytes.extend_from_slice(&body);
             let _ = decode::<PagePick>(&bytes);
+            bytes.splice(..4, *b"{\"schema\":\"recrawl.change-event/1\",");
+            let _ = decode::<ChangeEvent>(&bytes);
             let _ = decode::<FetchResult>(&bytes);
             let _ = decode::<ChangeEvent>(&bytes);
             let _ = decode::<PageEstimate>(&bytes);

@@ -284,7 +284,7 @@ pub struct DiscoveredLinks {
 
 impl Message for DiscoveredLinks {
     const NAME: &'static str = "DiscoveredLinks";
-    const FORMAT: Format = Format::Bincode;
+    const FORMAT: Format = Format::Json;
 
     fn validate(&self) -> Result<(), String> {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
@@ -465,6 +465,24 @@ impl Message for ChangeEvent {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
         bounds::time_ms("fetched_at_ms", self.fetched_at_ms)?;
         bounds::non_negative("latency_ms", self.latency_ms)?;
+        if let Some(d) = &self.degrees {
+            // JSON has no NaN: every number must be finite to be written as it was read.
+            for (name, value) in [
+                ("bw", d.bw),
+                ("ied", d.ied),
+                ("ied_cost", d.ied_cost),
+                ("ied_s", d.ied_s),
+                ("ied_t", d.ied_t),
+            ]
+            .into_iter()
+            .chain(
+                [("cos", d.cos), ("wd", d.wd), ("ed", d.ed), ("sh", d.sh)]
+                    .into_iter()
+                    .filter_map(|(n, v)| Some((n, v?))),
+            ) {
+                bounds::non_negative(&format!("degrees.{name}"), value)?;
+            }
+        }
         bounds::optional_text("etag", self.etag.as_deref())?;
         bounds::optional_text("last_modified", self.last_modified.as_deref())
     }
@@ -621,7 +639,7 @@ pub struct PageEstimate {
 
 impl Message for PageEstimate {
     const NAME: &'static str = "PageEstimate";
-    const FORMAT: Format = Format::Bincode;
+    const FORMAT: Format = Format::Json;
 
     fn validate(&self) -> Result<(), String> {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
@@ -632,13 +650,22 @@ impl Message for PageEstimate {
         for (name, value) in [
             ("request_rate", self.request_rate),
             ("download_rate", self.download_rate),
+            ("download_recall", self.download_recall),
             ("modification_rate", self.modification_rate),
+            ("change_recall", self.change_recall),
             ("change_rate", self.change_rate),
         ] {
             value.map_or(Ok(()), |value| bounds::non_negative(name, value))?;
         }
-        bounds::non_negative("downloads.next", self.downloads.next)?;
-        bounds::non_negative("changes_forecast.next", self.changes_forecast.next)?;
+        for (name, forecast) in [("downloads", &self.downloads), ("changes_forecast", &self.changes_forecast)]
+        {
+            bounds::non_negative(&format!("{name}.next"), forecast.next)?;
+            // JSON has no NaN: every number must be finite to be written as it was read.
+            for &probability in &forecast.probabilities {
+                bounds::non_negative(&format!("{name}.probabilities"), probability)?;
+            }
+        }
+        bounds::non_negative("refresh.crawls_per_week", self.refresh.crawls_per_week)?;
         bounds::non_negative("refresh.weekly_change_rate", self.refresh.weekly_change_rate)
     }
 }

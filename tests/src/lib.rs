@@ -288,8 +288,8 @@ impl RunningStage {
     }
 }
 
-/// Produces `message` to `topic` as a stage would: envelope payload, envelope headers, the
-/// topic's key.
+/// Produces `message` to `topic` as a stage would: its encoding, the headers that go with
+/// it, the topic's key.
 pub async fn produce<M: Message>(
     producer: &FutureProducer,
     names: &TopicNames,

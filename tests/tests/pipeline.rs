@@ -4,12 +4,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message as _};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
+use recrawl_common::tail::{read_to_end, EndOffsets};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::site::{DemoSite, SiteConfig};
 use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
-use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
+use recrawl_schemas::topics::{
+    CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
+};
 use recrawl_schemas::{ChangeEvent, FetchResult, PageEstimate, PagePick, PickReason};
 
 const PERIOD_MS: u64 = 1000;
@@ -263,8 +268,51 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     assert_eq!(seen.dead_letters.len(), 1, "{:?}", seen.dead_letters);
     let (stage, reason) = &seen.dead_letters[0];
     assert_eq!(stage, "diff");
-    assert!(reason.contains("magic"), "{reason}");
+    assert!(reason.contains("\"schema\" field"), "{reason}");
+
+    // What analysts read is plain JSON, as any tool parses it: the raw value of every
+    // record on the public topics is one object naming its schema, with matching headers.
+    for (topic, schema) in [
+        (CHANGE_EVENTS.name, "recrawl.change-event/1"),
+        (ESTIMATES.name, "recrawl.page-estimate/1"),
+        (LINKS.name, "recrawl.discovered-links/1"),
+        (DISTRIBUTIONS.name, "recrawl.group-distribution/1"),
+    ] {
+        let records = plain_json_records(&kafka, topic, schema);
+        assert!(records > 0, "no records on {topic}");
+    }
     drop(broker);
+}
+
+/// Reads `topic` to its end as raw bytes and checks that every value is a JSON object
+/// whose `schema` is `schema`, under the headers `content-type: application/json` and
+/// `schema-version: 1`; returns how many records it read.
+fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> usize {
+    let name = kafka.cluster.topics().name(topic);
+    let reader: BaseConsumer =
+        recrawl_common::kafka::reader_config(&kafka.cluster, "plain-json-check").create().expect("reader");
+    let timeout = Duration::from_secs(30);
+    let metadata = reader.fetch_metadata(Some(&name), timeout).expect("metadata");
+    let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len() as i32);
+    let (ends, assignment) = EndOffsets::fetch(&reader, &name, 0..partitions, timeout, false).expect("ends");
+    reader.assign(&assignment).expect("assign");
+    let mut records = 0;
+    read_to_end(&reader, ends, Duration::ZERO, timeout, |message| {
+        let value = message.payload().unwrap_or_default();
+        let json: serde_json::Value = serde_json::from_slice(value)
+            .unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {}", String::from_utf8_lossy(value)));
+        assert!(json.is_object() && value.first() == Some(&b'{'), "{name}: {json}");
+        assert_eq!(json["schema"], schema, "{name}");
+        let headers: HashMap<&str, &[u8]> = message
+            .headers()
+            .map(|h| h.iter().filter_map(|h| Some((h.key, h.value?))).collect())
+            .unwrap_or_default();
+        assert_eq!(headers.get("content-type").copied(), Some(&b"application/json"[..]), "{name}");
+        assert_eq!(headers.get("schema-version").copied(), Some(&b"1"[..]), "{name}");
+        records += 1;
+    })
+    .expect("read to the end");
+    records
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,8 +25,15 @@ const FIVE_MB: usize = 5 << 20;
 fn poisons(good: &[u8]) -> Vec<(Vec<u8>, &'static str)> {
     // Deterministic noise that starts with no envelope's magic byte.
     let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1).collect();
-    let mut future = good.to_vec();
-    future[2..4].copy_from_slice(&3u16.to_be_bytes());
+    // The same record from schema version 3: in its JSON tag, or in its envelope.
+    let future = match std::str::from_utf8(good) {
+        Ok(json) if json.starts_with('{') => json.replacen("/1\"", "/3\"", 1).into_bytes(),
+        _ => {
+            let mut future = good.to_vec();
+            future[2..4].copy_from_slice(&3u16.to_be_bytes());
+            future
+        }
+    };
     vec![
         (vec![b'x'; FIVE_MB], "undecodable"),
         (Vec::new(), "undecodable"),

@@ -240,8 +240,8 @@ impl InputRecord {
         }
     }
 
-    /// Decodes the payload as `topic`'s message, checking the Kafka headers against the
-    /// envelope; the error is the reason recorded with the dead letter.
+    /// Decodes the payload as `topic`'s message, checking the Kafka headers against what
+    /// the payload says of itself; the error is the reason recorded with the dead letter.
     pub fn decode<M: Message>(&self, _topic: Topic<M>) -> Result<M, String> {
         self.decode_classified().map_err(|(_, reason)| reason)
     }
@@ -929,17 +929,19 @@ impl<S: Stage> Loop<S> {
     /// The changelog records of every key the stage touched since the last call.
     fn changelog_records(&mut self) -> Result<Vec<OutputRecord>, StageError> {
         let changelog = self.topics.state(S::NAME);
-        let record = |partition: i32, key: String, value: Option<&S::State>| -> Result<OutputRecord, StageError> {
-            let headers = kafka_headers::<S::State>().map(|(name, value)| (name, value.into_bytes())).into();
-            Ok(OutputRecord {
-                topic: changelog.clone(),
-                key: key.into_bytes(),
-                payload: value.map(encode).transpose()?,
-                headers,
-                partition: Some(partition),
-                dead_letter: None,
-            })
-        };
+        let record =
+            |partition: i32, key: String, value: Option<&S::State>| -> Result<OutputRecord, StageError> {
+                let headers =
+                    kafka_headers::<S::State>().map(|(name, value)| (name, value.into_bytes())).into();
+                Ok(OutputRecord {
+                    topic: changelog.clone(),
+                    key: key.into_bytes(),
+                    payload: value.map(encode).transpose()?,
+                    headers,
+                    partition: Some(partition),
+                    dead_letter: None,
+                })
+            };
         let mut records = Vec::new();
         for (partition, key, value) in self.store.take_dirty() {
             records.push(record(partition, key, value)?);

@@ -13,7 +13,7 @@ use recrawl_common::admin::{self, AdminError};
 use recrawl_common::kafka::{producer_config, reader_config};
 use recrawl_common::tail::{read_to_end, EndOffsets, ReadToEndError};
 use recrawl_common::KafkaArgs;
-use recrawl_schemas::envelope::{check_header, CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER};
+use recrawl_schemas::envelope::inspect;
 use recrawl_schemas::topics::DEAD_LETTER;
 use thiserror::Error;
 
@@ -138,7 +138,7 @@ pub fn unreplayable(letter: &DeadLetter) -> Option<&'static str> {
 }
 
 /// Publishes each letter's original key and value to its original topic, with the
-/// envelope's headers when the value has one, and waits for every acknowledgement.
+/// headers that go with the value when it says what it is, and waits for every acknowledgement.
 pub async fn republish(args: &KafkaArgs, letters: &[DeadLetter]) -> Result<(), DlqError> {
     let producer: FutureProducer = producer_config(args).create().map_err(DlqError::Producer)?;
     for letter in letters {
@@ -146,12 +146,11 @@ pub async fn republish(args: &KafkaArgs, letters: &[DeadLetter]) -> Result<(), D
             format!("{}/{}/{}", args.cluster.topics().name(DEAD_LETTER), letter.partition, letter.offset);
         let mut headers =
             OwnedHeaders::new().insert(Header { key: REPLAYED_FROM_HEADER, value: Some(&origin) });
-        // A value that never decoded has no envelope; the stage dead-letters it again.
-        if let (Ok(format), Some(version)) = (check_header(&letter.value), letter.value.get(2..4)) {
-            let version = u16::from_be_bytes([version[0], version[1]]).to_string();
-            headers = headers
-                .insert(Header { key: CONTENT_TYPE_HEADER, value: Some(format.content_type()) })
-                .insert(Header { key: SCHEMA_VERSION_HEADER, value: Some(&version) });
+        // A value that never decoded says nothing of itself; the stage dead-letters it again.
+        if let Ok(framed) = inspect(&letter.value) {
+            for (key, value) in framed.kafka_headers() {
+                headers = headers.insert(Header { key, value: Some(&value) });
+            }
         }
         let record =
             FutureRecord::to(&letter.source_topic).key(&letter.key).payload(&letter.value).headers(headers);

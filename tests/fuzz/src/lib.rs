@@ -13,7 +13,7 @@ use recrawl_estimator::offline::{stats, StatsArgs};
 use recrawl_fetch::links::{extract_links, LinkFilter};
 use recrawl_fetch::robots::{RobotsRules, MAX_ROBOTS_BYTES};
 use recrawl_lab::evaluate::parse_histories;
-use recrawl_schemas::envelope::{check_kafka_headers, kafka_headers};
+use recrawl_schemas::envelope::{check_kafka_headers, inspect};
 use recrawl_schemas::{
     decode, encode, normalise_url, ChangeEvent, DiscoveredLinks, FetchResult, Format, GroupDistribution,
     Message, PageEstimate, PagePick,
@@ -50,16 +50,22 @@ pub fn decode_topics(data: &[u8]) {
     let _ = check_kafka_headers(data, Some(data), Some(data));
 }
 
-/// A payload that decodes must pass the header check with the headers its type is
-/// produced with, and write back to a payload that decodes (a stage re-emits what it read,
-/// and writes restored state to its changelog again).
+/// A payload that decodes must pass the header check with the headers its framing is
+/// produced with, and, if valid, write back to a payload that decodes (a stage re-emits
+/// what it read and accepted, and writes restored state to its changelog again).
 fn round_trip<M: Message>(data: &[u8]) {
     let Ok(message) = decode::<M>(data) else { return };
-    let [(_, content_type), (_, schema_version)] = kafka_headers::<M>();
+    let framed =
+        inspect(data).unwrap_or_else(|error| panic!("{} decodes but not its framing: {error}", M::NAME));
+    let [(_, content_type), (_, schema_version)] = framed.kafka_headers();
     if let Err(error) =
         check_kafka_headers(data, Some(content_type.as_bytes()), Some(schema_version.as_bytes()))
     {
         panic!("{} decodes but its own headers are refused: {error}", M::NAME);
+    }
+    // Stages dead-letter what fails validation; they never write it again.
+    if message.validate().is_err() {
+        return;
     }
     let encoded =
         encode(&message).unwrap_or_else(|error| panic!("{} decodes but does not encode: {error}", M::NAME));
