@@ -91,8 +91,8 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
                 let headers: Map<String, Value> = header_schema(t.format);
                 let summary = match t.format {
                     Format::Json => format!(
-                        "{}: one JSON object, nothing before it; its first field `{SCHEMA_FIELD}` names the type and schema version. Readers also take schema 1's envelope, the bytes [0x{MAGIC:02x}, {}, 0, 1] before the object.",
-                        t.name, Format::Json as u8,
+                        "{}: one JSON object, nothing before it; its first field `{SCHEMA_FIELD}` names the type and schema version. Readers also take what schema 1 wrote: the envelope [0x{MAGIC:02x}, format, 0, 1] before a bincode (format {}) or JSON (format {}) body.",
+                        t.name, Format::Bincode as u8, Format::Json as u8,
                     ),
                     Format::Bincode => format!(
                         "{} in a recrawl envelope: bytes [0x{MAGIC:02x}, {}, {}, {}] then the bincode body.",

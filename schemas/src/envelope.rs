@@ -255,12 +255,14 @@ pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
 /// Reads how `bytes` is framed, its schema version and, for plain JSON, the type it names;
 /// a version this build does not read is an error.
 pub fn inspect(bytes: &[u8]) -> Result<Framed<'_>, EnvelopeError> {
-    let framed = match bytes.first() {
+    // JSON may begin with whitespace; an envelope begins with its magic byte.
+    let framed = match bytes.iter().find(|byte| !byte.is_ascii_whitespace()) {
         Some(b'{') => {
             let tag = json_schema_tag(bytes)?;
             let parsed = tag
                 .strip_prefix("recrawl.")
                 .and_then(|tag| tag.rsplit_once('/'))
+                .filter(|(_, version)| !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|(message, version)| Some((message.len(), version.parse::<u16>().ok()?)));
             let Some((message_len, version)) = parsed else {
                 return Err(EnvelopeError::NoSchemaTag(format!(
@@ -341,7 +343,9 @@ pub fn check_kafka_headers(
     {
         if let Some(found) = found {
             let found = String::from_utf8_lossy(found);
-            if found != expected {
+            // A media type may carry parameters (`application/json; charset=utf-8`).
+            let value = found.split(';').next().unwrap_or_default().trim();
+            if !value.eq_ignore_ascii_case(&expected) {
                 return Err(EnvelopeError::HeaderMismatch { header, found: found.into_owned(), expected });
             }
         }
@@ -396,8 +400,13 @@ mod tests {
         let event = samples::change_event();
         let mut fields = serde_json::to_value(&event).unwrap();
         fields[SCHEMA_FIELD] = "recrawl.change-event/1".into();
-        let pretty = serde_json::to_vec_pretty(&fields).unwrap();
+        let mut pretty = b"\n  ".to_vec();
+        pretty.extend(serde_json::to_vec_pretty(&fields).unwrap());
         assert_eq!(decode::<ChangeEvent>(&pretty).unwrap(), event);
+        assert_eq!(
+            check_kafka_headers(&pretty, Some(b"application/json; charset=utf-8"), Some(b"1")),
+            Ok(())
+        );
         fields[SCHEMA_FIELD] = "recrawl.change-event/3".into();
         let newer = serde_json::to_vec(&fields).unwrap();
         assert_eq!(decode::<ChangeEvent>(&newer), Err(EnvelopeError::UnknownVersion { found: 3 }));
@@ -423,9 +432,13 @@ mod tests {
             decode::<PagePick>(&json),
             Err(EnvelopeError::WrongMessage { expected: "page-pick".into(), found: "change-event".into() })
         );
-        for untagged in
-            [&br#"{"url":"http://a/"}"#[..], br#"{"schema":7}"#, br#"{"schema":"change-event"}"#, b"{"]
-        {
+        for untagged in [
+            &br#"{"url":"http://a/"}"#[..],
+            br#"{"schema":7}"#,
+            br#"{"schema":"change-event"}"#,
+            br#"{"schema":"recrawl.change-event/+1"}"#,
+            b"{",
+        ] {
             assert!(
                 matches!(decode::<ChangeEvent>(untagged), Err(EnvelopeError::NoSchemaTag(_))),
                 "{}",

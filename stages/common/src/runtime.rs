@@ -917,10 +917,11 @@ impl<S: Stage> Loop<S> {
     /// outputs would, after a crash between the two, have the replay skip outputs the
     /// broker never took.
     async fn publish(&mut self, out: Emitter) -> Result<(), RuntimeError> {
-        self.deliver_all(out.records).await?;
+        let started = Instant::now();
+        self.deliver_all(out.records, started).await?;
         if self.stage.stateful() {
             let changelog = self.changelog_records()?;
-            self.deliver_all(changelog).await?;
+            self.deliver_all(changelog, started).await?;
         }
         self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
         Ok(())
@@ -954,9 +955,12 @@ impl<S: Stage> Loop<S> {
 
     /// Produces `records` and waits until each is acknowledged, dead-lettered or, for a
     /// refused dead letter, counted and skipped; transient failures are retried with
-    /// back-off for up to the outage timeout.
-    async fn deliver_all(&mut self, records: Vec<OutputRecord>) -> Result<(), RuntimeError> {
-        let started = Instant::now();
+    /// back-off until the outage timeout has passed since `started`.
+    async fn deliver_all(
+        &mut self,
+        records: Vec<OutputRecord>,
+        started: Instant,
+    ) -> Result<(), RuntimeError> {
         let mut backoff = Backoff::new();
         let mut retried = false;
         let mut said = String::new();
