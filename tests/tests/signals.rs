@@ -135,7 +135,15 @@ async fn tail_stops_on_sigterm() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     broker.create_topics(&parse_args::<KafkaArgs>(&flags), 2).await;
     let mut tail = Command::new(binary("recrawl"))
-        .args(["tail", "change-events", "--brokers", &broker.bootstrap(), "--topic-prefix", &prefix])
+        .args([
+            "tail",
+            "change-events",
+            "--follow",
+            "--brokers",
+            &broker.bootstrap(),
+            "--topic-prefix",
+            &prefix,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

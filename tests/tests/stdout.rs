@@ -87,7 +87,16 @@ async fn tail_stops_quietly_when_stdout_is_closed() {
         .await
         .expect("produced");
     let mut tail = Command::new(binary("recrawl"));
-    tail.args(["tail", "change-events", "--brokers", &broker.bootstrap(), "--topic-prefix", &prefix]);
+    // Following: only the closed pipe can end it.
+    tail.args([
+        "tail",
+        "change-events",
+        "--follow",
+        "--brokers",
+        &broker.bootstrap(),
+        "--topic-prefix",
+        &prefix,
+    ]);
     let output = tokio::task::spawn_blocking(move || run_with_closed_stdout(tail)).await.expect("tail");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{}\n{stderr}", output.status);

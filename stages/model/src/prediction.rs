@@ -21,12 +21,13 @@ pub const MAX_FUTURE: u32 = 1000;
 
 /// The fine bin of a rate, as `docs/algorithms/estimator.md` §3 places it: rounded down to two
 /// decimals after adding 1e-9, so that ratios such as 3/10 (29.999999999999996 %) stay in
-/// their own bin. A rate under 0.01 therefore counts in {0}. NaN counts as 0.
+/// their own bin, except that a rate in (0, 0.01) goes to 0.01: {0} is for rates of exactly
+/// 0. NaN counts as 0.
 pub fn fine_bin(rate: f64) -> usize {
     if rate.is_nan() || rate <= 0.0 {
         return 0;
     }
-    ((rate * 100.0 + 1e-9).floor() as usize).min(FINE_BINS - 1)
+    ((rate * 100.0 + 1e-9).floor() as usize).clamp(1, FINE_BINS - 1)
 }
 
 /// The coarse bin holding a fine bin (indices past 100 count as 100).
@@ -572,6 +573,21 @@ mod tests {
         assert!((at_least_one(&prediction) - 0.0008).abs() < 0.0001, "0.1 % as the paper rounds it");
     }
 
+    /// 0 downloads in 100 requests, 2 ahead: 1/102 and 2/102 are in 0.01–0.09, so both
+    /// get 0.06 % / 9 against {0}'s 22.01 % (rounding 1/102 down to {0} gave
+    /// [0.49992, 0.49992, 0.00015]).
+    #[test]
+    fn ratios_under_one_percent_are_not_zero() {
+        let prediction = predict(Model::Paper, Kind::Dr, &popular(), 0, 100, 2);
+        let step = 0.0006 / 9.0;
+        let total = 0.2201 + 2.0 * step;
+        let expected = [0.2201 / total, step / total, step / total];
+        for (got, want) in prediction.probabilities.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-12, "{:?}", prediction.probabilities);
+        }
+        assert_eq!((prediction.probabilities[0] * 1e5).round(), 99939.0);
+    }
+
     #[test]
     fn point_values_divide_a_bin_by_its_steps() {
         let prior = popular();
@@ -587,7 +603,8 @@ mod tests {
         assert_eq!(fine_bin(1.0), 100);
         assert_eq!(fine_bin(0.0), 0);
         assert_eq!(fine_bin(f64::NAN), 0);
-        assert_eq!(fine_bin(0.004), 0, "rounded down to two decimals: 0.00");
+        assert_eq!(fine_bin(0.004), 1, "above 0: in 0.01–0.09, not {{0}}");
+        assert_eq!(fine_bin(1.0 / 200.0), 1, "one download in 200 requests");
         assert_eq!(fine_bin(0.9999), 99);
         assert_eq!(fine_bin(1.5), 100);
         let coarse: Vec<usize> = [0, 1, 9, 10, 19, 90, 99, 100].into_iter().map(coarse_of_fine).collect();

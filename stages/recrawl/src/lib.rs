@@ -6,3 +6,4 @@ pub mod demo;
 pub mod dlq;
 pub mod observe;
 pub mod sim;
+pub mod tail;

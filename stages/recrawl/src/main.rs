@@ -2,7 +2,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use recrawl::observe::{Observer, OBSERVABLE};
 use recrawl_common::admin::{create_topics, TopicOutcome};
 use recrawl_common::config::ClusterArgs;
 use recrawl_common::service::print_line;
@@ -37,15 +36,9 @@ enum Command {
         #[command(subcommand)]
         stage: StageCommand,
     },
-    /// Print a topic's messages as JSON lines, from the beginning, until interrupted.
-    Tail {
-        /// Topic without prefix: fetch, fetch-results, links, change-events, estimates,
-        /// distributions, dead-letter.
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(OBSERVABLE))]
-        topic: String,
-        #[command(flatten)]
-        cluster: ClusterArgs,
-    },
+    /// Print a topic's messages as JSON lines or a table, from the beginning to where the
+    /// topic ends (or on, with --follow), filtered by host, change, degree and age.
+    Tail(recrawl::tail::TailArgs),
     /// Dead letters: list them, and re-publish chosen ones to their original topic.
     Dlq {
         #[command(subcommand)]
@@ -178,18 +171,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Tail { topic, cluster } => {
-            cluster.check_kafka_options()?;
-            let stopped = recrawl_common::service::stop_signal()?;
-            tokio::pin!(stopped);
-            let observer = Observer::new(&cluster, &[topic.as_str()]).await?;
-            // On stderr, so the JSON lines on stdout stay clean for a pipe.
-            eprintln!("reading {topic} from its beginning; SIGTERM or SIGINT stops");
-            loop {
-                tokio::select! {
-                    observed = observer.next() => print_line(observed?.to_json())?,
-                    _ = stopped.as_mut() => return Ok(()),
-                }
+        Command::Tail(args) => {
+            args.cluster.check_kafka_options()?;
+            match recrawl::tail::run(&args).await {
+                // As itself, so that a closed pipe ends the command quietly.
+                Err(recrawl::tail::TailError::Stdout(error)) => Err(error.into()),
+                tailed => Ok(tailed?),
             }
         }
     }

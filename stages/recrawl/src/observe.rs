@@ -2,7 +2,7 @@
 //! topics from the beginning and decodes each message. The demo's progress lines,
 //! `recrawl tail` and the end-to-end tests all watch the pipeline through this.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -89,6 +89,18 @@ pub const OBSERVABLE: [&str; 7] = [
 pub struct Observer {
     consumer: StreamConsumer,
     prefix: String,
+    ends: HashMap<(String, i32), i64>,
+}
+
+/// Where a message was read, and when its producer wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// The full topic name, with the prefix.
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// The record's timestamp, Unix milliseconds, when it has one.
+    pub timestamp_ms: Option<i64>,
 }
 
 impl std::fmt::Debug for Observer {
@@ -109,7 +121,7 @@ impl Observer {
             reader_config(args, "recrawl-observer").create().map_err(ObserveError::Client)?;
         let names = args.topics();
         let full: Vec<String> = short_topics.iter().map(|t| names.name(t)).collect();
-        let counts = {
+        let (counts, ends) = {
             let client_config = reader_config(args, "recrawl-observer-metadata");
             let full = full.clone();
             let brokers = args.brokers.clone();
@@ -117,7 +129,19 @@ impl Observer {
             tokio::task::spawn_blocking(move || {
                 let probe: rdkafka::consumer::BaseConsumer =
                     client_config.create().map_err(ObserveError::Client)?;
-                Ok::<_, ObserveError>(admin::topic_partitions(probe.client(), &brokers, &full, timeout)?)
+                let counts = admin::topic_partitions(probe.client(), &brokers, &full, timeout)?;
+                let mut ends = HashMap::new();
+                for topic in &full {
+                    for partition in 0..counts.get(topic).copied().unwrap_or(0) {
+                        let (low, high) = probe
+                            .fetch_watermarks(topic, partition, timeout)
+                            .map_err(ObserveError::Client)?;
+                        if high > low {
+                            ends.insert((topic.clone(), partition), high);
+                        }
+                    }
+                }
+                Ok::<_, ObserveError>((counts, ends))
             })
             .await??
         };
@@ -129,13 +153,24 @@ impl Observer {
             }
         }
         consumer.assign(&list).map_err(ObserveError::Assign)?;
-        Ok(Self { consumer, prefix: names.prefix().to_owned() })
+        Ok(Self { consumer, prefix: names.prefix().to_owned(), ends })
     }
 
-    /// The next message, decoded.
-    /// The next message. Reports of brokers going away are not errors: librdkafka
+    /// Where each partition holding records ended when the observer started, (topic,
+    /// partition) → the offset after its last record: read that far, it has seen the
+    /// topics as they were.
+    pub fn ends_at_start(&self) -> &HashMap<(String, i32), i64> {
+        &self.ends
+    }
+
+    /// The next message, decoded. Reports of brokers going away are not errors: librdkafka
     /// reconnects, and reading goes on once they are back.
     pub async fn next(&self) -> Result<Observed, ObserveError> {
+        Ok(self.next_at().await?.0)
+    }
+
+    /// [`Observer::next`], with where the message was read.
+    pub async fn next_at(&self) -> Result<(Observed, Position), ObserveError> {
         let message = loop {
             match self.consumer.recv().await {
                 Ok(message) => break message,
@@ -146,6 +181,12 @@ impl Observer {
             }
         };
         let topic = message.topic();
+        let position = Position {
+            topic: topic.to_owned(),
+            partition: message.partition(),
+            offset: message.offset(),
+            timestamp_ms: message.timestamp().to_millis(),
+        };
         let short = topic.strip_prefix(self.prefix.as_str()).unwrap_or(topic);
         let payload = message.payload().unwrap_or_default();
         let decoded = match short {
@@ -155,12 +196,13 @@ impl Observer {
             name if name == CHANGE_EVENTS.name => CHANGE_EVENTS.decode(payload).map(Observed::Change),
             name if name == ESTIMATES.name => ESTIMATES.decode(payload).map(Observed::Estimate),
             name if name == DISTRIBUTIONS.name => DISTRIBUTIONS.decode(payload).map(Observed::Distribution),
-            _ => return Ok(Observed::DeadLetter(DeadLetter::from_message(&message))),
+            _ => return Ok((Observed::DeadLetter(DeadLetter::from_message(&message)), position)),
         };
-        Ok(decoded.unwrap_or_else(|error| Observed::Undecodable {
+        let observed = decoded.unwrap_or_else(|error| Observed::Undecodable {
             topic: topic.to_owned(),
             error: error.to_string(),
-        }))
+        });
+        Ok((observed, position))
     }
 }
 
