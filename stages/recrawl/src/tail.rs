@@ -10,6 +10,11 @@ use recrawl_common::service::{print_line, stop_signal, StdoutError};
 use crate::observe::{ObserveError, Observed, Observer, Position, OBSERVABLE};
 use crate::sim::parse_fraction;
 
+/// Past where the topic ended at start, tail reads on while records keep coming within
+/// this long: a broker can under-report a partition's end (tansu 0.6 does after
+/// multi-record batches), and what it serves beyond it arrives at once.
+const SETTLE: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TailFormat {
     /// One JSON object per line, as `jq`, DuckDB's `read_json_auto` or pandas read them.
@@ -183,12 +188,14 @@ pub async fn run(args: &TailArgs) -> Result<(), TailError> {
     eprintln!("reading {} from its beginning, {until}", args.topic);
     let mut printed = 0u64;
     loop {
-        if args.limit.is_some_and(|limit| printed >= limit) || (!args.follow && unread.is_empty()) {
+        if args.limit.is_some_and(|limit| printed >= limit) {
             return Ok(());
         }
+        let caught_up = !args.follow && unread.is_empty();
         let (observed, Position { topic, partition, offset, timestamp_ms }) = tokio::select! {
             next = observer.next_at() => next?,
             _ = stopped.as_mut() => return Ok(()),
+            _ = tokio::time::sleep(SETTLE), if caught_up => return Ok(()),
         };
         if unread.get(&(topic.clone(), partition)).is_some_and(|end| offset.saturating_add(1) >= *end) {
             unread.remove(&(topic, partition));
