@@ -299,4 +299,111 @@ mod tests {
         check(samples::page_estimate());
         check(samples::group_distribution());
     }
+
+    /// What a reader of the released schema `released` could no longer rely on in
+    /// `current`: a field removed, a field's type or format changed, a field newly
+    /// required (old records lack it), or any other rule changed. Descriptions may change.
+    fn breaking_changes(released: &Value, current: &Value) -> Vec<String> {
+        fn compare(path: &str, released: &Value, current: &Value, found: &mut Vec<String>) {
+            let (Value::Object(released), Value::Object(current)) = (released, current) else {
+                if released != current {
+                    found.push(format!("{path}: {released} became {current}"));
+                }
+                return;
+            };
+            // Under `properties` and `$defs` the keys are names; elsewhere, schema keywords.
+            let names = path.ends_with("/properties") || path.ends_with("/$defs");
+            let annotation = |key: &str| !names && matches!(key, "description" | "title");
+            for (key, was) in released {
+                let at = format!("{path}/{key}");
+                match current.get(key) {
+                    _ if annotation(key) => {}
+                    None => found.push(format!("{at}: removed")),
+                    Some(now) if key == "required" && !names => {
+                        let added: Vec<&Value> = now
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter(|field| !was.as_array().is_some_and(|was| was.contains(field)))
+                            .collect();
+                        if !added.is_empty() {
+                            found.push(format!("{at}: newly required {added:?}"));
+                        }
+                    }
+                    Some(now) => compare(&at, was, now, found),
+                }
+            }
+            // A new optional field or definition is compatible; a new rule is not.
+            for (key, rule) in current {
+                let additive = names || annotation(key) || matches!(key.as_str(), "properties" | "$defs");
+                if !additive && !released.contains_key(key) {
+                    found.push(format!("{path}/{key}: new rule {rule}"));
+                }
+            }
+        }
+        let mut found = Vec::new();
+        compare("", released, current, &mut found);
+        found
+    }
+
+    /// Each message's schema keeps every field, type and rule of the schema released as the
+    /// current version (frozen under `json/v{SCHEMA_VERSION}/`): a change that breaks a
+    /// reader needs a version bump and a new frozen copy.
+    #[test]
+    fn no_field_is_removed_or_retyped_without_a_version_bump() {
+        for described in message_types() {
+            let frozen = format!("json/v{SCHEMA_VERSION}/{}.schema.json", kebab_name(described.name));
+            let text = std::fs::read_to_string(schemas_dir().join(&frozen)).unwrap_or_else(|e| {
+                panic!("{frozen}: {e}; when releasing version {SCHEMA_VERSION}, copy json/*.schema.json there")
+            });
+            let released: Value = serde_json::from_str(&text).unwrap();
+            let breaking = breaking_changes(&released, &described.schema);
+            assert!(breaking.is_empty(), "{}: {breaking:#?}\nbump SCHEMA_VERSION or undo the change", described.name);
+        }
+    }
+
+    #[test]
+    fn breaking_changes_are_told_from_compatible_ones() {
+        let released = json!({
+            "type": "object",
+            "required": ["url"],
+            "properties": {
+                "url": { "type": "string", "description": "the page" },
+                "size": { "type": "integer", "format": "uint64" },
+                "degrees": { "$ref": "#/$defs/Degrees" },
+            },
+            "$defs": { "Degrees": { "type": "object", "properties": { "ied": { "type": "number" } } } },
+        });
+        let with = |change: &dyn Fn(&mut Value)| {
+            let mut current = released.clone();
+            change(&mut current);
+            breaking_changes(&released, &current)
+        };
+        assert!(with(&|_| {}).is_empty());
+        let compatible = with(&|s| {
+            s["properties"]["url"]["description"] = json!("the page's URL");
+            s["properties"]["etag"] = json!({ "type": ["string", "null"] });
+            s["$defs"]["Degrees"]["properties"]["cos"] = json!({ "type": "number" });
+            s["$defs"]["Ops"] = json!({ "type": "object" });
+        });
+        assert!(compatible.is_empty(), "{compatible:?}");
+        assert_eq!(with(&|s| drop(s["properties"].as_object_mut().unwrap().remove("size"))), ["/properties/size: removed"]);
+        assert_eq!(
+            with(&|s| s["properties"]["size"]["type"] = json!("string")),
+            [r#"/properties/size/type: "integer" became "string""#]
+        );
+        assert_eq!(
+            with(&|s| s["$defs"]["Degrees"]["properties"]["ied"]["type"] = json!("string")),
+            [r#"/$defs/Degrees/properties/ied/type: "number" became "string""#]
+        );
+        assert_eq!(with(&|s| s["required"] = json!(["url", "size"])), [r#"/required: newly required [String("size")]"#]);
+        assert_eq!(
+            with(&|s| s["additionalProperties"] = json!(false)),
+            ["/additionalProperties: new rule false"]
+        );
+        assert_eq!(
+            with(&|s| s["properties"]["size"]["minimum"] = json!(1)),
+            ["/properties/size/minimum: new rule 1"]
+        );
+    }
 }
