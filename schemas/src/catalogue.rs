@@ -354,11 +354,17 @@ mod tests {
         for described in message_types() {
             let frozen = format!("json/v{SCHEMA_VERSION}/{}.schema.json", kebab_name(described.name));
             let text = std::fs::read_to_string(schemas_dir().join(&frozen)).unwrap_or_else(|e| {
-                panic!("{frozen}: {e}; when releasing version {SCHEMA_VERSION}, copy json/*.schema.json there")
+                panic!(
+                    "{frozen}: {e}; when releasing version {SCHEMA_VERSION}, copy json/*.schema.json there"
+                )
             });
             let released: Value = serde_json::from_str(&text).unwrap();
             let breaking = breaking_changes(&released, &described.schema);
-            assert!(breaking.is_empty(), "{}: {breaking:#?}\nbump SCHEMA_VERSION or undo the change", described.name);
+            assert!(
+                breaking.is_empty(),
+                "{}: {breaking:#?}\nbump SCHEMA_VERSION or undo the change",
+                described.name
+            );
         }
     }
 
@@ -387,7 +393,10 @@ mod tests {
             s["$defs"]["Ops"] = json!({ "type": "object" });
         });
         assert!(compatible.is_empty(), "{compatible:?}");
-        assert_eq!(with(&|s| drop(s["properties"].as_object_mut().unwrap().remove("size"))), ["/properties/size: removed"]);
+        assert_eq!(
+            with(&|s| drop(s["properties"].as_object_mut().unwrap().remove("size"))),
+            ["/properties/size: removed"]
+        );
         assert_eq!(
             with(&|s| s["properties"]["size"]["type"] = json!("string")),
             [r#"/properties/size/type: "integer" became "string""#]
@@ -396,7 +405,10 @@ mod tests {
             with(&|s| s["$defs"]["Degrees"]["properties"]["ied"]["type"] = json!("string")),
             [r#"/$defs/Degrees/properties/ied/type: "number" became "string""#]
         );
-        assert_eq!(with(&|s| s["required"] = json!(["url", "size"])), [r#"/required: newly required [String("size")]"#]);
+        assert_eq!(
+            with(&|s| s["required"] = json!(["url", "size"])),
+            [r#"/required: newly required [String("size")]"#]
+        );
         assert_eq!(
             with(&|s| s["additionalProperties"] = json!(false)),
             ["/additionalProperties: new rule false"]

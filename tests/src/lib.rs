@@ -20,6 +20,7 @@ use recrawl_schemas::{encode, Message, Topic, TopicCatalogue, TopicNames};
 use tokio::task::JoinHandle;
 
 pub mod processes;
+pub mod python;
 
 pub const EXTERNAL_BROKERS_ENV: &str = "RECRAWL_TEST_BROKERS";
 /// The tansu binary, for the tests that stop and restart their broker.
@@ -212,6 +213,16 @@ impl Drop for Tansu {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A file of this repository, by its path from the root.
+pub fn repository_file(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+/// The text of a file of this repository.
+pub fn read_repository_file(path: &str) -> String {
+    std::fs::read_to_string(repository_file(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// A topic prefix no other test (or earlier run against the same broker) uses.

@@ -1,13 +1,18 @@
 //! What analysts run against `change-events`: `recrawl tail` with its filters and formats,
-//! ending on its own at the end of the topic, its JSON lines readable by any JSON tool.
+//! ending on its own at the end of the topic, its JSON lines readable by any JSON tool; and
+//! the recipes of `docs/analysts.md` (Python with confluent-kafka, DuckDB, Kafka Connect's
+//! converter settings), run as written.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rdkafka::producer::FutureProducer;
 use recrawl::observe::{Observed, Observer};
-use recrawl_common::KafkaArgs;
-use recrawl_e2e::{binary, kafka_flags, parse_args, produce, unique_prefix, Broker, RunningStage};
+use recrawl_common::{unix_ms, KafkaArgs};
+use recrawl_e2e::python::{python, python_imports};
+use recrawl_e2e::{
+    binary, kafka_flags, parse_args, produce, repository_file, unique_prefix, Broker, RunningStage,
+};
 use recrawl_schemas::topics::{CHANGE_EVENTS, FETCH_RESULTS};
 use recrawl_schemas::FetchResult;
 
@@ -18,12 +23,14 @@ const PERIODS: u64 = 3;
 fn page(site: usize, period: u64) -> FetchResult {
     let version = if site == 0 { period } else { 0 };
     let body = format!("<p>one two three version{version}</p>");
-    FetchResult::html_page(
+    let mut result = FetchResult::html_page(
         &format!("http://site{site}.example/p.html"),
         &format!("site{site}.example"),
         period,
         body,
-    )
+    );
+    result.fetched_at_ms = unix_ms();
+    result
 }
 
 /// Runs `recrawl tail change-events` with `extra` flags; it must end by itself.
@@ -39,10 +46,11 @@ fn tail(broker: &Broker, prefix: &str, extra: &[&str]) -> Vec<String> {
     String::from_utf8(output.stdout).expect("UTF-8").lines().map(str::to_owned).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tail_filters_and_stops_at_the_end_of_the_topic() {
+/// The change events of `SITES` sites over `PERIODS` periods, written to a new broker by
+/// the diff stage; returns the broker and the topics' prefix.
+async fn change_events(test: &str) -> (Broker, String) {
     let broker = Broker::start();
-    let prefix = unique_prefix("analysts");
+    let prefix = unique_prefix(test);
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
@@ -64,6 +72,13 @@ async fn tail_filters_and_stops_at_the_end_of_the_topic() {
         assert!(matches!(observed, Observed::Change(_)), "{observed:?}");
     }
     diff.stop().await.expect("diff stops cleanly");
+    (broker, prefix)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_filters_and_stops_at_the_end_of_the_topic() {
+    let (broker, prefix) = change_events("analysts").await;
+    let expected = SITES * PERIODS as usize;
     let tail = |extra: &'static [&'static str]| {
         let (broker, prefix) = (&broker, prefix.as_str());
         tokio::task::block_in_place(|| tail(broker, prefix, extra))
@@ -94,4 +109,71 @@ async fn tail_filters_and_stops_at_the_end_of_the_topic() {
         table.iter().skip(1).all(|row| row.contains("changed 0.250 http://site0.example/p.html")),
         "{table:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recipes_for_analysts_run_as_written() {
+    if !python_imports(&["confluent_kafka", "duckdb"], "the recipes of docs/analysts.md") {
+        return;
+    }
+    let (broker, prefix) = change_events("recipes").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recipe = |name: &str| repository_file(&format!("docs/analysts/{name}")).display().to_string();
+
+    // Python with confluent-kafka: every value is parsed by json.loads; site 0's page
+    // changed, the others never did.
+    let (bootstrap, topic, group) =
+        (broker.bootstrap(), format!("{prefix}change-events"), format!("{prefix}analyst"));
+    let share = tokio::task::block_in_place(|| {
+        let script = recipe("change_share.py");
+        let args = ["--brokers", &bootstrap, "--topic", &topic, "--group", &group, "--idle-seconds", "3"];
+        python(&[&[script.as_str()][..], &args].concat(), dir.path())
+    });
+    assert_eq!(
+        share.lines().collect::<Vec<_>>(),
+        [
+            "host\tpages\tchanged\tshare",
+            "site0.example\t1\t1\t1.000",
+            "site1.example\t1\t0\t0.000",
+            "site2.example\t1\t0\t0.000"
+        ],
+        "{share}"
+    );
+
+    // DuckDB over what `recrawl tail change-events --since 7d > events.jsonl` wrote: site 0's
+    // page changed twice in three fetches, one word of four each time (IED 0.25).
+    let events = tokio::task::block_in_place(|| tail(&broker, &prefix, &["--since", "7d"]));
+    assert_eq!(events.len(), SITES * PERIODS as usize, "{events:?}");
+    std::fs::write(dir.path().join("events.jsonl"), events.join("\n") + "\n").expect("events.jsonl");
+    let sql = std::fs::read_to_string(recipe("most-changed.sql")).expect("most-changed.sql");
+    let print_rows =
+        "import duckdb, sys; [print(*row, sep='\\t') for row in duckdb.sql(sys.argv[1]).fetchall()]";
+    let most_changed = python(&["-c", print_rows, &sql], dir.path());
+    assert_eq!(
+        most_changed.lines().collect::<Vec<_>>(),
+        [
+            "http://site0.example/p.html\tsite0.example\t2\t3\t0.25",
+            "http://site1.example/p.html\tsite1.example\t0\t3\tNone",
+            "http://site2.example/p.html\tsite2.example\t0\t3\tNone"
+        ],
+        "{most_changed}"
+    );
+
+    // Kafka Connect: the settings name the converters whose input every record is (the
+    // pipeline test checks each public topic's keys and values against them).
+    let connect =
+        std::fs::read_to_string(recipe("connect-sink.properties")).expect("connect-sink.properties");
+    let settings: Vec<(&str, &str)> = connect
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .filter_map(|line| line.split_once('='))
+        .collect();
+    for setting in [
+        ("key.converter", "org.apache.kafka.connect.storage.StringConverter"),
+        ("value.converter", "org.apache.kafka.connect.json.JsonConverter"),
+        ("value.converter.schemas.enable", "false"),
+        ("topics", "recrawl.change-events"),
+    ] {
+        assert!(settings.contains(&setting), "{setting:?} not in {settings:?}");
+    }
 }

@@ -5,10 +5,8 @@
 //! files' syntax and schemas with promtool, docker-compose, kustomize and
 //! kubernetes-validate.)
 
-use std::path::Path;
-
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::parse_args;
+use recrawl_e2e::{parse_args, read_repository_file as read};
 use recrawl_schemas::topics::{CHANGE_EVENTS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::TopicCatalogue;
 
@@ -19,11 +17,6 @@ const INPUTS: [(&str, &[&str]); 4] = [
     ("estimator", &[CHANGE_EVENTS.name]),
     ("scheduler", &[ESTIMATES.name, LINKS.name]),
 ];
-
-fn read(path: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// The value of the first `key: value` line at or after `from` in `text`.
 fn value_after<'a>(text: &'a str, from: usize, key: &str) -> &'a str {

@@ -11,23 +11,17 @@
 //!   `RECRAWL_REQUIRE_PROMETHEUS` is set, as `.ci/run` does.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::processes::{free_port, start_pipeline, Pipeline, Stage};
-use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker};
+use recrawl_e2e::{
+    kafka_flags, parse_args, read_repository_file as read, repository_file, unique_prefix, Broker,
+};
 
 const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn read(path: &str) -> String {
-    std::fs::read_to_string(repository().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
 
 /// One row of `docs/metrics.md`: the family's type and the stages that export it.
 #[derive(Debug)]
@@ -247,8 +241,7 @@ async fn prometheus_scrapes(stages: &[Stage], client: &reqwest::Client) {
     let mut config = String::from(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - RULES\nscrape_configs:\n",
     );
-    config =
-        config.replace("RULES", &repository().join("deploy/prometheus/alerts.yaml").display().to_string());
+    config = config.replace("RULES", &repository_file("deploy/prometheus/alerts.yaml").display().to_string());
     for stage in stages {
         config.push_str(&format!(
             "  - job_name: recrawl-{}\n    static_configs:\n      - targets: ['{}']\n",

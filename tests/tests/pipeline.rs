@@ -10,8 +10,9 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::tail::{read_to_end, EndOffsets};
 use recrawl_common::{unix_ms, KafkaArgs};
+use recrawl_e2e::python::check_jsonschema;
 use recrawl_e2e::site::{DemoSite, SiteConfig};
-use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
+use recrawl_e2e::{kafka_flags, parse_args, repository_file, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{
     CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
 };
@@ -286,7 +287,9 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
 
 /// Reads `topic` to its end as raw bytes and checks that every value is a JSON object
 /// whose `schema` is `schema`, under the headers `content-type: application/json` and
-/// `schema-version: 1`; returns how many records it read.
+/// `schema-version: 1`, with a UTF-8 key (what Kafka Connect's `JsonConverter` and
+/// `StringConverter` need, `docs/analysts.md`), and that valid against its published JSON
+/// Schema; returns how many records it read.
 fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> usize {
     let name = kafka.cluster.topics().name(topic);
     let reader: BaseConsumer =
@@ -296,8 +299,10 @@ fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> u
     let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len() as i32);
     let (ends, assignment) = EndOffsets::fetch(&reader, &name, 0..partitions, timeout, false).expect("ends");
     reader.assign(&assignment).expect("assign");
-    let mut records = 0;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut records = Vec::new();
     read_to_end(&reader, ends, Duration::ZERO, timeout, |message| {
+        assert!(message.key().is_some_and(|key| std::str::from_utf8(key).is_ok()), "{name}: key not UTF-8");
         let value = message.payload().unwrap_or_default();
         let json: serde_json::Value = serde_json::from_slice(value)
             .unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {}", String::from_utf8_lossy(value)));
@@ -309,10 +314,14 @@ fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> u
             .unwrap_or_default();
         assert_eq!(headers.get("content-type").copied(), Some(&b"application/json"[..]), "{name}");
         assert_eq!(headers.get("schema-version").copied(), Some(&b"1"[..]), "{name}");
-        records += 1;
+        let record = dir.path().join(format!("{}.json", records.len()));
+        std::fs::write(&record, value).expect("record written");
+        records.push(record);
     })
     .expect("read to the end");
-    records
+    let kebab = schema.trim_start_matches("recrawl.").split('/').next().unwrap_or_default();
+    check_jsonschema(&repository_file(&format!("schemas/json/{kebab}.schema.json")), &records);
+    records.len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

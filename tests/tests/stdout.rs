@@ -2,13 +2,12 @@
 //! as with any Unix tool: no panic, no error line, and the demo still stops its stages.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{binary, kafka_flags, parse_args, unique_prefix, Broker};
+use recrawl_e2e::{binary, kafka_flags, parse_args, repository_file, unique_prefix, Broker};
 
 /// Runs `command` with a standard output whose reader is already gone, so its first write
 /// fails, whenever it comes.
@@ -27,7 +26,7 @@ fn assert_quiet_success(what: &str, output: &Output) {
 
 #[test]
 fn commands_that_print_stop_quietly_when_stdout_is_closed() {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
+    let examples = repository_file("docs/examples");
     let example = |name: &str| examples.join(name).display().to_string();
     let cases: Vec<(&str, Vec<String>)> = vec![
         ("recrawl", vec!["sim".into(), "--pages".into(), "300".into(), "--periods".into(), "5".into()]),

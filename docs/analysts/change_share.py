@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The share of changed pages per host on recrawl's change-events topic.
+
+Reads the topic from the beginning with confluent-kafka, parses each value with
+json.loads (a plain JSON object, see docs/analysts.md) and prints, per host, the pages
+seen, the pages that changed at least once and their share, as tab-separated lines.
+Stops once its partitions are assigned and no record came for --idle-seconds.
+"""
+
+import argparse
+import json
+from collections import defaultdict
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
+
+CHANGE_EVENT = "recrawl.change-event/"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--brokers", default="127.0.0.1:9092", help="bootstrap servers")
+    parser.add_argument("--topic", default="recrawl.change-events", help="the change-events topic, with its prefix")
+    parser.add_argument("--group", default="analyst-change-share", help="consumer group id")
+    parser.add_argument("--idle-seconds", type=float, default=5.0, help="stop after this long without a record")
+    args = parser.parse_args()
+
+    consumer = Consumer({
+        "bootstrap.servers": args.brokers,
+        "group.id": args.group,
+        # A report of everything on the topic: start at the beginning, remember nothing.
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })
+    assigned = False
+
+    def from_the_beginning(consumer, partitions):
+        nonlocal assigned
+        for partition in partitions:
+            partition.offset = OFFSET_BEGINNING
+        consumer.assign(partitions)
+        assigned = True
+
+    consumer.subscribe([args.topic], on_assign=from_the_beginning)
+    pages = defaultdict(set)
+    changed = defaultdict(set)
+    try:
+        while True:
+            message = consumer.poll(args.idle_seconds)
+            if message is None:
+                if assigned:
+                    break
+                continue
+            if message.error():
+                raise KafkaException(message.error())
+            event = json.loads(message.value())
+            # The first field names the type and version; a reader skips what it does not know.
+            if not event.get("schema", "").startswith(CHANGE_EVENT):
+                continue
+            pages[event["host"]].add(event["url"])
+            if event["changed"]:
+                changed[event["host"]].add(event["url"])
+    finally:
+        consumer.close()
+
+    print("host\tpages\tchanged\tshare")
+    for host in sorted(pages):
+        seen, changes = len(pages[host]), len(changed[host])
+        print(f"{host}\t{seen}\t{changes}\t{changes / seen:.3f}")
+
+
+if __name__ == "__main__":
+    main()
