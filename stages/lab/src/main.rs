@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use recrawl_common::service::{block_on_main, print, print_line};
+use recrawl_lab::changes::{changes_report, ChangesArgs};
 use recrawl_lab::criteria::{criteria, CriteriaArgs};
 use recrawl_lab::evaluate::{evaluate_command, generate_command, EvaluateArgs, GenerateArgs};
 use recrawl_lab::paper::{self, PaperArgs};
@@ -26,6 +27,9 @@ enum Command {
     Evaluate(EvaluateArgs),
     /// Synthetic `group<TAB>history` lines drawn from rate distributions.
     Generate(GenerateArgs),
+    /// A report of a run's change events (`recrawl tail change-events` JSON lines): change
+    /// share per host over the periods, change degrees, hour of day, the most changed pages.
+    Changes(ChangesArgs),
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
@@ -37,6 +41,10 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Evaluate(args) => print(evaluate_command(&args)?)?,
         Command::Generate(args) => print(generate_command(&args)?)?,
+        Command::Changes(args) => {
+            changes_report(&args)?;
+            print_line(format_args!("Written to {}", args.out.display()))?;
+        }
     }
     Ok(())
 }

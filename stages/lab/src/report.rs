@@ -47,7 +47,7 @@ impl Axis {
     }
 }
 
-fn write(path: PathBuf, contents: &str) -> Result<(), ReportError> {
+pub(crate) fn write(path: PathBuf, contents: &str) -> Result<(), ReportError> {
     std::fs::write(&path, contents).map_err(|source| ReportError::Io { path, source })
 }
 
