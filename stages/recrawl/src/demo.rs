@@ -32,7 +32,7 @@ use crate::sim::measure::{CopyTracker, Measures};
 use crate::sim::server::{site_host, PageTruth, SimWebArgs, SimWebServer};
 use crate::sim::simulate::{run_policy, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
 use crate::sim::web::{Truth, Web};
-use recrawl_scheduler::policy::Policy;
+use recrawl_scheduler::policy::{Policy, DEFAULT_POLICY};
 
 pub const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,9 +71,26 @@ pub struct DemoArgs {
     /// Seed of the simulated web.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The URLs the crawl starts from: every page's (as a URL list gives them; then the
+    /// pipeline knows what the uniform crawl it is compared with knows), or the sites' home
+    /// pages (the rest is found by following links).
+    #[arg(long, value_enum, default_value_t = DemoSeeds::All)]
+    pub seeds: DemoSeeds,
+    /// The scheduler's policy.
+    #[arg(long, value_enum, default_value_t = DEFAULT_POLICY)]
+    pub policy: Policy,
     /// Directory for the stages' logs (default: a new temporary directory, kept).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
+}
+
+/// What the crawl knows at the start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoSeeds {
+    /// Every page's URL.
+    All,
+    /// Each site's home page.
+    Home,
 }
 
 struct StageProcess {
@@ -125,7 +142,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let pages = simweb.web().len();
     let picks_per_period = args.picks_per_period.unwrap_or(pages.div_ceil(5));
     let seeds = log_dir.join("seeds.txt");
-    std::fs::write(&seeds, simweb.home_urls().join("\n") + "\n")?;
+    let seed_urls = match args.seeds {
+        DemoSeeds::All => (0..simweb.web().len())
+            .filter_map(|page| u32::try_from(page).ok())
+            .map(|page| simweb.url(page))
+            .collect(),
+        DemoSeeds::Home => simweb.home_urls(),
+    };
+    std::fs::write(&seeds, seed_urls.join("\n") + "\n")?;
     let scheduler_flags = scheduler_flags(&args, epoch_unix_ms, picks_per_period, &seeds);
     processes.push(spawn_stage("scheduler", &kafka, &scheduler_flags, &log_dir)?);
     let announced = print_line(format_args!(
@@ -151,7 +175,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let horizon = periods_run;
     let truth = simweb.truth(horizon as f64);
     let pipeline = time_averaged(&truth, &stored, horizon as f64);
-    let uniform = uniform_crawling(simweb.web(), horizon, picks_per_period);
+    let uniform = simulated(simweb.web(), horizon, picks_per_period, Policy::Uniform);
+    let simulated_policy = simulated(simweb.web(), horizon, picks_per_period, args.policy);
     simweb.shutdown()?;
     drop(mock);
 
@@ -165,7 +190,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         pages,
         pipeline: &pipeline,
         uniform: &uniform,
+        simulated_policy: &simulated_policy,
         picks_per_period,
+        seeds: args.seeds,
+        policy: args.policy,
     }
     .print();
     if stage_exits.iter().any(|(_, code)| *code != Some(0)) {
@@ -186,12 +214,21 @@ struct Summary<'a> {
     pages: usize,
     pipeline: &'a Measures,
     uniform: &'a PolicyResult,
+    /// The pipeline's policy in the simulator, on the same web and budget.
+    simulated_policy: &'a PolicyResult,
     picks_per_period: usize,
+    seeds: DemoSeeds,
+    policy: Policy,
 }
 
 impl Summary<'_> {
     fn print(&self) -> Result<(), StdoutError> {
         let Self { horizon, totals, pages, pipeline, uniform, picks_per_period, .. } = self;
+        let knew = match self.seeds {
+            DemoSeeds::All => "both knew every URL and stored nothing at the start",
+            DemoSeeds::Home => "the pipeline knew the home pages and found the rest by their links, uniform crawling knew every URL; neither stored anything at the start",
+        };
+        let ahead = 100.0 * (pipeline.freshness() / uniform.freshness - 1.0);
         let exits: Vec<String> = self
             .stage_exits
             .iter()
@@ -212,7 +249,8 @@ impl Summary<'_> {
             self.log_dir.display(),
         ))?;
         print_line(format_args!(
-            "freshness against the truth, averaged over the run and all {pages} pages (a page counts as stale until first stored): pipeline {:.3} (age {:.2} periods, harmonic cost {:.2}) with {} requests; uniform crawling of the same web at {picks_per_period} picks a period, every URL known from the start (simulated): {:.3} (age {:.2}, harmonic cost {:.2}) with {} requests",
+            "freshness against the truth, averaged over the run and all {pages} pages (a page counts as stale until first stored; {knew}): pipeline (policy {}) {:.3} (age {:.2} periods, harmonic cost {:.2}) with {} requests; uniform crawling of the same web at {picks_per_period} picks a period (simulated) {:.3} (age {:.2}, harmonic cost {:.2}) with {} requests; the pipeline is {}; the pipeline's policy simulated likewise {:.3}",
+            self.policy.as_str(),
             pipeline.freshness(),
             pipeline.age(),
             pipeline.harmonic_cost(),
@@ -221,6 +259,12 @@ impl Summary<'_> {
             uniform.age,
             uniform.harmonic_cost,
             uniform.requests,
+            if ahead.is_finite() {
+                format!("{:.1} % {}", ahead.abs(), if ahead >= 0.0 { "fresher" } else { "less fresh" })
+            } else {
+                "cannot be compared".to_owned()
+            },
+            self.simulated_policy.freshness,
         ))
     }
 }
@@ -306,7 +350,7 @@ fn scheduler_flags(
     epoch_unix_ms: i64,
     picks_per_period: usize,
     seeds: &Path,
-) -> [String; 10] {
+) -> [String; 12] {
     [
         "--period-ms".into(),
         args.period_ms.to_string(),
@@ -316,19 +360,26 @@ fn scheduler_flags(
         picks_per_period.to_string(),
         "--seeds".into(),
         seeds.display().to_string(),
-        // The run is short: half the picks go to discovering the web.
         "--discovery-share".into(),
-        "0.5".into(),
+        match args.seeds {
+            // The frontier holds only the seeds, and a page never stored is surely stale:
+            // every pick may go to them until each was fetched once.
+            DemoSeeds::All => "1".into(),
+            // The run is short: half the picks go to discovering the web.
+            DemoSeeds::Home => "0.5".into(),
+        },
+        "--policy".into(),
+        args.policy.as_str().into(),
     ]
 }
 
-/// Round robin over the same web at the same budget, every URL known from the start
-/// (simulated): what the pipeline's freshness is compared with.
-fn uniform_crawling(web: &Web, horizon: u64, picks_per_period: usize) -> PolicyResult {
+/// `policy` run by the simulator over the same web at the same budget, every URL known
+/// and nothing stored at the start: what the pipeline's freshness is compared with.
+fn simulated(web: &Web, horizon: u64, picks_per_period: usize, policy: Policy) -> PolicyResult {
     let world = SimulatedWeb { truth: Truth::of_web(web, horizon as f64), web };
     run_policy(
         &world,
-        SimPolicy::Scheduler(Policy::Uniform),
+        SimPolicy::Scheduler(policy),
         &SimConfig {
             periods: horizon,
             budget: picks_per_period as f64 / web.len() as f64,

@@ -75,6 +75,28 @@ fn demo_runs_the_four_stage_processes_and_stops_them_cleanly() {
     assert!(truth.lines().any(|l| l.starts_with("{\"served\"")));
 }
 
+/// The demo as the README runs it, on defaults: measured against the simulated web's truth,
+/// the pipeline's default policy keeps the store fresher than uniform crawling of the same
+/// web at the same budget, both knowing every URL and storing nothing at the start.
+#[test]
+fn on_defaults_the_demo_pipeline_is_fresher_than_uniform_crawling() {
+    let logs = tempfile::tempdir().expect("tempdir");
+    let output = recrawl().arg("demo").arg("--log-dir").arg(logs.path()).output().expect("demo runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let comparison =
+        stdout.lines().find(|l| l.starts_with("freshness against the truth")).expect("comparison line");
+    assert!(comparison.contains("both knew every URL and stored nothing at the start"), "{comparison}");
+    let number_after = |marker: &str| -> f64 {
+        let at = comparison.find(marker).unwrap_or_else(|| panic!("{marker:?} in {comparison}")) + marker.len();
+        let number: String = comparison[at..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        number.parse().unwrap_or_else(|e| panic!("{e}: {marker:?} in {comparison}"))
+    };
+    let pipeline = number_after("pipeline (policy lambda-crawl) ");
+    let uniform = number_after("picks a period (simulated) ");
+    assert!(pipeline >= uniform, "pipeline {pipeline} < uniform {uniform}:\n{stdout}");
+}
+
 /// `--brokers` points the demo at an existing Kafka (CI: tansu) instead of the embedded one.
 #[test]
 fn demo_uses_an_existing_kafka_given_brokers() {

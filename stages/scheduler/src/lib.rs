@@ -35,7 +35,7 @@ use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState}
 use crate::groups::{GroupClasses, HourRule};
 use crate::hosts::Hosts;
 use crate::plan::{choose, PlanSettings};
-use crate::policy::{quota, Discovery, Horizon, Policy};
+use crate::policy::{quota, Discovery, Horizon, Policy, DEFAULT_POLICY};
 use recrawl_common::links::LinkRules;
 
 pub const STAGE: &str = "scheduler";
@@ -65,7 +65,7 @@ pub struct SchedulerArgs {
           value_parser = clap::value_parser!(i64).range(0..=bounds::MAX_TIME_MS))]
     pub epoch_unix_ms: i64,
     /// How known pages are ranked for refresh.
-    #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = Policy::LambdaCrawl)]
+    #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = DEFAULT_POLICY)]
     pub policy: Policy,
     #[arg(long, env = "RECRAWL_HORIZON", default_value = "rolling:10", help = crate::policy::HORIZON_HELP)]
     pub horizon: Horizon,

@@ -12,7 +12,7 @@ use crate::book::{Book, Page};
 use crate::hosts::{HostStats, Hosts};
 use crate::policy::{
     change_rate, expected_out_of_date, lambda_crawl_kappa, lambda_crawl_rate, paper_score, staleness,
-    Discovery, Policy, TopK,
+    Discovery, Policy, TopK, DEFAULT_POLICY,
 };
 
 /// How a period's picks are chosen.
@@ -39,7 +39,7 @@ pub struct PlanSettings {
 impl Default for PlanSettings {
     fn default() -> Self {
         Self {
-            policy: Policy::LambdaCrawl,
+            policy: DEFAULT_POLICY,
             cost_weight: 1.0,
             period_ms: 60_000,
             epoch_unix_ms: 0,

@@ -11,6 +11,10 @@ use std::str::FromStr;
 use serde::Serialize;
 use thiserror::Error;
 
+/// The policy the scheduler runs unless told otherwise: the best learned one on the
+/// simulated web (BENCHMARKS.md, "Policy simulator").
+pub const DEFAULT_POLICY: Policy = Policy::LambdaCrawl;
+
 /// How the scheduler chooses which known pages to refresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
