@@ -84,10 +84,11 @@ async fn tail_filters_and_stops_at_the_end_of_the_topic() {
         tokio::task::block_in_place(|| tail(broker, prefix, extra))
     };
 
-    // Everything, as JSON objects; tail stops where the topic ends.
+    // Everything, as the topic carries it; tail stops where the topic ends.
     let all = tail(&[]);
     assert_eq!(all.len(), expected, "{all:?}");
     for line in &all {
+        assert!(line.starts_with(r#"{"schema":"recrawl.change-event/1","#), "{line}");
         let event: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         assert!(event["url"].as_str().is_some_and(|url| url.starts_with("http://site")), "{line}");
     }

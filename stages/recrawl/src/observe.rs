@@ -52,8 +52,24 @@ pub enum Observed {
 }
 
 impl Observed {
-    /// The message as JSON, for `recrawl tail`.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The message as one line of JSON, for `recrawl tail`: for the topics people read,
+    /// exactly the value the topic carries (its `schema` tag first), so a file of these lines
+    /// reads as the topic does; for the others, their fields.
+    pub fn json_line(&self) -> String {
+        let plain = match self {
+            Self::Link(m) => recrawl_schemas::encode(m),
+            Self::Change(m) => recrawl_schemas::encode(m),
+            Self::Estimate(m) => recrawl_schemas::encode(m),
+            Self::Distribution(m) => recrawl_schemas::encode(m),
+            _ => return self.fields().to_string(),
+        };
+        match plain.map(String::from_utf8) {
+            Ok(Ok(line)) => line,
+            _ => self.fields().to_string(),
+        }
+    }
+
+    fn fields(&self) -> serde_json::Value {
         let value = match self {
             Self::Pick(m) => serde_json::to_value(m),
             Self::Result(m) => {

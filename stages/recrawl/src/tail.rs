@@ -202,7 +202,7 @@ pub async fn run(args: &TailArgs) -> Result<(), TailError> {
         }
         if args.filter.matches(&observed, timestamp_ms, recrawl_common::unix_ms()) {
             match args.format {
-                TailFormat::Jsonl => print_line(observed.to_json())?,
+                TailFormat::Jsonl => print_line(observed.json_line())?,
                 TailFormat::Table => print_line(table_row(&observed, timestamp_ms))?,
             }
             printed = printed.saturating_add(1);
