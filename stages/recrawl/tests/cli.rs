@@ -88,8 +88,10 @@ fn on_defaults_the_demo_pipeline_is_fresher_than_uniform_crawling() {
         stdout.lines().find(|l| l.starts_with("freshness against the truth")).expect("comparison line");
     assert!(comparison.contains("both knew every URL and stored nothing at the start"), "{comparison}");
     let number_after = |marker: &str| -> f64 {
-        let at = comparison.find(marker).unwrap_or_else(|| panic!("{marker:?} in {comparison}")) + marker.len();
-        let number: String = comparison[at..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        let at =
+            comparison.find(marker).unwrap_or_else(|| panic!("{marker:?} in {comparison}")) + marker.len();
+        let number: String =
+            comparison[at..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
         number.parse().unwrap_or_else(|e| panic!("{e}: {marker:?} in {comparison}"))
     };
     let pipeline = number_after("pipeline (policy lambda-crawl) ");
