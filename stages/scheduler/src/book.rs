@@ -72,7 +72,7 @@ impl Page {
     pub fn is_pending(&self, clock: u64, pending_periods: u32) -> bool {
         self.last_pick != NONE
             && (self.last_estimate == NONE || self.last_estimate < self.last_pick)
-            && clock <= u64::from(self.last_pick) + u64::from(pending_periods)
+            && clock <= u64::from(self.last_pick).saturating_add(u64::from(pending_periods))
     }
 
     /// The latest period the page was downloaded or picked.
@@ -227,7 +227,7 @@ impl Validators {
     }
 
     fn heap_bytes(&self) -> usize {
-        self.etag.as_deref().map_or(0, str::len) + self.last_modified.as_deref().map_or(0, str::len)
+        self.etag.iter().chain(&self.last_modified).map(|text| text.len()).sum()
     }
 }
 
@@ -255,6 +255,12 @@ fn fingerprint(source: Option<&str>) -> u32 {
     }
 }
 
+/// The bytes of `slot`'s URL in the arena `bytes`, whose slots end at `ends`.
+fn slot_url<'a>(bytes: &'a [u8], ends: &[u32], slot: u32) -> &'a [u8] {
+    let start = slot.checked_sub(1).map_or(0, |previous| ends[previous as usize] as usize);
+    &bytes[start..ends[slot as usize] as usize]
+}
+
 impl Book {
     pub fn len(&self) -> usize {
         self.pages.len()
@@ -278,10 +284,8 @@ impl Book {
     }
 
     pub fn url(&self, slot: u32) -> &str {
-        let end = self.url_ends[slot as usize] as usize;
-        let start = if slot == 0 { 0 } else { self.url_ends[slot as usize - 1] as usize };
         // Only whole `&str`s are appended, so every slot's range is valid UTF-8.
-        std::str::from_utf8(&self.url_bytes[start..end]).unwrap_or_default()
+        std::str::from_utf8(slot_url(&self.url_bytes, &self.url_ends, slot)).unwrap_or_default()
     }
 
     pub fn find(&self, url: &str) -> Option<u32> {
@@ -291,16 +295,21 @@ impl Book {
     /// Bytes in use per structure, for the memory figures (vectors also keep up to as
     /// much again in growth reserve, which the OS maps only once touched).
     pub fn memory(&self) -> BookMemory {
+        // A validators entry: a slot and two boxed strings, plus a control byte.
+        const VALIDATORS_ENTRY: usize = 5 + std::mem::size_of::<Validators>();
         BookMemory {
             url_text: self.url_bytes.len(),
-            url_ends: self.url_ends.len() * 4,
+            url_ends: std::mem::size_of_val(self.url_ends.as_slice()),
             // A slot and a control byte per bucket.
-            index: self.index.capacity() * 5,
-            pages: self.pages.len() * std::mem::size_of::<Page>(),
-            in_links: self.in_links.len() * std::mem::size_of::<InLink>(),
-            // A slot and two boxed strings per entry, plus a control byte, plus the text.
-            validators: self.validators.capacity() * (5 + std::mem::size_of::<Validators>())
-                + self.validators.values().map(Validators::heap_bytes).sum::<usize>(),
+            index: self.index.capacity().saturating_mul(5),
+            pages: std::mem::size_of_val(self.pages.as_slice()),
+            in_links: std::mem::size_of_val(self.in_links.as_slice()),
+            // The entries plus the text.
+            validators: self
+                .validators
+                .capacity()
+                .saturating_mul(VALIDATORS_ENTRY)
+                .saturating_add(self.validators.values().map(Validators::heap_bytes).sum::<usize>()),
         }
     }
 
@@ -333,20 +342,17 @@ impl Book {
 
     /// Appends a URL the book does not hold.
     fn insert(&mut self, url: &str, page: Page) -> Result<u32, BookFull> {
-        let end = u32::try_from(self.url_bytes.len() + url.len()).map_err(|_| BookFull)?;
+        let end = self.url_bytes.len().checked_add(url.len()).and_then(|end| u32::try_from(end).ok());
+        let end = end.ok_or(BookFull)?;
         let slot = self.pages.len() as u32;
         self.url_bytes.extend_from_slice(url.as_bytes());
         self.url_ends.push(end);
         self.pages.push(page);
         if page.is_frontier() {
-            self.frontier += 1;
+            self.frontier = self.frontier.saturating_add(1);
         }
         let (bytes, ends) = (&self.url_bytes, &self.url_ends);
-        self.index.insert_unique(xxh3_64(url.as_bytes()), slot, |&slot| {
-            let end = ends[slot as usize] as usize;
-            let start = if slot == 0 { 0 } else { ends[slot as usize - 1] as usize };
-            xxh3_64(&bytes[start..end])
-        });
+        self.index.insert_unique(xxh3_64(url.as_bytes()), slot, |&slot| xxh3_64(slot_url(bytes, ends, slot)));
         Ok(slot)
     }
 
@@ -391,7 +397,7 @@ impl Book {
             Some(slot) => slot,
             None => {
                 let host = hosts.intern(&estimate.host);
-                hosts.stats[host as usize].urls += 1;
+                hosts.stats[host as usize].count_url();
                 self.insert(&estimate.url, Self::new_page(host, estimate.period, 0, settings))?
             }
         };
@@ -424,8 +430,8 @@ impl Book {
         let request = learned.request;
         let page = &mut self.pages[slot as usize];
         if page.is_frontier() {
-            self.frontier -= 1;
-            self.dead_in_links += page.in_degree as usize;
+            self.frontier = self.frontier.saturating_sub(1);
+            self.dead_in_links = self.dead_in_links.saturating_add(page.in_degree as usize);
             page.in_links = NONE;
         }
         page.last_estimate = period32(learned.period);
@@ -476,7 +482,7 @@ impl Book {
         change_rate: Option<f64>,
     ) -> Result<u32, BookFull> {
         let host = hosts.intern(host);
-        hosts.stats[host as usize].urls += 1;
+        hosts.stats[host as usize].count_url();
         let mut page = Self::new_page(host, 0, 0, &BookSettings::default());
         page.last_estimate = period32(last_download);
         page.last_download = period32(last_download);
@@ -509,7 +515,7 @@ impl Book {
                 if hosts.stats[host as usize].urls >= site_cap {
                     return Ok(Linked::Rejected(Rejection::SiteCap));
                 }
-                hosts.stats[host as usize].urls += 1;
+                hosts.stats[host as usize].count_url();
                 let mut page = Self::new_page(host, link.period, link.depth, settings);
                 page.in_degree = 1;
                 page.in_links = self.push_in_link(source, NONE);
@@ -536,15 +542,16 @@ impl Book {
         let head = self.push_in_link(source, page.in_links);
         let page = &mut self.pages[slot as usize];
         page.in_links = head;
-        page.in_degree += 1;
+        page.in_degree = page.in_degree.saturating_add(1);
         page.depth = page.depth.min(u16::try_from(link.depth).unwrap_or(u16::MAX));
         self.mark_dirty(slot);
         Ok(Linked::InDegree)
     }
 
     fn push_in_link(&mut self, fingerprint: u32, next: u32) -> u32 {
+        let index = self.in_links.len() as u32;
         self.in_links.push(InLink { fingerprint, next });
-        (self.in_links.len() - 1) as u32
+        index
     }
 
     fn in_link_fingerprints(&self, page: &Page) -> Vec<u32> {
@@ -562,7 +569,7 @@ impl Book {
     /// Rebuilds the in-link chains once most entries belong to URLs that left the
     /// frontier, so the list stays proportional to the frontier.
     fn compact_in_links(&mut self) {
-        if self.dead_in_links < 1024 || self.dead_in_links * 2 < self.in_links.len() {
+        if self.dead_in_links < 1024 || self.dead_in_links.saturating_mul(2) < self.in_links.len() {
             return;
         }
         let old = std::mem::take(&mut self.in_links);
@@ -633,14 +640,14 @@ impl Book {
         let mut records: Vec<(String, SchedulerState)> = records.into_iter().collect();
         records.sort_unstable_by_key(|(_, state)| state.slot);
         let mut book = Book::default();
-        let mut skipped = 0;
+        let mut skipped = 0usize;
         for (url, state) in records {
             let Ok(host_name) = host_of(&url) else {
-                skipped += 1;
+                skipped = skipped.saturating_add(1);
                 continue;
             };
             let host = hosts.intern(&host_name);
-            hosts.stats[host as usize].urls += 1;
+            hosts.stats[host as usize].count_url();
             let mut head = NONE;
             if state.last_estimate.is_none() {
                 for &fingerprint in &state.in_links {

@@ -72,7 +72,7 @@ impl GroupCode {
             FrequencyGroup::Biweekly => 15,
             FrequencyGroup::Fourweekly => 16,
         };
-        GroupCode(NonZeroU8::MIN.saturating_add(code - 1))
+        GroupCode(NonZeroU8::new(code).unwrap_or(NonZeroU8::MIN))
     }
 
     fn group(self) -> FrequencyGroup {
@@ -218,7 +218,7 @@ impl CrawlSchedule {
     pub fn hours(self) -> Vec<u8> {
         let mut hours = vec![self.hour];
         if self.second_days() != 0 {
-            hours.push((self.hour + 12) % 24);
+            hours.push(self.second_hour());
             hours.sort_unstable();
         }
         hours
@@ -239,19 +239,20 @@ impl CrawlSchedule {
         if after_ms >= now_ms {
             return None;
         }
-        // i128 throughout: no input can overflow, and the answer is exact before clamping.
-        let (week_ms, offset_ms) = (i128::from(WEEK_MS), local_offset_ms(utc_offset_minutes));
-        let now = i128::from(now_ms) + offset_ms;
+        // i128 throughout: no input comes near its limits, so the saturating operations are
+        // exact and the answer is clamped only at the end.
+        let offset_ms = local_offset_ms(utc_offset_minutes);
+        let now = i128::from(now_ms).saturating_add(offset_ms);
         let period = i128::from(self.every_weeks());
-        let week = (now - i128::from(WEEK_ZERO_MS)).div_euclid(week_ms);
+        let week = week_of(now);
         // The last crawl week at or before `now`, and the one before it: the latter holds
         // the answer when `now` comes before the first crawl of the former.
-        let last = week - week.rem_euclid(period);
-        [last, last - period]
+        let last = week.saturating_sub(week.rem_euclid(period));
+        [last, last.saturating_sub(period)]
             .into_iter()
-            .flat_map(|week| self.week_offsets().rev().map(move |offset| week * week_ms + offset))
+            .flat_map(|week| self.instants_in(week).rev())
             .find(|&instant| instant <= now)
-            .map(|instant| instant - offset_ms)
+            .map(|instant| instant.saturating_sub(offset_ms))
             .filter(|&instant| instant > i128::from(after_ms))
             .and_then(|instant| i64::try_from(instant).ok())
     }
@@ -259,18 +260,18 @@ impl CrawlSchedule {
     /// The first scheduled instant strictly after `after_ms`; `i64::MAX` when that is too
     /// late for an `i64`.
     pub fn next_after(self, after_ms: i64, utc_offset_minutes: i32) -> i64 {
-        let (week_ms, offset_ms) = (i128::from(WEEK_MS), local_offset_ms(utc_offset_minutes));
-        let after = i128::from(after_ms) + offset_ms;
+        let offset_ms = local_offset_ms(utc_offset_minutes);
+        let after = i128::from(after_ms).saturating_add(offset_ms);
         let period = i128::from(self.every_weeks());
-        let week = (after - i128::from(WEEK_ZERO_MS)).div_euclid(week_ms);
+        let week = week_of(after);
         // The first crawl week at or after `after`, and the next: the latter's first crawl
         // is in a later week, so it is after `after`.
-        let first = week + (-week).rem_euclid(period);
-        [first, first + period]
+        let first = week.saturating_add(week.saturating_neg().rem_euclid(period));
+        [first, first.saturating_add(period)]
             .into_iter()
-            .flat_map(|week| self.week_offsets().map(move |offset| week * week_ms + offset))
+            .flat_map(|week| self.instants_in(week))
             .find(|&instant| instant > after)
-            .and_then(|instant| i64::try_from(instant - offset_ms).ok())
+            .and_then(|instant| i64::try_from(instant.saturating_sub(offset_ms)).ok())
             .unwrap_or(i64::MAX)
     }
 
@@ -282,11 +283,17 @@ impl CrawlSchedule {
         }
     }
 
+    /// The hour of the second crawl of a day, 12 hours after [`hour`](Self::hour).
+    fn second_hour(self) -> u8 {
+        // Never saturates: `hour` is below 24.
+        self.hour.saturating_add(12) % 24
+    }
+
     /// Crawl hours of weekday `day`, ascending: from `hour` 12 on, the second crawl comes
     /// first.
     pub(crate) fn hours_on(self, day: u8) -> impl DoubleEndedIterator<Item = u8> {
         let first = (self.weekdays & 1 << day != 0).then_some(self.hour);
-        let second = (self.second_days() & 1 << day != 0).then_some((self.hour + 12) % 24);
+        let second = (self.second_days() & 1 << day != 0).then_some(self.second_hour());
         let (early, late) = if self.hour < 12 { (first, second) } else { (second, first) };
         early.into_iter().chain(late)
     }
@@ -296,15 +303,27 @@ impl CrawlSchedule {
     fn week_offsets(self) -> impl DoubleEndedIterator<Item = i128> {
         let start = i128::from(WEEK_ZERO_MS);
         (0..7u8).flat_map(move |day| {
+            let midnight = start.saturating_add(i128::from(day).saturating_mul(i128::from(DAY_MS)));
             self.hours_on(day).map(move |hour| {
-                start + i128::from(day) * i128::from(DAY_MS) + i128::from(hour) * i128::from(HOUR_MS)
+                midnight.saturating_add(i128::from(hour).saturating_mul(i128::from(HOUR_MS)))
             })
         })
     }
+
+    /// Scheduled instants of crawl week `week`, local milliseconds, ascending.
+    fn instants_in(self, week: i128) -> impl DoubleEndedIterator<Item = i128> {
+        let week_start = week.saturating_mul(i128::from(WEEK_MS));
+        self.week_offsets().map(move |offset| week_start.saturating_add(offset))
+    }
+}
+
+/// The week, counted from week 0, of local time `local_ms`.
+fn week_of(local_ms: i128) -> i128 {
+    local_ms.saturating_sub(i128::from(WEEK_ZERO_MS)).div_euclid(i128::from(WEEK_MS))
 }
 
 fn local_offset_ms(utc_offset_minutes: i32) -> i128 {
-    i128::from(utc_offset_minutes) * i128::from(MINUTE_MS)
+    i128::from(utc_offset_minutes).saturating_mul(i128::from(MINUTE_MS))
 }
 
 /// Weekdays of a day mask, ascending.
@@ -315,7 +334,7 @@ fn days_of(mask: u8) -> Vec<u8> {
 /// The mask of `days` (0 to 7) weekdays spread over the week from Monday: ⌊k·7/days⌋ for
 /// k < days.
 fn spread(days: u8) -> u8 {
-    (0..days).fold(0, |mask, k| mask | 1 << (k * 7 / days))
+    (0..days).filter_map(|k| k.checked_mul(7)?.checked_div(days)).fold(0, |mask, day| mask | 1 << day)
 }
 
 /// Days with a crawl at the hour of `group` (1..=14 crawls if `Weekly`): 0 when it takes

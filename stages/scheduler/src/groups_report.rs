@@ -117,11 +117,10 @@ pub fn groups_report(
     let mut timetable: BTreeMap<(u8, u8, u8), Vec<String>> = BTreeMap::new();
     let mut per_group: Vec<(FrequencyGroup, u64)> =
         classes.groups().into_iter().map(|group| (group, 0)).collect();
-    for (index, text) in input.lines().enumerate() {
+    for (line, text) in (1..).zip(input.lines()) {
         if text.trim().is_empty() {
             continue;
         }
-        let line = index + 1;
         let entry: RatesLine = serde_json::from_str(text).map_err(|error| parse_error(line, &error))?;
         if !entry.weekly_rate.is_finite() || entry.weekly_rate < 0.0 {
             return Err(GroupsError::Rate { line, rate: entry.weekly_rate });
@@ -140,7 +139,7 @@ pub fn groups_report(
             }
         }
         if let Some((_, count)) = per_group.iter_mut().find(|(group, _)| *group == schedule.group()) {
-            *count += 1;
+            *count = count.saturating_add(1);
         }
         let weekdays = schedule.weekdays();
         urls.push(UrlGroups {

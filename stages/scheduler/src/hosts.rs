@@ -22,6 +22,11 @@ pub struct HostStats {
 }
 
 impl HostStats {
+    /// Counts one more URL of the host.
+    pub(crate) fn count_url(&mut self) {
+        self.urls = self.urls.saturating_add(1);
+    }
+
     /// Folds a download's milliseconds per byte into g_i, weighting it by `smoothing`.
     pub(crate) fn add_sample(&mut self, ms_per_byte: f64, smoothing: f64) {
         self.ms_per_byte = if self.ms_per_byte.is_nan() {
@@ -94,7 +99,8 @@ impl Hosts {
         if matches!(request.http_status, Some(429 | 503)) {
             stats.backoff_level = stats.backoff_level.saturating_add(1).min(63);
             let wait = (1u64 << stats.backoff_level).min(max_backoff_periods.max(1));
-            stats.backoff_until = stats.backoff_until.max(request.period.saturating_add(1 + wait));
+            stats.backoff_until =
+                stats.backoff_until.max(request.period.saturating_add(wait).saturating_add(1));
         } else if request.downloaded {
             stats.backoff_level = 0;
         }

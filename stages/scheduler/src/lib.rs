@@ -4,6 +4,9 @@
 //! period it publishes the picks of its policy to the fetch topic. It is the pipeline's
 //! clock: period t starts at `epoch + t·period`.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
+
 pub mod book;
 pub mod groups;
 pub mod groups_report;
@@ -145,14 +148,14 @@ pub fn read_seeds(path: &std::path::Path) -> Result<Vec<String>, SchedulerError>
     let text = std::fs::read_to_string(path)
         .map_err(|source| SchedulerError::SeedRead { path: shown.clone(), source })?;
     let mut seeds = Vec::new();
-    for (index, line) in text.lines().enumerate() {
+    for (number, line) in (1..).zip(text.lines()) {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
         let url = normalise_url(line).map_err(|e| SchedulerError::SeedUrl {
             path: shown.clone(),
-            line: index + 1,
+            line: number,
             reason: e.to_string(),
         })?;
         seeds.push(url);
@@ -293,23 +296,21 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// The period running at Unix time `now_ms`, `None` before the epoch.
+    /// The period running at Unix time `now_ms`, `None` before the epoch (or with periods
+    /// of no length).
     fn period_at(&self, now_ms: i64) -> Option<u64> {
-        (now_ms >= self.plan.epoch_unix_ms)
-            .then(|| ((now_ms - self.plan.epoch_unix_ms) as u64) / self.plan.period_ms)
-    }
-
-    /// When `period` starts, Unix milliseconds (saturating far in the future).
-    fn period_start_ms(&self, period: u64) -> i64 {
-        let offset = period.saturating_mul(self.plan.period_ms);
-        self.plan.epoch_unix_ms.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX))
+        let epoch = self.plan.epoch_unix_ms;
+        // `abs_diff` is the elapsed time even where the i64 difference would overflow.
+        (now_ms >= epoch)
+            .then(|| now_ms.abs_diff(epoch))
+            .and_then(|elapsed| elapsed.checked_div(self.plan.period_ms))
     }
 
     /// This instance's share of the per-site URL cap: the cap split over the partitions.
     fn site_cap(&self) -> u32 {
         let total = self.assignment.total.max(1) as u64;
         let owned = self.assignment.partitions.len().max(1) as u64;
-        u32::try_from((u64::from(self.max_per_site) * owned).div_ceil(total)).unwrap_or(u32::MAX)
+        u32::try_from(u64::from(self.max_per_site).saturating_mul(owned).div_ceil(total)).unwrap_or(u32::MAX)
     }
 
     /// Each host's picks this period: its share of the per-host cap, lowered to what its
@@ -317,14 +318,14 @@ impl Scheduler {
     fn host_caps(&self, period: u64) -> (Vec<u32>, usize) {
         let (partitions, total) = (&self.assignment.partitions, self.assignment.total);
         let cap = quota(self.max_picks_per_host, partitions, total, period);
-        let mut backed_off = 0;
+        let mut backed_off = 0usize;
         let caps = self
             .hosts
             .stats
             .iter()
             .map(|stats| {
                 if stats.backoff_until > period {
-                    backed_off += 1;
+                    backed_off = backed_off.saturating_add(1);
                     return 0;
                 }
                 let mut host_cap = cap;
@@ -376,7 +377,7 @@ impl Scheduler {
     }
 
     fn update_gauges(&self) {
-        let tracked: usize = self.books.values().map(|b| b.len() - b.frontier_len()).sum();
+        let tracked: usize = self.books.values().map(|b| b.len().saturating_sub(b.frontier_len())).sum();
         let frontier: usize = self.books.values().map(Book::frontier_len).sum();
         self.metrics.tracked.set(tracked as i64);
         self.metrics.frontier.set(frontier as i64);
@@ -408,7 +409,7 @@ impl Scheduler {
             picks.push(PagePick {
                 etag: text(validators.and_then(|v| v.etag.as_deref())),
                 last_modified: text(validators.and_then(|v| v.last_modified.as_deref())),
-                deadline_ms: Some(self.period_start_ms(period + 1)),
+                deadline_ms: Some(self.plan.period_start_ms(period.saturating_add(1))),
                 url_key: url_key(&url),
                 url,
                 // The estimator's --group-by decides the distribution group; by label it
@@ -459,9 +460,10 @@ impl Stage for Scheduler {
         if !self.pending_seeds.is_empty() {
             return Some(tokio::time::Instant::now());
         }
-        let start_ms = self.period_start_ms(self.next_period);
+        let start_ms = self.plan.period_start_ms(self.next_period);
         let wait = Duration::from_millis(start_ms.saturating_sub(unix_ms()).max(0) as u64);
-        Some(tokio::time::Instant::now() + wait)
+        // `None` (no tick) only for a wait past what an `Instant` can hold.
+        tokio::time::Instant::now().checked_add(wait)
     }
 
     async fn tick(
@@ -496,7 +498,7 @@ impl Stage for Scheduler {
             // No partitions yet (a cooperative join assigns in a second round) or none to
             // own: nothing to pick, and nothing to announce.
             self.metrics.last_period_time.set(unix_ms() / 1000);
-            self.next_period = period + 1;
+            self.next_period = period.saturating_add(1);
             return Ok(());
         }
         let picks = self.picks(period);
@@ -513,7 +515,7 @@ impl Stage for Scheduler {
         self.metrics.last_period.set(period as i64);
         self.metrics.last_period_picks.set(picks.len() as i64);
         self.metrics.last_period_time.set(unix_ms() / 1000);
-        self.next_period = period + 1;
+        self.next_period = period.saturating_add(1);
         Ok(())
     }
 
@@ -573,7 +575,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
     };
     // A restarted instance starts with the next period: the running one's picks were
     // already published.
-    scheduler.next_period = scheduler.period_at(unix_ms()).map_or(0, |p| p + 1);
+    scheduler.next_period = scheduler.period_at(unix_ms()).map_or(0, |p| p.saturating_add(1));
     run_stage(scheduler, &args.kafka, ctx).await
 }
 

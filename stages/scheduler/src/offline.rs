@@ -154,11 +154,11 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
     let path = args.pages.display().to_string();
     let text = read(&args.pages)?;
     let mut pages = Vec::new();
-    for (index, line) in text.lines().enumerate() {
+    for (number, line) in (1..).zip(text.lines()) {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |reason: String| OfflineError::Line { path: path.clone(), line: index + 1, reason };
+        let bad = |reason: String| OfflineError::Line { path: path.clone(), line: number, reason };
         let page: PlanPage = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
         let checked = (|| {
             whole(page.size, "size", f64::from(u32::MAX))?;
@@ -176,17 +176,20 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
             }
         })();
         checked.map_err(bad)?;
-        pages.push((index + 1, page));
+        pages.push((number, page));
     }
     pages.sort_by(|a, b| a.1.url.cmp(&b.1.url));
-    let clock = pages.iter().map(|(_, p)| p.staleness as u64).max().unwrap_or(0) + 1;
+    // The stalest page was downloaded in period 0, so the clock is one period past its s.
+    let stalest = pages.iter().map(|(_, p)| p.staleness as u64).max().unwrap_or(0);
+    let clock = stalest.saturating_add(1);
     let (mut book, mut hosts) = (Book::default(), Hosts::default());
     for (line, page) in &pages {
         let bad = |reason: String| OfflineError::Line { path: path.clone(), line: *line, reason };
         if book.find(&page.url).is_some() {
             return Err(bad(format!("{} appears twice", page.url)));
         }
-        let last_download = clock - 1 - page.staleness as u64;
+        // clock − 1 − s, at least 0.
+        let last_download = stalest.saturating_sub(page.staleness as u64);
         let slot = book.add_tracked(
             &mut hosts,
             &page.url,

@@ -52,6 +52,14 @@ impl Default for PlanSettings {
     }
 }
 
+impl PlanSettings {
+    /// When `period` starts, Unix milliseconds (saturating far in the future).
+    pub fn period_start_ms(&self, period: u64) -> i64 {
+        let offset = period.saturating_mul(self.period_ms);
+        self.epoch_unix_ms.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX))
+    }
+}
+
 /// One pick: the page at `slot` of `books[book]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Choice {
@@ -111,22 +119,23 @@ pub fn choose(
     let discovery_quota = (quota as f64 * settings.discovery_share.clamp(0.0, 1.0)).round() as usize;
     let mut period = Period { clock, remaining, cost_per_byte, kappa: None };
     if settings.policy == Policy::LambdaCrawl {
-        period.kappa = lambda_kappa(books, host_caps, &period, quota - discovery_quota.min(quota), settings);
+        period.kappa =
+            lambda_kappa(books, host_caps, &period, quota.saturating_sub(discovery_quota), settings);
     }
-    let mut headroom = quota + quota / 4 + 16;
+    let mut headroom = quota.saturating_add(quota / 4).saturating_add(16);
     loop {
         let (frontier, frontier_overflowed) =
             frontier_candidates(books, host_caps, clock, headroom, settings);
         let (refresh, refresh_overflowed) = refresh_candidates(books, host_caps, &period, headroom, settings);
-        let mut taken = vec![0u32; host_caps.len()];
+        let mut room = host_caps.to_vec();
         let mut choices = Vec::with_capacity(quota);
         let mut take =
             |candidates: &mut std::vec::IntoIter<Choice>, limit: usize, choices: &mut Vec<Choice>| {
                 while choices.len() < limit {
                     let Some(choice) = candidates.next() else { break };
                     let host = books[choice.book].page(choice.slot).host as usize;
-                    if taken[host] < host_caps[host] {
-                        taken[host] += 1;
+                    if let Some(left) = room[host].checked_sub(1) {
+                        room[host] = left;
                         choices.push(choice);
                     }
                 }
@@ -252,9 +261,12 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
         Policy::Groups => {
             let Some(schedule) = page.schedule else { return Some(since_visit(page, clock)) };
             let Some(visit) = page.last_visit() else { return Some(since_visit(page, clock)) };
-            let start_of = |p: u64| settings.epoch_unix_ms.saturating_add((p * settings.period_ms) as i64);
-            let period_end = start_of(clock + 1).saturating_sub(1);
-            let due = schedule.latest_due(start_of(visit), period_end, settings.utc_offset_minutes)?;
+            let period_end = settings.period_start_ms(clock.saturating_add(1)).saturating_sub(1);
+            let due = schedule.latest_due(
+                settings.period_start_ms(visit),
+                period_end,
+                settings.utc_offset_minutes,
+            )?;
             Some(period_end.saturating_sub(due) as f64 / settings.period_ms.max(1) as f64)
         }
         Policy::Uniform => Some(since_visit(page, clock)),
@@ -314,7 +326,8 @@ fn lambda_kappa(
             continue;
         }
         let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;
-        *rates.entry(f64::from(rate).to_bits()).or_default() += 1;
+        let pages = rates.entry(f64::from(rate).to_bits()).or_default();
+        *pages = pages.saturating_add(1);
     }
     lambda_crawl_kappa(&rates, budget as f64)
 }

@@ -6,6 +6,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
+use std::num::{NonZeroU32, NonZeroU64};
 use std::str::FromStr;
 
 use serde::Serialize;
@@ -98,7 +99,10 @@ impl Horizon {
     pub fn remaining(self, period: u64) -> f64 {
         match self {
             Self::Rolling(window) => window as f64,
-            Self::Fixed(horizon) => (horizon - period % horizon.saturating_add(1)) as f64,
+            Self::Fixed(horizon) => {
+                let length = NonZeroU64::MIN.saturating_add(horizon);
+                horizon.saturating_sub(period % length) as f64
+            }
         }
     }
 }
@@ -206,16 +210,18 @@ pub fn lambda_crawl_kappa(rates: &HashMap<u64, u64>, budget: f64) -> Option<f64>
 /// partitions take exactly m together without talking, and the remainder rotates so a
 /// small m (a per-host cap of 1) reaches every partition's URLs over time.
 pub fn quota(m: usize, assigned: &[i32], total: i32, period: u64) -> usize {
-    if total <= 0 {
+    let Some(total) = u32::try_from(total).ok().and_then(NonZeroU32::new).map(NonZeroU64::from) else {
         return 0;
-    }
-    let total = total as usize;
-    let rotation = (period % total as u64) as usize;
-    assigned
+    };
+    let m = m as u64;
+    let (share, remainder, rotation) = (m / total, m % total, period % total);
+    let shares: u64 = assigned
         .iter()
-        .filter(|&&p| p >= 0 && (p as usize) < total)
-        .map(|&p| m / total + usize::from((p as usize + rotation) % total < m % total))
-        .sum()
+        .filter_map(|&p| u64::try_from(p).ok().filter(|&p| p < total.get()))
+        // p and the rotation are below `total` ≤ i32::MAX: their sum cannot saturate.
+        .map(|p| share.saturating_add(u64::from(p.saturating_add(rotation) % total < remainder)))
+        .sum();
+    usize::try_from(shares).unwrap_or(usize::MAX)
 }
 
 /// A scored candidate; the larger score wins, the smaller key on a tie.
@@ -262,20 +268,23 @@ impl<K: Ord> Ord for Worst<K> {
 pub struct TopK<K> {
     k: usize,
     heap: BinaryHeap<Worst<K>>,
-    offered: usize,
+    overflowed: bool,
 }
 
 impl<K: Ord + Copy> TopK<K> {
     pub fn new(k: usize) -> Self {
-        Self { k, heap: BinaryHeap::with_capacity(k.min(1 << 20)), offered: 0 }
+        Self { k, heap: BinaryHeap::with_capacity(k.min(1 << 20)), overflowed: false }
     }
 
     pub fn offer(&mut self, score: f64, key: K) {
-        self.offered += 1;
         let candidate = Scored { score, key };
         if self.heap.len() < self.k {
             self.heap.push(Worst(candidate));
-        } else if let Some(mut worst) = self.heap.peek_mut() {
+            return;
+        }
+        // k are held: this candidate or the worst kept is turned away.
+        self.overflowed = true;
+        if let Some(mut worst) = self.heap.peek_mut() {
             if candidate.rank(&worst.0) == Ordering::Less {
                 *worst = Worst(candidate);
             }
@@ -292,7 +301,7 @@ impl<K: Ord + Copy> TopK<K> {
 
     /// Whether candidates were turned away (more than k were offered).
     pub fn overflowed(&self) -> bool {
-        self.offered > self.k
+        self.overflowed
     }
 
     /// The kept candidates, best first.
