@@ -231,7 +231,8 @@ impl Differ {
             latency_ms: result.latency_ms,
             size_bytes: current.as_ref().map_or(0, |c| c.size_bytes),
             previous_size_bytes: previous.map(|p| p.size_bytes),
-            update_size: compared.map(|(before, after)| after.size_bytes as i64 - before.size_bytes as i64),
+            update_size: compared
+                .map(|(before, after)| (after.size_bytes as i64).saturating_sub(before.size_bytes as i64)),
             first_seen: downloaded && previous.is_none(),
             changed,
             text_changed,

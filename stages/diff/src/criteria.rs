@@ -9,6 +9,8 @@
 //! its words move; when it is more than half the document that is impossible and the
 //! cluster is reversed instead (every word but one changes position: x − 1 moves).
 
+use std::num::NonZeroU64;
+
 use xxhash_rust::xxh3::xxh3_64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,11 +78,16 @@ pub fn change_pair_of<T: Clone>(
     x: usize,
     word: impl Fn(&str, usize) -> T,
 ) -> (Vec<T>, Vec<T>) {
-    let x = x.min(n);
+    let Some(words) = NonZeroU64::new(n as u64) else {
+        return (Vec::new(), Vec::new());
+    };
+    // At most every word changes; the others lie outside the cluster.
+    let (x, outside) = (x.min(n), n.saturating_sub(x));
     let distinct: Vec<T> = (0..n).map(|i| word("w", i)).collect();
     // Deleted, replaced and moved clusters sit in the middle; insertions go there too.
-    let start = (n - x) / 2;
-    let cluster = start..start + x;
+    let start = outside / 2;
+    let (before, cluster_and_after) = distinct.split_at(start);
+    let after = &cluster_and_after[x..];
     match kind {
         ChangeKind::Add => {
             let mut new = distinct.clone();
@@ -90,41 +97,39 @@ pub fn change_pair_of<T: Clone>(
         ChangeKind::Copy => {
             let mut state = n as u64 ^ (x as u64) << 32;
             let copies: Vec<T> =
-                (0..x).map(|_| distinct[(splitmix(&mut state) % n as u64) as usize].clone()).collect();
+                (0..x).map(|_| distinct[(splitmix(&mut state) % words) as usize].clone()).collect();
             let mut new = distinct.clone();
             new.splice(n / 2..n / 2, copies);
             (distinct, new)
         }
         ChangeKind::Drop => {
-            let mut new = distinct.clone();
-            new.drain(cluster);
+            let new = [before, after].concat();
             (distinct, new)
         }
         ChangeKind::Shrink => {
             // The cluster repeats words from around it, so deleting it leaves each word; in
             // random order, so its word windows are not the surrounding ones.
-            let outside = (n - x).max(1);
-            let mut old: Vec<T> = (0..n - x).map(|i| word("w", i)).collect();
+            let new = distinct[..outside].to_vec();
+            let repeated = NonZeroU64::new(outside as u64).unwrap_or(NonZeroU64::MIN);
             let mut state = n as u64 ^ (x as u64) << 32;
-            let repeats = (0..x).map(|_| word("w", (splitmix(&mut state) % outside as u64) as usize));
+            let repeats = (0..x).map(|_| word("w", (splitmix(&mut state) % repeated) as usize));
+            let mut old = new.clone();
             old.splice(start..start, repeats);
-            let mut new = old.clone();
-            new.drain(cluster);
             (old, new)
         }
         ChangeKind::Replace => {
-            let mut new = distinct.clone();
-            new.splice(cluster, (0..x).map(|i| word("new", i)));
+            let replacements: Vec<T> = (0..x).map(|i| word("new", i)).collect();
+            let new = [before, &replacements, after].concat();
             (distinct, new)
         }
         ChangeKind::Move => {
             let mut new = distinct.clone();
-            if 2 * x <= n {
+            if let Some(start) = (n / 2).checked_sub(x) {
                 // The cluster trades places with the x words after it.
-                let start = (n - 2 * x) / 2;
-                new[start..start + 2 * x].rotate_left(x);
+                let (cluster, rest) = new[start..].split_at_mut(x);
+                cluster.swap_with_slice(&mut rest[..x]);
             } else {
-                new[cluster].reverse();
+                new[start..][..x].reverse();
             }
             (distinct, new)
         }

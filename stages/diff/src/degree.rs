@@ -78,18 +78,15 @@ impl Leftover {
         groups
     }
 
-    /// Removes the first `count` entries of `range` that satisfy `select`.
-    fn remove_first(&mut self, range: Range<usize>, count: usize, select: impl Fn(&Self, usize) -> bool) {
-        let mut left = count;
-        for i in range {
-            if left == 0 {
-                break;
-            }
-            if self.alive[i] && select(self, i) {
-                self.alive[i] = false;
-                self.candidate[i] = false;
-                left -= 1;
-            }
+    /// Removes the first `count` alive entries of `range` that satisfy `select`, given
+    /// whether the entry is a candidate.
+    fn remove_first(&mut self, range: Range<usize>, count: usize, select: impl Fn(bool) -> bool) {
+        let entries = self.alive[range.clone()].iter_mut().zip(&mut self.candidate[range]);
+        for (alive, candidate) in
+            entries.filter(|(alive, candidate)| **alive && select(**candidate)).take(count)
+        {
+            *alive = false;
+            *candidate = false;
         }
     }
 
@@ -133,14 +130,11 @@ impl Leftover {
 
     /// Settles the remaining candidates (copies in B′, shrinks in A′); how many.
     fn settle_candidates(&mut self) -> u64 {
-        let mut settled = 0;
-        for i in 0..self.entries.len() {
-            if self.alive[i] && self.candidate[i] {
-                self.alive[i] = false;
-                settled += 1;
-            }
+        let settled = self.candidates_in(0..self.entries.len());
+        for (alive, candidate) in self.alive.iter_mut().zip(&self.candidate) {
+            *alive &= !candidate;
         }
-        settled
+        settled as u64
     }
 
     fn alive_positions(&self) -> Vec<u32> {
@@ -160,15 +154,14 @@ fn merge_join<A, B, K: Ord>(
     key_b: impl Fn(&B) -> K,
     mut both: impl FnMut(&A, &B),
 ) {
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match key_a(&a[i]).cmp(&key_b(&b[j])) {
-            Ordering::Less => i += 1,
-            Ordering::Greater => j += 1,
+    let (mut a, mut b) = (a, b);
+    while let ([x, rest_a @ ..], [y, rest_b @ ..]) = (a, b) {
+        match key_a(x).cmp(&key_b(y)) {
+            Ordering::Less => a = rest_a,
+            Ordering::Greater => b = rest_b,
             Ordering::Equal => {
-                both(&a[i], &b[j]);
-                i += 1;
-                j += 1;
+                both(x, y);
+                (a, b) = (rest_a, rest_b);
             }
         }
     }
@@ -189,7 +182,7 @@ pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts)
 
     // c_A(w) and c_B(w), needed only for the leftover words: usually a few among
     // thousands, so a 4096-bit filter spares most of the map lookups.
-    let leftover_words = a_groups.len() + b_groups.len();
+    let leftover_words = a_groups.len().saturating_add(b_groups.len());
     let (mut count_a, mut count_b) =
         (PrehashedMap::with_capacity_and_hasher(leftover_words, Default::default()), PrehashedMap::default());
     let mut filter = [0u64; 64];
@@ -206,7 +199,7 @@ pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts)
                 let (index, bit) = slot(word);
                 if filter[index] & bit != 0 {
                     if let Some(count) = counts.get_mut(&word) {
-                        *count += 1;
+                        *count = count.saturating_add(1);
                     }
                 }
             }
@@ -227,9 +220,9 @@ pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts)
                 return;
             }
             let moved = in_a.len().min(in_b.len());
-            ops.moves += moved as u64;
-            a_rest.remove_first(in_a, moved, |_, _| true);
-            b_rest.remove_first(in_b, moved, |_, _| true);
+            ops.moves = ops.moves.saturating_add(moved as u64);
+            a_rest.remove_first(in_a, moved, |_| true);
+            b_rest.remove_first(in_b, moved, |_| true);
         },
     );
 
@@ -245,10 +238,10 @@ pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts)
         |(_, in_a), (_, in_b)| {
             let (in_a, in_b) = (in_a.clone(), in_b.clone());
             let paired = a_rest.candidates_in(in_a.clone()).min(b_rest.candidates_in(in_b.clone()));
-            ops.copy += paired as u64;
-            ops.shrink += paired as u64;
-            a_rest.remove_first(in_a, paired, |rest, i| rest.candidate[i]);
-            b_rest.remove_first(in_b, paired, |rest, i| rest.candidate[i]);
+            ops.copy = ops.copy.saturating_add(paired as u64);
+            ops.shrink = ops.shrink.saturating_add(paired as u64);
+            a_rest.remove_first(in_a, paired, |candidate| candidate);
+            b_rest.remove_first(in_b, paired, |candidate| candidate);
         },
     );
     // (b) a copy and a shrink at the same position: two operations costing 2s, or one
@@ -266,25 +259,25 @@ pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts)
             if copy_and_shrink_cheaper {
                 a_rest.alive[ia] = false;
                 b_rest.alive[ib] = false;
-                ops.copy += 1;
-                ops.shrink += 1;
+                ops.copy = ops.copy.saturating_add(1);
+                ops.shrink = ops.shrink.saturating_add(1);
             }
         },
     );
     // (c) the remaining candidates.
-    ops.copy += b_rest.settle_candidates();
-    ops.shrink += a_rest.settle_candidates();
+    ops.copy = ops.copy.saturating_add(b_rest.settle_candidates());
+    ops.shrink = ops.shrink.saturating_add(a_rest.settle_candidates());
 
     // Step 4: replace at the same position, else drop or add.
     let (a_positions, b_positions) = (a_rest.alive_positions(), b_rest.alive_positions());
-    let replaced = count_equal(&a_positions, &b_positions);
+    let replaced = count_common(&a_positions, &b_positions);
     ops.replace = replaced as u64;
-    ops.drop = (a_positions.len() - replaced) as u64;
-    ops.add = (b_positions.len() - replaced) as u64;
+    ops.drop = a_positions.len().saturating_sub(replaced) as u64;
+    ops.add = b_positions.len().saturating_sub(replaced) as u64;
 
-    // Step 5.
-    let cost = (ops.add + ops.drop + ops.replace) as f64
-        + costs.s * (ops.copy + ops.shrink) as f64
+    // Step 5, in floating point, which holds these counts exactly.
+    let cost = (ops.add as f64 + ops.drop as f64 + ops.replace as f64)
+        + costs.s * (ops.copy as f64 + ops.shrink as f64)
         + costs.t * ops.moves as f64;
     // The steps can cost more than max(m, n) on short, heavily rewritten documents (e.g.
     // ⟨0 a b a b⟩ → ⟨c 0 0 0⟩ with s = 0.9: 5.8 over 5); a degree is at most 1.
@@ -293,32 +286,27 @@ pub fn ied_from_lcs(a: &[u64], b: &[u64], pairs: &[(u32, u32)], costs: IedCosts)
     Ied { ops, cost, degree, lcs: pairs.len() }
 }
 
-fn count_equal(a: &[u32], b: &[u32]) -> usize {
-    let mut equal = 0;
-    merge_join(a, b, |&p| p, |&p| p, |_, _| equal += 1);
-    equal
+/// How many items two sorted lists without repeats have in common.
+fn count_common<T: Ord + Copy>(a: &[T], b: &[T]) -> usize {
+    let mut common = 0usize;
+    merge_join(a, b, |&x| x, |&y| y, |_, _| common = common.saturating_add(1));
+    common
 }
 
 /// ED: word insertions and deletions over m + n, from the LCS length.
 pub fn edit_distance(m: usize, n: usize, lcs_len: usize) -> f64 {
-    if m + n == 0 {
+    if m == 0 && n == 0 {
         return 0.0;
     }
-    (m + n - 2 * lcs_len) as f64 / (m + n) as f64
+    let total = m as f64 + n as f64;
+    (total - 2.0 * lcs_len as f64) / total
 }
 
 /// A document's distinct words with their counts, sorted by word.
 pub fn term_counts(words: &[u64]) -> Vec<(u64, u32)> {
     let mut sorted = words.to_vec();
     sorted.sort_unstable();
-    let mut counts: Vec<(u64, u32)> = Vec::new();
-    for word in sorted {
-        match counts.last_mut() {
-            Some((last, count)) if *last == word => *count += 1,
-            _ => counts.push((word, 1)),
-        }
-    }
-    counts
+    sorted.chunk_by(|a, b| a == b).map(|run| (run[0], u32::try_from(run.len()).unwrap_or(u32::MAX))).collect()
 }
 
 /// WD: 1 − 2·|common words| / (m + n), common words a multiset intersection.
@@ -328,7 +316,13 @@ pub fn word_distance(a: &[(u64, u32)], b: &[(u64, u32)]) -> f64 {
         return 0.0;
     }
     let mut common = 0u64;
-    merge_join(a, b, |t| t.0, |t| t.0, |&(_, x), &(_, y)| common += u64::from(x.min(y)));
+    merge_join(
+        a,
+        b,
+        |t| t.0,
+        |t| t.0,
+        |&(_, x), &(_, y)| common = common.saturating_add(u64::from(x.min(y))),
+    );
     1.0 - 2.0 * common as f64 / total as f64
 }
 
@@ -342,9 +336,10 @@ pub struct DocumentFrequencies {
 impl DocumentFrequencies {
     /// Counts a document given its term counts.
     pub fn add(&mut self, terms: &[(u64, u32)]) {
-        self.documents += 1;
+        self.documents = self.documents.saturating_add(1);
         for (word, _) in terms {
-            *self.frequencies.entry(*word).or_insert(0) += 1;
+            let frequency = self.frequencies.entry(*word).or_insert(0);
+            *frequency = frequency.saturating_add(1);
         }
     }
 
@@ -353,7 +348,7 @@ impl DocumentFrequencies {
         self.documents = self.documents.saturating_sub(1);
         for (word, _) in terms {
             if let Some(frequency) = self.frequencies.get_mut(word) {
-                *frequency -= 1;
+                *frequency = frequency.saturating_sub(1);
                 if *frequency == 0 {
                     self.frequencies.remove(word);
                 }
@@ -413,14 +408,13 @@ pub fn shingles(words: &[u64], k: usize) -> Vec<u64> {
     }
     // A rolling polynomial hash: each window costs O(1) instead of hashing k words.
     let leading = (1..k).fold(1u64, |power, _| power.wrapping_mul(SHINGLE_BASE));
-    let mut hash = (0..k).fold(0u64, |h, t| h.wrapping_mul(SHINGLE_BASE).wrapping_add(words[t % n]));
+    let wrapped = || words.iter().cycle();
+    let mut hash = wrapped().take(k).fold(0u64, |h, &word| h.wrapping_mul(SHINGLE_BASE).wrapping_add(word));
     let mut windows = Vec::with_capacity(n);
-    for i in 0..n {
+    // The window leaving `first` is followed by the one taking in `next`, k words on.
+    for (&first, &next) in words.iter().zip(wrapped().skip(k)) {
         windows.push(hash);
-        hash = hash
-            .wrapping_sub(words[i].wrapping_mul(leading))
-            .wrapping_mul(SHINGLE_BASE)
-            .wrapping_add(words[(i + k) % n]);
+        hash = hash.wrapping_sub(first.wrapping_mul(leading)).wrapping_mul(SHINGLE_BASE).wrapping_add(next);
     }
     windows.sort_unstable();
     windows.dedup();
@@ -432,9 +426,8 @@ pub fn shingle_distance(a: &[u64], b: &[u64]) -> f64 {
     if a.is_empty() && b.is_empty() {
         return 0.0;
     }
-    let mut common = 0usize;
-    merge_join(a, b, |&h| h, |&h| h, |_, _| common += 1);
-    1.0 - common as f64 / (a.len() + b.len() - common) as f64
+    let common = count_common(a, b) as f64;
+    1.0 - common / (a.len() as f64 + b.len() as f64 - common)
 }
 
 #[cfg(test)]

@@ -19,38 +19,52 @@
 //! of `b` that keeps the total longest; a single remaining word of `a` is matched with
 //! its leftmost occurrence in `b`.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
 
 /// Positions `(i, j)` with `a[i] == b[j]` forming a longest common subsequence, ascending.
 pub fn lcs(a: &[u64], b: &[u64]) -> Vec<(u32, u32)> {
-    let prefix = common_prefix(a, b);
-    let suffix = common_suffix(&a[prefix..], &b[prefix..]);
-    let core_a = &a[prefix..a.len() - suffix];
-    let core_b = &b[prefix..b.len() - suffix];
-
-    let mut pairs: Vec<(u32, u32)> = (0..prefix as u32).map(|i| (i, i)).collect();
-    let shared = SharedSymbols::new(core_a, core_b);
+    let (mut core_a, mut core_b) = (0..a.len(), 0..b.len());
+    let mut pairs = Vec::new();
+    let suffix = strip_common(a, b, &mut core_a, &mut core_b, &mut pairs);
+    let shared = SharedSymbols::new(a, b, core_a, core_b);
     let mut solver = Solver::new(shared.alphabet, shared.b.len());
     let mut core_pairs = Vec::new();
-    solver.solve(&shared.a, &shared.b, 0, 0, &mut core_pairs);
-    let offset = prefix as u32;
+    solver.solve(&shared.a, &shared.b, 0..shared.a.len(), 0..shared.b.len(), &mut core_pairs);
     pairs.extend(
-        core_pairs
-            .into_iter()
-            .map(|(i, j)| (shared.a_index[i as usize] + offset, shared.b_index[j as usize] + offset)),
+        core_pairs.into_iter().map(|(i, j)| (shared.a_index[i as usize], shared.b_index[j as usize])),
     );
-    let (tail_a, tail_b) = ((a.len() - suffix) as u32, (b.len() - suffix) as u32);
-    pairs.extend((0..suffix as u32).map(|i| (tail_a + i, tail_b + i)));
+    pairs.extend(suffix);
     pairs
 }
 
-fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+fn pair((i, j): (usize, usize)) -> (u32, u32) {
+    (i as u32, j as u32)
 }
 
-fn common_suffix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
-    a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count()
+/// Narrows `xs` and `ys` to what lies between the common prefix and the common suffix of
+/// `x[xs]` and `y[ys]`: appends the prefix's position pairs to `out`, returns the suffix's.
+fn strip_common<T: PartialEq>(
+    x: &[T],
+    y: &[T],
+    xs: &mut Range<usize>,
+    ys: &mut Range<usize>,
+    out: &mut Vec<(u32, u32)>,
+) -> impl Iterator<Item = (u32, u32)> {
+    let prefix = x[xs.clone()].iter().zip(&y[ys.clone()]).take_while(|(a, b)| a == b).count();
+    out.extend(xs.by_ref().zip(ys.by_ref()).take(prefix).map(pair));
+    let (x_end, y_end) = xs
+        .clone()
+        .rev()
+        .zip(ys.clone().rev())
+        .take_while(|&(i, j)| x[i] == y[j])
+        .last()
+        .unwrap_or((xs.end, ys.end));
+    let suffix = (x_end..xs.end).zip(y_end..ys.end).map(pair);
+    (xs.end, ys.end) = (x_end, y_end);
+    suffix
 }
 
 /// Word hashes are already uniformly distributed; hashing them again is wasted work.
@@ -86,27 +100,28 @@ struct SharedSymbols {
 }
 
 impl SharedSymbols {
-    fn new(a: &[u64], b: &[u64]) -> Self {
+    /// `a[core_a]` and `b[core_b]`, indexed by their positions in `a` and `b`.
+    fn new(a: &[u64], b: &[u64], core_a: Range<usize>, core_b: Range<usize>) -> Self {
         const ONLY_IN_B: u32 = u32::MAX;
         let mut ids: PrehashedMap<u32> = PrehashedMap::default();
-        ids.reserve(b.len());
-        for &word in b {
+        ids.reserve(core_b.len());
+        for &word in &b[core_b.clone()] {
             ids.insert(word, ONLY_IN_B);
         }
         let mut alphabet = 0u32;
-        let (mut kept_a, mut a_index) = (Vec::with_capacity(a.len()), Vec::with_capacity(a.len()));
-        for (i, word) in a.iter().enumerate() {
+        let (mut kept_a, mut a_index) = (Vec::with_capacity(core_a.len()), Vec::with_capacity(core_a.len()));
+        for (i, word) in core_a.clone().zip(&a[core_a]) {
             if let Some(id) = ids.get_mut(word) {
                 if *id == ONLY_IN_B {
                     *id = alphabet;
-                    alphabet += 1;
+                    alphabet = alphabet.saturating_add(1);
                 }
                 kept_a.push(*id);
                 a_index.push(i as u32);
             }
         }
-        let (mut kept_b, mut b_index) = (Vec::with_capacity(b.len()), Vec::with_capacity(b.len()));
-        for (j, word) in b.iter().enumerate() {
+        let (mut kept_b, mut b_index) = (Vec::with_capacity(core_b.len()), Vec::with_capacity(core_b.len()));
+        for (j, word) in core_b.clone().zip(&b[core_b]) {
             let id = ids[word];
             if id != ONLY_IN_B {
                 kept_b.push(id);
@@ -129,8 +144,8 @@ struct Solver {
     next: Vec<u32>,
     bits: Vec<u64>,
     matches: Vec<u64>,
-    forward: Vec<u32>,
-    backward: Vec<u32>,
+    forward: Vec<usize>,
+    backward: Vec<usize>,
 }
 
 impl Solver {
@@ -145,57 +160,70 @@ impl Solver {
         }
     }
 
-    /// Appends to `out`, ascending, an LCS of `x` and `y` whose positions start at
-    /// `x0` and `y0`.
-    fn solve(&mut self, x: &[u32], y: &[u32], x0: u32, y0: u32, out: &mut Vec<(u32, u32)>) {
-        let prefix = common_prefix(x, y);
-        out.extend((0..prefix as u32).map(|i| (x0 + i, y0 + i)));
-        let suffix = common_suffix(&x[prefix..], &y[prefix..]);
-        let (x, y) = (&x[prefix..x.len() - suffix], &y[prefix..y.len() - suffix]);
-        let (x0, y0) = (x0 + prefix as u32, y0 + prefix as u32);
-        self.solve_core(x, y, x0, y0, out);
-        let (tail_x, tail_y) = (x0 + x.len() as u32, y0 + y.len() as u32);
-        out.extend((0..suffix as u32).map(|i| (tail_x + i, tail_y + i)));
+    /// Appends to `out`, ascending, an LCS of `x[xs]` and `y[ys]`.
+    fn solve(
+        &mut self,
+        x: &[u32],
+        y: &[u32],
+        mut xs: Range<usize>,
+        mut ys: Range<usize>,
+        out: &mut Vec<(u32, u32)>,
+    ) {
+        let suffix = strip_common(x, y, &mut xs, &mut ys, out);
+        self.solve_core(x, y, xs, ys, out);
+        out.extend(suffix);
     }
 
-    /// `x` and `y` share no prefix or suffix.
-    fn solve_core(&mut self, x: &[u32], y: &[u32], x0: u32, y0: u32, out: &mut Vec<(u32, u32)>) {
-        if x.is_empty() || y.is_empty() {
+    /// `x[xs]` and `y[ys]` share no prefix or suffix.
+    fn solve_core(
+        &mut self,
+        x: &[u32],
+        y: &[u32],
+        xs: Range<usize>,
+        ys: Range<usize>,
+        out: &mut Vec<(u32, u32)>,
+    ) {
+        let (rows, columns) = (&x[xs.clone()], &y[ys.clone()]);
+        if rows.is_empty() || columns.is_empty() {
             return;
         }
-        if let [word] = x {
-            if let Some(j) = y.iter().position(|c| c == word) {
-                out.push((x0, y0 + j as u32));
+        if let [word] = rows {
+            if let Some(j) = ys.clone().find(|&j| y[j] == *word) {
+                out.push(pair((xs.start, j)));
             }
             return;
         }
         // Myers costs about D² here; give up on it where the rows would be cheaper.
-        let row_cost = x.len() * y.len().div_ceil(64);
-        let max_d = MYERS_MAX_D.min(row_cost.isqrt());
-        if let Some(path) = myers(x, y, max_d) {
-            out.extend(path.into_iter().map(|(i, j)| (x0 + i, y0 + j)));
+        let row_cost = rows.len().saturating_mul(columns.len().div_ceil(64));
+        if let Some(path) = myers(rows, columns, (xs.start, ys.start), row_cost.isqrt()) {
+            out.extend(path);
             return;
         }
-        let mid = x.len() / 2;
+        let mid = xs.start.midpoint(xs.end);
         let mut forward = std::mem::take(&mut self.forward);
         let mut backward = std::mem::take(&mut self.backward);
-        self.lcs_row(x[..mid].iter().copied(), y, false, &mut forward);
-        self.lcs_row(x[mid..].iter().rev().copied(), y, true, &mut backward);
-        let n = y.len();
-        // forward[j] = LCS(x[..mid], y[..j]); backward[k] = LCS(x[mid..], y[n-k..]).
-        let split =
-            (0..=n).max_by_key(|&j| (forward[j] + backward[n - j], std::cmp::Reverse(j))).unwrap_or(0);
+        self.lcs_row(x[xs.start..mid].iter().copied(), columns, false, &mut forward);
+        self.lcs_row(x[mid..xs.end].iter().rev().copied(), columns, true, &mut backward);
+        // With n columns, forward[j] = LCS(x[xs.start..mid], the first j columns) and
+        // backward[n - j] = LCS(x[mid..xs.end], the other n - j).
+        let split = (ys.start..=ys.end)
+            .zip(forward.iter().zip(backward.iter().rev()))
+            .max_by_key(|&(j, (before, after))| (before.saturating_add(*after), Reverse(j)))
+            .map_or(ys.start, |(j, _)| j);
         self.forward = forward;
         self.backward = backward;
-        self.solve(&x[..mid], &y[..split], x0, y0, out);
-        self.solve(&x[mid..], &y[split..], x0 + mid as u32, y0 + split as u32, out);
+        self.solve(x, y, xs.start..mid, ys.start..split, out);
+        self.solve(x, y, mid..xs.end, split..ys.end, out);
     }
 
     /// Fills `row[j]` (j = 0..=|y|) with the LCS length of the rows and the first j
     /// columns (of `y`, or of `y` reversed when `reversed`), using the bit-parallel
     /// recurrence V ← (V + U) | (V − U), U = V & match(row): bit j of V is 0 where the
     /// LCS grows at column j.
-    fn lcs_row(&mut self, rows: impl Iterator<Item = u32>, y: &[u32], reversed: bool, row: &mut Vec<u32>) {
+    // Allowed, the hot loop: j < n = y.len() and an LCS length is at most j, so no value
+    // here exceeds y.len() + 1.
+    #[allow(clippy::arithmetic_side_effects)]
+    fn lcs_row(&mut self, rows: impl Iterator<Item = u32>, y: &[u32], reversed: bool, row: &mut Vec<usize>) {
         let n = y.len();
         let column = |j: usize| if reversed { y[n - 1 - j] } else { y[j] };
         for j in (0..n).rev() {
@@ -242,7 +270,7 @@ impl Solver {
         let mut length = 0;
         row.push(0);
         for j in 0..n {
-            length += u32::from(self.bits[j / 64] >> (j % 64) & 1 == 0);
+            length += usize::from(self.bits[j / 64] >> (j % 64) & 1 == 0);
             row.push(length);
         }
         for j in 0..n {
@@ -251,9 +279,14 @@ impl Solver {
     }
 }
 
-/// Myers's greedy shortest edit script, abandoned beyond `max_d` edits; the matched
-/// positions when found. Remembers each round's frontier to walk the path back: O(D²).
-fn myers(x: &[u32], y: &[u32], max_d: usize) -> Option<Vec<(u32, u32)>> {
+/// Myers's greedy shortest edit script, abandoned beyond `max_d` edits (at most
+/// `MYERS_MAX_D`); the matched positions, offset by `origin`, when found. Remembers each
+/// round's frontier to walk the path back: O(D²).
+// Allowed, the hot loop: |k| ≤ d ≤ max_d ≤ MYERS_MAX_D = 64, so i and j stay within
+// x.len() + y.len() + 2·64, far inside isize (a slice of u32 is under isize::MAX / 4 long).
+#[allow(clippy::arithmetic_side_effects)]
+fn myers(x: &[u32], y: &[u32], origin: (usize, usize), max_d: usize) -> Option<Vec<(u32, u32)>> {
+    let max_d = max_d.min(MYERS_MAX_D);
     let (n, m) = (x.len() as isize, y.len() as isize);
     let offset = max_d as isize + 1;
     let mut frontier = vec![0isize; 2 * max_d + 3];
@@ -275,17 +308,27 @@ fn myers(x: &[u32], y: &[u32], max_d: usize) -> Option<Vec<(u32, u32)>> {
             }
             frontier[(offset + k) as usize] = i;
             if i >= n && j >= m {
-                return Some(myers_path(&rounds, offset, d, n, m));
+                return Some(myers_path(&rounds, offset, d, (n, m), origin));
             }
         }
     }
     None
 }
 
-/// Walks back from (n, m) through the frontiers saved before each round.
-fn myers_path(rounds: &[Vec<isize>], offset: isize, edits: isize, n: isize, m: isize) -> Vec<(u32, u32)> {
+/// Walks back from `end` = (n, m) through the frontiers saved before each round.
+// Allowed: myers's frontier arithmetic replayed, with its bounds (|k| ≤ d ≤ MYERS_MAX_D,
+// 0 ≤ i ≤ n, 0 ≤ j ≤ m); a position plus `origin` is within the sequences solved.
+#[allow(clippy::arithmetic_side_effects)]
+fn myers_path(
+    rounds: &[Vec<isize>],
+    offset: isize,
+    edits: isize,
+    end: (isize, isize),
+    origin: (usize, usize),
+) -> Vec<(u32, u32)> {
+    let at = |i: isize, j: isize| pair((origin.0 + i as usize, origin.1 + j as usize));
     let mut pairs = Vec::new();
-    let (mut i, mut j) = (n, m);
+    let (mut i, mut j) = end;
     for d in (1..=edits).rev() {
         let before = &rounds[d as usize];
         let k = i - j;
@@ -297,14 +340,14 @@ fn myers_path(rounds: &[Vec<isize>], offset: isize, edits: isize, n: isize, m: i
         while i > previous_i && j > previous_j {
             i -= 1;
             j -= 1;
-            pairs.push((i as u32, j as u32));
+            pairs.push(at(i, j));
         }
         (i, j) = (previous_i, previous_j);
     }
     while i > 0 && j > 0 {
         i -= 1;
         j -= 1;
-        pairs.push((i as u32, j as u32));
+        pairs.push(at(i, j));
     }
     pairs.reverse();
     pairs
@@ -314,10 +357,14 @@ fn myers_path(rounds: &[Vec<isize>], offset: isize, edits: isize, n: isize, m: i
 /// is tested and benchmarked against. Never used by the stage.
 pub mod reference {
     /// An LCS as ascending position pairs.
+    // Allowed, the hot loop: every index is below the table's length and every LCS length,
+    // at most min(m, n), below u32::MAX, since a table of (m + 1)·(n + 1) cells was allocated.
+    #[allow(clippy::arithmetic_side_effects)]
     pub fn lcs(a: &[u64], b: &[u64]) -> Vec<(u32, u32)> {
         let (m, n) = (a.len(), b.len());
         let width = n + 1;
-        let mut table = vec![0u32; (m + 1) * width];
+        // Saturating: a table whose size does not fit in usize cannot be allocated either.
+        let mut table = vec![0u32; (m + 1).saturating_mul(width)];
         for i in (0..m).rev() {
             for j in (0..n).rev() {
                 table[i * width + j] = if a[i] == b[j] {

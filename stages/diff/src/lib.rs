@@ -2,6 +2,9 @@
 //! into a change event: content and text hashes, and how much the visible text changed
 //! by IED and five baselines (`docs/algorithms/change-degree.md`).
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
+
 pub mod change;
 pub mod criteria;
 pub mod degree;

@@ -101,39 +101,41 @@ fn header_charset(content_type: &str) -> Option<&'static Encoding> {
     Encoding::for_label(value.as_bytes())
 }
 
+/// HTML's ASCII whitespace: the bytes `u8::is_ascii_whitespace` accepts and
+/// `trim_ascii_start` trims.
 fn is_space(b: u8) -> bool {
     matches!(b, b'\t' | b'\n' | 0x0C | b'\r' | b' ')
 }
 
 /// The WHATWG "prescan a byte stream to determine its encoding" over the first 1024 bytes.
 /// Running out of bytes mid-construct ends the prescan with nothing, as the algorithm says;
-/// the `?`s below do that.
+/// the `?`s below do that. `rest` is what is left to read.
 fn prescan(body: &[u8]) -> Option<&'static Encoding> {
-    let b = &body[..body.len().min(PRESCAN_BYTES)];
-    let mut pos = 0;
-    while pos < b.len() {
-        let rest = &b[pos..];
+    let mut rest = &body[..body.len().min(PRESCAN_BYTES)];
+    while !rest.is_empty() {
         if rest.starts_with(b"<!--") {
             // The dashes of "-->" may overlap the opening ones: "<!-->" is a whole comment.
-            pos += 2 + find(&rest[2..], b"-->")? + 2;
+            let comment = &rest[2..];
+            rest = &comment[find(comment, b"-->")?..][2..];
         } else if rest.len() > 5
             && rest[..5].eq_ignore_ascii_case(b"<meta")
             && (is_space(rest[5]) || rest[5] == b'/')
         {
-            pos += 5;
-            if let Some(encoding) = meta_charset(b, &mut pos)? {
+            rest = &rest[5..];
+            if let Some(encoding) = meta_charset(&mut rest)? {
                 return Some(encoding);
             }
         } else if rest.len() > 2
             && rest[0] == b'<'
             && (rest[1].is_ascii_alphabetic() || (rest[1] == b'/' && rest[2].is_ascii_alphabetic()))
         {
-            pos += rest.iter().position(|&c| is_space(c) || c == b'>')?;
-            while attribute(b, &mut pos)?.is_some() {}
+            rest = &rest[rest.iter().position(|&c| is_space(c) || c == b'>')?..];
+            while attribute(&mut rest)?.is_some() {}
         } else if rest.starts_with(b"<!") || rest.starts_with(b"</") || rest.starts_with(b"<?") {
-            pos += rest.iter().position(|&c| c == b'>')?;
+            rest = &rest[rest.iter().position(|&c| c == b'>')?..];
         }
-        pos += 1;
+        // Past the byte each case stopped at.
+        rest = rest.get(1..).unwrap_or_default();
     }
     None
 }
@@ -144,12 +146,12 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// The attributes of one `<meta>` tag: `Some(None)` when it declares no usable charset, `None`
 /// when the bytes run out.
-fn meta_charset(b: &[u8], pos: &mut usize) -> Option<Option<&'static Encoding>> {
+fn meta_charset(rest: &mut &[u8]) -> Option<Option<&'static Encoding>> {
     let mut seen: Vec<Vec<u8>> = Vec::new();
     let mut got_pragma = false;
     let mut need_pragma = None;
     let mut charset = None;
-    while let Some((name, value)) = attribute(b, pos)? {
+    while let Some((name, value)) = attribute(rest)? {
         if seen.contains(&name) {
             continue;
         }
@@ -185,81 +187,56 @@ fn meta_charset(b: &[u8], pos: &mut usize) -> Option<Option<&'static Encoding>> 
 type Attribute = (Vec<u8>, Vec<u8>);
 
 /// The WHATWG "get an attribute" step of the prescan: name and value ASCII-lowercased;
-/// `Some(None)` at the end of the tag, `None` when the bytes run out.
-fn attribute(b: &[u8], pos: &mut usize) -> Option<Option<Attribute>> {
-    let at = |i: usize| b.get(i).copied();
-    while is_space(at(*pos)?) || at(*pos)? == b'/' {
-        *pos += 1;
-    }
-    if at(*pos)? == b'>' {
+/// `Some(None)` at the end of the tag, `None` when the bytes run out. Moves `rest` past the
+/// attribute.
+fn attribute(rest: &mut &[u8]) -> Option<Option<Attribute>> {
+    *rest = &rest[rest.iter().position(|&c| !is_space(c) && c != b'/')?..];
+    if rest[0] == b'>' {
         return Some(None);
     }
-    let mut name = Vec::new();
-    let mut value = Vec::new();
-    loop {
-        match at(*pos)? {
-            b'=' if !name.is_empty() => break,
-            c if is_space(c) => {
-                while is_space(at(*pos)?) {
-                    *pos += 1;
-                }
-                if at(*pos)? != b'=' {
-                    return Some(Some((name, value)));
-                }
-                break;
-            }
-            b'/' | b'>' => return Some(Some((name, value))),
-            c => name.push(c.to_ascii_lowercase()),
+    // The first byte is part of the name even if it is '='.
+    let end = (1..rest.len()).find(|&i| matches!(rest[i], b'=' | b'/' | b'>') || is_space(rest[i]))?;
+    let name = rest[..end].to_ascii_lowercase();
+    *rest = rest[end..].trim_ascii_start();
+    if *rest.first()? != b'=' {
+        return Some(Some((name, Vec::new())));
+    }
+    *rest = rest[1..].trim_ascii_start();
+    let value = match *rest.first()? {
+        quote @ (b'"' | b'\'') => {
+            let quoted = &rest[1..];
+            let end = quoted.iter().position(|&c| c == quote)?;
+            *rest = &quoted[end..][1..];
+            &quoted[..end]
         }
-        *pos += 1;
-    }
-    *pos += 1; // past '='
-    while is_space(at(*pos)?) {
-        *pos += 1;
-    }
-    match at(*pos)? {
-        quote @ (b'"' | b'\'') => loop {
-            *pos += 1;
-            match at(*pos)? {
-                c if c == quote => {
-                    *pos += 1;
-                    return Some(Some((name, value)));
-                }
-                c => value.push(c.to_ascii_lowercase()),
-            }
-        },
-        b'>' => return Some(Some((name, value))),
-        c => value.push(c.to_ascii_lowercase()),
-    }
-    loop {
-        *pos += 1;
-        match at(*pos)? {
-            c if is_space(c) || c == b'>' => return Some(Some((name, value))),
-            c => value.push(c.to_ascii_lowercase()),
+        b'>' => &[],
+        _ => {
+            let end = rest.iter().position(|&c| is_space(c) || c == b'>')?;
+            let value = &rest[..end];
+            *rest = &rest[end..];
+            value
         }
-    }
+    };
+    Some(Some((name, value.to_ascii_lowercase())))
 }
 
 /// The WHATWG "extracting a character encoding from a meta element" on a `content` value:
 /// the label after `charset=`, quoted or up to whitespace or `;`.
 fn charset_in_content(content: &[u8]) -> Option<&[u8]> {
-    let mut pos = 0;
-    loop {
-        pos += content.get(pos..)?.windows(7).position(|w| w.eq_ignore_ascii_case(b"charset"))? + 7;
-        pos += content[pos..].iter().take_while(|&&c| is_space(c)).count();
-        if content.get(pos) == Some(&b'=') {
-            break;
+    let mut rest = content;
+    let label = loop {
+        let at = rest.windows(7).position(|w| w.eq_ignore_ascii_case(b"charset"))?;
+        rest = rest[at..][7..].trim_ascii_start();
+        if let Some(label) = rest.strip_prefix(b"=") {
+            break label.trim_ascii_start();
         }
-    }
-    pos += 1;
-    pos += content[pos..].iter().take_while(|&&c| is_space(c)).count();
-    let rest = &content[pos..];
-    match *rest.first()? {
+    };
+    match *label.first()? {
         quote @ (b'"' | b'\'') => {
-            let end = rest[1..].iter().position(|&c| c == quote)?;
-            Some(&rest[1..1 + end])
+            let quoted = &label[1..];
+            Some(&quoted[..quoted.iter().position(|&c| c == quote)?])
         }
-        _ => Some(&rest[..rest.iter().position(|&c| is_space(c) || c == b';').unwrap_or(rest.len())]),
+        _ => label.split(|&c| is_space(c) || c == b';').next(),
     }
 }
 
@@ -275,10 +252,8 @@ pub fn visible_text(html: &str) -> String {
     const PIECE: usize = 1 << 24;
     let mut rest = html;
     while !rest.is_empty() {
-        let mut end = rest.len().min(PIECE);
-        while !rest.is_char_boundary(end) {
-            end -= 1;
-        }
+        let end =
+            (0..=rest.len().min(PIECE)).rev().find(|&end| rest.is_char_boundary(end)).unwrap_or_default();
         input.push_back(StrTendril::from_slice(&rest[..end]));
         rest = &rest[end..];
     }
@@ -354,7 +329,7 @@ impl TextState {
         }
         self.pending_space |= separates_words(&tag.name);
         match tag.name {
-            local_name!("template") => self.template_depth += 1,
+            local_name!("template") => self.template_depth = self.template_depth.saturating_add(1),
             local_name!("script") => {
                 self.in_hidden_raw = true;
                 return TokenSinkResult::RawData(RawKind::ScriptData);
@@ -509,9 +484,11 @@ pub fn for_each_word<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
         let Some(first_non_ascii) = b.iter().position(|c| !c.is_ascii()) else {
             return ascii_words(rest, f);
         };
-        let ascii_end = (1..first_non_ascii).rev().find(|&i| is_safe_cut(b[i - 1], b[i])).unwrap_or(0);
+        let cut_before = |i: usize| b[..i].last().is_some_and(|&before| is_safe_cut(before, b[i]));
+        let ascii_end = (1..first_non_ascii).rev().find(|&i| cut_before(i)).unwrap_or(0);
         ascii_words(&rest[..ascii_end], &mut f);
-        let end = (first_non_ascii + 2..b.len()).find(|&i| is_safe_cut(b[i - 1], b[i])).unwrap_or(b.len());
+        // No cut is safe next to the non-ASCII byte.
+        let end = (first_non_ascii..b.len()).find(|&i| cut_before(i)).unwrap_or(b.len());
         rest[ascii_end..end].unicode_words().for_each(&mut f);
         rest = &rest[end..];
     }
@@ -555,6 +532,9 @@ static CLASS: [u8; 256] = {
 /// The words of an ASCII text by UAX #29: runs of letters, digits and `_`, joined across one
 /// `.` `'` `:` between letters or one `.` `'` `,` `;` between digits; runs without a letter
 /// or digit (`_`, `__`) are not words.
+// Allowed, the hot loop: `i` never passes `b.len()`, as every step checks `i < b.len()` or
+// `i + 1 < b.len()` first, and `i - 1` follows a step over a word byte, so i ≥ 1.
+#[allow(clippy::arithmetic_side_effects)]
 fn ascii_words<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
     let b = text.as_bytes();
     let class = |i: usize| CLASS[usize::from(b[i])];
