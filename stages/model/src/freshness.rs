@@ -9,10 +9,10 @@ pub fn d_of_x(x: f64) -> f64 {
         1.0
     } else if x < 1.0 {
         let (mut p, mut sum) = (x * x / 2.0, 0.0); // p = (−x)^k / k!
-        for k in 2..=30 {
-            sum += f64::from(k - 1) * p;
-            p *= -x / f64::from(k + 1);
-            if p.abs() * f64::from(k) <= 1e-17 * sum {
+        for k in (2u8..=30).map(f64::from) {
+            sum += (k - 1.0) * p;
+            p *= -x / (k + 1.0);
+            if p.abs() * k <= 1e-17 * sum {
                 break;
             }
         }

@@ -46,8 +46,9 @@ impl Outcomes {
     /// (yes, no) among the latest `window` outcomes (fewer when fewer were seen).
     pub fn counts(&self, window: u32) -> (u32, u32) {
         let seen = self.len().min(window);
-        let yes = (self.0 & ((1u64 << seen) - 1)).count_ones();
-        (yes, seen - yes)
+        // The low `seen` bits; `checked_shl` fails only for all 64.
+        let latest = !u64::MAX.checked_shl(seen).unwrap_or(0);
+        ((self.0 & latest).count_ones(), (!self.0 & latest).count_ones())
     }
 }
 
@@ -128,8 +129,12 @@ impl PageHistory {
             download_rate: ratio(self.successes, self.requests),
             download_recall: (crawls > 0).then(|| requests / crawls as f64),
             modification_rate: ratio(self.changes, self.comparisons),
-            change_recall: (self.successes >= 1 && crawls >= 2)
-                .then(|| f64::from(self.successes - 1) / (crawls - 1) as f64),
+            change_recall: match (self.successes.checked_sub(1), crawls.checked_sub(1)) {
+                (Some(later_successes), Some(later_crawls)) if later_crawls > 0 => {
+                    Some(f64::from(later_successes) / later_crawls as f64)
+                }
+                _ => None,
+            },
         }
     }
 }

@@ -3,6 +3,9 @@
 //! prediction models, the refresh groups with their crawl times, and what a fetch is
 //! worth to freshness.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
+
 pub mod freshness;
 pub mod history;
 pub mod page;

@@ -34,7 +34,7 @@ pub fn fine_bin(rate: f64) -> usize {
 pub fn coarse_of_fine(fine: usize) -> usize {
     match fine {
         0 => 0,
-        1..=99 => fine / 10 + 1,
+        1..=99 => (fine / 10).saturating_add(1),
         _ => COARSE_BINS - 1,
     }
 }
@@ -42,8 +42,11 @@ pub fn coarse_of_fine(fine: usize) -> usize {
 /// How many fine bins (0.01 steps) each coarse bin spans: 1, 9, then 10 for each of the nine
 /// tenths, 1.
 fn fine_bins_per_coarse() -> [u32; COARSE_BINS] {
-    let mut steps = [0; COARSE_BINS];
-    (0..FINE_BINS).for_each(|fine| steps[coarse_of_fine(fine)] += 1);
+    let mut steps = [0u32; COARSE_BINS];
+    for fine in 0..FINE_BINS {
+        let step = &mut steps[coarse_of_fine(fine)];
+        *step = step.saturating_add(1);
+    }
     steps
 }
 
@@ -257,8 +260,8 @@ pub struct Prediction {
 
 impl Prediction {
     fn uniform(future: u32) -> Self {
-        let outcomes = future as usize + 1;
-        Self { probabilities: vec![1.0 / outcomes as f64; outcomes], prior: Prior::Uniform }
+        let probability = 1.0 / (f64::from(future) + 1.0);
+        Self { probabilities: (0..=future).map(|_| probability).collect(), prior: Prior::Uniform }
     }
 }
 
@@ -327,11 +330,10 @@ struct PowerTable {
 impl PowerTable {
     fn new(max_exponent: u32) -> Self {
         let rows = |base: fn(usize) -> f64| {
-            std::iter::successors(Some([1.0; FINE_BINS]), |row| {
+            let rows = std::iter::successors(Some([1.0; FINE_BINS]), |row| {
                 Some(std::array::from_fn(|fine| row[fine] * base(fine)))
-            })
-            .take(max_exponent as usize + 1)
-            .collect()
+            });
+            (0..=max_exponent).zip(rows).map(|(_, row)| row).collect()
         };
         Self { theta: rows(theta_of), complement: rows(|fine| 1.0 - theta_of(fine)) }
     }
@@ -379,7 +381,7 @@ fn triple_dot(a: &ByBin, b: &ByBin, c: &ByBin) -> f64 {
 
 /// x⁰ … xⁿ.
 fn powers(x: f64, n: u32) -> Vec<f64> {
-    std::iter::successors(Some(1.0), |power| Some(power * x)).take(n as usize + 1).collect()
+    (0..=n).zip(std::iter::successors(Some(1.0), |power| Some(power * x))).map(|(_, power)| power).collect()
 }
 
 /// Weights of a uniform prior over the fine θ grid.
@@ -477,12 +479,12 @@ pub fn predict(
 
 /// §4: P(c) ∝ P(x = (a + c) / (a + b + future)).
 fn paper(prior: &PreparedPrior, yes: u32, no: u32, future: u32) -> Option<Vec<f64>> {
-    let requests = u64::from(yes) + u64::from(no) + u64::from(future);
-    if requests == 0 {
+    // Sums of u32s are exact in f64.
+    let requests = f64::from(yes) + f64::from(no) + f64::from(future);
+    if requests == 0.0 {
         return None;
     }
-    let densities =
-        (0..=u64::from(future)).map(|c| prior.point_density((u64::from(yes) + c) as f64 / requests as f64));
+    let densities = (0..=future).map(|c| prior.point_density((f64::from(yes) + f64::from(c)) / requests));
     normalised(densities.collect())
 }
 
@@ -499,7 +501,8 @@ fn beta_binomial(
     let (theta, complement) = (table.theta(yes), table.complement(no));
     let posterior: ByBin = std::array::from_fn(|fine| weights[fine] * theta[fine] * complement[fine]);
     let mut sums: Vec<f64> = (0..=future)
-        .map(|c| triple_dot(&posterior, &table.theta(c), &table.complement(future - c)))
+        .zip((0..=future).rev())
+        .map(|(c, rest)| triple_dot(&posterior, &table.theta(c), &table.complement(rest)))
         .collect();
     sums.iter_mut().zip(binomial_coefficients(future)).for_each(|(sum, coefficient)| *sum *= coefficient);
     normalised(sums)
@@ -531,9 +534,9 @@ fn binomial(trials: u32, success: f64) -> Vec<f64> {
 }
 
 fn binomial_coefficients(n: u32) -> impl Iterator<Item = f64> {
-    (0..=n).scan(1.0, move |coefficient, k| {
+    (0..=n).zip((0..=n).rev()).scan(1.0, |coefficient, (k, rest)| {
         let current = *coefficient;
-        *coefficient = current * f64::from(n - k) / f64::from(k + 1);
+        *coefficient = current * f64::from(rest) / (f64::from(k) + 1.0);
         Some(current)
     })
 }

@@ -49,7 +49,7 @@ impl RateCounts {
     }
 
     pub fn total(&self) -> u64 {
-        self.0.iter().sum()
+        self.0.iter().fold(0, |total, count| total.saturating_add(*count))
     }
 }
 
@@ -94,7 +94,7 @@ pub struct RateLikelihood([f64; RATE_BINS]);
 impl RateLikelihood {
     pub fn new(comparisons: u32, changes: u32, spacing: f64) -> Self {
         let changes = changes.min(comparisons);
-        let (changed, unchanged) = (f64::from(changes), f64::from(comparisons - changes));
+        let (changed, unchanged) = (f64::from(changes), f64::from(comparisons.saturating_sub(changes)));
         let spacing = if spacing.is_finite() && spacing > 0.0 { spacing } else { 1.0 };
         Self(grid().map(|rate| {
             let x = rate * spacing;

@@ -22,12 +22,14 @@ pub const DAY_MS: i64 = 24 * HOUR_MS;
 pub const WEEK_MS: i64 = 7 * DAY_MS;
 const HOURS_PER_DAY: usize = 24;
 const SLOTS_PER_WEEK: usize = 7 * HOURS_PER_DAY;
+/// 1970-01-01 was a Thursday: the epoch is 72 hours into a week starting on Monday.
+const EPOCH_HOUR_OF_WEEK: i64 = 3 * 24;
 
 /// The learning window of the paper: a month of observation, in whole weeks.
 pub const DEFAULT_WINDOW_DAYS: u16 = 28;
 
 fn local_ms(at_ms: i64, utc_offset_minutes: i32) -> i64 {
-    at_ms.saturating_add(i64::from(utc_offset_minutes) * MINUTE_MS)
+    at_ms.saturating_add(i64::from(utc_offset_minutes).saturating_mul(MINUTE_MS))
 }
 
 /// Days since the Unix epoch in local time (negative before it).
@@ -37,11 +39,8 @@ fn local_day(at_ms: i64, utc_offset_minutes: i32) -> i64 {
 
 /// The weekday × hour slot (`weekday * 24 + hour`, Monday = 0) of a local time.
 pub fn slot_of(at_ms: i64, utc_offset_minutes: i32) -> u8 {
-    let local = local_ms(at_ms, utc_offset_minutes);
-    // 1970-01-01 was a Thursday, weekday 3.
-    let weekday = (local.div_euclid(DAY_MS) + 3).rem_euclid(7);
-    let hour = local.rem_euclid(DAY_MS) / HOUR_MS;
-    (weekday * 24 + hour) as u8
+    let hours = local_ms(at_ms, utc_offset_minutes).div_euclid(HOUR_MS);
+    hours.saturating_add(EPOCH_HOUR_OF_WEEK).rem_euclid(SLOTS_PER_WEEK as i64) as u8
 }
 
 /// Changes per local day over the last `window_days` days: a ring indexed by day number,
@@ -73,14 +72,14 @@ impl WeeklyChanges {
             self.resize(window);
         }
         if day > self.newest_day {
-            let skipped = (day - self.newest_day).min(window as i64);
-            for age in 0..skipped {
-                let bucket = self.bucket(day - age);
+            // The days after the newest bucket, up to a whole ring of them, start empty.
+            for skipped in (self.newest_day.saturating_add(1)..=day).rev().take(window) {
+                let bucket = self.bucket(skipped);
                 self.ring[bucket] = 0;
             }
             self.newest_day = day;
         }
-        if day > self.newest_day - window as i64 {
+        if day > self.newest_day.saturating_sub(window as i64) {
             let bucket = self.bucket(day);
             self.ring[bucket] = self.ring[bucket].saturating_add(1);
         }
@@ -90,9 +89,14 @@ impl WeeklyChanges {
     /// dated after `now_ms` still count, so a clock running behind the recorded times
     /// loses nothing.
     pub fn changes_in_window(&self, now_ms: i64, window_days: u16, utc_offset_minutes: i32) -> u32 {
-        let oldest_counted = local_day(now_ms, utc_offset_minutes) - i64::from(window_days.max(1)) + 1;
-        // At most 65,535 buckets of at most 65,535 changes: the sum fits in a u32.
-        self.days().filter(|&(day, _)| day >= oldest_counted).map(|(_, changes)| u32::from(changes)).sum()
+        // A window of 0 days is taken as 1, which counts today only.
+        let oldest_counted =
+            local_day(now_ms, utc_offset_minutes).saturating_sub(i64::from(window_days.saturating_sub(1)));
+        // Saturating: a ring restored from a damaged changelog may be longer than any window.
+        self.days()
+            .filter(|&(day, _)| day >= oldest_counted)
+            .map(|(_, changes)| u32::from(changes))
+            .fold(0, u32::saturating_add)
     }
 
     /// Changes per week over the time the URL has been observed inside the window: a URL
@@ -105,7 +109,7 @@ impl WeeklyChanges {
         window_days: u16,
         utc_offset_minutes: i32,
     ) -> f64 {
-        let window_ms = i64::from(window_days.max(1)) * DAY_MS;
+        let window_ms = i64::from(window_days.max(1)).saturating_mul(DAY_MS);
         let observed_ms = now_ms.saturating_sub(first_seen_ms).clamp(DAY_MS, window_ms);
         let changes = self.changes_in_window(now_ms, window_days, utc_offset_minutes);
         f64::from(changes) * WEEK_MS as f64 / observed_ms as f64
@@ -115,11 +119,12 @@ impl WeeklyChanges {
         day.rem_euclid(self.ring.len() as i64) as usize
     }
 
-    /// (day, changes) for every day the ring holds, newest first.
+    /// (day, changes) for every day the ring holds, newest first; days before the first
+    /// representable one (only in a damaged ring) are left out.
     fn days(&self) -> impl Iterator<Item = (i64, u16)> + '_ {
-        (0..self.ring.len() as i64).map(move |age| {
-            let day = self.newest_day - age;
-            (day, self.ring[self.bucket(day)])
+        (0..self.ring.len() as i64).map_while(move |age| {
+            let day = self.newest_day.checked_sub(age)?;
+            Some((day, self.ring[self.bucket(day)]))
         })
     }
 
@@ -194,17 +199,19 @@ impl ChangeHours {
 
     /// Changes per hour of the day, all weekdays together.
     fn changes_by_hour(&self) -> [u64; HOURS_PER_DAY] {
-        let mut by_hour = [0; HOURS_PER_DAY];
+        let mut by_hour = [0u64; HOURS_PER_DAY];
         for entry in self.slots.iter() {
-            by_hour[usize::from(entry.slot) % HOURS_PER_DAY] += u64::from(entry.changes);
+            let count = &mut by_hour[usize::from(entry.slot) % HOURS_PER_DAY];
+            *count = count.saturating_add(u64::from(entry.changes));
         }
         by_hour
     }
 
     fn changes_by_slot(&self) -> [u64; SLOTS_PER_WEEK] {
-        let mut by_slot = [0; SLOTS_PER_WEEK];
+        let mut by_slot = [0u64; SLOTS_PER_WEEK];
         for entry in self.slots.iter() {
-            by_slot[usize::from(entry.slot) % SLOTS_PER_WEEK] += u64::from(entry.changes);
+            let count = &mut by_slot[usize::from(entry.slot) % SLOTS_PER_WEEK];
+            *count = count.saturating_add(u64::from(entry.changes));
         }
         by_slot
     }
@@ -360,12 +367,12 @@ pub struct CrawlTime {
 /// taken to its 6-group).
 pub fn crawl_time(hours: &ChangeHours, group: FrequencyGroup, config: &CrawlTimeConfig) -> CrawlTime {
     let by_hour = hours.changes_by_hour();
-    let (mut day, mut night) = (0, 0);
+    let (mut day, mut night) = (0u64, 0u64);
     for (hour, changes) in (0u8..).zip(by_hour) {
         if config.is_day(hour) {
-            day += changes;
+            day = day.saturating_add(changes);
         } else {
-            night += changes;
+            night = night.saturating_add(changes);
         }
     }
     let paper_hour = match (day, night) {
@@ -396,16 +403,17 @@ fn least_wait_position(changes: &[u64]) -> Option<u8> {
     if changes.iter().all(|&count| count == 0) {
         return None;
     }
-    let len = changes.len();
-    let total: u64 = changes.iter().sum();
-    // Wait of a crawl at 0: a change in slot j waits (−j − 1) mod len slots.
-    let mut wait: u64 =
-        changes.iter().enumerate().map(|(slot, &count)| count * ((2 * len - slot - 1) % len) as u64).sum();
+    // Checked: waits too large for a u64, which only a damaged histogram has, give `None`.
+    let len = changes.len() as u64;
+    let total = changes.iter().try_fold(0u64, |total, &count| total.checked_add(count))?;
+    // Wait of a crawl at 0: a change in slot j waits (−j − 1) mod len = len − 1 − j slots.
+    let mut wait = (changes.iter().rev().zip(0u64..))
+        .try_fold(0u64, |wait, (&count, slots)| wait.checked_add(count.checked_mul(slots)?))?;
     let mut best = (wait, 0);
     // Moving the crawl one slot later adds one slot of wait to every change except those
     // of the slot just passed, which now wait a whole cycle less one: O(len), not O(len²).
-    for crawl in 1..len {
-        wait = wait + total - len as u64 * changes[crawl - 1];
+    for (&passed, crawl) in changes.iter().zip(1..changes.len()) {
+        wait = wait.checked_add(total)?.checked_sub(len.checked_mul(passed)?)?;
         if wait < best.0 {
             best = (wait, crawl);
         }
@@ -418,7 +426,7 @@ fn least_wait_position(changes: &[u64]) -> Option<u8> {
 pub fn daily_load(groups: &[(FrequencyGroup, u64)]) -> (f64, f64) {
     let requests_per_day: f64 =
         groups.iter().map(|&(group, urls)| urls as f64 * group.crawls_per_week() / 7.0).sum();
-    let daily_baseline: u64 = groups.iter().map(|&(_, urls)| urls).sum();
+    let daily_baseline = groups.iter().fold(0u64, |total, &(_, urls)| total.saturating_add(urls));
     let share = if daily_baseline == 0 { 0.0 } else { requests_per_day / daily_baseline as f64 };
     (requests_per_day, share)
 }
