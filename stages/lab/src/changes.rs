@@ -41,6 +41,9 @@ pub enum ChangesError {
     Empty(PathBuf),
     #[error(transparent)]
     Write(#[from] ReportError),
+    /// A chart could not be drawn; the message names it.
+    #[error(transparent)]
+    Chart(#[from] std::io::Error),
 }
 
 /// One of a change's degrees, where it was computed.
@@ -172,10 +175,6 @@ fn read_events(path: &Path) -> Result<Summary, ChangesError> {
     Ok(summary)
 }
 
-fn chart_error(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
-    move |e| ReportError::Chart { path: path.to_owned(), reason: e.to_string() }
-}
-
 /// Writes the report of `args.events` into `args.out`; returns its README.
 pub fn changes_report(args: &ChangesArgs) -> Result<String, ChangesError> {
     let summary = read_events(&args.events)?;
@@ -193,10 +192,9 @@ pub fn changes_report(args: &ChangesArgs) -> Result<String, ChangesError> {
         }
     }
     write(out.join("change-share-by-host.csv"), &csv)?;
-    let path = out.join("change-share-by-host.svg");
     let labels =
         Labels { title: "Share of compared downloads that changed", x: "period", y: "changed ÷ compared" };
-    lines(&path, &labels, &series, &[]).map_err(chart_error(&path))?;
+    lines(&out.join("change-share-by-host.svg"), &labels, &series, &[])?;
 
     let mut csv = String::from("bin_low,bin_high");
     for (name, _) in DEGREES {
@@ -219,10 +217,9 @@ pub fn changes_report(args: &ChangesArgs) -> Result<String, ChangesError> {
         .zip(&summary.degree_bins)
         .map(|((name, _), bins)| (name.to_uppercase(), bins.iter().map(|&n| n as f64).collect()))
         .collect();
-    let path = out.join("change-degrees.svg");
     let labels =
         Labels { title: "How much the changed pages changed", x: "degree (bin's lower edge)", y: "changes" };
-    bars(&path, &labels, &categories, &series).map_err(chart_error(&path))?;
+    bars(&out.join("change-degrees.svg"), &labels, &categories, &series)?;
 
     let mut csv = String::from("hour_utc,compared,changed,share\n");
     for (hour, tally) in summary.by_hour.iter().enumerate() {
@@ -231,10 +228,9 @@ pub fn changes_report(args: &ChangesArgs) -> Result<String, ChangesError> {
     write(out.join("changes-by-hour.csv"), &csv)?;
     let hours: Vec<String> = (0..24).map(|hour: u8| hour.to_string()).collect();
     let changes = vec![("changes".to_owned(), summary.by_hour.iter().map(|t| t.changed as f64).collect())];
-    let path = out.join("changes-by-hour.svg");
     let labels =
         Labels { title: "Changes by the hour they were detected", x: "hour of day (UTC)", y: "changes" };
-    bars(&path, &labels, &hours, &changes).map_err(chart_error(&path))?;
+    bars(&out.join("changes-by-hour.svg"), &labels, &hours, &changes)?;
 
     let top = summary.most_changed(usize::from(args.pages));
     let mut csv = String::from("rank,url,host,fetches,changes,mean_ied\n");
@@ -248,9 +244,8 @@ pub fn changes_report(args: &ChangesArgs) -> Result<String, ChangesError> {
     write(out.join("most-changed.csv"), &csv)?;
     let ranks: Vec<String> = (1..=top.len()).map(|rank| rank.to_string()).collect();
     let counts = vec![("changes".to_owned(), top.iter().map(|(_, p)| p.changes as f64).collect())];
-    let path = out.join("most-changed.svg");
     let labels = Labels { title: "The most changed pages (ranks as in the table)", x: "rank", y: "changes" };
-    bars(&path, &labels, &ranks, &counts).map_err(chart_error(&path))?;
+    bars(&out.join("most-changed.svg"), &labels, &ranks, &counts)?;
 
     let compared: u64 = summary.by_host.values().map(|t| t.compared).sum();
     let changed: u64 = summary.by_host.values().map(|t| t.changed).sum();
