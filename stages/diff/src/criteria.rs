@@ -1,6 +1,8 @@
 //! The six kinds of change of `docs/algorithms/change-degree.md` §1 with their reference
-//! degrees, and document pairs changed by exactly one kind: the `criteria` experiments of
-//! `recrawl-lab` and the benches run the comparison on them.
+//! degrees, the edits that make them, and document pairs changed by exactly one kind: the
+//! `criteria` experiments of `recrawl-lab` and the benches run the comparison on them; the
+//! simulated web changes its pages with the same edits, choosing words and positions on its
+//! own text.
 //!
 //! Documents are sequences of distinct words except where a kind needs repeats, so that
 //! each change is exactly its kind: a shrink deletes words that occur elsewhere, a copy
@@ -51,6 +53,54 @@ impl ChangeKind {
     }
 }
 
+/// One change as an edit of a word sequence. Which words and positions make it exactly
+/// its kind is the caller's choice: fresh words for an add, existing ones for a copy, words
+/// occurring once for a drop, repeats for a shrink.
+///
+/// # Panics
+/// [`Edit::apply`] panics on positions outside the sequence, as slice indexing does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Edit<T> {
+    /// Add and copy: `words` inserted before position `at`.
+    Insert { at: usize, words: Vec<T> },
+    /// Drop and shrink: the words at these positions (any order, no repeats) deleted.
+    Delete(Vec<usize>),
+    /// Replace: the words from `start` on overwritten by `words`.
+    Overwrite { start: usize, words: Vec<T> },
+    /// Move: `len` words from `from` taken out, then put back before position `to` of
+    /// the words left.
+    Move { from: usize, len: usize, to: usize },
+    /// Move of a cluster too long to pass as many other words: `len` words from `start`
+    /// reversed in place.
+    Reverse { start: usize, len: usize },
+}
+
+impl<T> Edit<T> {
+    pub fn apply(self, sequence: &mut Vec<T>) {
+        match self {
+            Self::Insert { at, words } => {
+                sequence.splice(at..at, words);
+            }
+            Self::Delete(positions) => {
+                let mut doomed = vec![false; sequence.len()];
+                positions.into_iter().for_each(|i| doomed[i] = true);
+                let mut flags = doomed.into_iter();
+                sequence.retain(|_| !flags.next().unwrap_or(false));
+            }
+            Self::Overwrite { start, words } => {
+                let run = &mut sequence[start..][..words.len()];
+                run.iter_mut().zip(words).for_each(|(old, new)| *old = new);
+            }
+            Self::Move { from, len, to } => {
+                // The cluster to the end, after the others in their order; then to `to`.
+                sequence[from..].rotate_left(len);
+                sequence[to..].rotate_right(len);
+            }
+            Self::Reverse { start, len } => sequence[start..][..len].reverse(),
+        }
+    }
+}
+
 fn word(tag: &str, index: usize) -> u64 {
     xxh3_64(format!("{tag}{index}").as_bytes())
 }
@@ -86,59 +136,61 @@ pub fn change_pair_of<T: Clone>(
     let distinct: Vec<T> = (0..n).map(|i| word("w", i)).collect();
     // Deleted, replaced and moved clusters sit in the middle; insertions go there too.
     let start = outside / 2;
-    let (before, cluster_and_after) = distinct.split_at(start);
-    let after = &cluster_and_after[x..];
-    match kind {
+    let (old, edit) = match kind {
         ChangeKind::Add => {
-            let mut new = distinct.clone();
-            new.splice(n / 2..n / 2, (0..x).map(|i| word("new", i)));
-            (distinct, new)
+            let fresh = (0..x).map(|i| word("new", i)).collect();
+            (distinct, Edit::Insert { at: n / 2, words: fresh })
         }
         ChangeKind::Copy => {
             let mut state = n as u64 ^ (x as u64) << 32;
-            let copies: Vec<T> =
+            let copies =
                 (0..x).map(|_| distinct[(splitmix(&mut state) % words) as usize].clone()).collect();
-            let mut new = distinct.clone();
-            new.splice(n / 2..n / 2, copies);
-            (distinct, new)
+            (distinct, Edit::Insert { at: n / 2, words: copies })
         }
-        ChangeKind::Drop => {
-            let new = [before, after].concat();
-            (distinct, new)
-        }
+        ChangeKind::Drop => (distinct, Edit::Delete((start..).take(x).collect())),
         ChangeKind::Shrink => {
             // The cluster repeats words from around it, so deleting it leaves each word; in
             // random order, so its word windows are not the surrounding ones.
-            let new = distinct[..outside].to_vec();
+            let mut old = distinct[..outside].to_vec();
             let repeated = NonZeroU64::new(outside as u64).unwrap_or(NonZeroU64::MIN);
             let mut state = n as u64 ^ (x as u64) << 32;
             let repeats = (0..x).map(|_| word("w", (splitmix(&mut state) % repeated) as usize));
-            let mut old = new.clone();
             old.splice(start..start, repeats);
-            (old, new)
+            (old, Edit::Delete((start..).take(x).collect()))
         }
         ChangeKind::Replace => {
-            let replacements: Vec<T> = (0..x).map(|i| word("new", i)).collect();
-            let new = [before, &replacements, after].concat();
-            (distinct, new)
+            let replacements = (0..x).map(|i| word("new", i)).collect();
+            (distinct, Edit::Overwrite { start, words: replacements })
         }
-        ChangeKind::Move => {
-            let mut new = distinct.clone();
-            if let Some(start) = (n / 2).checked_sub(x) {
-                // The cluster trades places with the x words after it.
-                let (cluster, rest) = new[start..].split_at_mut(x);
-                cluster.swap_with_slice(&mut rest[..x]);
-            } else {
-                new[start..][..x].reverse();
-            }
-            (distinct, new)
-        }
-    }
+        ChangeKind::Move => match (n / 2).checked_sub(x) {
+            // The cluster trades places with the x words after it.
+            Some(from) => (distinct, Edit::Move { from, len: x, to: n / 2 }),
+            None => (distinct, Edit::Reverse { start, len: x }),
+        },
+    };
+    let mut new = old.clone();
+    edit.apply(&mut new);
+    (old, new)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edits_insert_delete_overwrite_move_and_reverse() {
+        let apply = |edit: Edit<char>| {
+            let mut sequence: Vec<char> = "abcdefg".chars().collect();
+            edit.apply(&mut sequence);
+            sequence.into_iter().collect::<String>()
+        };
+        assert_eq!(apply(Edit::Insert { at: 7, words: vec!['x', 'y'] }), "abcdefgxy");
+        assert_eq!(apply(Edit::Delete(vec![5, 0, 2])), "bdeg", "positions in any order");
+        assert_eq!(apply(Edit::Overwrite { start: 2, words: vec!['x', 'y'] }), "abxyefg");
+        assert_eq!(apply(Edit::Move { from: 1, len: 2, to: 3 }), "adebcfg", "forward, past d e");
+        assert_eq!(apply(Edit::Move { from: 4, len: 3, to: 0 }), "efgabcd", "backward");
+        assert_eq!(apply(Edit::Reverse { start: 1, len: 4 }), "aedcbfg");
+    }
 
     #[test]
     fn each_pair_changes_exactly_what_its_kind_says() {

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use encoding_rs::{Encoding, EUC_KR, UTF_8};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64;
-use recrawl_diff::criteria::ChangeKind;
+use recrawl_diff::criteria::{ChangeKind, Edit};
 
 /// What a vocabulary's words look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,7 +205,7 @@ fn add(words: &mut Vec<u32>, x: usize, vocabulary: &Vocabulary, rng: &mut Pcg64)
         return false;
     }
     let at = rng.random_range(0..=words.len());
-    words.splice(at..at, fresh);
+    Edit::Insert { at, words: fresh }.apply(words);
     true
 }
 
@@ -214,15 +214,8 @@ fn copy(words: &mut Vec<u32>, x: usize, rng: &mut Pcg64) -> bool {
     let start = rng.random_range(0..=n - x);
     let passage = words[start..start + x].to_vec();
     let at = rng.random_range(0..=n);
-    words.splice(at..at, passage);
+    Edit::Insert { at, words: passage }.apply(words);
     true
-}
-
-fn remove_at(words: &mut Vec<u32>, positions: impl IntoIterator<Item = usize>) {
-    let mut doomed = vec![false; words.len()];
-    positions.into_iter().for_each(|i| doomed[i] = true);
-    let mut flags = doomed.into_iter();
-    words.retain(|_| !flags.next().unwrap_or(false));
 }
 
 fn drop_single(words: &mut Vec<u32>, x: usize, rng: &mut Pcg64) -> bool {
@@ -233,7 +226,7 @@ fn drop_single(words: &mut Vec<u32>, x: usize, rng: &mut Pcg64) -> bool {
         return false;
     }
     let first = rng.random_range(0..=once.len() - x);
-    remove_at(words, once[first..first + x].iter().copied());
+    Edit::Delete(once[first..first + x].to_vec()).apply(words);
     true
 }
 
@@ -253,7 +246,7 @@ fn shrink(words: &mut Vec<u32>, x: usize, rng: &mut Pcg64) -> bool {
         }
     }
     let deleted = !doomed.is_empty();
-    remove_at(words, doomed);
+    Edit::Delete(doomed).apply(words);
     deleted
 }
 
@@ -262,7 +255,7 @@ fn shrink(words: &mut Vec<u32>, x: usize, rng: &mut Pcg64) -> bool {
 /// repeated elsewhere (a shrink plus a copy at one position). So an old word IED would count
 /// as a shrink gets a word that occurs outside the run, the others get fresh words; neither
 /// is a word of the run (that would be a move) nor one next to it (the LCS could shift).
-fn replace(words: &mut [u32], x: usize, vocabulary: &Vocabulary, rng: &mut Pcg64) {
+fn replace(words: &mut Vec<u32>, x: usize, vocabulary: &Vocabulary, rng: &mut Pcg64) {
     let n = words.len();
     let start = rng.random_range(0..=n - x);
     let run = start..start + x;
@@ -278,18 +271,20 @@ fn replace(words: &mut [u32], x: usize, vocabulary: &Vocabulary, rng: &mut Pcg64
     let outside: HashSet<u32> = (0..n).filter(|i| !run.contains(i)).map(|i| words[i]).collect();
     let mut fresh = fresh_words(x, &counts, vocabulary, rng).into_iter();
     let mut seen = HashSet::with_capacity(x);
-    for i in run {
-        let old = words[i];
-        // IED's shrink candidates: repeated, and not the first of a word only in the run.
-        let repeated = !seen.insert(old) || outside.contains(&old);
-        let new = match (repeated && !pool.is_empty(), fresh.next()) {
-            (true, _) => pool[rng.random_range(0..pool.len())],
-            (false, Some(word)) => word,
-            // The vocabulary is used up: any other word still makes a replace.
-            (false, None) => old.wrapping_add(1) % vocabulary.len() as u32,
-        };
-        words[i] = new;
-    }
+    let replacements = words[run]
+        .iter()
+        .map(|&old| {
+            // IED's shrink candidates: repeated, and not the first of a word only in the run.
+            let repeated = !seen.insert(old) || outside.contains(&old);
+            match (repeated && !pool.is_empty(), fresh.next()) {
+                (true, _) => pool[rng.random_range(0..pool.len())],
+                (false, Some(word)) => word,
+                // The vocabulary is used up: any other word still makes a replace.
+                (false, None) => old.wrapping_add(1) % vocabulary.len() as u32,
+            }
+        })
+        .collect();
+    Edit::Overwrite { start, words: replacements }.apply(words);
 }
 
 fn move_cluster(words: &mut Vec<u32>, x: usize, rng: &mut Pcg64) -> bool {
@@ -303,15 +298,14 @@ fn move_cluster(words: &mut Vec<u32>, x: usize, rng: &mut Pcg64) -> bool {
         if 2 * x > n {
             // Too long to pass as many other words: reversed, all but one of its words move.
             let start = rng.random_range(0..=n - x);
-            words[start..start + x].reverse();
+            Edit::Reverse { start, len: x }.apply(words);
         } else {
             // Passing at least x other words makes exactly the cluster's words moves: the
             // LCS keeps the longer side. Positions count the n − x other words.
             let near = rng.random_range(0..=n - 2 * x);
             let far = rng.random_range(near + x..=n - x);
             let (from, to) = if rng.random::<bool>() { (near, far) } else { (far, near) };
-            let cluster: Vec<u32> = words.drain(from..from + x).collect();
-            words.splice(to..to, cluster);
+            Edit::Move { from, len: x, to }.apply(words);
         }
         if *words != original {
             return true;
