@@ -28,9 +28,10 @@ pub struct PlanSettings {
     pub discovery: Discovery,
     /// Share of the picks that goes to the frontier when it has candidates.
     pub discovery_share: f64,
-    /// `change-aware`, `lambda-crawl`: pages whose next request is predicted to download
-    /// with less than this probability get no picks; `freshness` scores them as if they
-    /// downloaded with it, a probe share that finds a site come back.
+    /// `change-aware`: pages whose next request is predicted to download with less than
+    /// this probability get no picks; `freshness` scores them as if they downloaded with
+    /// it and `lambda-crawl` with their own chance (at least a tenth of it): probe shares
+    /// that find a site come back.
     pub min_download_probability: f64,
     /// Periods a picked page waits for its estimate before it may be picked again.
     pub pending_periods: u32,
@@ -280,18 +281,21 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             Some(f64::from(page.p_download) * freshness_index(rate, period.copy_age(page)))
         }
         Policy::LambdaCrawl => {
-            // LambdaCrawl assumes every request downloads: pages predicted not to would
-            // take picks for nothing.
-            if predicted_to_fail(page, settings) {
-                return None;
-            }
+            // LambdaCrawl assumes every request downloads. A page predicted not to keeps a
+            // probe share, its score times its chance of downloading (at least a tenth of
+            // the least worth a pick), so a wrong forecast is tested again, not kept.
+            let share = if predicted_to_fail(page, settings) {
+                f64::from(page.p_download).max(settings.min_download_probability / 10.0)
+            } else {
+                1.0
+            };
             let since = since_visit(page, clock);
             match period.kappa {
                 Some(kappa) => {
                     let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
-                    Some(lambda_crawl_rate(rate, kappa) * since)
+                    Some(share * lambda_crawl_rate(rate, kappa) * since)
                 }
-                None => Some(since),
+                None => Some(share * since),
             }
         }
     }
@@ -433,6 +437,25 @@ mod tests {
         let caps = vec![10; hosts.len()];
         let picks = choose(&[&book], &hosts, 6, 10.0, 3, &caps, &settings(Policy::ChangeAware));
         assert_eq!(urls(&book, &picks), ["http://h/busy", "http://h/static"]);
+    }
+
+    #[test]
+    fn lambda_crawl_probes_a_page_predicted_never_to_download() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for (url, p_download) in [("http://h/live", 1.0), ("http://h/condemned", 0.0)] {
+            let mut e = estimate(url, 1, true, Some(true));
+            e.change_rate = Some(0.5);
+            e.downloads.next = p_download;
+            book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
+        }
+        let caps = vec![10; hosts.len()];
+        let settings = settings(Policy::LambdaCrawl);
+        let picks = choose(&[&book], &hosts, 6, 10.0, 2, &caps, &settings);
+        assert_eq!(urls(&book, &picks), ["http://h/live", "http://h/condemned"], "picked, after the live page");
+        let share = picks[1].score / picks[0].score;
+        assert!((share - settings.min_download_probability / 10.0).abs() < 1e-9, "{share}");
+        let first = choose(&[&book], &hosts, 6, 10.0, 1, &caps, &settings);
+        assert_eq!(urls(&book, &first), ["http://h/live"], "the live page first when there is one pick");
     }
 
     #[test]
