@@ -73,7 +73,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             group_by: GroupBy::Label,
-            model: Model::Paper,
+            model: Model::default(),
             window: 5,
             future: 5,
             eligibility: Eligibility::default(),
@@ -429,14 +429,22 @@ mod tests {
 
     #[test]
     fn a_first_request_in_an_empty_group_falls_back_to_uniform_and_says_so() {
-        let mut estimator = Estimator::new(Settings::default());
-        let mut state = StateStore::default();
-        let estimate =
-            new_estimate(estimator.apply(&event("http://a/1", "g", 1, true, None), 0, &mut state, 0));
-        assert_eq!(estimate.downloads.prior, ForecastPrior::Uniform);
-        assert_eq!(estimate.downloads.probabilities, vec![1.0 / 6.0; 6]);
-        assert_eq!((estimate.requests, estimate.crawls, estimate.download_rate), (1, 1, Some(1.0)));
-        assert!(estimate.download_eligible, "request rate 1 and recall 1 on a first crawl");
+        let first = |model| {
+            let mut estimator = Estimator::new(Settings { model, ..Settings::default() });
+            let mut state = StateStore::default();
+            new_estimate(estimator.apply(&event("http://a/1", "g", 1, true, None), 0, &mut state, 0))
+        };
+        let paper = first(Model::Paper);
+        assert_eq!(paper.downloads.prior, ForecastPrior::Uniform);
+        assert_eq!(paper.downloads.probabilities, vec![1.0 / 6.0; 6], "the uniform share of each count");
+        assert_eq!((paper.requests, paper.crawls, paper.download_rate), (1, 1, Some(1.0)));
+        assert!(paper.download_eligible, "request rate 1 and recall 1 on a first crawl");
+        // The default, beta-binomial: a uniform prior on the rate, updated by the success.
+        let default = first(Model::default());
+        assert_eq!(default.downloads.prior, ForecastPrior::Uniform);
+        assert_sums_to_one(&default.downloads);
+        let p = &default.downloads.probabilities;
+        assert!(p.windows(2).all(|w| w[0] < w[1]), "after a success, more successes are likelier: {p:?}");
     }
 
     #[test]

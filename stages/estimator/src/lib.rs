@@ -39,8 +39,8 @@ pub struct EstimateArgs {
     /// What a URL's group is: the seed's label, its host, or its registered domain.
     #[arg(long, env = "RECRAWL_ESTIMATOR_GROUP_BY", value_enum, default_value_t = GroupBy::Label)]
     pub group_by: GroupBy,
-    /// Prediction model.
-    #[arg(long, env = "RECRAWL_ESTIMATOR_MODEL", value_enum, default_value_t = Model::Paper)]
+    /// Prediction model: `paper` reproduces the paper's formula.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_MODEL", value_enum, default_value_t)]
     pub model: Model,
     /// Latest requests (and comparisons) a forecast conditions on.
     #[arg(long, env = "RECRAWL_ESTIMATOR_WINDOW", default_value_t = 5,

@@ -52,8 +52,9 @@ pub struct PredictArgs {
     /// holding the 12 coarse bin shares (percent or fractions).
     #[arg(long)]
     pub dist: String,
-    /// How the prediction uses the group distribution (default: the paper's).
-    #[arg(long, value_enum, default_value_t)]
+    /// How the prediction uses the group distribution (default: the paper's, which this
+    /// command reproduces; the stage's default is beta-binomial).
+    #[arg(long, value_enum, default_value_t = Model::Paper)]
     pub model: Model,
 }
 

@@ -211,9 +211,12 @@ pub const DISTRIBUTION_NAMES: [&str; 3] = ["paper-popular", "paper-random", "syn
 #[serde(rename_all = "kebab-case")]
 pub enum Model {
     /// `docs/algorithms/estimator.md` §3–4: the point density of the final ratio, 12 coarse bins.
-    #[default]
     Paper,
-    /// The fine histogram as the prior of the rate; binomial likelihood.
+    /// The fine histogram as the prior of the rate; binomial likelihood. The default: on
+    /// the paper's protocol it mispredicts about a tenth as often as the paper's formula
+    /// (BENCHMARKS.md), and a history the group's histogram leaves no room for gets the
+    /// uniform prior, never a forecast of 0 from an empty bin.
+    #[default]
     BetaBinomial,
     /// The URL's own Poisson change rate (Cho & Garcia-Molina); no group prior.
     Poisson,

@@ -147,7 +147,7 @@ impl Default for SimConfig {
             periods: 100,
             budget: 0.2,
             period_minutes: 60.0,
-            model: Model::Paper,
+            model: Model::default(),
             horizon: Horizon::Rolling(10),
             cost_weight: 1.0,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
