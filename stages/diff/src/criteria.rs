@@ -143,8 +143,7 @@ pub fn change_pair_of<T: Clone>(
         }
         ChangeKind::Copy => {
             let mut state = n as u64 ^ (x as u64) << 32;
-            let copies =
-                (0..x).map(|_| distinct[(splitmix(&mut state) % words) as usize].clone()).collect();
+            let copies = (0..x).map(|_| distinct[(splitmix(&mut state) % words) as usize].clone()).collect();
             (distinct, Edit::Insert { at: n / 2, words: copies })
         }
         ChangeKind::Drop => (distinct, Edit::Delete((start..).take(x).collect())),

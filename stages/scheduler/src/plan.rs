@@ -451,7 +451,11 @@ mod tests {
         let caps = vec![10; hosts.len()];
         let settings = settings(Policy::LambdaCrawl);
         let picks = choose(&[&book], &hosts, 6, 10.0, 2, &caps, &settings);
-        assert_eq!(urls(&book, &picks), ["http://h/live", "http://h/condemned"], "picked, after the live page");
+        assert_eq!(
+            urls(&book, &picks),
+            ["http://h/live", "http://h/condemned"],
+            "picked, after the live page"
+        );
         let share = picks[1].score / picks[0].score;
         assert!((share - settings.min_download_probability / 10.0).abs() < 1e-9, "{share}");
         let first = choose(&[&book], &hosts, 6, 10.0, 1, &caps, &settings);
