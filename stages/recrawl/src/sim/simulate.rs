@@ -139,6 +139,10 @@ pub struct SimConfig {
     /// Whether the learned policies are told each page's true change rate instead of
     /// estimating it: what a policy's rule is worth apart from its estimates.
     pub known_rates: bool,
+    /// The share of each period, from its start, over which its fetches are spread
+    /// evenly. A fetch early in its period stores the page sooner, so comparing with a
+    /// pipeline takes the share its fetches fell in.
+    pub fetch_window: f64,
 }
 
 impl Default for SimConfig {
@@ -154,6 +158,7 @@ impl Default for SimConfig {
             freshness_by_period: false,
             cold_start: false,
             known_rates: false,
+            fetch_window: 1.0,
             eligibility: Eligibility::default(),
         }
     }
@@ -347,7 +352,7 @@ pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> P
     for period in 0..config.periods {
         let start = period as f64;
         let picks = chooser.picks(world, &mut store, period, m, horizon);
-        let spacing = 1.0 / picks.len().max(1) as f64;
+        let spacing = config.fetch_window / picks.len().max(1) as f64;
         for (k, &page) in picks.iter().enumerate() {
             let at = start + (k as f64 + 0.5) * spacing;
             store.advance(page, at);
@@ -715,6 +720,19 @@ mod tests {
         let optimum = run_policy(&world, SimPolicy::Optimum, &config(periods, 0.5));
         let expected = fixed_interval_freshness(0.5, 2.0);
         assert!((optimum.freshness - expected).abs() < 0.006, "{} vs {expected}", optimum.freshness);
+    }
+
+    #[test]
+    fn fetches_land_within_the_fetch_window_of_their_period() {
+        // One page that never changes, nothing stored at first: stale until its first
+        // fetch, half the window into period 0.
+        let world = KnownRates::new(&[0.0], 10.0);
+        for window in [1.0, 0.2] {
+            let config = SimConfig { cold_start: true, fetch_window: window, ..config(10, 1.0) };
+            let result = run_policy(&world, SimPolicy::Scheduler(Policy::Uniform), &config);
+            let expected = 1.0 - 0.5 * window / 10.0;
+            assert!((result.freshness - expected).abs() < 1e-9, "window {window}: {}", result.freshness);
+        }
     }
 
     #[test]
