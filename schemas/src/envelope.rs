@@ -107,6 +107,10 @@ impl Framed<'_> {
 pub trait Message: Serialize + DeserializeOwned {
     const NAME: &'static str;
     const FORMAT: Format;
+    /// Optional fields a JSON message has gained at its end since schema 1's bincode
+    /// envelope wrote it. Bincode is positional and has no defaults, so such a record is
+    /// read with that many `None` tags (one 0 byte each) appended.
+    const ADDED_TRAILING_OPTIONS: usize = 0;
 
     /// Checks what a decoded message holds against [`bounds`](crate::messages::bounds),
     /// so that no field from a topic can overflow a stage's arithmetic or memory; the
@@ -242,12 +246,23 @@ pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
         }
         Framing::Envelope(Format::Bincode) => {
             let body = &bytes[HEADER_LEN..];
-            let (message, read) = bincode::serde::decode_from_slice(body, bincode_config())
-                .map_err(|e| payload_error(e.to_string()))?;
-            if read != body.len() {
-                return Err(payload_error(format!("{} trailing bytes", body.len().saturating_sub(read))));
-            }
-            Ok(message)
+            let whole = |body: &[u8]| {
+                let (message, read) = bincode::serde::decode_from_slice::<M, _>(body, bincode_config())
+                    .map_err(|e| payload_error(e.to_string()))?;
+                match body.len().saturating_sub(read) {
+                    0 => Ok(message),
+                    trailing => Err(payload_error(format!("{trailing} trailing bytes"))),
+                }
+            };
+            whole(body).or_else(|error| {
+                if M::FORMAT != Format::Json || M::ADDED_TRAILING_OPTIONS == 0 {
+                    return Err(error);
+                }
+                let mut padded = Vec::with_capacity(body.len().saturating_add(M::ADDED_TRAILING_OPTIONS));
+                padded.extend_from_slice(body);
+                padded.resize(body.len().saturating_add(M::ADDED_TRAILING_OPTIONS), 0);
+                whole(&padded).map_err(|_| error)
+            })
         }
     }
 }

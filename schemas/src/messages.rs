@@ -635,11 +635,24 @@ pub struct PageEstimate {
     pub change_rate: Option<f64>,
     /// Refresh group and crawl time.
     pub refresh: RefreshPlan,
+    /// The lower end of `change_rate`'s 80 % credible interval: the posterior's 10th
+    /// percentile on the estimator's grid of rates. Null in records of earlier versions.
+    pub change_rate_low: Option<f64>,
+    /// The upper end: the posterior's 90th percentile.
+    pub change_rate_high: Option<f64>,
+    /// The prior `change_rate` was computed with: its mean rate per period. Null in
+    /// records of earlier versions.
+    pub change_rate_prior_mean: Option<f64>,
+    /// URLs of the group (those of this estimate's partition) the prior was learned from;
+    /// 0 means the flat prior (no URL of the group compared yet).
+    pub change_rate_prior_urls: Option<u64>,
 }
 
 impl Message for PageEstimate {
     const NAME: &'static str = "PageEstimate";
     const FORMAT: Format = Format::Json;
+    /// `change_rate_low` … `change_rate_prior_urls`.
+    const ADDED_TRAILING_OPTIONS: usize = 4;
 
     fn validate(&self) -> Result<(), String> {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
@@ -654,6 +667,9 @@ impl Message for PageEstimate {
             ("modification_rate", self.modification_rate),
             ("change_recall", self.change_recall),
             ("change_rate", self.change_rate),
+            ("change_rate_low", self.change_rate_low),
+            ("change_rate_high", self.change_rate_high),
+            ("change_rate_prior_mean", self.change_rate_prior_mean),
         ] {
             value.map_or(Ok(()), |value| bounds::non_negative(name, value))?;
         }
@@ -888,6 +904,10 @@ pub mod samples {
                 prior: ForecastPrior::Uniform,
             },
             change_rate: Some(0.25),
+            change_rate_low: None,
+            change_rate_high: None,
+            change_rate_prior_mean: None,
+            change_rate_prior_urls: None,
             refresh: RefreshPlan {
                 weekly_change_rate: 4.5,
                 group16: "G5".into(),

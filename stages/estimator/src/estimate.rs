@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial, SparseCounts};
 use recrawl_model::history::PageHistory;
-use recrawl_model::page::{BinMove, PageState, Request};
+use recrawl_model::page::{BinMove, PageRate, PageState, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
 use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
@@ -170,7 +170,9 @@ impl Estimator {
                 let live = self.live.get(&(partition, entry.group.clone()));
                 let crawls = crawls(event.period, &view, live, history);
                 let flat = RatePrior::default();
-                let rate = entry.page.change_rate(live.map_or(&flat, |live| &live.rate_prior)).rate;
+                let prior = live.map_or(&flat, |live| &live.rate_prior);
+                let rate = entry.page.change_rate(prior);
+                let rate = (rate, prior.mean, prior.pages);
                 return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls, rate)));
             }
         }
@@ -226,7 +228,8 @@ impl Estimator {
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
-        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate.rate)))
+        let rate = (rate, live.rate_prior.mean, live.rate_prior.pages);
+        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate)))
     }
 
     fn estimate(
@@ -235,7 +238,7 @@ impl Estimator {
         entry: &EstimatorState,
         view: &GroupView,
         crawls: u64,
-        change_rate: f64,
+        (change_rate, prior_mean, prior_urls): (PageRate, f64, u64),
     ) -> PageEstimate {
         let settings = &self.settings;
         let page = &entry.page;
@@ -292,7 +295,11 @@ impl Estimator {
             model: forecast_model(settings.model),
             downloads,
             changes_forecast,
-            change_rate: Some(change_rate),
+            change_rate: Some(change_rate.rate),
+            change_rate_low: Some(change_rate.low),
+            change_rate_high: Some(change_rate.high),
+            change_rate_prior_mean: Some(prior_mean),
+            change_rate_prior_urls: Some(prior_urls),
             refresh: RefreshPlan {
                 weekly_change_rate: plan.weekly_change_rate,
                 group16: plan.group16.to_string(),
@@ -554,11 +561,24 @@ mod tests {
             new_estimate(estimator.apply(&event("http://a/new", "g", 8, true, Some(false)), 1, state, 0))
         };
         let mut fresh = (Estimator::new(Settings::default()), StateStore::default());
-        let alone = newcomer(&mut fresh.0, &mut fresh.1).change_rate.expect("a rate");
-        let grouped = newcomer(&mut estimator, &mut state).change_rate.expect("a rate");
+        let (alone, grouped) = (newcomer(&mut fresh.0, &mut fresh.1), newcomer(&mut estimator, &mut state));
+        let (alone_rate, grouped_rate) =
+            (alone.change_rate.expect("a rate"), grouped.change_rate.expect("a rate"));
         // One unchanged visit: not static, and in a fast-changing group, faster than alone.
-        assert!(alone > 0.0 && alone.is_finite(), "{alone}");
-        assert!(grouped > 2.0 * alone, "{grouped} vs {alone}");
+        assert!(alone_rate > 0.0 && alone_rate.is_finite(), "{alone_rate}");
+        assert!(grouped_rate > 2.0 * alone_rate, "{grouped_rate} vs {alone_rate}");
+        // Each estimate says how sure it is and which prior it used: the flat one alone,
+        // the group's 30 URLs (and the newcomer's first visit, not yet compared) in it.
+        for estimate in [&alone, &grouped] {
+            let (low, high) =
+                (estimate.change_rate_low.expect("low"), estimate.change_rate_high.expect("high"));
+            let rate = estimate.change_rate.expect("a rate");
+            assert!(low <= rate && rate <= high && low < high, "{low} {rate} {high}");
+        }
+        assert_eq!((alone.change_rate_prior_urls, grouped.change_rate_prior_urls), (Some(0), Some(30)));
+        let (flat_mean, group_mean) =
+            (alone.change_rate_prior_mean.unwrap(), grouped.change_rate_prior_mean.unwrap());
+        assert!(group_mean > 2.0 * flat_mean, "the group changes fast: {group_mean} vs {flat_mean}");
         let mut restarted = Estimator::new(Settings::default());
         restarted.restored(1, &state);
         let counts = |e: &Estimator| e.live.get(&(1, "g".to_owned())).map(|live| live.rates.clone());

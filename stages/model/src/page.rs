@@ -47,6 +47,9 @@ pub struct PageState {
 pub struct PageRate {
     /// Posterior mean per period.
     pub rate: f64,
+    /// The posterior's 80 % credible interval, per period.
+    pub low: f64,
+    pub high: f64,
     /// The grid point of its posterior median under the flat prior, a function of its
     /// history alone so the group's counts can move it exactly; `None` before the first
     /// comparison. (The grid point of Cho & Garcia-Molina's estimate would put every URL
@@ -139,7 +142,13 @@ impl PageState {
             history.changes,
             history.comparison_spacing().unwrap_or(1.0),
         );
-        PageRate { rate: likelihood.posterior(prior).rate, bin: self.counted_bin(&likelihood) }
+        let posterior = likelihood.posterior(prior);
+        PageRate {
+            rate: posterior.rate,
+            low: posterior.low,
+            high: posterior.high,
+            bin: self.counted_bin(&likelihood),
+        }
     }
 
     /// The URL's grid point in its group's counts ([`PageRate::bin`]).

@@ -18,12 +18,15 @@ pub const LOWEST_RATE: f64 = 1e-4;
 /// Above it a page changes between any two visits of any scheduler.
 pub const HIGHEST_RATE: f64 = 20.0;
 
+/// The grid's spacing in ln λ.
+fn log_step() -> f64 {
+    (HIGHEST_RATE / LOWEST_RATE).ln() / (RATE_BINS - 1) as f64
+}
+
 /// The grid's rates, computed once: the posterior visits every one per estimate.
 fn grid() -> &'static [f64; RATE_BINS] {
-    static GRID: LazyLock<[f64; RATE_BINS]> = LazyLock::new(|| {
-        let step = (HIGHEST_RATE / LOWEST_RATE).ln() / (RATE_BINS - 1) as f64;
-        std::array::from_fn(|bin| LOWEST_RATE * (step * bin as f64).exp())
-    });
+    static GRID: LazyLock<[f64; RATE_BINS]> =
+        LazyLock::new(|| std::array::from_fn(|bin| LOWEST_RATE * (log_step() * bin as f64).exp()));
     &GRID
 }
 
@@ -58,16 +61,24 @@ impl RateCounts {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RatePrior {
     log_weights: [f64; RATE_BINS],
+    /// The prior's mean rate per period.
+    pub mean: f64,
+    /// The pages it was learned from (0: the flat prior).
+    pub pages: u64,
 }
 
 impl RatePrior {
     pub fn new(counts: &RateCounts) -> Self {
         let spread = 1.0 / RATE_BINS as f64;
         let mut log_weights = [0.0; RATE_BINS];
-        for (weight, &count) in log_weights.iter_mut().zip(&counts.0) {
-            *weight = (count as f64 + spread).ln();
+        let (mut weighted, mut total) = (0.0, 0.0);
+        for ((log_weight, &count), rate) in log_weights.iter_mut().zip(&counts.0).zip(grid()) {
+            let weight = count as f64 + spread;
+            *log_weight = weight.ln();
+            weighted += weight * rate;
+            total += weight;
         }
-        Self { log_weights }
+        Self { log_weights, mean: weighted / total, pages: counts.total() }
     }
 }
 
@@ -84,6 +95,10 @@ pub struct RateEstimate {
     pub rate: f64,
     /// The grid point of the posterior median.
     pub bin: usize,
+    /// The 80 % credible interval: the posterior's 10th and 90th percentiles, each grid
+    /// point's mass spread over its cell in ln λ.
+    pub low: f64,
+    pub high: f64,
 }
 
 /// The log-likelihood of each grid rate given `changes` changes in `comparisons`
@@ -104,7 +119,7 @@ impl RateLikelihood {
         }))
     }
 
-    /// The posterior under `prior`: its mean and median.
+    /// The posterior under `prior`: its mean, median and 80 % credible interval.
     pub fn posterior(&self, prior: &RatePrior) -> RateEstimate {
         let mut log_posterior = self.0;
         log_posterior.iter_mut().zip(&prior.log_weights).for_each(|(log_p, log_prior)| *log_p += log_prior);
@@ -112,15 +127,30 @@ impl RateLikelihood {
         let weights = log_posterior.map(|log_p| (log_p - top).exp());
         let total: f64 = weights.iter().sum();
         let (mut mean, mut cumulative, mut median) = (0.0, 0.0, None);
+        // The interval's ends: each grid point's mass spread evenly in ln λ over its cell,
+        // half a step either side, so a posterior on one point still has a width.
+        let (mut low, mut high) = (None, None);
         for ((bin, weight), rate) in weights.iter().enumerate().zip(grid()) {
             let p = weight / total;
             mean += p * rate;
+            let before = cumulative;
             cumulative += p;
             if median.is_none() && cumulative >= 0.5 {
                 median = Some(bin);
             }
+            for (quantile, end) in [(0.1, &mut low), (0.9, &mut high)] {
+                if end.is_none() && cumulative >= quantile && p > 0.0 {
+                    let into_cell = (quantile - before) / p - 0.5;
+                    *end = Some(rate * (into_cell * log_step()).exp());
+                }
+            }
         }
-        RateEstimate { rate: mean, bin: median.unwrap_or(RATE_BINS - 1) }
+        RateEstimate {
+            rate: mean,
+            bin: median.unwrap_or(RATE_BINS - 1),
+            low: low.unwrap_or(HIGHEST_RATE),
+            high: high.unwrap_or(HIGHEST_RATE),
+        }
     }
 }
 
@@ -144,8 +174,7 @@ mod tests {
         if rate.is_nan() || rate <= LOWEST_RATE {
             return 0;
         }
-        let step = (HIGHEST_RATE / LOWEST_RATE).ln() / (RATE_BINS - 1) as f64;
-        (((rate / LOWEST_RATE).ln() / step).round() as usize).min(RATE_BINS - 1)
+        (((rate / LOWEST_RATE).ln() / log_step()).round() as usize).min(RATE_BINS - 1)
     }
 
     #[test]
@@ -158,6 +187,25 @@ mod tests {
         assert_eq!(bin_of_rate(0.0), 0);
         assert_eq!(bin_of_rate(f64::NAN), 0);
         assert_eq!(bin_of_rate(1e9), RATE_BINS - 1);
+    }
+
+    #[test]
+    fn the_credible_interval_holds_the_mean_and_narrows_with_visits() {
+        let flat = RatePrior::default();
+        assert_eq!(flat.pages, 0);
+        let width = |n: u32| {
+            let changes = (f64::from(n) * -(-0.2f64).exp_m1()).round() as u32;
+            let estimate = posterior_rate(&flat, n, changes, 1.0);
+            assert!(estimate.low <= estimate.rate && estimate.rate <= estimate.high, "{estimate:?}");
+            estimate.high / estimate.low
+        };
+        assert!(width(400) < width(20) && width(20) < width(2), "{} {} {}", width(400), width(20), width(2));
+        let mut counts = RateCounts::default();
+        (0..1000).for_each(|_| counts.add(bin_of_rate(0.05)));
+        let prior = RatePrior::new(&counts);
+        assert_eq!(prior.pages, 1000);
+        let point = rate_of_bin(bin_of_rate(0.05));
+        assert!((prior.mean / point - 1.0).abs() < 0.05, "{} vs the grid point {point}", prior.mean);
     }
 
     #[test]

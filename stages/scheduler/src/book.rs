@@ -748,6 +748,10 @@ pub(crate) mod tests {
             downloads: forecast(0.9),
             changes_forecast: forecast(0.3),
             change_rate: Some(0.25),
+            change_rate_low: Some(0.1),
+            change_rate_high: Some(0.5),
+            change_rate_prior_mean: Some(0.2),
+            change_rate_prior_urls: Some(3),
             refresh: RefreshPlan {
                 weekly_change_rate: 7.0,
                 group16: "G7".into(),
