@@ -255,11 +255,10 @@ pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
                 }
             };
             whole(body).or_else(|error| {
-                if M::FORMAT != Format::Json || M::ADDED_TRAILING_OPTIONS == 0 {
+                if M::ADDED_TRAILING_OPTIONS == 0 {
                     return Err(error);
                 }
-                let mut padded = Vec::with_capacity(body.len().saturating_add(M::ADDED_TRAILING_OPTIONS));
-                padded.extend_from_slice(body);
+                let mut padded = body.to_vec();
                 padded.resize(body.len().saturating_add(M::ADDED_TRAILING_OPTIONS), 0);
                 whole(&padded).map_err(|_| error)
             })

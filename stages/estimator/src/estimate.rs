@@ -170,9 +170,7 @@ impl Estimator {
                 let live = self.live.get(&(partition, entry.group.clone()));
                 let crawls = crawls(event.period, &view, live, history);
                 let flat = RatePrior::default();
-                let prior = live.map_or(&flat, |live| &live.rate_prior);
-                let rate = entry.page.change_rate(prior);
-                let rate = (rate, prior.mean, prior.pages);
+                let rate = entry.page.change_rate(live.map_or(&flat, |live| &live.rate_prior));
                 return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls, rate)));
             }
         }
@@ -228,7 +226,6 @@ impl Estimator {
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
-        let rate = (rate, live.rate_prior.mean, live.rate_prior.pages);
         Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate)))
     }
 
@@ -238,7 +235,7 @@ impl Estimator {
         entry: &EstimatorState,
         view: &GroupView,
         crawls: u64,
-        (change_rate, prior_mean, prior_urls): (PageRate, f64, u64),
+        change_rate: PageRate,
     ) -> PageEstimate {
         let settings = &self.settings;
         let page = &entry.page;
@@ -298,8 +295,8 @@ impl Estimator {
             change_rate: Some(change_rate.rate),
             change_rate_low: Some(change_rate.low),
             change_rate_high: Some(change_rate.high),
-            change_rate_prior_mean: Some(prior_mean),
-            change_rate_prior_urls: Some(prior_urls),
+            change_rate_prior_mean: Some(change_rate.prior_mean),
+            change_rate_prior_urls: Some(change_rate.prior_pages),
             refresh: RefreshPlan {
                 weekly_change_rate: plan.weekly_change_rate,
                 group16: plan.group16.to_string(),

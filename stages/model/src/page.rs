@@ -50,6 +50,9 @@ pub struct PageRate {
     /// The posterior's 80 % credible interval, per period.
     pub low: f64,
     pub high: f64,
+    /// The prior's mean rate, and the pages it was learned from (0: flat).
+    pub prior_mean: f64,
+    pub prior_pages: u64,
     /// The grid point of its posterior median under the flat prior, a function of its
     /// history alone so the group's counts can move it exactly; `None` before the first
     /// comparison. (The grid point of Cho & Garcia-Molina's estimate would put every URL
@@ -147,6 +150,8 @@ impl PageState {
             rate: posterior.rate,
             low: posterior.low,
             high: posterior.high,
+            prior_mean: prior.mean,
+            prior_pages: prior.pages,
             bin: self.counted_bin(&likelihood),
         }
     }
