@@ -53,12 +53,18 @@ def main() -> None:
             if message.error():
                 raise KafkaException(message.error())
             event = json.loads(message.value())
-            # The first field names the type and version; a reader skips what it does not know.
-            if not event.get("schema", "").startswith(CHANGE_EVENT):
+            # The first field names the type and version; a reader skips what it does not
+            # know. Schema 2 nests the page's identity; schema 1 had it at the top level.
+            schema = event.get("schema")
+            if schema == CHANGE_EVENT + "2":
+                page = event["page"]
+            elif schema == CHANGE_EVENT + "1":
+                page = event
+            else:
                 continue
-            pages[event["host"]].add(event["url"])
+            pages[page["host"]].add(page["url"])
             if event["changed"]:
-                changed[event["host"]].add(event["url"])
+                changed[page["host"]].add(page["url"])
     finally:
         consumer.close()
 

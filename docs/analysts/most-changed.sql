@@ -2,8 +2,8 @@
 -- events.jsonl (`recrawl tail change-events --since 7d > events.jsonl`), with the mean
 -- change degree (IED, 0 = same text, 1 = all of it rewritten) of their changes.
 SELECT
-    url,
-    host,
+    page.url AS url,
+    page.host AS host,
     count(*) FILTER (WHERE changed) AS changes,
     count(*) AS fetches,
     round(avg(CAST(degrees.ied AS DOUBLE)) FILTER (WHERE changed), 3) AS mean_ied

@@ -3,7 +3,9 @@
 //! serde_json alone.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use recrawl_schemas::{decode, encode, ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult, IedOps};
+use recrawl_schemas::{
+    decode, encode, ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult, IedOps, PageRef, UtcTime,
+};
 use std::hint::black_box;
 
 fn fetch_result() -> FetchResult {
@@ -34,10 +36,7 @@ fn fetch_result() -> FetchResult {
 
 fn change_event() -> ChangeEvent {
     ChangeEvent {
-        url: "http://example.com/some/page.html".into(),
-        url_key: recrawl_schemas::url_key("http://example.com/some/page.html"),
-        host: "example.com".into(),
-        group: "example.com".into(),
+        page: PageRef::new("http://example.com/some/page.html", "example.com"),
         period: 1234,
         downloaded: true,
         outcome: FetchOutcome::Downloaded,
@@ -45,7 +44,7 @@ fn change_event() -> ChangeEvent {
         latency_ms: 35.5,
         size_bytes: 49152,
         previous_size_bytes: Some(4084),
-        update_size: Some(12),
+        size_change_bytes: Some(12),
         first_seen: false,
         changed: Some(true),
         text_changed: Some(true),
@@ -69,6 +68,7 @@ fn change_event() -> ChangeEvent {
             ied_t: 0.75,
             truncated: false,
         }),
+        fetched_at: UtcTime::from_ms(1_795_000_000_000),
         fetched_at_ms: 1_795_000_000_000,
         crawl_delay_ms: None,
         etag: None,

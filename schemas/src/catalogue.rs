@@ -7,7 +7,8 @@ use schemars::{schema_for, JsonSchema};
 use serde_json::{json, Map, Value};
 
 use crate::envelope::{
-    kafka_headers, kebab_name, schema_tag, Format, Message, MAGIC, SCHEMA_FIELD, SCHEMA_VERSION,
+    kebab_name, schema_tag, Format, Message, CONTENT_TYPE_HEADER, MAGIC, SCHEMA_FIELD, SCHEMA_VERSION,
+    SCHEMA_VERSION_HEADER,
 };
 use crate::messages::*;
 use crate::topics::{dead_letter_headers, TopicCatalogue, DEAD_LETTER_KINDS, DEFAULT_TOPIC_PREFIX};
@@ -20,12 +21,59 @@ pub fn schema_path(type_name: &str) -> String {
 struct Described {
     name: &'static str,
     format: Format,
+    version: u16,
     schema: Value,
+}
+
+/// JSON Schema 2020-12's own formats; schemars also writes Rust's numeric types
+/// (`uint64`, `double`, …) as formats, which validators do not know.
+const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Makes a public message's schema strict: every listed property required and no other,
+/// at any depth, and standard formats only.
+fn strict(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if object.get("format").and_then(Value::as_str).is_some_and(|f| !STANDARD_FORMATS.contains(&f)) {
+                object.remove("format");
+            }
+            // Every field is always written (null when absent): all are required.
+            if let Some(Value::Object(properties)) = object.get("properties") {
+                let names = properties.keys().map(|name| Value::String(name.clone())).collect();
+                object.insert("required".to_owned(), Value::Array(names));
+                object.insert("additionalProperties".to_owned(), Value::Bool(false));
+            }
+            object.values_mut().for_each(strict);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strict),
+        _ => {}
+    }
 }
 
 fn describe<M: Message + JsonSchema>() -> Described {
     let mut schema = serde_json::to_value(schema_for!(M)).unwrap_or(Value::Null);
     if M::FORMAT == Format::Json {
+        strict(&mut schema);
         // The tag `encode` writes first: part of the object a reader sees.
         let tag = schema_tag::<M>();
         let property = json!({
@@ -43,7 +91,7 @@ fn describe<M: Message + JsonSchema>() -> Described {
             required.insert(0, json!(SCHEMA_FIELD));
         }
     }
-    Described { name: M::NAME, format: M::FORMAT, schema }
+    Described { name: M::NAME, format: M::FORMAT, version: M::VERSION, schema }
 }
 
 fn message_types() -> Vec<Described> {
@@ -88,15 +136,15 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
         let described = types.iter().find(|t| t.name == topic.payload);
         let message = match described {
             Some(t) => {
-                let headers: Map<String, Value> = header_schema(t.format);
+                let headers: Map<String, Value> = header_schema(t);
                 let summary = match t.format {
                     Format::Json => format!(
-                        "{}: one JSON object, nothing before it; its first field `{SCHEMA_FIELD}` names the type and schema version. Readers also take what schema 1 wrote: the envelope [0x{MAGIC:02x}, format, 0, 1] before a bincode (format {}) or JSON (format {}) body.",
-                        t.name, Format::Bincode as u8, Format::Json as u8,
+                        "{}: one JSON object, nothing before it; its first field `{SCHEMA_FIELD}` names the type and schema version ({}). Readers also take schema 1's records: plain JSON of the shapes under json/v1/, or the envelope [0x{MAGIC:02x}, format, 0, 1] before a bincode (format {}) or JSON (format {}) body.",
+                        t.name, t.version, Format::Bincode as u8, Format::Json as u8,
                     ),
                     Format::Bincode => format!(
                         "{} in a recrawl envelope: bytes [0x{MAGIC:02x}, {}, {}, {}] then the bincode body.",
-                        t.name, Format::Bincode as u8, SCHEMA_VERSION >> 8, SCHEMA_VERSION & 0xff,
+                        t.name, Format::Bincode as u8, t.version >> 8, t.version & 0xff,
                     ),
                 };
                 json!({
@@ -171,15 +219,16 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
     })
 }
 
-fn header_schema(format: Format) -> Map<String, Value> {
+fn header_schema(described: &Described) -> Map<String, Value> {
     let mut headers = Map::new();
-    let values = match format {
-        Format::Bincode => kafka_headers::<PagePick>(),
-        Format::Json => kafka_headers::<ChangeEvent>(),
-    };
-    for (name, value) in values {
-        headers.insert(name.to_owned(), json!({ "type": "string", "const": value }));
-    }
+    headers.insert(
+        CONTENT_TYPE_HEADER.to_owned(),
+        json!({ "type": "string", "const": described.format.framing().content_type() }),
+    );
+    headers.insert(
+        SCHEMA_VERSION_HEADER.to_owned(),
+        json!({ "type": "string", "const": described.version.to_string() }),
+    );
     headers
 }
 
@@ -253,9 +302,9 @@ mod tests {
             let documented: Vec<String> = spec
                 .key
                 .split('/')
-                .map(|field| match &fields[field] {
+                .map(|path| match path.split('.').fold(&fields, |value, field| &value[field]) {
                     serde_json::Value::String(text) => text.clone(),
-                    serde_json::Value::Null => panic!("{}: no field {field}", topic.name),
+                    serde_json::Value::Null => panic!("{}: no field {path}", topic.name),
                     other => other.to_string(),
                 })
                 .collect();
@@ -269,24 +318,30 @@ mod tests {
         check(DISTRIBUTIONS, &samples::group_distribution());
     }
 
-    /// Decodes the committed encodings of the current schema version: a change to a type
-    /// that breaks reading what is already on the topics fails here. `<name>.bin` is the
-    /// envelope schema 1 wrote for every type; a JSON type is now written as plain JSON,
-    /// `<name>.json`, and must still read its `.bin`.
+    /// Decodes the committed encodings of every schema version a type reads: a change
+    /// that breaks reading what is already on the topics fails here. `v1/<name>.bin` is the
+    /// envelope schema 1 wrote for every type, `v1/<name>.json` schema 1's plain JSON; a
+    /// type's current encoding is under its own version, `.json` for the types people read.
     #[test]
     fn golden_fixtures_decode() {
         fn check<M: Message + PartialEq + std::fmt::Debug>(sample: M) {
-            let stem = schemas_dir().join(format!("fixtures/v{SCHEMA_VERSION}/{}", kebab_name(M::NAME)));
-            let current = stem.with_extension(match M::FORMAT {
-                Format::Bincode => "bin",
-                Format::Json => "json",
-            });
+            let fixture = |version: u16, extension: &str| {
+                schemas_dir().join(format!("fixtures/v{version}/{}.{extension}", kebab_name(M::NAME)))
+            };
+            let current = fixture(
+                M::VERSION,
+                match M::FORMAT {
+                    Format::Bincode => "bin",
+                    Format::Json => "json",
+                },
+            );
             if bless() {
                 std::fs::create_dir_all(current.parent().unwrap()).unwrap();
                 std::fs::write(&current, encode(&sample).unwrap()).unwrap();
             }
-            for path in [&current, &stem.with_extension("bin")] {
-                let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let earlier = (1..M::VERSION).map(|version| fixture(version, "json"));
+            for path in [current.clone(), fixture(1, "bin")].into_iter().chain(earlier) {
+                let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert_eq!(decode::<M>(&bytes).unwrap(), sample, "{}", path.display());
             }
             let bytes = std::fs::read(&current).unwrap();
@@ -346,25 +401,54 @@ mod tests {
         found
     }
 
-    /// Each message's schema keeps every field, type and rule of the schema released as the
-    /// current version (frozen under `json/v{SCHEMA_VERSION}/`): a change that breaks a
-    /// reader needs a version bump and a new frozen copy.
+    /// Each message's schema keeps every field, type and rule of the schema released as its
+    /// current version (frozen under `json/v<version>/`): a change that breaks a reader
+    /// needs a version bump and a new frozen copy.
     #[test]
     fn no_field_is_removed_or_retyped_without_a_version_bump() {
         for described in message_types() {
-            let frozen = format!("json/v{SCHEMA_VERSION}/{}.schema.json", kebab_name(described.name));
+            let version = described.version;
+            let frozen = format!("json/v{version}/{}.schema.json", kebab_name(described.name));
             let text = std::fs::read_to_string(schemas_dir().join(&frozen)).unwrap_or_else(|e| {
-                panic!(
-                    "{frozen}: {e}; when releasing version {SCHEMA_VERSION}, copy json/*.schema.json there"
-                )
+                panic!("{frozen}: {e}; when releasing version {version}, copy json/<name>.schema.json there")
             });
             let released: Value = serde_json::from_str(&text).unwrap();
             let breaking = breaking_changes(&released, &described.schema);
             assert!(
                 breaking.is_empty(),
-                "{}: {breaking:#?}\nbump SCHEMA_VERSION or undo the change",
+                "{}: {breaking:#?}\nbump its Message::VERSION or undo the change",
                 described.name
             );
+        }
+    }
+
+    /// What analysts read is strict: at any depth an object lists every field as required
+    /// and allows no other, and only JSON Schema's own formats appear.
+    #[test]
+    fn public_schemas_are_strict() {
+        fn check(path: &str, schema: &Value) {
+            match schema {
+                Value::Object(object) => {
+                    if let Some(Value::String(format)) = object.get("format") {
+                        assert!(STANDARD_FORMATS.contains(&format.as_str()), "{path}: format {format}");
+                    }
+                    if let Some(Value::Object(properties)) = object.get("properties") {
+                        assert_eq!(object.get("additionalProperties"), Some(&json!(false)), "{path}");
+                        let required = object["required"].as_array().unwrap();
+                        assert_eq!(required.len(), properties.len(), "{path}");
+                    }
+                    object.iter().for_each(|(key, value)| check(&format!("{path}/{key}"), value));
+                }
+                Value::Array(items) => items.iter().for_each(|item| check(path, item)),
+                _ => {}
+            }
+        }
+        let public: Vec<Described> =
+            message_types().into_iter().filter(|t| t.format == Format::Json).collect();
+        assert_eq!(public.len(), 4);
+        for described in public {
+            assert_eq!(described.version, 2, "{}", described.name);
+            check(described.name, &described.schema);
         }
     }
 

@@ -1,8 +1,10 @@
 //! How a message travels on a topic. Messages people read (`Format::Json`) are plain
 //! JSON: one object, nothing before the `{`, whose first field names the message type and
-//! schema version (`"schema":"recrawl.change-event/1"`). Internal messages
+//! schema version (`"schema":"recrawl.change-event/2"`). Internal messages
 //! (`Format::Bincode`) keep the envelope `[magic, format, version hi, version lo]` before
 //! a bincode body. The Kafka headers `content-type` and `schema-version` mirror either.
+//! Each type has its own version ([`Message::VERSION`]); a reader takes its type's
+//! current version and the earlier ones it declares, and refuses a newer one by name.
 //! Readers also take the envelope before a JSON body, which schema 1 wrote on every topic.
 //! This module is the only place that calls bincode (pinned `=2.0.1`, unmaintained
 //! upstream), so replacing it is local.
@@ -14,8 +16,9 @@ use thiserror::Error;
 
 /// First byte of an envelope; not a byte any JSON or text value starts with.
 pub const MAGIC: u8 = 0xC5;
-/// Version of every message and state type in this crate; bump on any incompatible change.
-pub const SCHEMA_VERSION: u16 = 1;
+/// The newest schema version of any message: the version of the contract as a whole
+/// (the AsyncAPI document's). Each type's own is its [`Message::VERSION`].
+pub const SCHEMA_VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 4;
 /// Largest bincode body accepted. bincode allocates a collection's claimed length before
 /// reading it, so without a limit a corrupt length prefix aborts the process on
@@ -89,6 +92,7 @@ pub struct Framed<'a> {
     pub framing: Framing,
     pub version: u16,
     /// The message type a plain JSON payload names (`change-event`); envelopes do not say.
+    /// The version is not checked here: each type knows which versions it reads.
     pub message: Option<Cow<'a, str>>,
 }
 
@@ -107,6 +111,10 @@ impl Framed<'_> {
 pub trait Message: Serialize + DeserializeOwned {
     const NAME: &'static str;
     const FORMAT: Format;
+    /// The schema version this build writes for the type. Bump it on any change a reader
+    /// of the previous version could not take, and read the previous one in
+    /// [`read_earlier`](Self::read_earlier).
+    const VERSION: u16 = 1;
     /// Optional fields a JSON message has gained at its end since schema 1's bincode
     /// envelope wrote it. Bincode is positional and has no defaults, so such a record is
     /// read with that many `None` tags (one 0 byte each) appended.
@@ -117,6 +125,11 @@ pub trait Message: Serialize + DeserializeOwned {
     /// error names the field.
     fn validate(&self) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Reads a payload of an earlier version of the type (`framed.version < VERSION`).
+    fn read_earlier(framed: &Framed<'_>, _bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        Err(EnvelopeError::UnknownVersion { name: Self::NAME, found: framed.version, newest: Self::VERSION })
     }
 }
 
@@ -138,8 +151,8 @@ pub enum EnvelopeError {
     NoSchemaTag(String),
     #[error("the payload is a {found}, not a {expected}")]
     WrongMessage { expected: String, found: String },
-    #[error("unknown schema version {found} (this build reads {SCHEMA_VERSION})")]
-    UnknownVersion { found: u16 },
+    #[error("{name} of schema version {found}, which this build does not read (it reads up to {newest})")]
+    UnknownVersion { name: &'static str, found: u16, newest: u16 },
     #[error("Kafka header {header} is {found:?}, the payload says {expected:?}")]
     HeaderMismatch { header: &'static str, found: String, expected: String },
     #[error("{name} payload does not decode: {reason}")]
@@ -168,7 +181,7 @@ fn kebab_chars(type_name: &str) -> impl Iterator<Item = char> + '_ {
     })
 }
 
-/// The `schema` field's value for `M`: `recrawl.change-event/1`.
+/// The `schema` field's value for `M`: `recrawl.change-event/2`.
 pub fn schema_tag<M: Message>() -> String {
     let mut tag = Vec::new();
     write_schema_tag::<M>(&mut tag);
@@ -181,7 +194,7 @@ fn write_schema_tag<M: Message>(out: &mut Vec<u8>) {
     for c in kebab_chars(M::NAME) {
         out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
     }
-    out.extend_from_slice(format!("/{SCHEMA_VERSION}").as_bytes());
+    out.extend_from_slice(format!("/{}", M::VERSION).as_bytes());
 }
 
 /// Encodes `message` as its format is written: plain JSON with its schema tag first, or
@@ -190,7 +203,7 @@ pub fn encode<M: Message>(message: &M) -> Result<Vec<u8>, EnvelopeError> {
     let encode_error = |reason: String| EnvelopeError::Encode { name: M::NAME, reason };
     match M::FORMAT {
         Format::Bincode => {
-            let [version_hi, version_lo] = SCHEMA_VERSION.to_be_bytes();
+            let [version_hi, version_lo] = M::VERSION.to_be_bytes();
             let mut out = vec![MAGIC, M::FORMAT as u8, version_hi, version_lo];
             bincode::serde::encode_into_std_write(message, &mut out, bincode_config())
                 .map_err(|e| encode_error(e.to_string()))?;
@@ -225,22 +238,31 @@ pub fn encode<M: Message>(message: &M) -> Result<Vec<u8>, EnvelopeError> {
     }
 }
 
-/// Decodes a payload written by [`encode`], or by schema 1's envelope, checking its
-/// type and version before the body.
+/// Decodes a payload written by [`encode`], by an earlier version the type reads, or by
+/// schema 1's envelope, checking its type and version before the body.
 pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
     let framed = inspect(bytes)?;
+    if let Some(found) = &framed.message {
+        if !found.chars().eq(kebab_chars(M::NAME)) {
+            return Err(EnvelopeError::WrongMessage {
+                expected: kebab_name(M::NAME),
+                found: found.to_string(),
+            });
+        }
+    }
+    match framed.version.cmp(&M::VERSION) {
+        std::cmp::Ordering::Equal => decode_as(&framed, bytes),
+        std::cmp::Ordering::Less if framed.version > 0 => M::read_earlier(&framed, bytes),
+        _ => Err(EnvelopeError::UnknownVersion { name: M::NAME, found: framed.version, newest: M::VERSION }),
+    }
+}
+
+/// Decodes the body of a payload framed as `framed` says into `M`'s shape, whatever the
+/// version: [`decode`] has checked it, or a `read_earlier` names the earlier shape.
+pub(crate) fn decode_as<M: Message>(framed: &Framed<'_>, bytes: &[u8]) -> Result<M, EnvelopeError> {
     let payload_error = |reason: String| EnvelopeError::Payload { name: M::NAME, reason };
     match framed.framing {
-        Framing::PlainJson => {
-            let found = framed.message.unwrap_or_default();
-            if !found.chars().eq(kebab_chars(M::NAME)) {
-                return Err(EnvelopeError::WrongMessage {
-                    expected: kebab_name(M::NAME),
-                    found: found.into(),
-                });
-            }
-            serde_json::from_slice(bytes).map_err(|e| payload_error(e.to_string()))
-        }
+        Framing::PlainJson => serde_json::from_slice(bytes).map_err(|e| payload_error(e.to_string())),
         Framing::Envelope(Format::Json) => {
             serde_json::from_slice(&bytes[HEADER_LEN..]).map_err(|e| payload_error(e.to_string()))
         }
@@ -266,8 +288,7 @@ pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
     }
 }
 
-/// Reads how `bytes` is framed, its schema version and, for plain JSON, the type it names;
-/// a version this build does not read is an error.
+/// Reads how `bytes` is framed, its schema version and, for plain JSON, the type it names.
 pub fn inspect(bytes: &[u8]) -> Result<Framed<'_>, EnvelopeError> {
     // JSON may begin with whitespace; an envelope begins with its magic byte.
     let framed = match bytes.iter().find(|byte| !byte.is_ascii_whitespace()) {
@@ -306,9 +327,6 @@ pub fn inspect(bytes: &[u8]) -> Result<Framed<'_>, EnvelopeError> {
             Framed { framing: Framing::Envelope(format), version, message: None }
         }
     };
-    if framed.version != SCHEMA_VERSION {
-        return Err(EnvelopeError::UnknownVersion { found: framed.version });
-    }
     Ok(framed)
 }
 
@@ -341,7 +359,7 @@ fn json_schema_tag(bytes: &[u8]) -> Result<Cow<'_, str>, EnvelopeError> {
 pub fn kafka_headers<M: Message>() -> [(&'static str, String); 2] {
     [
         (CONTENT_TYPE_HEADER, M::FORMAT.framing().content_type().to_owned()),
-        (SCHEMA_VERSION_HEADER, SCHEMA_VERSION.to_string()),
+        (SCHEMA_VERSION_HEADER, M::VERSION.to_string()),
     ]
 }
 
@@ -384,27 +402,29 @@ mod tests {
         let bytes = encode(&event).unwrap();
         // What analysts read: one JSON object, nothing before it, the tag first.
         assert!(
-            bytes.starts_with(br#"{"schema":"recrawl.change-event/1","#),
+            bytes.starts_with(br#"{"schema":"recrawl.change-event/2","#),
             "{}",
             String::from_utf8_lossy(&bytes)
         );
         let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(json["url"], event.url);
-        assert_eq!(json[SCHEMA_FIELD], "recrawl.change-event/1");
+        assert_eq!(json["page"]["url"], event.page.url);
+        assert_eq!(json["fetched_at"], "2026-05-28T20:26:40.000Z");
+        assert_eq!(json[SCHEMA_FIELD], "recrawl.change-event/2");
         assert_eq!(decode::<ChangeEvent>(&bytes).unwrap(), event);
         assert_eq!(
             inspect(&bytes).unwrap(),
-            Framed { framing: Framing::PlainJson, version: 1, message: Some("change-event".into()) }
+            Framed { framing: Framing::PlainJson, version: 2, message: Some("change-event".into()) }
         );
     }
 
-    /// Records schema 1 wrote (the envelope before a JSON body) are still read.
+    /// Records schema 1 wrote (the envelope before a JSON body of schema 1's shape) are
+    /// still read, as schema 2.
     #[test]
     fn enveloped_json_is_still_read() {
-        let event = samples::change_event();
+        let plain_v1 = include_bytes!("../fixtures/v1/change-event.json");
         let mut bytes = vec![MAGIC, Format::Json as u8, 0, 1];
-        serde_json::to_writer(&mut bytes, &event).unwrap();
-        assert_eq!(decode::<ChangeEvent>(&bytes).unwrap(), event);
+        bytes.extend_from_slice(plain_v1);
+        assert_eq!(decode::<ChangeEvent>(&bytes).unwrap(), samples::change_event());
         assert_eq!(check_kafka_headers(&bytes, Some(b"application/vnd.recrawl+json"), Some(b"1")), Ok(()));
     }
 
@@ -413,17 +433,22 @@ mod tests {
     fn the_tag_is_found_anywhere_in_the_object() {
         let event = samples::change_event();
         let mut fields = serde_json::to_value(&event).unwrap();
-        fields[SCHEMA_FIELD] = "recrawl.change-event/1".into();
+        fields[SCHEMA_FIELD] = "recrawl.change-event/2".into();
         let mut pretty = b"\n  ".to_vec();
         pretty.extend(serde_json::to_vec_pretty(&fields).unwrap());
         assert_eq!(decode::<ChangeEvent>(&pretty).unwrap(), event);
         assert_eq!(
-            check_kafka_headers(&pretty, Some(b"application/json; charset=utf-8"), Some(b"1")),
+            check_kafka_headers(&pretty, Some(b"application/json; charset=utf-8"), Some(b"2")),
             Ok(())
         );
         fields[SCHEMA_FIELD] = "recrawl.change-event/3".into();
         let newer = serde_json::to_vec(&fields).unwrap();
-        assert_eq!(decode::<ChangeEvent>(&newer), Err(EnvelopeError::UnknownVersion { found: 3 }));
+        let error = decode::<ChangeEvent>(&newer).unwrap_err();
+        assert_eq!(error, EnvelopeError::UnknownVersion { name: "ChangeEvent", found: 3, newest: 2 });
+        assert_eq!(
+            error.to_string(),
+            "ChangeEvent of schema version 3, which this build does not read (it reads up to 2)"
+        );
     }
 
     #[test]
@@ -440,7 +465,16 @@ mod tests {
         assert_eq!(decode::<PagePick>(&bad), Err(EnvelopeError::UnknownFormat(9)));
         let mut bad = good.clone();
         bad[2] = 0x12;
-        assert_eq!(decode::<PagePick>(&bad), Err(EnvelopeError::UnknownVersion { found: 0x1201 }));
+        assert_eq!(
+            decode::<PagePick>(&bad),
+            Err(EnvelopeError::UnknownVersion { name: "PagePick", found: 0x1201, newest: 1 })
+        );
+        let mut bad = good.clone();
+        bad[3] = 0;
+        assert_eq!(
+            decode::<PagePick>(&bad),
+            Err(EnvelopeError::UnknownVersion { name: "PagePick", found: 0, newest: 1 })
+        );
         let json = encode(&samples::change_event()).unwrap();
         assert_eq!(
             decode::<PagePick>(&json),
@@ -502,8 +536,14 @@ mod tests {
         result.fetched_at_ms = -5;
         assert!(result.validate().unwrap_err().contains("fetched_at_ms"));
         let mut event = samples::change_event();
-        event.host.clear();
+        event.page.host.clear();
         assert!(event.validate().unwrap_err().contains("host"));
+        let mut event = samples::change_event();
+        event.fetched_at = crate::UtcTime::from_ms(event.fetched_at_ms + 1);
+        assert_eq!(
+            event.validate(),
+            Err("fetched_at 2026-05-28T20:26:40.001Z and fetched_at_ms 1780000000000 are not the same instant".into())
+        );
         // Every estimator sums the shares of all partitions: no count may overflow that.
         assert_eq!(samples::group_distribution().validate(), Ok(()));
         let mut share = samples::group_distribution();
@@ -537,7 +577,7 @@ mod tests {
         ));
         let json = encode(&samples::change_event()).unwrap();
         let [(_, ct), (_, sv)] = kafka_headers::<ChangeEvent>();
-        assert_eq!((ct.as_str(), sv.as_str()), (JSON_CONTENT_TYPE, "1"));
+        assert_eq!((ct.as_str(), sv.as_str()), (JSON_CONTENT_TYPE, "2"));
         assert_eq!(check_kafka_headers(&json, Some(ct.as_bytes()), Some(sv.as_bytes())), Ok(()));
         assert_eq!(inspect(&json).unwrap().kafka_headers(), kafka_headers::<ChangeEvent>());
     }
@@ -573,11 +613,15 @@ mod properties {
             let mut bytes = vec![MAGIC, format, 0, 1];
             bytes.extend_from_slice(&body);
             let _ = decode::<PagePick>(&bytes);
-            bytes.splice(..4, *b"{\"schema\":\"recrawl.change-event/1\",");
             let _ = decode::<ChangeEvent>(&bytes);
             let _ = decode::<FetchResult>(&bytes);
-            let _ = decode::<ChangeEvent>(&bytes);
             let _ = decode::<PageEstimate>(&bytes);
+            // Behind a JSON tag of either version a reader takes.
+            for version in ["1", "2"] {
+                let mut tagged = format!("{{\"schema\":\"recrawl.change-event/{version}\",").into_bytes();
+                tagged.extend_from_slice(&body);
+                let _ = decode::<ChangeEvent>(&tagged);
+            }
         }
 
         #[test]

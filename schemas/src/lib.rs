@@ -7,11 +7,16 @@
 
 pub mod catalogue;
 pub mod envelope;
+pub mod frequency;
 pub mod messages;
+pub mod time;
 pub mod topics;
 pub mod url_key;
+mod v1;
 
 pub use envelope::{decode, encode, EnvelopeError, Format, Message, SCHEMA_VERSION};
+pub use frequency::{FrequencyGroup, UnknownFrequencyGroup};
 pub use messages::*;
+pub use time::{UtcTime, UtcTimeError};
 pub use topics::{Topic, TopicCatalogue, TopicError, TopicNames, TopicSpec};
-pub use url_key::{host_of, normalise_url, url_key, UrlError};
+pub use url_key::{host_of, normalise_url, site_of, url_key, UrlError};

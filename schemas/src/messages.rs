@@ -1,14 +1,60 @@
 //! One type per Kafka message. Field documentation here becomes the `description` of the
 //! generated JSON Schemas, so it is written for the analysts who read those.
 //!
-//! Bincode payloads are positional: never reorder fields, and bump
-//! [`SCHEMA_VERSION`](crate::SCHEMA_VERSION) on any change. No `skip_serializing_if` or
-//! `flatten` here: bincode cannot round-trip them.
+//! Internal messages (bincode) are positional: never reorder their fields, and bump their
+//! [`Message::VERSION`] on any change. The messages people read (JSON) are at schema 2;
+//! [`crate::v1`] keeps schema 1's shapes so that records already on a topic stay readable.
+//! No `skip_serializing_if` or `flatten`: every field is always written.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::{Format, Message};
+use crate::envelope::{decode_as, EnvelopeError, Format, Framed, Message};
+use crate::frequency::FrequencyGroup;
+use crate::time::UtcTime;
+use crate::v1;
+
+/// Which page a message is about: its identity, carried once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PageRef {
+    /// The normalised absolute URL.
+    pub url: String,
+    /// xxh3-64 of `url`, 16 hex digits: the key to join topics on.
+    pub key: String,
+    /// Host of `url`, with the port when it is not the scheme's default.
+    pub host: String,
+    /// The registered domain of `host` (public suffix + 1: `news.example.co.kr` →
+    /// `example.co.kr`); the address itself for an IP host.
+    pub site: String,
+}
+
+impl PageRef {
+    /// The identity of `url` (normalised), whose host is `host`.
+    pub fn new(url: &str, host: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            key: crate::url_key(url),
+            host: host.to_owned(),
+            site: crate::site_of(host).to_owned(),
+        }
+    }
+
+    /// The identity of `url` (normalised), its host read from it.
+    pub fn of_url(url: &str) -> Result<Self, crate::UrlError> {
+        Ok(Self::new(url, &crate::host_of(url)?))
+    }
+
+    /// From schema 1's fields, keeping the key it carried.
+    pub(crate) fn from_v1(url: String, key: String, host: String) -> Self {
+        let site = crate::site_of(&host).to_owned();
+        Self { url, key, host, site }
+    }
+
+    fn validate(&self, period: u64) -> Result<(), String> {
+        bounds::identity(&self.url, &self.key, &self.host, period)?;
+        bounds::text("page.site", &self.site, bounds::MAX_HOST_BYTES)
+    }
+}
 
 /// Why the scheduler picked a URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -264,31 +310,37 @@ impl Message for FetchResult {
 /// scheduler instance owning that URL counts its in-degree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DiscoveredLinks {
-    /// The linked URL (normalised, fragment dropped).
-    pub url: String,
-    /// xxh3-64 of `url`.
-    pub url_key: String,
-    /// Host of `url`.
-    pub host: String,
-    /// The page the link was found on; `None` for a seed URL.
-    pub source_url: Option<String>,
-    /// xxh3-64 of `source_url`.
-    pub source_key: Option<String>,
-    /// How many times the source page links to `url`.
+    /// The linked page (its URL normalised, fragment dropped).
+    pub page: PageRef,
+    /// The page the link was found on; null for a seed URL.
+    pub source: Option<PageRef>,
+    /// How many times the source page links to `page`.
     pub occurrences: u32,
     /// The period in which the source page was fetched (or the seed was loaded).
     pub period: u64,
-    /// Links followed from a seed to reach `url`: the source's depth + 1, 0 for a seed.
+    /// Links followed from a seed to reach `page`: the source's depth + 1, 0 for a seed.
     pub depth: u32,
 }
 
 impl Message for DiscoveredLinks {
     const NAME: &'static str = "DiscoveredLinks";
     const FORMAT: Format = Format::Json;
+    const VERSION: u16 = 2;
 
     fn validate(&self) -> Result<(), String> {
-        bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
-        bounds::optional_text("source_url", self.source_url.as_deref())
+        self.page.validate(self.period)?;
+        self.source.as_ref().map_or(Ok(()), |source| source.validate(self.period))
+    }
+
+    fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        let v1::DiscoveredLinks { url, url_key, host, source_url, source_key, occurrences, period, depth } =
+            decode_as(framed, bytes)?;
+        let source = source_url.map(|url| {
+            let key = source_key.unwrap_or_else(|| crate::url_key(&url));
+            let host = crate::host_of(&url).unwrap_or_default();
+            PageRef::from_v1(url, key, host)
+        });
+        Ok(Self { page: PageRef::from_v1(url, url_key, host), source, occurrences, period, depth })
     }
 }
 
@@ -349,14 +401,8 @@ pub struct ChangeDegrees {
 /// URL. Every request produces one, including failed ones (`downloaded: false`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChangeEvent {
-    /// The requested URL (normalised).
-    pub url: String,
-    /// xxh3-64 of `url`.
-    pub url_key: String,
-    /// Host of `url`.
-    pub host: String,
-    /// Group of `url`.
-    pub group: String,
+    /// The requested page.
+    pub page: PageRef,
     /// The period of the request.
     pub period: u64,
     /// True when the request returned a usable body (2xx, or 304 Not Modified).
@@ -374,7 +420,7 @@ pub struct ChangeEvent {
     pub previous_size_bytes: Option<u64>,
     /// `size_bytes` − `previous_size_bytes` when this request is a download compared with
     /// a previous one; else null.
-    pub update_size: Option<i64>,
+    pub size_change_bytes: Option<i64>,
     /// True on the first download of the URL the diff stage has seen: nothing to compare
     /// with, so `changed` and `degrees` are null.
     pub first_seen: bool,
@@ -401,7 +447,9 @@ pub struct ChangeEvent {
     pub previous_words: Option<u64>,
     /// Degrees of change; null unless `changed` is non-null.
     pub degrees: Option<ChangeDegrees>,
-    /// When the request finished, Unix milliseconds.
+    /// When the request finished.
+    pub fetched_at: UtcTime,
+    /// `fetched_at` in Unix milliseconds.
     pub fetched_at_ms: i64,
     /// The host's robots.txt Crawl-delay, when the fetcher knew one.
     pub crawl_delay_ms: Option<u64>,
@@ -424,13 +472,10 @@ pub struct RequestOutcome {
 impl ChangeEvent {
     /// An event with a request's outcome and nothing of the content (no hashes, words or
     /// degrees): all the estimator reads, and how tests and benches build its input.
-    pub fn request(url: &str, host: &str, group: &str, outcome: RequestOutcome) -> Self {
+    pub fn request(url: &str, host: &str, outcome: RequestOutcome) -> Self {
         let RequestOutcome { period, downloaded, changed, fetched_at_ms } = outcome;
         Self {
-            url: url.to_owned(),
-            url_key: crate::url_key(url),
-            host: host.to_owned(),
-            group: group.to_owned(),
+            page: PageRef::new(url, host),
             period,
             downloaded,
             outcome: if downloaded { FetchOutcome::Downloaded } else { FetchOutcome::HttpStatus },
@@ -438,7 +483,7 @@ impl ChangeEvent {
             latency_ms: 0.0,
             size_bytes: 0,
             previous_size_bytes: None,
-            update_size: None,
+            size_change_bytes: None,
             first_seen: downloaded && changed.is_none(),
             changed,
             text_changed: changed,
@@ -449,6 +494,7 @@ impl ChangeEvent {
             words: None,
             previous_words: None,
             degrees: None,
+            fetched_at: UtcTime::from_ms(fetched_at_ms),
             fetched_at_ms,
             crawl_delay_ms: None,
             etag: None,
@@ -460,10 +506,11 @@ impl ChangeEvent {
 impl Message for ChangeEvent {
     const NAME: &'static str = "ChangeEvent";
     const FORMAT: Format = Format::Json;
+    const VERSION: u16 = 2;
 
     fn validate(&self) -> Result<(), String> {
-        bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
-        bounds::time_ms("fetched_at_ms", self.fetched_at_ms)?;
+        self.page.validate(self.period)?;
+        bounds::instant("fetched_at", self.fetched_at, self.fetched_at_ms)?;
         bounds::non_negative("latency_ms", self.latency_ms)?;
         if let Some(d) = &self.degrees {
             // JSON has no NaN: every number must be finite to be written as it was read.
@@ -486,6 +533,63 @@ impl Message for ChangeEvent {
         bounds::optional_text("etag", self.etag.as_deref())?;
         bounds::optional_text("last_modified", self.last_modified.as_deref())
     }
+
+    fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        let v1::ChangeEvent {
+            url,
+            url_key,
+            host,
+            group: _,
+            period,
+            downloaded,
+            outcome,
+            http_status,
+            latency_ms,
+            size_bytes,
+            previous_size_bytes,
+            update_size,
+            first_seen,
+            changed,
+            text_changed,
+            content_hash,
+            previous_content_hash,
+            text_hash,
+            encoding,
+            words,
+            previous_words,
+            degrees,
+            fetched_at_ms,
+            crawl_delay_ms,
+            etag,
+            last_modified,
+        } = decode_as(framed, bytes)?;
+        Ok(Self {
+            page: PageRef::from_v1(url, url_key, host),
+            period,
+            downloaded,
+            outcome,
+            http_status,
+            latency_ms,
+            size_bytes,
+            previous_size_bytes,
+            size_change_bytes: update_size,
+            first_seen,
+            changed,
+            text_changed,
+            content_hash,
+            previous_content_hash,
+            text_hash,
+            encoding,
+            words,
+            previous_words,
+            degrees,
+            fetched_at: UtcTime::from_ms(fetched_at_ms),
+            fetched_at_ms,
+            crawl_delay_ms,
+            etag,
+            last_modified,
+        })
+    }
 }
 
 /// The latest request of a page, forwarded so the scheduler can update staleness,
@@ -501,10 +605,12 @@ pub struct LastRequest {
     /// Body size in bytes.
     pub size_bytes: u64,
     /// Body size minus the previous download's (null without both).
-    pub update_size: Option<i64>,
+    pub size_change_bytes: Option<i64>,
     /// Fetch wall time in milliseconds.
     pub latency_ms: f64,
-    /// When the fetch finished, Unix milliseconds.
+    /// When the fetch finished.
+    pub fetched_at: UtcTime,
+    /// `fetched_at` in Unix milliseconds.
     pub fetched_at_ms: i64,
     /// The final HTTP status, when the server answered (429 and 503 back the host off).
     pub http_status: Option<u16>,
@@ -562,9 +668,9 @@ pub struct RefreshPlan {
     /// Changes in the learning window per week observed.
     pub weekly_change_rate: f64,
     /// The 16-group frequency class: G1…G14, 2G1 or 4G1.
-    pub group16: String,
+    pub group16: FrequencyGroup,
     /// The deployed 6-group class: G14, G7, G3, G1, 2G1 or 4G1.
-    pub group6: String,
+    pub group6: FrequencyGroup,
     /// Crawls per week of `group6`.
     pub crawls_per_week: f64,
     /// The paper's crawl hour (0 when changes fall in the day, 12 at night); null
@@ -582,13 +688,10 @@ pub struct RefreshPlan {
 /// keyed by URL; one after every request the estimator applies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PageEstimate {
-    /// The URL (normalised).
-    pub url: String,
-    /// xxh3-64 of `url`.
-    pub url_key: String,
-    /// Host of `url`.
-    pub host: String,
-    /// The URL's group in the estimator (by host, registered domain or seed label).
+    /// The page.
+    pub page: PageRef,
+    /// The page's group in the estimator, whose distributions are its prior: `page.host`
+    /// or `page.site`, as the estimator's `--group-by` says.
     pub group: String,
     /// The period of the request this estimate includes last.
     pub period: u64,
@@ -631,17 +734,17 @@ pub struct PageEstimate {
     /// Change rate per period: the posterior mean given the URL's comparisons, with its
     /// partition's URLs of the group as the prior (`docs/algorithms/freshness-limits.md`,
     /// learning the rates); the prior's mean before the first comparison. Null only in
-    /// records of earlier versions.
+    /// records read from schema 1.
     pub change_rate: Option<f64>,
     /// Refresh group and crawl time.
     pub refresh: RefreshPlan,
     /// The lower end of `change_rate`'s 80 % credible interval: the posterior's 10th
-    /// percentile on the estimator's grid of rates. Null in records of earlier versions.
+    /// percentile on the estimator's grid of rates. Null only in records read from schema 1.
     pub change_rate_low: Option<f64>,
     /// The upper end: the posterior's 90th percentile.
     pub change_rate_high: Option<f64>,
-    /// The prior `change_rate` was computed with: its mean rate per period. Null in
-    /// records of earlier versions.
+    /// The prior `change_rate` was computed with: its mean rate per period. Null only in
+    /// records read from schema 1.
     pub change_rate_prior_mean: Option<f64>,
     /// URLs of the group (those of this estimate's partition) the prior was learned from;
     /// 0 means the flat prior (no URL of the group compared yet).
@@ -651,14 +754,14 @@ pub struct PageEstimate {
 impl Message for PageEstimate {
     const NAME: &'static str = "PageEstimate";
     const FORMAT: Format = Format::Json;
-    /// `change_rate_low` … `change_rate_prior_urls`.
-    const ADDED_TRAILING_OPTIONS: usize = 4;
+    const VERSION: u16 = 2;
 
     fn validate(&self) -> Result<(), String> {
-        bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
+        self.page.validate(self.period)?;
+        bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
         let last = &self.last_request;
         bounds::period(last.period)?;
-        bounds::time_ms("last_request.fetched_at_ms", last.fetched_at_ms)?;
+        bounds::instant("last_request.fetched_at", last.fetched_at, last.fetched_at_ms)?;
         bounds::non_negative("last_request.latency_ms", last.latency_ms)?;
         for (name, value) in [
             ("request_rate", self.request_rate),
@@ -683,6 +786,64 @@ impl Message for PageEstimate {
         }
         bounds::non_negative("refresh.crawls_per_week", self.refresh.crawls_per_week)?;
         bounds::non_negative("refresh.weekly_change_rate", self.refresh.weekly_change_rate)
+    }
+
+    fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        let old: v1::PageEstimate = decode_as(framed, bytes)?;
+        let payload_error = |reason: String| EnvelopeError::Payload { name: Self::NAME, reason };
+        let group = |name: &str| name.parse::<FrequencyGroup>().map_err(|e| payload_error(e.to_string()));
+        let (last, plan) = (old.last_request, old.refresh);
+        Ok(Self {
+            page: PageRef::from_v1(old.url, old.url_key, old.host),
+            group: old.group,
+            period: old.period,
+            last_request: LastRequest {
+                period: last.period,
+                downloaded: last.downloaded,
+                changed: last.changed,
+                size_bytes: last.size_bytes,
+                size_change_bytes: last.update_size,
+                latency_ms: last.latency_ms,
+                fetched_at: UtcTime::from_ms(last.fetched_at_ms),
+                fetched_at_ms: last.fetched_at_ms,
+                http_status: last.http_status,
+                crawl_delay_ms: last.crawl_delay_ms,
+                etag: last.etag,
+                last_modified: last.last_modified,
+            },
+            crawls: old.crawls,
+            first_request_period: old.first_request_period,
+            requests: old.requests,
+            successes: old.successes,
+            failures: old.failures,
+            comparisons: old.comparisons,
+            changes: old.changes,
+            request_rate: old.request_rate,
+            download_rate: old.download_rate,
+            download_recall: old.download_recall,
+            modification_rate: old.modification_rate,
+            change_recall: old.change_recall,
+            download_eligible: old.download_eligible,
+            change_eligible: old.change_eligible,
+            model: old.model,
+            downloads: old.downloads,
+            changes_forecast: old.changes_forecast,
+            change_rate: old.change_rate,
+            refresh: RefreshPlan {
+                weekly_change_rate: plan.weekly_change_rate,
+                group16: group(&plan.group16)?,
+                group6: group(&plan.group6)?,
+                crawls_per_week: plan.crawls_per_week,
+                paper_hour: plan.paper_hour,
+                weekdays: plan.weekdays,
+                min_wait_hour: plan.min_wait_hour,
+                min_wait_slot: plan.min_wait_slot,
+            },
+            change_rate_low: old.change_rate_low,
+            change_rate_high: old.change_rate_high,
+            change_rate_prior_mean: old.change_rate_prior_mean,
+            change_rate_prior_urls: old.change_rate_prior_urls,
+        })
     }
 }
 
@@ -714,13 +875,16 @@ pub struct GroupDistribution {
     pub download_rate_fine: Vec<u64>,
     /// Eligible URLs per MR percentage point 0…100 (101 numbers).
     pub modification_rate_fine: Vec<u64>,
-    /// When the record was produced, Unix milliseconds.
+    /// When the record was produced.
+    pub published_at: UtcTime,
+    /// `published_at` in Unix milliseconds.
     pub published_at_ms: i64,
 }
 
 impl Message for GroupDistribution {
     const NAME: &'static str = "GroupDistribution";
     const FORMAT: Format = Format::Json;
+    const VERSION: u16 = 2;
 
     /// Every instance sums these over partitions: bounded counts keep the sums in range.
     fn validate(&self) -> Result<(), String> {
@@ -744,7 +908,37 @@ impl Message for GroupDistribution {
             bounds::count(name, bins.len(), FINE_RATE_BINS)?;
             bins.iter().try_for_each(|&count| bounds::tally(name, count))?;
         }
-        bounds::time_ms("published_at_ms", self.published_at_ms)
+        bounds::instant("published_at", self.published_at, self.published_at_ms)
+    }
+
+    fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        let v1::GroupDistribution {
+            group,
+            partition,
+            period,
+            first_period,
+            urls,
+            requests,
+            download_rate_bins,
+            modification_rate_bins,
+            download_rate_fine,
+            modification_rate_fine,
+            published_at_ms,
+        } = decode_as(framed, bytes)?;
+        Ok(Self {
+            group,
+            partition,
+            period,
+            first_period,
+            urls,
+            requests,
+            download_rate_bins,
+            modification_rate_bins,
+            download_rate_fine,
+            modification_rate_fine,
+            published_at: UtcTime::from_ms(published_at_ms),
+            published_at_ms,
+        })
     }
 }
 
@@ -799,11 +993,8 @@ pub mod samples {
 
     pub fn discovered_links() -> DiscoveredLinks {
         DiscoveredLinks {
-            url: "http://example.com/b.html".into(),
-            url_key: crate::url_key("http://example.com/b.html"),
-            host: "example.com".into(),
-            source_url: Some("http://example.com/a.html".into()),
-            source_key: Some(crate::url_key("http://example.com/a.html")),
+            page: PageRef::new("http://example.com/b.html", "example.com"),
+            source: Some(PageRef::new("http://example.com/a.html", "example.com")),
             occurrences: 2,
             period: 42,
             depth: 4,
@@ -812,10 +1003,7 @@ pub mod samples {
 
     pub fn change_event() -> ChangeEvent {
         ChangeEvent {
-            url: "http://example.com/a.html".into(),
-            url_key: crate::url_key("http://example.com/a.html"),
-            host: "example.com".into(),
-            group: "example.com".into(),
+            page: PageRef::new("http://example.com/a.html", "example.com"),
             period: 42,
             downloaded: true,
             outcome: FetchOutcome::Downloaded,
@@ -823,7 +1011,7 @@ pub mod samples {
             latency_ms: 12.25,
             size_bytes: 11,
             previous_size_bytes: Some(14),
-            update_size: Some(-3),
+            size_change_bytes: Some(-3),
             first_seen: false,
             changed: Some(true),
             text_changed: Some(true),
@@ -847,6 +1035,7 @@ pub mod samples {
                 ied_t: 0.9,
                 truncated: false,
             }),
+            fetched_at: UtcTime::from_ms(1_780_000_000_000),
             fetched_at_ms: 1_780_000_000_000,
             crawl_delay_ms: Some(2_000),
             etag: Some("\"v2\"".into()),
@@ -856,9 +1045,7 @@ pub mod samples {
 
     pub fn page_estimate() -> PageEstimate {
         PageEstimate {
-            url: "http://example.com/a.html".into(),
-            url_key: crate::url_key("http://example.com/a.html"),
-            host: "example.com".into(),
+            page: PageRef::new("http://example.com/a.html", "example.com"),
             group: "example.com".into(),
             period: 42,
             last_request: LastRequest {
@@ -866,8 +1053,9 @@ pub mod samples {
                 downloaded: true,
                 changed: Some(false),
                 size_bytes: 11,
-                update_size: Some(0),
+                size_change_bytes: Some(0),
                 latency_ms: 12.25,
+                fetched_at: UtcTime::from_ms(1_780_000_000_000),
                 fetched_at_ms: 1_780_000_000_000,
                 http_status: Some(200),
                 crawl_delay_ms: Some(2_000),
@@ -910,8 +1098,8 @@ pub mod samples {
             change_rate_prior_urls: None,
             refresh: RefreshPlan {
                 weekly_change_rate: 4.5,
-                group16: "G5".into(),
-                group6: "G7".into(),
+                group16: FrequencyGroup::Weekly(5),
+                group6: FrequencyGroup::Weekly(7),
                 crawls_per_week: 7.0,
                 paper_hour: Some(0),
                 weekdays: vec![0, 1, 2, 3, 4, 5, 6],
@@ -942,6 +1130,7 @@ pub mod samples {
             modification_rate_bins: [4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 6],
             download_rate_fine,
             modification_rate_fine,
+            published_at: UtcTime::from_ms(1_780_000_000_000),
             published_at_ms: 1_780_000_000_000,
         }
     }
@@ -1008,6 +1197,15 @@ pub mod bounds {
         }
         text("host", host, MAX_HOST_BYTES)?;
         period(period_number)
+    }
+
+    /// An instant carried twice, as RFC 3339 `name` and as `name_ms`: in range and equal.
+    pub fn instant(name: &str, at: crate::UtcTime, ms: i64) -> Result<(), String> {
+        time_ms(&format!("{name}_ms"), ms)?;
+        if at.ms() != ms {
+            return Err(format!("{name} {at} and {name}_ms {ms} are not the same instant"));
+        }
+        Ok(())
     }
 
     pub fn time_ms(name: &str, ms: i64) -> Result<(), String> {

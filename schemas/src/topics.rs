@@ -61,9 +61,11 @@ impl<M> std::fmt::Debug for Topic<M> {
 pub const FETCH: Topic<PagePick> = Topic::new("fetch", |pick| Cow::Borrowed(&pick.host));
 pub const FETCH_RESULTS: Topic<FetchResult> =
     Topic::new("fetch-results", |result| Cow::Borrowed(&result.url));
-pub const LINKS: Topic<DiscoveredLinks> = Topic::new("links", |links| Cow::Borrowed(&links.url));
-pub const CHANGE_EVENTS: Topic<ChangeEvent> = Topic::new("change-events", |event| Cow::Borrowed(&event.url));
-pub const ESTIMATES: Topic<PageEstimate> = Topic::new("estimates", |estimate| Cow::Borrowed(&estimate.url));
+pub const LINKS: Topic<DiscoveredLinks> = Topic::new("links", |links| Cow::Borrowed(&links.page.url));
+pub const CHANGE_EVENTS: Topic<ChangeEvent> =
+    Topic::new("change-events", |event| Cow::Borrowed(&event.page.url));
+pub const ESTIMATES: Topic<PageEstimate> =
+    Topic::new("estimates", |estimate| Cow::Borrowed(&estimate.page.url));
 /// Each instance's share of a group, keyed so compaction keeps the latest per partition.
 pub const DISTRIBUTIONS: Topic<GroupDistribution> =
     Topic::new("distributions", |share| Cow::Owned(format!("{}/{}", share.group, share.partition)));

@@ -53,6 +53,23 @@ pub fn host_of(normalised_url: &str) -> Result<String, UrlError> {
     })
 }
 
+/// The site of `host`: its registered domain (public suffix + 1, any port dropped), e.g.
+/// `news.example.co.kr:8080` → `example.co.kr`; the host itself for an IP address and for
+/// a name the public suffix list does not cover.
+pub fn site_of(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    if name.parse::<std::net::Ipv4Addr>().is_ok() {
+        return name;
+    }
+    psl::domain_str(name).unwrap_or(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +98,14 @@ mod tests {
         assert_ne!(key, url_key("http://example.com/a"));
         assert_eq!(host_of("http://127.0.0.1:8080/a").unwrap(), "127.0.0.1:8080");
         assert_eq!(host_of("https://example.com/a").unwrap(), "example.com");
+    }
+
+    #[test]
+    fn site_is_the_registered_domain_or_the_address() {
+        assert_eq!(site_of("news.example.co.kr:8080"), "example.co.kr");
+        assert_eq!(site_of("example.com"), "example.com");
+        assert_eq!(site_of("127.0.0.1:80"), "127.0.0.1");
+        assert_eq!(site_of("[::1]:8080"), "[::1]");
+        assert_eq!(site_of("localhost"), "localhost");
     }
 }

@@ -88,16 +88,19 @@ async fn tail_filters_and_stops_at_the_end_of_the_topic() {
     let all = tail(&[]);
     assert_eq!(all.len(), expected, "{all:?}");
     for line in &all {
-        assert!(line.starts_with(r#"{"schema":"recrawl.change-event/1","#), "{line}");
+        assert!(line.starts_with(r#"{"schema":"recrawl.change-event/2","#), "{line}");
         let event: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        assert!(event["url"].as_str().is_some_and(|url| url.starts_with("http://site")), "{line}");
+        assert!(event["page"]["url"].as_str().is_some_and(|url| url.starts_with("http://site")), "{line}");
     }
     // Site 0's changes after its first download: periods 2 and 3.
     let changed = tail(&["--changed", "--min-degree", "0.2", "--since", "1h"]);
     assert_eq!(changed.len(), 2, "{changed:?}");
     for line in &changed {
         let event: serde_json::Value = serde_json::from_str(line).expect("JSON");
-        assert_eq!((event["host"].as_str(), event["changed"].as_bool()), (Some("site0.example"), Some(true)));
+        assert_eq!(
+            (event["page"]["host"].as_str(), event["changed"].as_bool()),
+            (Some("site0.example"), Some(true))
+        );
     }
     assert!(tail(&["--changed", "--min-degree", "0.3"]).is_empty(), "one word of four: IED 0.25");
     assert_eq!(tail(&["--host", "site1.example"]).len(), PERIODS as usize);
@@ -177,4 +180,50 @@ async fn the_recipes_for_analysts_run_as_written() {
     ] {
         assert!(settings.contains(&setting), "{setting:?} not in {settings:?}");
     }
+}
+
+/// Records schema 1 wrote stay readable after the upgrade: `recrawl tail` writes a schema 1
+/// change event already on the topic as schema 2 (the page nested), the Python recipe
+/// reads it as it is, and a record of a newer schema is reported, not guessed at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_1_records_on_the_topic_are_still_read() {
+    use rdkafka::producer::FutureRecord;
+    let broker = Broker::start();
+    let prefix = unique_prefix("schema1");
+    let kafka: KafkaArgs = parse_args(&kafka_flags(&broker.bootstrap(), &prefix));
+    broker.create_topics(&kafka, 1).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let topic = format!("{prefix}change-events");
+    let schema_1 = std::fs::read(repository_file("schemas/fixtures/v1/change-event.json")).expect("fixture");
+    let schema_3 = String::from_utf8(schema_1.clone()).expect("UTF-8").replacen("/1\"", "/3\"", 1);
+    for (value, version) in [(schema_1.as_slice(), "1"), (schema_3.as_bytes(), "3")] {
+        let headers = rdkafka::message::OwnedHeaders::new()
+            .insert(rdkafka::message::Header { key: "schema-version", value: Some(version) });
+        let record =
+            FutureRecord::to(&topic).key("http://example.com/a.html").payload(value).headers(headers);
+        producer.send(record, Duration::from_secs(30)).await.map_err(|(e, _)| e).expect("produced");
+    }
+
+    let lines = tokio::task::block_in_place(|| tail(&broker, &prefix, &[]));
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let event: serde_json::Value = serde_json::from_str(&lines[0]).expect("JSON");
+    assert_eq!(event["schema"], "recrawl.change-event/2", "{}", lines[0]);
+    assert_eq!(event["page"]["host"], "example.com", "{}", lines[0]);
+    assert_eq!(event["fetched_at"], "2026-05-28T20:26:40.000Z", "{}", lines[0]);
+    assert!(lines[1].contains("schema version 3, which this build does not read"), "{}", lines[1]);
+
+    if !python_imports(&["confluent_kafka"], "the Python recipe of docs/analysts.md") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let share = tokio::task::block_in_place(|| {
+        let script = repository_file("docs/analysts/change_share.py").display().to_string();
+        let (bootstrap, group) = (broker.bootstrap(), format!("{prefix}analyst"));
+        let args = ["--brokers", &bootstrap, "--topic", &topic, "--group", &group, "--idle-seconds", "3"];
+        python(&[&[script.as_str()][..], &args].concat(), dir.path())
+    });
+    assert_eq!(
+        share.lines().collect::<Vec<_>>(),
+        ["host\tpages\tchanged\tshare", "example.com\t1\t1\t1.000"]
+    );
 }

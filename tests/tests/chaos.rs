@@ -74,7 +74,7 @@ async fn the_standalone_binaries_run_the_pipeline_and_restart_in_seconds() {
         match observed {
             Observed::Change(_) => changes += 1,
             Observed::Estimate(estimate) => {
-                estimated.insert((estimate.url, estimate.period));
+                estimated.insert((estimate.page.url, estimate.period));
             }
             _ => {}
         }
@@ -113,8 +113,8 @@ impl Seen {
         match observed {
             Observed::Pick(p) => self.picks.push((p.url, p.period)),
             Observed::Result(r) => self.results.push((r.url, r.period)),
-            Observed::Change(c) => self.changes.push((c.url, c.period, c.outcome.is_request())),
-            Observed::Estimate(e) => self.estimates.push((e.url, e.period)),
+            Observed::Change(c) => self.changes.push((c.page.url, c.period, c.outcome.is_request())),
+            Observed::Estimate(e) => self.estimates.push((e.page.url, e.period)),
             Observed::DeadLetter(_) => self.dead_letters += 1,
             _ => {}
         }

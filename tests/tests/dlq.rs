@@ -150,7 +150,7 @@ async fn dead_letters_are_listed_chosen_and_replayed_to_their_topic() {
             break event;
         }
     };
-    assert_eq!(event.url, page.url);
+    assert_eq!(event.page.url, page.url);
 
     // Replay refuses to run without a selection.
     let refused = recrawl(&[&["dlq".to_owned(), "replay".to_owned()][..], &cli_flags].concat());

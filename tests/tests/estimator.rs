@@ -14,7 +14,8 @@ use recrawl_schemas::{ChangeEvent, ForecastPrior, PageEstimate, RequestOutcome};
 
 const URLS: u64 = 48;
 const PERIODS: u64 = 8;
-const GROUPS: [&str; 2] = ["popular", "random"];
+/// Sites: the instances group by site (`--group-by site`).
+const GROUPS: [&str; 2] = ["popular.example", "random.example"];
 const PARTITIONS: i32 = 4;
 
 fn group_of(index: u64) -> &'static str {
@@ -24,7 +25,8 @@ fn group_of(index: u64) -> &'static str {
 /// URL `index`'s request in `period`: some URLs fail now and then, some change every
 /// period, some every other period, the rest never.
 fn event(index: u64, period: u64) -> ChangeEvent {
-    let url = format!("http://h{}.example/{index}.html", index % 6);
+    let host = format!("h{}.{}", index % 6, group_of(index));
+    let url = format!("http://{host}/{index}.html");
     let fails = |p: u64| index.is_multiple_of(7) && p.is_multiple_of(3);
     let downloaded = !fails(period);
     let changes = match index % 5 {
@@ -39,8 +41,8 @@ fn event(index: u64, period: u64) -> ChangeEvent {
     ChangeEvent {
         latency_ms: 10.0 + index as f64,
         size_bytes: if downloaded { 1000 + index } else { 0 },
-        update_size: changed.map(|c| if c { 8 } else { 0 }),
-        ..ChangeEvent::request(&url, &format!("h{}.example", index % 6), group_of(index), outcome)
+        size_change_bytes: changed.map(|c| if c { 8 } else { 0 }),
+        ..ChangeEvent::request(&url, &host, outcome)
     }
 }
 
@@ -50,7 +52,12 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
     let broker = Broker::start();
     let flags = kafka_flags(&broker.bootstrap(), &unique_prefix(&format!("estimator{instances}")));
     let mut stage_flags = flags.clone();
-    stage_flags.extend(["--metrics-groups".to_owned(), GROUPS.join(",")]);
+    stage_flags.extend([
+        "--metrics-groups".to_owned(),
+        GROUPS.join(","),
+        "--group-by".to_owned(),
+        "site".to_owned(),
+    ]);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, PARTITIONS).await;
     let topic = kafka.cluster.topics().name(CHANGE_EVENTS.name);
@@ -102,7 +109,7 @@ async fn final_estimates(instances: usize) -> BTreeMap<String, PageEstimate> {
             .expect("observer");
         if let Observed::Estimate(estimate) = observed {
             if estimate.period == PERIODS {
-                last.insert(estimate.url.clone(), estimate);
+                last.insert(estimate.page.url.clone(), estimate);
             }
         }
     }

@@ -116,8 +116,10 @@ async fn the_fetch_stage_publishes_results_and_links_and_requeues_what_must_wait
     assert_eq!(results.iter().find(|r| r.url == busy).and_then(|r| r.retry_after_ms), Some(2_000));
     assert!(picks_of_after >= 2, "requeued onto the fetch topic: seen {picks_of_after} times");
 
-    let mut linked: Vec<(&str, u32, Option<&str>)> =
-        links.iter().map(|l| (l.url.as_str(), l.depth, l.source_url.as_deref())).collect();
+    let mut linked: Vec<(&str, u32, Option<&str>)> = links
+        .iter()
+        .map(|l| (l.page.url.as_str(), l.depth, l.source.as_ref().map(|source| source.url.as_str())))
+        .collect();
     linked.sort_unstable();
     let (a, b) = (format!("http://{site}/a.html"), format!("http://{site}/b/"));
     assert_eq!(linked, [(a.as_str(), 3, Some(index.as_str())), (b.as_str(), 3, Some(index.as_str()))]);

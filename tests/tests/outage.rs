@@ -21,7 +21,7 @@ async fn change_event_for(observer: &Observer, url: &str) {
             .await
             .unwrap_or_else(|_| panic!("no change event for {url}"))
             .expect("observer");
-        if matches!(&observed, Observed::Change(event) if event.url == url) {
+        if matches!(&observed, Observed::Change(event) if event.page.url == url) {
             return;
         }
     }

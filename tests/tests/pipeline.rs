@@ -60,9 +60,10 @@ impl Seen {
     fn all_picks_processed(&self) -> bool {
         use std::collections::HashSet;
         let results: HashSet<(&str, u64)> = self.results.iter().map(|r| (r.url.as_str(), r.period)).collect();
-        let changes: HashSet<(&str, u64)> = self.changes.iter().map(|c| (c.url.as_str(), c.period)).collect();
+        let changes: HashSet<(&str, u64)> =
+            self.changes.iter().map(|c| (c.page.url.as_str(), c.period)).collect();
         let estimates: HashSet<(&str, u64)> =
-            self.estimates.iter().map(|e| (e.url.as_str(), e.period)).collect();
+            self.estimates.iter().map(|e| (e.page.url.as_str(), e.period)).collect();
         self.picks.iter().all(|p| {
             let key = (p.url.as_str(), p.period);
             results.contains(&key) && changes.contains(&key) && estimates.contains(&key)
@@ -193,9 +194,9 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     let mut changes: HashMap<(String, u64), &ChangeEvent> = HashMap::new();
     for c in &seen.changes {
         assert!(
-            changes.insert(key(&c.url, c.period), c).is_none(),
+            changes.insert(key(&c.page.url, c.period), c).is_none(),
             "two change events for {} in {}",
-            c.url,
+            c.page.url,
             c.period
         );
     }
@@ -225,7 +226,7 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
         let url = format!("{}/page/{index}.html", site.base_url());
         let versions: Vec<u32> =
             served.iter().filter(|s| url.ends_with(&s.path)).map(|s| s.version).collect();
-        let mut events: Vec<&ChangeEvent> = seen.changes.iter().filter(|c| c.url == url).collect();
+        let mut events: Vec<&ChangeEvent> = seen.changes.iter().filter(|c| c.page.url == url).collect();
         events.sort_by_key(|c| c.period);
         assert_eq!(versions.len(), events.len(), "{url}: requests served vs change events");
         assert!(events.iter().all(|e| e.downloaded), "{url}: every request downloads");
@@ -252,7 +253,7 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     let latest = |url: &str| {
         seen.estimates
             .iter()
-            .filter(|e| e.url == url)
+            .filter(|e| e.page.url == url)
             .max_by_key(|e| e.period)
             .unwrap_or_else(|| panic!("no estimate for {url}"))
     };
@@ -274,10 +275,10 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     // What analysts read is plain JSON, as any tool parses it: the raw value of every
     // record on the public topics is one object naming its schema, with matching headers.
     for (topic, schema) in [
-        (CHANGE_EVENTS.name, "recrawl.change-event/1"),
-        (ESTIMATES.name, "recrawl.page-estimate/1"),
-        (LINKS.name, "recrawl.discovered-links/1"),
-        (DISTRIBUTIONS.name, "recrawl.group-distribution/1"),
+        (CHANGE_EVENTS.name, "recrawl.change-event/2"),
+        (ESTIMATES.name, "recrawl.page-estimate/2"),
+        (LINKS.name, "recrawl.discovered-links/2"),
+        (DISTRIBUTIONS.name, "recrawl.group-distribution/2"),
     ] {
         let records = plain_json_records(&kafka, topic, schema);
         assert!(records > 0, "no records on {topic}");
@@ -287,7 +288,7 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
 
 /// Reads `topic` to its end as raw bytes and checks that every value is a JSON object
 /// whose `schema` is `schema`, under the headers `content-type: application/json` and
-/// `schema-version: 1`, with a UTF-8 key (what Kafka Connect's `JsonConverter` and
+/// `schema-version: 2`, with a UTF-8 key (what Kafka Connect's `JsonConverter` and
 /// `StringConverter` need, `docs/analysts.md`), and that valid against its published JSON
 /// Schema; returns how many records it read.
 fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> usize {
@@ -313,7 +314,7 @@ fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> u
             .map(|h| h.iter().filter_map(|h| Some((h.key, h.value?))).collect())
             .unwrap_or_default();
         assert_eq!(headers.get("content-type").copied(), Some(&b"application/json"[..]), "{name}");
-        assert_eq!(headers.get("schema-version").copied(), Some(&b"1"[..]), "{name}");
+        assert_eq!(headers.get("schema-version").copied(), Some(&b"2"[..]), "{name}");
         let record = dir.path().join(format!("{}.json", records.len()));
         std::fs::write(&record, value).expect("record written");
         records.push(record);
@@ -355,7 +356,7 @@ async fn discovery_follows_links_and_never_exceeds_m() {
     assert!(per_period.values().filter(|&&n| n == m).count() >= 3, "the budget was used: {per_period:?}");
     let home = site.home_url();
     assert!(
-        seen.links.iter().any(|l| l.source_url.as_deref() == Some(home.as_str())),
+        seen.links.iter().any(|l| l.source.as_ref().is_some_and(|source| source.url == home)),
         "links extracted from home"
     );
     let discovered: Vec<&PagePick> =

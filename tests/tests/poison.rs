@@ -15,7 +15,7 @@ use recrawl_common::{unix_ms, KafkaArgs, StageContext};
 use recrawl_e2e::{kafka_flags, metric, parse_args, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::{
-    encode, url_key, ChangeEvent, DiscoveredLinks, FetchResult, Message, PagePick, RequestOutcome,
+    encode, ChangeEvent, DiscoveredLinks, FetchResult, Message, PagePick, PageRef, RequestOutcome,
 };
 
 const FIVE_MB: usize = 5 << 20;
@@ -25,9 +25,13 @@ const FIVE_MB: usize = 5 << 20;
 fn poisons(good: &[u8]) -> Vec<(Vec<u8>, &'static str)> {
     // Deterministic noise that starts with no envelope's magic byte.
     let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1).collect();
-    // The same record from schema version 3: in its JSON tag, or in its envelope.
+    // The same record from schema version 3: in its JSON tag (the messages people read
+    // are at version 2), or in its envelope (internal ones, at 1).
     let future = match std::str::from_utf8(good) {
-        Ok(json) if json.starts_with('{') => json.replacen("/1\"", "/3\"", 1).into_bytes(),
+        Ok(json) if json.starts_with('{') => {
+            let tag = json.find("/2\"").expect("a schema 2 tag");
+            format!("{}/3{}", &json[..tag], &json[tag + 2..]).into_bytes()
+        }
         _ => {
             let mut future = good.to_vec();
             future[2..4].copy_from_slice(&3u16.to_be_bytes());
@@ -153,6 +157,13 @@ async fn poison_stage<F, Fut>(
                 Observed::DeadLetter(letter) => {
                     assert_eq!(letter.stage, name);
                     assert!(!letter.reason.is_empty());
+                    if letter.kind == "schema_version" {
+                        assert!(
+                            letter.reason.contains("schema version 3, which this build does not read"),
+                            "{}",
+                            letter.reason
+                        );
+                    }
                     (letter.source_topic == topic).then(|| {
                         assert_eq!(letter.key, input.key.as_bytes(), "the original key");
                         (letter.kind.clone(), letter.original_bytes, letter.value.len())
@@ -212,7 +223,7 @@ async fn diff_dead_letters_poison_and_goes_on() {
     let inputs = vec![input(FETCH_RESULTS.name, &good.url, &good)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
-        seen.iter().any(|o| matches!(o, Observed::Change(c) if c.url == url))
+        seen.iter().any(|o| matches!(o, Observed::Change(c) if c.page.url == url))
     };
     poison_stage(
         "diff",
@@ -228,11 +239,11 @@ async fn diff_dead_letters_poison_and_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn estimator_dead_letters_poison_and_goes_on() {
     let outcome = RequestOutcome { period: 1, downloaded: true, changed: None, fetched_at_ms: unix_ms() };
-    let good = ChangeEvent::request("http://site.example/a.html", "site.example", "g", outcome);
-    let inputs = vec![input(CHANGE_EVENTS.name, &good.url, &good)];
-    let url = good.url.clone();
+    let good = ChangeEvent::request("http://site.example/a.html", "site.example", outcome);
+    let inputs = vec![input(CHANGE_EVENTS.name, &good.page.url, &good)];
+    let url = good.page.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
-        seen.iter().any(|o| matches!(o, Observed::Estimate(e) if e.url == url))
+        seen.iter().any(|o| matches!(o, Observed::Estimate(e) if e.page.url == url))
     };
     poison_stage(
         "estimator",
@@ -249,18 +260,15 @@ async fn estimator_dead_letters_poison_and_goes_on() {
 async fn scheduler_dead_letters_poison_on_both_inputs_and_goes_on() {
     let url = "http://site.example/a.html";
     let link = DiscoveredLinks {
-        url: url.to_owned(),
-        url_key: url_key(url),
-        host: "site.example".to_owned(),
-        source_url: None,
-        source_key: None,
+        page: PageRef::new(url, "site.example"),
+        source: None,
         occurrences: 1,
         period: 1,
         depth: 0,
     };
     let estimate_url = "http://site.example/b.html";
     let outcome = RequestOutcome { period: 1, downloaded: true, changed: None, fetched_at_ms: unix_ms() };
-    let event = ChangeEvent::request(estimate_url, "site.example", "g", outcome);
+    let event = ChangeEvent::request(estimate_url, "site.example", outcome);
     let mut estimator = recrawl_estimator::estimate::Estimator::new(
         parse_args::<recrawl_estimator::EstimateArgs>(&[]).settings(),
     );

@@ -11,7 +11,7 @@ use recrawl_e2e::{
     kafka_flags, metric, parse_args, produce, produce_at, unique_prefix, wait_for, Broker, RunningStage,
 };
 use recrawl_schemas::topics::{ESTIMATES, FETCH, LINKS};
-use recrawl_schemas::{url_key, DiscoveredLinks, PagePick, PickReason};
+use recrawl_schemas::{url_key, DiscoveredLinks, PagePick, PageRef, PickReason};
 
 const PARTITIONS: i32 = 4;
 const URLS: usize = 80;
@@ -34,11 +34,8 @@ async fn two_instances_publish_m_picks_per_period_together() {
     for index in 0..URLS {
         let url = format!("http://h{}.example/{index}.html", index % 8);
         let seed = DiscoveredLinks {
-            url_key: url_key(&url),
-            host: format!("h{}.example", index % 8),
-            url,
-            source_url: None,
-            source_key: None,
+            page: PageRef::new(&url, &format!("h{}.example", index % 8)),
+            source: None,
             occurrences: 1,
             period: 0,
             depth: 0,

@@ -74,7 +74,12 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {
-        assert_eq!((event.period, event.changed, event.first_seen), (2, Some(false), false), "{}", event.url);
+        assert_eq!(
+            (event.period, event.changed, event.first_seen),
+            (2, Some(false), false),
+            "{}",
+            event.page.url
+        );
     }
     let second_keys = second.ctx.metrics.state_keys.get();
     assert!(
@@ -104,8 +109,8 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     events_until(&observer, &mut events, &mut dead, 3 * URLS, 1).await;
     for event in &events[2 * URLS..] {
         let index: usize =
-            event.host.trim_start_matches("site").trim_end_matches(".example").parse().expect("index");
-        assert_eq!((event.period, event.changed), (3, Some(index.is_multiple_of(2))), "{}", event.url);
+            event.page.host.trim_start_matches("site").trim_end_matches(".example").parse().expect("index");
+        assert_eq!((event.period, event.changed), (3, Some(index.is_multiple_of(2))), "{}", event.page.url);
         // The restored version carries the old words, not only a hash.
         let degrees = event.degrees.as_ref().expect("compared");
         let expected_ied = if index.is_multiple_of(2) { 0.25 } else { 0.0 };
@@ -164,7 +169,7 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
     }
     events_until(&observer, &mut events, &mut dead, 2 * URLS, 0).await;
     for event in &events[URLS..] {
-        assert!(!event.first_seen, "{}", event.url);
+        assert!(!event.first_seen, "{}", event.page.url);
         assert_eq!(
             (event.changed, event.text_changed, event.previous_words),
             (Some(true), Some(true), Some(4))
@@ -174,7 +179,7 @@ async fn diff_compares_with_versions_restored_after_a_restart() {
             (degrees.ied, degrees.ied_ops.replace, degrees.ed),
             (0.25, 1, Some(0.25)),
             "{}",
-            event.url
+            event.page.url
         );
         assert!(degrees.cos.is_some_and(|d| d > 0.0), "COS's corpus was rebuilt from the restored versions");
     }
@@ -226,6 +231,6 @@ async fn a_crash_before_the_outputs_are_acknowledged_loses_no_output() {
     restarted.ready().await;
     let (mut events, mut dead) = (Vec::new(), 0);
     events_until(&observer, &mut events, &mut dead, 1, 0).await;
-    assert_eq!((events[0].url.as_str(), events[0].period), ("http://site0.example/page.html", 1));
+    assert_eq!((events[0].page.url.as_str(), events[0].period), ("http://site0.example/page.html", 1));
     restarted.stop().await.expect("stops cleanly");
 }

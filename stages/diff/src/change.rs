@@ -2,7 +2,7 @@
 //! version to keep. Pure: no Kafka, so the stage, the offline commands and the benches
 //! share it.
 
-use recrawl_schemas::{ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult};
+use recrawl_schemas::{ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult, PageRef, UtcTime};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -220,10 +220,7 @@ impl Differ {
             }
         });
         let event = ChangeEvent {
-            url: result.url.clone(),
-            url_key: result.url_key.clone(),
-            host: result.host.clone(),
-            group: result.group.clone(),
+            page: PageRef::new(&result.url, &result.host),
             period: result.period,
             downloaded,
             outcome: result.outcome,
@@ -231,7 +228,7 @@ impl Differ {
             latency_ms: result.latency_ms,
             size_bytes: current.as_ref().map_or(0, |c| c.size_bytes),
             previous_size_bytes: previous.map(|p| p.size_bytes),
-            update_size: compared
+            size_change_bytes: compared
                 .map(|(before, after)| (after.size_bytes as i64).saturating_sub(before.size_bytes as i64)),
             first_seen: downloaded && previous.is_none(),
             changed,
@@ -243,6 +240,7 @@ impl Differ {
             words: current.as_ref().map(|c| c.word_count),
             previous_words: previous.map(|p| p.word_count),
             degrees,
+            fetched_at: UtcTime::from_ms(result.fetched_at_ms),
             fetched_at_ms: result.fetched_at_ms,
             crawl_delay_ms: result.crawl_delay_ms,
             etag: result.etag.clone(),
@@ -317,7 +315,7 @@ mod tests {
         let mut kept = None;
         differ.apply(&mut kept, &result(1, FetchOutcome::Downloaded, "<p>a b c d e f g h</p>"));
         let event = differ.apply(&mut kept, &result(2, FetchOutcome::Downloaded, "<p>a b c x e f g h</p>"));
-        assert_eq!(event.update_size, Some(0));
+        assert_eq!(event.size_change_bytes, Some(0));
         let degrees = event.degrees.expect("compared");
         assert_eq!(degrees.ied_ops.replace, 1);
         assert!((degrees.ied - 1.0 / 8.0).abs() < 1e-12);

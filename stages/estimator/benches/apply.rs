@@ -9,7 +9,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use recrawl_common::StateStore;
-use recrawl_estimator::estimate::{Estimator, EstimatorState, Settings};
+use recrawl_estimator::estimate::{Estimator, EstimatorState, GroupBy, Settings};
 use recrawl_model::history::{Observation, PageHistory};
 use recrawl_model::prediction::Model;
 use recrawl_schemas::{ChangeEvent, RequestOutcome};
@@ -32,13 +32,9 @@ fn event(index: u64, period: u64) -> (i32, ChangeEvent) {
     let event = ChangeEvent {
         latency_ms: 25.0,
         size_bytes: 10_000 + index,
-        update_size: changed.map(|c| if c { 12 } else { 0 }),
-        ..ChangeEvent::request(
-            &url,
-            &format!("h{}.example", index % 97),
-            &format!("group{}", index % 8),
-            outcome,
-        )
+        size_change_bytes: changed.map(|c| if c { 12 } else { 0 }),
+        // 97 hosts on 8 sites: grouped by site, as schema 1's events were by label.
+        ..ChangeEvent::request(&url, &format!("h{}.site{}.example", index % 97, index % 8), outcome)
     };
     ((index % 4) as i32, event)
 }
@@ -69,7 +65,8 @@ fn bench(c: &mut Criterion) {
     for (name, model) in
         [("paper", Model::Paper), ("beta-binomial", Model::BetaBinomial), ("poisson", Model::Poisson)]
     {
-        let mut estimator = Estimator::new(Settings { model, ..Settings::default() });
+        let mut estimator =
+            Estimator::new(Settings { model, group_by: GroupBy::Site, ..Settings::default() });
         let mut state = StateStore::default();
         for period in 1..=HISTORY_PERIODS {
             apply_all(&mut estimator, &mut state, &period_events(period));
@@ -77,7 +74,12 @@ fn bench(c: &mut Criterion) {
         // Each iteration replays the same period onto a copy of the state as it was.
         group.bench_function(name, |b| {
             b.iter_batched_ref(
-                || (Estimator::new(Settings { model, ..Settings::default() }), clone_store(&state)),
+                || {
+                    (
+                        Estimator::new(Settings { model, group_by: GroupBy::Site, ..Settings::default() }),
+                        clone_store(&state),
+                    )
+                },
                 |(fresh, copy)| {
                     for partition in 0..4 {
                         fresh.restored(partition, copy);
@@ -94,7 +96,7 @@ fn bench(c: &mut Criterion) {
             StateStore::<PageHistory>::default,
             |state| {
                 for (partition, event) in &measured {
-                    let history = state.get_or_insert_with(*partition, &event.url, PageHistory::default);
+                    let history = state.get_or_insert_with(*partition, &event.page.url, PageHistory::default);
                     history.record(
                         event.period,
                         Observation { downloaded: event.downloaded, changed: event.changed },

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use recrawl_schemas::GroupDistribution;
+use recrawl_schemas::{GroupDistribution, UtcTime};
 use thiserror::Error;
 
 use recrawl_model::prediction::{coarse_of_fine, PreparedPrior, RateHistogram, COARSE_BINS, FINE_BINS};
@@ -120,6 +120,7 @@ impl Partial {
             modification_rate_bins: self.change.coarse(),
             download_rate_fine: self.download.fine(),
             modification_rate_fine: self.change.fine(),
+            published_at: UtcTime::from_ms(published_at_ms),
             published_at_ms,
         }
     }

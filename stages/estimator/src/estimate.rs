@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use recrawl_common::StateStore;
 use recrawl_schemas::{
     ChangeEvent, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution, LastRequest, Message,
-    PageEstimate, RefreshPlan,
+    PageEstimate, RefreshPlan, UtcTime,
 };
 use serde::{Deserialize, Serialize};
 
@@ -22,38 +22,24 @@ use recrawl_model::refresh::RefreshSettings;
 /// What a URL's group is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum GroupBy {
-    /// The label given with the seed URL (the host when the seed had none).
+    /// The URL's host. `label` is schema 1's name for it: the seed label the picks carried
+    /// was always the host.
     #[default]
-    Label,
+    #[value(alias = "label")]
     Host,
-    /// The registered domain (public suffix + 1), e.g. `news.example.co.kr` → `example.co.kr`.
-    Domain,
+    /// The URL's site, its registered domain (public suffix + 1): `news.example.co.kr` →
+    /// `example.co.kr`.
+    #[value(alias = "domain")]
+    Site,
 }
 
 impl GroupBy {
     pub fn group_of(self, event: &ChangeEvent) -> &str {
         match self {
-            Self::Label => &event.group,
-            Self::Host => &event.host,
-            Self::Domain => registered_domain(&event.host),
+            Self::Host => &event.page.host,
+            Self::Site => &event.page.site,
         }
     }
-}
-
-/// The registered domain of `host` (any port dropped); the host itself for IP addresses
-/// and names the public suffix list does not cover.
-pub fn registered_domain(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host.find(']').map_or(host, |end| &host[..=end]);
-    }
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    };
-    if name.parse::<std::net::Ipv4Addr>().is_ok() {
-        return name;
-    }
-    psl::domain_str(name).unwrap_or(name)
 }
 
 /// Everything the per-event work is configured by.
@@ -72,7 +58,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            group_by: GroupBy::Label,
+            group_by: GroupBy::Host,
             model: Model::default(),
             window: 5,
             future: 5,
@@ -160,7 +146,7 @@ impl Estimator {
         if !event.outcome.is_request() {
             return Applied::NotARequest;
         }
-        if let Some(entry) = state.get(partition, &event.url) {
+        if let Some(entry) = state.get(partition, &event.page.url) {
             let history = &entry.page.history;
             if history.requests > 0 && event.period <= history.last_request {
                 if event.period < history.last_request {
@@ -175,8 +161,8 @@ impl Estimator {
             }
         }
         let group = self.settings.group_by.group_of(event).to_owned();
-        let entry = state.get_or_insert_with(partition, &event.url, || EstimatorState {
-            host: event.host.clone(),
+        let entry = state.get_or_insert_with(partition, &event.page.url, || EstimatorState {
+            host: event.page.host.clone(),
             group: group.clone(),
             page: PageState::new(event.fetched_at_ms),
         });
@@ -196,7 +182,7 @@ impl Estimator {
         // A URL that just moved group is not yet counted in the new one's rates.
         let rate_bin_before = if moved { None } else { entry.page.rate_bin() };
         entry.page.record(&request_of(event), &self.settings.refresh);
-        entry.host.clone_from(&event.host);
+        entry.host.clone_from(&event.page.host);
 
         let key = (partition, group);
         let live = self.live.entry(key.clone()).or_default();
@@ -257,9 +243,7 @@ impl Estimator {
         let plan = page.refresh(&settings.refresh);
         let time = plan.time;
         PageEstimate {
-            url: event.url.clone(),
-            url_key: event.url_key.clone(),
-            host: entry.host.clone(),
+            page: event.page.clone(),
             group: entry.group.clone(),
             period: history.last_request,
             last_request: LastRequest {
@@ -267,8 +251,9 @@ impl Estimator {
                 downloaded: event.downloaded,
                 changed: event.changed,
                 size_bytes: page.last_size_bytes,
-                update_size: page.last_update_size,
+                size_change_bytes: page.last_update_size,
                 latency_ms: f64::from(page.last_latency_ms),
+                fetched_at: UtcTime::from_ms(page.last_fetched_at_ms),
                 fetched_at_ms: page.last_fetched_at_ms,
                 http_status: event.http_status,
                 crawl_delay_ms: event.crawl_delay_ms,
@@ -299,8 +284,8 @@ impl Estimator {
             change_rate_prior_urls: Some(change_rate.prior_pages),
             refresh: RefreshPlan {
                 weekly_change_rate: plan.weekly_change_rate,
-                group16: plan.group16.to_string(),
-                group6: plan.group6.to_string(),
+                group16: plan.group16,
+                group6: plan.group6,
                 crawls_per_week: plan.group6.crawls_per_week(),
                 paper_hour: time.paper_hour,
                 weekdays: time.weekdays,
@@ -377,7 +362,7 @@ fn request_of(event: &ChangeEvent) -> Request {
         downloaded: event.downloaded,
         changed: event.changed,
         size_bytes: event.size_bytes,
-        update_size: event.update_size,
+        update_size: event.size_change_bytes,
         latency_ms: event.latency_ms,
     }
 }
@@ -405,17 +390,17 @@ fn forecast_model(model: Model) -> ForecastModel {
 
 #[cfg(test)]
 mod tests {
-    use recrawl_schemas::{FetchOutcome, RequestOutcome};
+    use recrawl_schemas::{FetchOutcome, FrequencyGroup, RequestOutcome};
 
     use super::*;
 
-    fn event(url: &str, group: &str, period: u64, downloaded: bool, changed: Option<bool>) -> ChangeEvent {
+    fn event(url: &str, period: u64, downloaded: bool, changed: Option<bool>) -> ChangeEvent {
         // 2026-11-20 (a Friday) 10:00 UTC plus a day per period.
         let fetched_at_ms = 1_795_687_200_000 + period as i64 * 86_400_000;
         let outcome = RequestOutcome { period, downloaded, changed, fetched_at_ms };
         ChangeEvent {
-            update_size: changed.map(|_| 2),
-            ..ChangeEvent::request(url, "news.example.co.kr:8080", group, outcome)
+            size_change_bytes: changed.map(|_| 2),
+            ..ChangeEvent::request(url, "news.example.co.kr:8080", outcome)
         }
     }
 
@@ -436,7 +421,7 @@ mod tests {
         let first = |model| {
             let mut estimator = Estimator::new(Settings { model, ..Settings::default() });
             let mut state = StateStore::default();
-            new_estimate(estimator.apply(&event("http://a/1", "g", 1, true, None), 0, &mut state, 0))
+            new_estimate(estimator.apply(&event("http://a/1", 1, true, None), 0, &mut state, 0))
         };
         let paper = first(Model::Paper);
         assert_eq!(paper.downloads.prior, ForecastPrior::Uniform);
@@ -461,7 +446,7 @@ mod tests {
                 let downloaded = !(index == 2 && period.is_multiple_of(2));
                 let changed = (period > 1 && downloaded).then_some(index == 0);
                 let estimate = new_estimate(estimator.apply(
-                    &event(&url, "g", period, downloaded, changed),
+                    &event(&url, period, downloaded, changed),
                     partition,
                     &mut state,
                     0,
@@ -472,7 +457,7 @@ mod tests {
             }
             estimator.take_partials(0);
         }
-        let view = estimator.book.view("g", 7);
+        let view = estimator.book.view("news.example.co.kr:8080", 7);
         assert_eq!((view.partitions, view.urls, view.requests), (2, 3, 18));
         assert_eq!(view.download.counts()[100], 2, "two URLs always download");
         assert_eq!(view.download.counts()[50], 1, "one downloads every other time");
@@ -484,9 +469,9 @@ mod tests {
     fn robots_denied_and_deferred_picks_are_not_requests() {
         let mut estimator = Estimator::new(Settings::default());
         let mut state = StateStore::default();
-        new_estimate(estimator.apply(&event("http://a/1", "g", 1, true, None), 0, &mut state, 0));
+        new_estimate(estimator.apply(&event("http://a/1", 1, true, None), 0, &mut state, 0));
         for outcome in [FetchOutcome::RobotsDenied, FetchOutcome::Deferred] {
-            let skipped = ChangeEvent { outcome, ..event("http://a/1", "g", 2, false, None) };
+            let skipped = ChangeEvent { outcome, ..event("http://a/1", 2, false, None) };
             assert!(matches!(estimator.apply(&skipped, 0, &mut state, 0), Applied::NotARequest));
         }
         let page = state.get(0, "http://a/1").cloned().unwrap();
@@ -495,7 +480,7 @@ mod tests {
             (1, 0, 1)
         );
         let blocked =
-            ChangeEvent { outcome: FetchOutcome::BlockedAddress, ..event("http://a/1", "g", 2, false, None) };
+            ChangeEvent { outcome: FetchOutcome::BlockedAddress, ..event("http://a/1", 2, false, None) };
         let estimate = new_estimate(estimator.apply(&blocked, 0, &mut state, 0));
         assert_eq!((estimate.requests, estimate.failures), (2, 1), "a refused address is a failed request");
     }
@@ -505,7 +490,7 @@ mod tests {
         let mut estimator = Estimator::new(Settings::default());
         let mut state = StateStore::default();
         let events: Vec<ChangeEvent> =
-            (1..=4).map(|p| event("http://a/1", "g", p, true, (p > 1).then_some(p == 3))).collect();
+            (1..=4).map(|p| event("http://a/1", p, true, (p > 1).then_some(p == 3))).collect();
         for e in &events {
             new_estimate(estimator.apply(e, 0, &mut state, 0));
         }
@@ -531,13 +516,13 @@ mod tests {
         let mut state = StateStore::default();
         let mut last = None;
         for period in 1..=15 {
-            let e = event("http://a/1", "g", period, true, (period > 1).then_some(true));
+            let e = event("http://a/1", period, true, (period > 1).then_some(true));
             last = Some(new_estimate(estimator.apply(&e, 0, &mut state, 0)));
         }
         let plan = last.unwrap().refresh;
         // 14 changes over 14 days observed: 7 a week, every day at 10:00.
         assert!((plan.weekly_change_rate - 7.0).abs() < 1e-9, "{plan:?}");
-        assert_eq!((plan.group16.as_str(), plan.group6.as_str()), ("G7", "G7"));
+        assert_eq!((plan.group16, plan.group6), (FrequencyGroup::Weekly(7), FrequencyGroup::Weekly(7)));
         assert_eq!((plan.paper_hour, plan.min_wait_hour), (Some(0), Some(11)));
     }
 
@@ -548,14 +533,14 @@ mod tests {
         // 30 URLs of one group that change at every daily visit, and one seen twice.
         for page in 0..30 {
             for period in 1..=6 {
-                let e = event(&format!("http://a/{page}"), "g", period, true, (period > 1).then_some(true));
+                let e = event(&format!("http://a/{page}"), period, true, (period > 1).then_some(true));
                 new_estimate(estimator.apply(&e, 1, &mut state, 0));
             }
         }
         estimator.take_partials(0);
         let newcomer = |estimator: &mut Estimator, state: &mut StateStore<EstimatorState>| {
-            new_estimate(estimator.apply(&event("http://a/new", "g", 7, true, None), 1, state, 0));
-            new_estimate(estimator.apply(&event("http://a/new", "g", 8, true, Some(false)), 1, state, 0))
+            new_estimate(estimator.apply(&event("http://a/new", 7, true, None), 1, state, 0));
+            new_estimate(estimator.apply(&event("http://a/new", 8, true, Some(false)), 1, state, 0))
         };
         let mut fresh = (Estimator::new(Settings::default()), StateStore::default());
         let (alone, grouped) = (newcomer(&mut fresh.0, &mut fresh.1), newcomer(&mut estimator, &mut state));
@@ -578,7 +563,9 @@ mod tests {
         assert!(group_mean > 2.0 * flat_mean, "the group changes fast: {group_mean} vs {flat_mean}");
         let mut restarted = Estimator::new(Settings::default());
         restarted.restored(1, &state);
-        let counts = |e: &Estimator| e.live.get(&(1, "g".to_owned())).map(|live| live.rates.clone());
+        let counts = |e: &Estimator| {
+            e.live.get(&(1, "news.example.co.kr:8080".to_owned())).map(|live| live.rates.clone())
+        };
         assert_eq!(counts(&restarted), counts(&estimator));
         assert_eq!(counts(&estimator).map(|c| c.total()), Some(31));
     }
@@ -589,7 +576,7 @@ mod tests {
             .flat_map(|period| {
                 (0..6).map(move |page| {
                     let changed = (period > 1).then_some((page + period) % 3 == 0);
-                    event(&format!("http://a/{page}"), "g", period, true, changed)
+                    event(&format!("http://a/{page}"), period, true, changed)
                 })
             })
             .collect();
@@ -612,7 +599,7 @@ mod tests {
         let mut estimator = Estimator::new(Settings::default());
         let mut state = StateStore::default();
         for period in 1..=3 {
-            new_estimate(estimator.apply(&event("http://a/1", "g", period, true, None), 2, &mut state, 0));
+            new_estimate(estimator.apply(&event("http://a/1", period, true, None), 2, &mut state, 0));
         }
         let published = estimator.take_partials(0);
         let mut restarted = Estimator::new(Settings::default());
@@ -627,14 +614,14 @@ mod tests {
     }
 
     #[test]
-    fn groups_by_label_host_or_registered_domain() {
-        let e = event("http://a/1", "seed-label", 1, true, None);
-        assert_eq!(GroupBy::Label.group_of(&e), "seed-label");
+    fn groups_by_host_or_site() {
+        let e = event("http://a/1", 1, true, None);
         assert_eq!(GroupBy::Host.group_of(&e), "news.example.co.kr:8080");
-        assert_eq!(GroupBy::Domain.group_of(&e), "example.co.kr");
-        assert_eq!(registered_domain("127.0.0.1:80"), "127.0.0.1");
-        assert_eq!(registered_domain("[::1]:8080"), "[::1]");
-        assert_eq!(registered_domain("localhost"), "localhost");
+        assert_eq!(GroupBy::Site.group_of(&e), "example.co.kr");
+        use clap::ValueEnum;
+        // Schema 1's names for the same choices still parse.
+        assert_eq!(GroupBy::from_str("label", false), Ok(GroupBy::Host));
+        assert_eq!(GroupBy::from_str("domain", false), Ok(GroupBy::Site));
     }
 }
 

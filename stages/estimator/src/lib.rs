@@ -36,8 +36,8 @@ const TICK: Duration = Duration::from_secs(1);
 /// How the estimator groups, thresholds and predicts; shared by the stage and the tools.
 #[derive(Debug, Clone, Args)]
 pub struct EstimateArgs {
-    /// What a URL's group is: the seed's label, its host, or its registered domain.
-    #[arg(long, env = "RECRAWL_ESTIMATOR_GROUP_BY", value_enum, default_value_t = GroupBy::Label)]
+    /// What a URL's group is: its host, or its site (registered domain).
+    #[arg(long, env = "RECRAWL_ESTIMATOR_GROUP_BY", value_enum, default_value_t = GroupBy::Host)]
     pub group_by: GroupBy,
     /// Prediction model: `paper` reproduces the paper's formula.
     #[arg(long, env = "RECRAWL_ESTIMATOR_MODEL", value_enum, default_value_t)]

@@ -21,7 +21,7 @@ use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, Stag
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{DEAD_LETTER, FETCH, FETCH_RESULTS, LINKS};
-use recrawl_schemas::{host_of, url_key, DiscoveredLinks, PagePick};
+use recrawl_schemas::{DiscoveredLinks, PagePick, PageRef};
 
 use crate::address::{parse_allowed_network, parse_resolve, AddressPolicy, GuardedResolver};
 use crate::crawl::{CrawlSettings, Crawled, Crawler};
@@ -244,14 +244,12 @@ impl Fetch {
         }
         self.metrics.links.with_label_values(&["too_long"]).inc_by(links.too_long);
         self.metrics.links.with_label_values(&["published"]).inc_by(links.links.len() as u64);
+        let source = PageRef::new(&result.url, &result.host);
         for link in links.links {
-            let Ok(host) = host_of(&link.url) else { continue };
+            let Ok(page) = PageRef::of_url(&link.url) else { continue };
             let discovered = DiscoveredLinks {
-                url_key: url_key(&link.url),
-                url: link.url,
-                host,
-                source_url: Some(result.url.clone()),
-                source_key: Some(result.url_key.clone()),
+                page,
+                source: Some(source.clone()),
                 occurrences: link.occurrences,
                 period: result.period,
                 depth: result.depth.saturating_add(1),

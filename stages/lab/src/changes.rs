@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use recrawl_schemas::{ChangeDegrees, ChangeEvent};
+use recrawl_schemas::{decode, ChangeDegrees, ChangeEvent};
 use thiserror::Error;
 
 use crate::chart::{bars, lines, Labels};
@@ -108,12 +108,12 @@ impl Summary {
         self.periods = Some((first.min(event.period), last.max(event.period)));
         let page = self
             .pages
-            .entry(event.url)
-            .or_insert_with(|| PageTally { host: event.host.clone(), ..Default::default() });
+            .entry(event.page.url)
+            .or_insert_with(|| PageTally { host: event.page.host.clone(), ..Default::default() });
         page.fetches += 1;
         let Some(changed) = event.changed else { return };
-        self.by_period_host.entry((event.period, event.host.clone())).or_default().add(changed);
-        self.by_host.entry(event.host).or_default().add(changed);
+        self.by_period_host.entry((event.period, event.page.host.clone())).or_default().add(changed);
+        self.by_host.entry(event.page.host).or_default().add(changed);
         let hour = usize::try_from(event.fetched_at_ms.div_euclid(MS_PER_HOUR).rem_euclid(24)).unwrap_or(0);
         self.by_hour[hour].add(changed);
         if !changed {
@@ -162,7 +162,8 @@ fn read_events(path: &Path) -> Result<Summary, ChangesError> {
         if line.trim().is_empty() {
             continue;
         }
-        let event: ChangeEvent = serde_json::from_str(&line).map_err(|e| ChangesError::NotAnEvent {
+        // Each line as `recrawl tail` writes it: a plain JSON record, of schema 2 or 1.
+        let event: ChangeEvent = decode(line.as_bytes()).map_err(|e| ChangesError::NotAnEvent {
             path: path.to_owned(),
             line: index + 1,
             reason: e.to_string(),
@@ -280,6 +281,7 @@ pub fn changes_report(args: &ChangesArgs) -> Result<String, ChangesError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use recrawl_schemas::{encode, PageRef, UtcTime};
 
     fn event(
         url: &str,
@@ -289,15 +291,15 @@ mod tests {
         ied: f64,
         fetched_at_ms: i64,
     ) -> String {
-        let fixture = include_str!("../../../schemas/fixtures/v1/change-event.json");
-        let mut event: ChangeEvent = serde_json::from_str(fixture).unwrap();
-        (event.url, event.host, event.period, event.changed, event.fetched_at_ms) =
-            (url.into(), host.into(), period, changed, fetched_at_ms);
+        let fixture = include_str!("../../../schemas/fixtures/v2/change-event.json");
+        let mut event: ChangeEvent = decode(fixture.as_bytes()).unwrap();
+        (event.page, event.period, event.changed) = (PageRef::new(url, host), period, changed);
+        (event.fetched_at, event.fetched_at_ms) = (UtcTime::from_ms(fetched_at_ms), fetched_at_ms);
         match &mut event.degrees {
             Some(degrees) if changed == Some(true) => degrees.ied = ied,
             _ => event.degrees = None,
         }
-        serde_json::to_string(&event).unwrap()
+        String::from_utf8(encode(&event).unwrap()).unwrap()
     }
 
     #[test]

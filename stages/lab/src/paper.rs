@@ -16,7 +16,7 @@ use recrawl_scheduler::groups::{CrawlSchedule, GroupClasses, HourRule};
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_scheduler::plan::{choose, PlanSettings};
 use recrawl_scheduler::policy::{Discovery, Policy};
-use recrawl_schemas::DiscoveredLinks;
+use recrawl_schemas::{DiscoveredLinks, PageRef};
 
 use crate::chart::{bars, lines, Labels};
 use recrawl::sim::measure::{CopyTracker, Measures};
@@ -649,20 +649,17 @@ fn discovery_curve(
         pending_periods: 0,
         ..PlanSettings::default()
     };
-    let link =
-        |book: &mut Book, hosts: &mut Hosts, target: u32, source: Option<u32>, period: u64, depth: u32| {
-            let message = DiscoveredLinks {
-                url: url(target),
-                url_key: String::new(),
-                host: format!("s{}.sim.test", web.page(target).site),
-                source_url: source.map(url),
-                source_key: None,
-                occurrences: 1,
-                period,
-                depth,
-            };
-            book.apply_link(hosts, &message, &rules, u32::MAX, &settings)
-        };
+    let link = |book: &mut Book,
+                hosts: &mut Hosts,
+                target: u32,
+                source: Option<u32>,
+                period: u64,
+                depth: u32| {
+        let page = |page: u32| PageRef::new(&url(page), &format!("s{}.sim.test", web.page(page).site));
+        let message =
+            DiscoveredLinks { page: page(target), source: source.map(page), occurrences: 1, period, depth };
+        book.apply_link(hosts, &message, &rules, u32::MAX, &settings)
+    };
     for &page in seeds {
         link(&mut book, &mut hosts, page, None, 0, 0)?;
     }

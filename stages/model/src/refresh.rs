@@ -10,11 +10,7 @@
 //! bytes a day on the heap (56 bytes for the default 28-day window); [`ChangeHours`] is 16
 //! bytes inline plus 16 bytes per weekday-hour slot that has seen a change (at most 168).
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use thiserror::Error;
+use serde::{Deserialize, Serialize};
 
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 60 * MINUTE_MS;
@@ -217,98 +213,7 @@ impl ChangeHours {
     }
 }
 
-/// A crawl-frequency group (`refresh-groups.md` §2). Serialised as its display name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FrequencyGroup {
-    /// `G1` … `G14`: that many crawls a week.
-    Weekly(u8),
-    /// `2G1`: once every two weeks.
-    Biweekly,
-    /// `4G1`: once every four weeks.
-    Fourweekly,
-}
-
-impl FrequencyGroup {
-    /// The 16-group of a weekly change rate: the rate rounded half away from zero, capped
-    /// at 14 crawls a week; rates under one every two weeks (and NaN) fall to `4G1`.
-    pub fn sixteen(weekly_rate: f64) -> FrequencyGroup {
-        let rounded = weekly_rate.round();
-        if rounded >= 14.0 {
-            FrequencyGroup::Weekly(14)
-        } else if weekly_rate >= 0.5 {
-            FrequencyGroup::Weekly(rounded as u8)
-        } else if weekly_rate >= 0.25 {
-            FrequencyGroup::Biweekly
-        } else {
-            FrequencyGroup::Fourweekly
-        }
-    }
-
-    /// The deployed 6-group of a 16-group; a 6-group maps to itself. A `Weekly` count
-    /// outside 1..=14, which [`sixteen`](Self::sixteen) never makes, is clamped first.
-    pub fn six(self) -> FrequencyGroup {
-        match self {
-            FrequencyGroup::Weekly(crawls) => FrequencyGroup::Weekly(match crawls.clamp(1, 14) {
-                11.. => 14,
-                5..=10 => 7,
-                2..=4 => 3,
-                _ => 1,
-            }),
-            other => other,
-        }
-    }
-
-    pub fn crawls_per_week(self) -> f64 {
-        match self {
-            FrequencyGroup::Weekly(crawls) => f64::from(crawls.clamp(1, 14)),
-            FrequencyGroup::Biweekly => 0.5,
-            FrequencyGroup::Fourweekly => 0.25,
-        }
-    }
-}
-
-impl fmt::Display for FrequencyGroup {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FrequencyGroup::Weekly(crawls) => write!(f, "G{crawls}"),
-            FrequencyGroup::Biweekly => f.write_str("2G1"),
-            FrequencyGroup::Fourweekly => f.write_str("4G1"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("unknown frequency group {0:?}: expected G1 to G14, 2G1 or 4G1")]
-pub struct UnknownFrequencyGroup(pub String);
-
-impl FromStr for FrequencyGroup {
-    type Err = UnknownFrequencyGroup;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name {
-            "2G1" => Ok(FrequencyGroup::Biweekly),
-            "4G1" => Ok(FrequencyGroup::Fourweekly),
-            _ => name
-                .strip_prefix('G')
-                .and_then(|crawls| crawls.parse().ok())
-                .filter(|crawls| (1..=14).contains(crawls))
-                .map(FrequencyGroup::Weekly)
-                .ok_or_else(|| UnknownFrequencyGroup(name.to_owned())),
-        }
-    }
-}
-
-impl Serialize for FrequencyGroup {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for FrequencyGroup {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
-    }
-}
+pub use recrawl_schemas::{FrequencyGroup, UnknownFrequencyGroup};
 
 /// When to crawl (`refresh-groups.md` §3). Hours are local, weekdays count from Monday = 0.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -584,7 +584,7 @@ async fn watch(
             observed = observer.next() => {
                 let observed = observed?;
                 if let Observed::Change(event) = &observed {
-                    if let (true, Some(page)) = (event.downloaded, simweb.page_of(&event.url)) {
+                    if let (true, Some(page)) = (event.downloaded, simweb.page_of(&event.page.url)) {
                         stored.entry(page).or_default().push(simweb.period_at(event.fetched_at_ms));
                     }
                 }

@@ -111,9 +111,9 @@ fn host_of(observed: &Observed) -> Option<&str> {
     match observed {
         Observed::Pick(m) => Some(&m.host),
         Observed::Result(m) => Some(&m.host),
-        Observed::Link(m) => Some(&m.host),
-        Observed::Change(m) => Some(&m.host),
-        Observed::Estimate(m) => Some(&m.host),
+        Observed::Link(m) => Some(&m.page.host),
+        Observed::Change(m) => Some(&m.page.host),
+        Observed::Estimate(m) => Some(&m.page.host),
         Observed::Distribution(m) => Some(&m.group),
         Observed::DeadLetter(_) | Observed::Undecodable { .. } => None,
     }
@@ -136,7 +136,7 @@ pub fn table_row(observed: &Observed, written_ms: Option<i64>) -> String {
                 m.url
             ),
         ),
-        Observed::Link(m) => (Some(m.period), format!("link {}", m.url)),
+        Observed::Link(m) => (Some(m.period), format!("link {}", m.page.url)),
         Observed::Change(m) => {
             let verdict = match (m.downloaded, m.first_seen, m.changed) {
                 (false, ..) => "not downloaded".to_owned(),
@@ -146,13 +146,13 @@ pub fn table_row(observed: &Observed, written_ms: Option<i64>) -> String {
                 }
                 _ => "unchanged".to_owned(),
             };
-            (Some(m.period), format!("{verdict} {}", m.url))
+            (Some(m.period), format!("{verdict} {}", m.page.url))
         }
         Observed::Estimate(m) => {
             let rate = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.2}"));
             (
                 Some(m.period),
-                format!("DR {} MR {} {}", rate(m.download_rate), rate(m.modification_rate), m.url),
+                format!("DR {} MR {} {}", rate(m.download_rate), rate(m.modification_rate), m.page.url),
             )
         }
         Observed::Distribution(m) => {

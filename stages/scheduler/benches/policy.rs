@@ -13,7 +13,7 @@ use recrawl_scheduler::book::{Book, BookSettings};
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_scheduler::plan::{choose, PlanSettings};
 use recrawl_scheduler::policy::{paper_score, staleness, Discovery, Policy};
-use recrawl_schemas::DiscoveredLinks;
+use recrawl_schemas::{DiscoveredLinks, PageRef};
 
 const PICKS: usize = 100_000;
 const HOSTS: usize = 20_000;
@@ -103,11 +103,8 @@ fn frontier_book(n: usize) -> (Book, Hosts) {
         for _ in 0..in_degree {
             let source = format!("http://src{}.example/{}.html", rng.next() % 1000, rng.next() % 1_000_000);
             let link = DiscoveredLinks {
-                url_key: String::new(),
-                url: target.clone(),
-                host: format!("host{}.example", i % HOSTS),
-                source_key: Some(recrawl_schemas::url_key(&source)),
-                source_url: Some(source),
+                page: PageRef::new(&target, &format!("host{}.example", i % HOSTS)),
+                source: Some(PageRef::of_url(&source).expect("a URL")),
                 occurrences: 1,
                 period: (i / 1000) as u64,
                 depth: 1,

@@ -393,12 +393,12 @@ impl Book {
         settings: &BookSettings,
     ) -> Result<Applied, BookFull> {
         let period = period32(estimate.period);
-        let slot = match self.find(&estimate.url) {
+        let slot = match self.find(&estimate.page.url) {
             Some(slot) => slot,
             None => {
-                let host = hosts.intern(&estimate.host);
+                let host = hosts.intern(&estimate.page.host);
                 hosts.stats[host as usize].count_url();
-                self.insert(&estimate.url, Self::new_page(host, estimate.period, 0, settings))?
+                self.insert(&estimate.page.url, Self::new_page(host, estimate.period, 0, settings))?
             }
         };
         let page = &mut self.pages[slot as usize];
@@ -415,7 +415,11 @@ impl Book {
                 p_change: estimate.changes_forecast.next,
                 p_download: estimate.downloads.next,
                 change_rate: estimate.change_rate,
-                schedule: CrawlSchedule::from_plan(&estimate.refresh, settings.hour_rule, settings.classes),
+                schedule: Some(CrawlSchedule::from_plan(
+                    &estimate.refresh,
+                    settings.hour_rule,
+                    settings.classes,
+                )),
             },
             settings,
         );
@@ -502,16 +506,16 @@ impl Book {
         site_cap: u32,
         settings: &BookSettings,
     ) -> Result<Linked, BookFull> {
-        let source = fingerprint(link.source_key.as_deref().or(link.source_url.as_deref()));
-        let slot = match self.find(&link.url) {
+        let source = fingerprint(link.source.as_ref().map(|source| source.key.as_str()));
+        let slot = match self.find(&link.page.url) {
             Some(slot) => slot,
             None => {
-                if link.source_url.is_some() {
-                    if let Err(rejection) = rules.check(&link.url, link.depth) {
+                if link.source.is_some() {
+                    if let Err(rejection) = rules.check(&link.page.url, link.depth) {
                         return Ok(Linked::Rejected(rejection));
                     }
                 }
-                let host = hosts.intern(&link.host);
+                let host = hosts.intern(&link.page.host);
                 if hosts.stats[host as usize].urls >= site_cap {
                     return Ok(Linked::Rejected(Rejection::SiteCap));
                 }
@@ -519,7 +523,7 @@ impl Book {
                 let mut page = Self::new_page(host, link.period, link.depth, settings);
                 page.in_degree = 1;
                 page.in_links = self.push_in_link(source, NONE);
-                let slot = self.insert(&link.url, page)?;
+                let slot = self.insert(&link.page.url, page)?;
                 self.mark_dirty(slot);
                 return Ok(Linked::Discovered);
             }
@@ -701,7 +705,9 @@ impl Book {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use recrawl_schemas::{url_key, Forecast, ForecastModel, ForecastPrior, LastRequest, RefreshPlan};
+    use recrawl_schemas::{
+        Forecast, ForecastModel, ForecastPrior, FrequencyGroup, LastRequest, PageRef, RefreshPlan, UtcTime,
+    };
 
     pub(crate) fn estimate(url: &str, period: u64, downloaded: bool, changed: Option<bool>) -> PageEstimate {
         let forecast = |next: f64| Forecast {
@@ -712,9 +718,7 @@ pub(crate) mod tests {
             prior: ForecastPrior::Uniform,
         };
         PageEstimate {
-            url: url.to_owned(),
-            url_key: url_key(url),
-            host: host_of(url).unwrap(),
+            page: PageRef::of_url(url).unwrap(),
             group: "g".into(),
             period,
             last_request: LastRequest {
@@ -722,8 +726,9 @@ pub(crate) mod tests {
                 downloaded,
                 changed,
                 size_bytes: 1000,
-                update_size: None,
+                size_change_bytes: None,
                 latency_ms: 50.0,
+                fetched_at: UtcTime::from_ms(0),
                 fetched_at_ms: 0,
                 http_status: Some(if downloaded { 200 } else { 500 }),
                 crawl_delay_ms: None,
@@ -754,8 +759,8 @@ pub(crate) mod tests {
             change_rate_prior_urls: Some(3),
             refresh: RefreshPlan {
                 weekly_change_rate: 7.0,
-                group16: "G7".into(),
-                group6: "G7".into(),
+                group16: FrequencyGroup::Weekly(7),
+                group6: FrequencyGroup::Weekly(7),
                 crawls_per_week: 7.0,
                 paper_hour: Some(0),
                 weekdays: (0..7).collect(),
@@ -767,11 +772,8 @@ pub(crate) mod tests {
 
     pub(crate) fn link(url: &str, source: Option<&str>, period: u64, depth: u32) -> DiscoveredLinks {
         DiscoveredLinks {
-            url: url.to_owned(),
-            url_key: url_key(url),
-            host: host_of(url).unwrap(),
-            source_url: source.map(str::to_owned),
-            source_key: source.map(url_key),
+            page: PageRef::of_url(url).unwrap(),
+            source: source.map(|source| PageRef::of_url(source).unwrap()),
             occurrences: 1,
             period,
             depth,

@@ -152,22 +152,21 @@ impl CrawlSchedule {
     }
 
     /// The `groups` policy's schedule of an estimator refresh plan, by its `group6` or, with
-    /// [`GroupClasses::Sixteen`], its `group16`; `None` when that is not a group name. A
+    /// [`GroupClasses::Sixteen`], its `group16`. A
     /// plan does not carry the estimator's configuration, so a URL with no changes seen
     /// crawls at the default [`CrawlTimeConfig`]'s day crawl hour.
-    pub fn from_plan(plan: &RefreshPlan, rule: HourRule, classes: GroupClasses) -> Option<CrawlSchedule> {
-        let name = match classes {
-            GroupClasses::Six => &plan.group6,
-            GroupClasses::Sixteen => &plan.group16,
+    pub fn from_plan(plan: &RefreshPlan, rule: HourRule, classes: GroupClasses) -> CrawlSchedule {
+        let group = match classes {
+            GroupClasses::Six => plan.group6,
+            GroupClasses::Sixteen => plan.group16,
         };
-        let group: FrequencyGroup = name.parse().ok()?;
         let times = Times {
             weekdays: &plan.weekdays,
             paper_hour: plan.paper_hour,
             min_wait_hour: plan.min_wait_hour,
             min_wait_slot: plan.min_wait_slot,
         };
-        Some(choose(classes.classify(group), &times, rule, CrawlTimeConfig::default().day_crawl_hour))
+        choose(classes.classify(group), &times, rule, CrawlTimeConfig::default().day_crawl_hour)
     }
 
     /// The schedule of a [`crawl_time`] result for a URL of 16-group `group` (for the
@@ -420,8 +419,8 @@ mod tests {
     fn plan(group6: &str, weekdays: Vec<u8>, hours: [Option<u8>; 3]) -> RefreshPlan {
         RefreshPlan {
             weekly_change_rate: 1.0,
-            group16: group6.to_owned(),
-            group6: group6.to_owned(),
+            group16: group6.parse().unwrap(),
+            group6: group6.parse().unwrap(),
             crawls_per_week: 1.0,
             paper_hour: hours[0],
             weekdays,
@@ -564,43 +563,37 @@ mod tests {
     #[test]
     fn plans_become_schedules_under_either_rule() {
         let weekly = plan("G1", vec![5], [Some(12), Some(11), Some(2 * 24 + 11)]);
-        let paper = CrawlSchedule::from_plan(&weekly, HourRule::Paper, GroupClasses::Six).unwrap();
+        let paper = CrawlSchedule::from_plan(&weekly, HourRule::Paper, GroupClasses::Six);
         assert_eq!((paper.group(), paper.weekdays(), paper.hour()), (FrequencyGroup::Weekly(1), vec![5], 12));
-        let least = CrawlSchedule::from_plan(&weekly, HourRule::LeastWait, GroupClasses::Six).unwrap();
+        let least = CrawlSchedule::from_plan(&weekly, HourRule::LeastWait, GroupClasses::Six);
         assert_eq!((least.weekdays(), least.hour()), (vec![2], 11));
 
         let g3 = plan("G3", vec![0, 2, 4], [Some(0), Some(16), Some(6 * 24 + 16)]);
-        let least = CrawlSchedule::from_plan(&g3, HourRule::LeastWait, GroupClasses::Six).unwrap();
+        let least = CrawlSchedule::from_plan(&g3, HourRule::LeastWait, GroupClasses::Six);
         assert_eq!((least.weekdays(), least.hour()), (vec![0, 2, 4], 16));
 
         let daily = plan("G7", (0..7).collect(), [Some(0), Some(16), Some(3)]);
-        let least = CrawlSchedule::from_plan(&daily, HourRule::LeastWait, GroupClasses::Six).unwrap();
+        let least = CrawlSchedule::from_plan(&daily, HourRule::LeastWait, GroupClasses::Six);
         assert_eq!((least.weekdays().len(), least.hour()), (7, 16));
 
         let unseen = plan("4G1", vec![5], [None; 3]);
         for rule in [HourRule::Paper, HourRule::LeastWait] {
-            let schedule = CrawlSchedule::from_plan(&unseen, rule, GroupClasses::Six).unwrap();
+            let schedule = CrawlSchedule::from_plan(&unseen, rule, GroupClasses::Six);
             assert_eq!((schedule.weekdays(), schedule.hour(), schedule.every_weeks()), (vec![5], 0, 4));
         }
         let sixteen = CrawlSchedule::from_plan(
             &plan("G5", vec![], [Some(12), None, None]),
             HourRule::Paper,
             GroupClasses::Six,
-        )
-        .unwrap();
+        );
         assert_eq!((sixteen.group(), sixteen.hour()), (FrequencyGroup::Weekly(7), 12));
         // An impossible slot falls back to the weekdays and least-wait hour.
         let odd = CrawlSchedule::from_plan(
             &plan("2G1", vec![5], [None, Some(7), Some(200)]),
             HourRule::LeastWait,
             GroupClasses::Six,
-        )
-        .unwrap();
-        assert_eq!((odd.weekdays(), odd.hour()), (vec![5], 7));
-        assert_eq!(
-            CrawlSchedule::from_plan(&plan("G0", vec![5], [None; 3]), HourRule::Paper, GroupClasses::Six),
-            None
         );
+        assert_eq!((odd.weekdays(), odd.hour()), (vec![5], 7));
     }
 
     #[test]
@@ -716,22 +709,22 @@ mod tests {
     #[test]
     fn plans_become_sixteen_group_schedules() {
         let sixteen = |group16: &str, group6: &str, weekdays, hours| RefreshPlan {
-            group16: group16.to_owned(),
+            group16: group16.parse().unwrap(),
             ..plan(group6, weekdays, hours)
         };
         let g5 = sixteen("G5", "G7", (0..7).collect(), [Some(12), Some(16), Some(3 * 24 + 5)]);
-        let paper = CrawlSchedule::from_plan(&g5, HourRule::Paper, GroupClasses::Sixteen).unwrap();
+        let paper = CrawlSchedule::from_plan(&g5, HourRule::Paper, GroupClasses::Sixteen);
         assert_eq!(
             (paper.group(), paper.weekdays(), paper.hour()),
             (FrequencyGroup::Weekly(5), vec![0, 1, 2, 4, 5], 12)
         );
-        let six = CrawlSchedule::from_plan(&g5, HourRule::Paper, GroupClasses::Six).unwrap();
+        let six = CrawlSchedule::from_plan(&g5, HourRule::Paper, GroupClasses::Six);
         assert_eq!(six.group(), FrequencyGroup::Weekly(7));
         // More than weekly: the least-wait hour, not the slot.
-        let least = CrawlSchedule::from_plan(&g5, HourRule::LeastWait, GroupClasses::Sixteen).unwrap();
+        let least = CrawlSchedule::from_plan(&g5, HourRule::LeastWait, GroupClasses::Sixteen);
         assert_eq!((least.weekdays(), least.hour()), (vec![0, 1, 2, 4, 5], 16));
         let g9 = sixteen("G9", "G7", (0..7).collect(), [Some(0), Some(15), Some(15)]);
-        let least = CrawlSchedule::from_plan(&g9, HourRule::LeastWait, GroupClasses::Sixteen).unwrap();
+        let least = CrawlSchedule::from_plan(&g9, HourRule::LeastWait, GroupClasses::Sixteen);
         assert_eq!(
             (least.group(), least.hours(), least.second_weekdays()),
             (FrequencyGroup::Weekly(9), vec![3, 15], vec![0, 3])
@@ -739,15 +732,12 @@ mod tests {
         // Weekly or rarer: the least-wait slot, as with six groups.
         for group in ["G1", "2G1", "4G1"] {
             let rare = sixteen(group, group, vec![5], [Some(0), Some(11), Some(2 * 24 + 11)]);
-            let least = CrawlSchedule::from_plan(&rare, HourRule::LeastWait, GroupClasses::Sixteen).unwrap();
+            let least = CrawlSchedule::from_plan(&rare, HourRule::LeastWait, GroupClasses::Sixteen);
             assert_eq!((least.weekdays(), least.hour()), (vec![2], 11), "{group}");
         }
         let g3 = sixteen("G3", "G3", vec![1, 3], [Some(12), None, None]);
-        let paper = CrawlSchedule::from_plan(&g3, HourRule::Paper, GroupClasses::Sixteen).unwrap();
+        let paper = CrawlSchedule::from_plan(&g3, HourRule::Paper, GroupClasses::Sixteen);
         assert_eq!((paper.weekdays(), paper.hour()), (vec![1, 3], 12));
-        let bad = sixteen("G0", "G7", vec![], [None; 3]);
-        assert_eq!(CrawlSchedule::from_plan(&bad, HourRule::Paper, GroupClasses::Sixteen), None);
-        assert!(CrawlSchedule::from_plan(&bad, HourRule::Paper, GroupClasses::Six).is_some());
     }
 
     #[test]

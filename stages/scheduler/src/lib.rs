@@ -31,7 +31,7 @@ use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
-use recrawl_schemas::{host_of, normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PickReason};
+use recrawl_schemas::{normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PageRef, PickReason};
 use thiserror::Error;
 
 use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState};
@@ -475,17 +475,8 @@ impl Stage for Scheduler {
         if !self.pending_seeds.is_empty() {
             let period = self.period_at(unix_ms()).unwrap_or(0);
             for url in std::mem::take(&mut self.pending_seeds) {
-                let Ok(host) = host_of(&url) else { continue };
-                let seed = DiscoveredLinks {
-                    url_key: url_key(&url),
-                    url,
-                    host,
-                    source_url: None,
-                    source_key: None,
-                    occurrences: 1,
-                    period,
-                    depth: 0,
-                };
+                let Ok(page) = PageRef::of_url(&url) else { continue };
+                let seed = DiscoveredLinks { page, source: None, occurrences: 1, period, depth: 0 };
                 out.send(LINKS, &seed)?;
             }
             return Ok(());

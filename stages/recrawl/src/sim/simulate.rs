@@ -23,7 +23,7 @@ use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_scheduler::plan::{choose, PlanSettings};
 use recrawl_scheduler::policy::{Horizon, Policy};
-use recrawl_schemas::LastRequest;
+use recrawl_schemas::{LastRequest, UtcTime};
 use serde::Serialize;
 
 use super::measure::{optimal_frequencies_per_page, CopyTracker, CreditSchedule, Measures};
@@ -449,8 +449,9 @@ pub fn simulated_request(
         downloaded,
         changed,
         size_bytes: bytes,
-        update_size: None,
+        size_change_bytes: None,
         latency_ms,
+        fetched_at: UtcTime::from_ms(0),
         fetched_at_ms: 0,
         http_status: Some(if downloaded { 200 } else { 500 }),
         crawl_delay_ms: None,
@@ -575,7 +576,7 @@ impl Learner {
                 downloaded,
                 changed: request.changed,
                 size_bytes: request.size_bytes,
-                update_size: request.update_size,
+                update_size: request.size_change_bytes,
                 latency_ms: request.latency_ms,
             },
             &self.refresh,
