@@ -52,7 +52,11 @@ def main() -> None:
                 continue
             if message.error():
                 raise KafkaException(message.error())
-            event = json.loads(message.value())
+            value = message.value()
+            # The first builds of schema 1 wrote a binary envelope before the JSON.
+            if not value.startswith(b"{"):
+                continue
+            event = json.loads(value)
             # The first field names the type and version; a reader skips what it does not
             # know. Schema 2 nests the page's identity; schema 1 had it at the top level.
             schema = event.get("schema")

@@ -537,7 +537,13 @@ mod tests {
         assert!(result.validate().unwrap_err().contains("fetched_at_ms"));
         let mut event = samples::change_event();
         event.page.host.clear();
-        assert!(event.validate().unwrap_err().contains("host"));
+        assert_eq!(event.validate(), Err("page.host is empty".into()));
+        let mut event = samples::change_event();
+        event.page.site = "attacker.example".into();
+        assert_eq!(
+            event.validate(),
+            Err(r#"page.site is "attacker.example", the site of "example.com" is "example.com""#.into())
+        );
         let mut event = samples::change_event();
         event.fetched_at = crate::UtcTime::from_ms(event.fetched_at_ms + 1);
         assert_eq!(

@@ -50,9 +50,20 @@ impl PageRef {
         Self { url, key, host, site }
     }
 
-    fn validate(&self, period: u64) -> Result<(), String> {
-        bounds::identity(&self.url, &self.key, &self.host, period)?;
-        bounds::text("page.site", &self.site, bounds::MAX_HOST_BYTES)
+    /// Checks the identity `name` (`page`, `source`) holds; the error names the field.
+    fn validate(&self, name: &str) -> Result<(), String> {
+        bounds::text(&format!("{name}.url"), &self.url, bounds::MAX_URL_BYTES)?;
+        bounds::text(&format!("{name}.key"), &self.key, bounds::MAX_URL_BYTES)?;
+        if self.host.is_empty() {
+            return Err(format!("{name}.host is empty"));
+        }
+        bounds::text(&format!("{name}.host"), &self.host, bounds::MAX_HOST_BYTES)?;
+        // Readers group by the site: it must be the host's, whoever produced the record.
+        let site = crate::site_of(&self.host);
+        if self.site != site {
+            return Err(format!("{name}.site is {:?}, the site of {:?} is {site:?}", self.site, self.host));
+        }
+        Ok(())
     }
 }
 
@@ -75,7 +86,8 @@ pub struct PagePick {
     pub url_key: String,
     /// Host (with port when not the default) of `url`; the topic key.
     pub host: String,
-    /// Group the URL belongs to for the estimator's distributions.
+    /// The host again: schema 1's seed label, read by no stage since schema 2 of the
+    /// public messages.
     pub group: String,
     /// The scheduling period this pick belongs to.
     pub period: u64,
@@ -222,7 +234,7 @@ pub struct FetchResult {
     pub url_key: String,
     /// Host of `url`.
     pub host: String,
-    /// Group of `url`, copied from the pick.
+    /// The pick's `group`, copied; read by no stage since schema 2.
     pub group: String,
     /// The period of the pick this result answers.
     pub period: u64,
@@ -328,18 +340,24 @@ impl Message for DiscoveredLinks {
     const VERSION: u16 = 2;
 
     fn validate(&self) -> Result<(), String> {
-        self.page.validate(self.period)?;
-        self.source.as_ref().map_or(Ok(()), |source| source.validate(self.period))
+        self.page.validate("page")?;
+        self.source.as_ref().map_or(Ok(()), |source| source.validate("source"))?;
+        bounds::period(self.period)
     }
 
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         let v1::DiscoveredLinks { url, url_key, host, source_url, source_key, occurrences, period, depth } =
             decode_as(framed, bytes)?;
-        let source = source_url.map(|url| {
-            let key = source_key.unwrap_or_else(|| crate::url_key(&url));
-            let host = crate::host_of(&url).unwrap_or_default();
-            PageRef::from_v1(url, key, host)
-        });
+        let source = source_url
+            .map(|url| {
+                let key = source_key.unwrap_or_else(|| crate::url_key(&url));
+                let host = crate::host_of(&url).map_err(|e| EnvelopeError::Payload {
+                    name: Self::NAME,
+                    reason: format!("source_url: {e}"),
+                })?;
+                Ok(PageRef::from_v1(url, key, host))
+            })
+            .transpose()?;
         Ok(Self { page: PageRef::from_v1(url, url_key, host), source, occurrences, period, depth })
     }
 }
@@ -509,7 +527,8 @@ impl Message for ChangeEvent {
     const VERSION: u16 = 2;
 
     fn validate(&self) -> Result<(), String> {
-        self.page.validate(self.period)?;
+        self.page.validate("page")?;
+        bounds::period(self.period)?;
         bounds::instant("fetched_at", self.fetched_at, self.fetched_at_ms)?;
         bounds::non_negative("latency_ms", self.latency_ms)?;
         if let Some(d) = &self.degrees {
@@ -757,7 +776,8 @@ impl Message for PageEstimate {
     const VERSION: u16 = 2;
 
     fn validate(&self) -> Result<(), String> {
-        self.page.validate(self.period)?;
+        self.page.validate("page")?;
+        bounds::period(self.period)?;
         bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
         let last = &self.last_request;
         bounds::period(last.period)?;

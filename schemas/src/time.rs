@@ -22,6 +22,10 @@ pub struct UtcTime(i64);
 #[error("{0:?} is not an RFC 3339 date-time (e.g. 2026-05-28T20:26:40.000Z) in years 0000 to 9999")]
 pub struct UtcTimeError(String);
 
+/// 0000-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the instants RFC 3339's
+/// four-digit years can write.
+const RFC_3339_MS: std::ops::RangeInclusive<i64> = -62_167_219_200_000..=253_402_300_799_999;
+
 impl UtcTime {
     pub const fn from_ms(ms: i64) -> Self {
         Self(ms)
@@ -33,7 +37,7 @@ impl UtcTime {
 }
 
 /// Civil date of a day number counted from 1970-01-01 (H. Hinnant's `civil_from_days`).
-#[allow(clippy::arithmetic_side_effects)] // |days| < 2^47 / 86,400,000: far from overflow
+#[allow(clippy::arithmetic_side_effects)] // |days| ≤ i64::MAX / 86,400,000 ≈ 1.1e11: far from overflow
 fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + EPOCH_DAYS_FROM_MARCH_0000;
     let era = z.div_euclid(DAYS_PER_ERA);
@@ -150,14 +154,22 @@ impl FromStr for UtcTime {
 }
 
 impl Serialize for UtcTime {
+    /// Refuses an instant outside years 0000 to 9999, which `Display` would write with a
+    /// sign or a fifth digit: not RFC 3339, and not read back.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if !RFC_3339_MS.contains(&self.0) {
+            return Err(serde::ser::Error::custom(format!(
+                "{} ms since 1970 is outside the years 0000 to 9999 of RFC 3339",
+                self.0
+            )));
+        }
         serializer.collect_str(self)
     }
 }
 
 impl<'de> Deserialize<'de> for UtcTime {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Cow::<'de, str>::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -168,7 +180,7 @@ impl JsonSchema for UtcTime {
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
-            "description": "An instant in UTC with milliseconds, RFC 3339 (`2026-05-28T20:26:40.000Z`).",
+            "description": "An instant in UTC with milliseconds, RFC 3339 (`2026-05-28T20:26:40.000Z`); no leap second (:60) is written or read.",
             "type": "string",
             "format": "date-time",
         })
@@ -187,6 +199,16 @@ mod tests {
         assert_eq!(UtcTime::from_ms(951_782_400_123).to_string(), "2000-02-29T00:00:00.123Z");
         assert_eq!(UtcTime::from_ms(-1).to_string(), "1969-12-31T23:59:59.999Z");
         assert_eq!(UtcTime::from_ms(253_402_300_799_999).to_string(), "9999-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn only_instants_of_four_digit_years_are_written() {
+        let json = |ms: i64| serde_json::to_string(&UtcTime::from_ms(ms));
+        assert_eq!(json(*RFC_3339_MS.start()).unwrap(), r#""0000-01-01T00:00:00.000Z""#);
+        assert_eq!(json(*RFC_3339_MS.end()).unwrap(), r#""9999-12-31T23:59:59.999Z""#);
+        for outside in [RFC_3339_MS.start() - 1, RFC_3339_MS.end() + 1, i64::MIN, i64::MAX] {
+            assert!(json(outside).is_err(), "{outside}");
+        }
     }
 
     #[test]

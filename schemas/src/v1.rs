@@ -2,7 +2,10 @@
 //! reads the records already on a topic (plain JSON, or schema 1's envelope before a JSON
 //! or bincode body). Their JSON Schemas are frozen under `schemas/json/v1/`; each type
 //! becomes its schema 2 counterpart in that type's `Message::read_earlier`. Do not change
-//! them: bincode bodies are positional.
+//! them: bincode bodies are positional. The nested types both schemas share
+//! (`ChangeDegrees`, `FetchOutcome`, `Forecast`, `ForecastModel`) are imported, not
+//! copied: a change to one of them is a change to schema 1 too, which the golden v1
+//! fixtures (`catalogue::tests::golden_fixtures_decode`) catch.
 
 use serde::{Deserialize, Serialize};
 

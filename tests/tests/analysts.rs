@@ -183,8 +183,9 @@ async fn the_recipes_for_analysts_run_as_written() {
 }
 
 /// Records schema 1 wrote stay readable after the upgrade: `recrawl tail` writes a schema 1
-/// change event already on the topic as schema 2 (the page nested), the Python recipe
-/// reads it as it is, and a record of a newer schema is reported, not guessed at.
+/// change event already on the topic, plain or in the first builds' envelope, as schema 2
+/// (the page nested); the Python recipe reads the plain one and skips the envelope; a
+/// record of a newer schema is reported, not guessed at.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_1_records_on_the_topic_are_still_read() {
     use rdkafka::producer::FutureRecord;
@@ -196,7 +197,10 @@ async fn schema_1_records_on_the_topic_are_still_read() {
     let topic = format!("{prefix}change-events");
     let schema_1 = std::fs::read(repository_file("schemas/fixtures/v1/change-event.json")).expect("fixture");
     let schema_3 = String::from_utf8(schema_1.clone()).expect("UTF-8").replacen("/1\"", "/3\"", 1);
-    for (value, version) in [(schema_1.as_slice(), "1"), (schema_3.as_bytes(), "3")] {
+    let other_page = String::from_utf8(schema_1.clone()).expect("UTF-8").replace("/a.html", "/b.html");
+    let header = [recrawl_schemas::envelope::MAGIC, recrawl_schemas::Format::Json as u8, 0, 1];
+    let enveloped = [&header[..], other_page.as_bytes()].concat();
+    for (value, version) in [(schema_1.as_slice(), "1"), (schema_3.as_bytes(), "3"), (&enveloped[..], "1")] {
         let headers = rdkafka::message::OwnedHeaders::new()
             .insert(rdkafka::message::Header { key: "schema-version", value: Some(version) });
         let record =
@@ -205,11 +209,14 @@ async fn schema_1_records_on_the_topic_are_still_read() {
     }
 
     let lines = tokio::task::block_in_place(|| tail(&broker, &prefix, &[]));
-    assert_eq!(lines.len(), 2, "{lines:?}");
-    let event: serde_json::Value = serde_json::from_str(&lines[0]).expect("JSON");
-    assert_eq!(event["schema"], "recrawl.change-event/2", "{}", lines[0]);
-    assert_eq!(event["page"]["host"], "example.com", "{}", lines[0]);
-    assert_eq!(event["fetched_at"], "2026-05-28T20:26:40.000Z", "{}", lines[0]);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (line, path) in [(&lines[0], "/a.html"), (&lines[2], "/b.html")] {
+        let event: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        assert_eq!(event["schema"], "recrawl.change-event/2", "{line}");
+        assert_eq!(event["page"]["url"], format!("http://example.com{path}"), "{line}");
+        assert_eq!(event["page"]["site"], "example.com", "{line}");
+        assert_eq!(event["fetched_at"], "2026-05-28T20:26:40.000Z", "{line}");
+    }
     assert!(lines[1].contains("schema version 3, which this build does not read"), "{}", lines[1]);
 
     if !python_imports(&["confluent_kafka"], "the Python recipe of docs/analysts.md") {

@@ -169,7 +169,7 @@ impl Estimator {
         let new_url = entry.page.history.requests == 0;
         let moved = entry.group != group;
         if moved {
-            // The group key changed (a new --group-by, or a relabelled seed): move the URL.
+            // The group key changed (a new --group-by): move the URL.
             if let Some(old) = self.live.get_mut(&(partition, entry.group.clone())) {
                 entry.page.download_bin.take().into_iter().for_each(|b| old.partial.download.remove(b));
                 entry.page.change_bin.take().into_iter().for_each(|b| old.partial.change.remove(b));

@@ -412,8 +412,8 @@ impl Scheduler {
                 deadline_ms: Some(self.plan.period_start_ms(period.saturating_add(1))),
                 url_key: url_key(&url),
                 url,
-                // The estimator's --group-by decides the distribution group; by label it
-                // is the host.
+                // Unused since schema 2 (the estimator groups by page.host or page.site);
+                // kept while the internal messages stay at schema 1.
                 group: host.clone(),
                 host,
                 period,

@@ -567,7 +567,7 @@ impl Learner {
             world.bytes(page),
             world.response_ms(page, at),
         );
-        let request = LastRequest { fetched_at_ms, ..request };
+        let request = LastRequest { fetched_at: UtcTime::from_ms(fetched_at_ms), fetched_at_ms, ..request };
         let state = &mut self.pages[slot];
         state.record(
             &Request {
