@@ -94,6 +94,17 @@ impl Stage {
         series.reduce(|a, b| a + b).or(Some(0))
     }
 
+    /// Assignments its consumer group has given it (`recrawl_group_assignments_total`);
+    /// none while it does not answer.
+    pub async fn group_assignments(&self, client: &reqwest::Client) -> Option<u64> {
+        let answer = client.get(format!("http://{}/metrics", self.http)).send().await.ok()?;
+        let metrics = answer.text().await.ok()?;
+        metrics.lines().find_map(|line| {
+            let rest = line.strip_prefix("recrawl_group_assignments_total")?;
+            rest.starts_with(['{', ' ']).then(|| rest.rsplit(' ').next()?.parse().ok()).flatten()
+        })
+    }
+
     pub async fn metrics(&self, client: &reqwest::Client) -> String {
         client
             .get(format!("http://{}/metrics", self.http))

@@ -235,6 +235,10 @@ async fn broker_outage(
     outage: Duration,
 ) -> Option<Duration> {
     let before = estimates_so_far(seen);
+    let mut joins = Vec::with_capacity(stages.len());
+    for stage in stages.iter() {
+        joins.push(stage.group_assignments(client).await.expect("a running stage's assignments"));
+    }
     if !broker.stop() {
         return None;
     }
@@ -249,6 +253,16 @@ async fn broker_outage(
     for stage in stages.iter_mut() {
         let ready = stage.ready_within(client, limit).await;
         eprintln!("{} ready {ready:?} after the broker came back", stage.name);
+    }
+    // An outage longer than the group session loses every instance's session: each has
+    // rejoined before it is stopped, or its final commit fails (assignment lost) and it
+    // rightly exits non-zero. Rejoining is only observable by asking again.
+    for (stage, joined_before) in stages.iter().zip(joins) {
+        while stage.group_assignments(client).await.is_none_or(|now| now <= joined_before) {
+            assert!(started.elapsed() < limit, "{} did not rejoin its group within {limit:?}", stage.name);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        eprintln!("{} rejoined its group {:?} after the broker came back", stage.name, started.elapsed());
     }
     progress_within(seen, before, "the broker outage", limit).await;
     Some(started.elapsed())

@@ -287,6 +287,7 @@ impl ConsumerContext for StageConsumerContext {
             Rebalance::Assign(assigned) => {
                 tracing::info!(partitions = assigned.count(), "partitions assigned");
                 self.joined.store(true, Ordering::Relaxed);
+                self.metrics.group_assignments.inc();
             }
             Rebalance::Revoke(revoked) => {
                 // Until the next assignment the instance may not be in the group (a lost

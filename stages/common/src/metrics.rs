@@ -25,6 +25,7 @@ pub struct StageMetrics {
     pub restore_seconds: Histogram,
     pub restore_started: IntGauge,
     pub restored_records: IntCounter,
+    pub group_assignments: IntCounter,
 }
 
 /// Registers `metric` in `registry` and returns it: a stage's metrics struct is built
@@ -120,6 +121,14 @@ impl StageMetrics {
                     "Changelog records read while restoring state (values and tombstones).",
                 )
                 .unwrap_or_else(|e| panic!("state_restored_records_total: {e}")),
+            ),
+            group_assignments: register(
+                &registry,
+                IntCounter::new(
+                    "group_assignments_total",
+                    "Assignments the consumer group gave this instance: its first join, and every rejoin after a rebalance or a lost session.",
+                )
+                .unwrap_or_else(|e| panic!("group_assignments_total: {e}")),
             ),
             registry,
         }
