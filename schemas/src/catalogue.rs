@@ -7,8 +7,7 @@ use schemars::{schema_for, JsonSchema};
 use serde_json::{json, Map, Value};
 
 use crate::envelope::{
-    kebab_name, schema_tag, Format, Message, CONTENT_TYPE_HEADER, MAGIC, SCHEMA_FIELD, SCHEMA_VERSION,
-    SCHEMA_VERSION_HEADER,
+    kafka_headers, kebab_name, schema_tag, Format, Message, MAGIC, SCHEMA_FIELD, SCHEMA_VERSION,
 };
 use crate::messages::*;
 use crate::topics::{dead_letter_headers, TopicCatalogue, DEAD_LETTER_KINDS, DEFAULT_TOPIC_PREFIX};
@@ -22,6 +21,8 @@ struct Described {
     name: &'static str,
     format: Format,
     version: u16,
+    /// The Kafka headers `encode`'s records carry.
+    headers: [(&'static str, String); 2],
     schema: Value,
 }
 
@@ -91,7 +92,7 @@ fn describe<M: Message + JsonSchema>() -> Described {
             required.insert(0, json!(SCHEMA_FIELD));
         }
     }
-    Described { name: M::NAME, format: M::FORMAT, version: M::VERSION, schema }
+    Described { name: M::NAME, format: M::FORMAT, version: M::VERSION, headers: kafka_headers::<M>(), schema }
 }
 
 fn message_types() -> Vec<Described> {
@@ -220,16 +221,11 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
 }
 
 fn header_schema(described: &Described) -> Map<String, Value> {
-    let mut headers = Map::new();
-    headers.insert(
-        CONTENT_TYPE_HEADER.to_owned(),
-        json!({ "type": "string", "const": described.format.framing().content_type() }),
-    );
-    headers.insert(
-        SCHEMA_VERSION_HEADER.to_owned(),
-        json!({ "type": "string", "const": described.version.to_string() }),
-    );
-    headers
+    described
+        .headers
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), json!({ "type": "string", "const": value })))
+        .collect()
 }
 
 #[cfg(test)]
