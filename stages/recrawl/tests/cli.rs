@@ -208,6 +208,60 @@ fn sim_prints_every_policy_as_json() {
 }
 
 #[test]
+fn sim_at_several_budgets_says_what_each_policy_needs_to_be_as_fresh_as_uniform() {
+    let args = ["sim", "--pages", "2000", "--periods", "20", "--budget", "0.05,0.2,0.4", "--seed", "3"];
+    let policies = ["--policies", "uniform,lambda-crawl,optimum"];
+    let output = recrawl().args(args).args(policies).arg("--json").output().expect("sim runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON object a line"))
+        .collect();
+    assert_eq!(lines.len(), 4, "one line a budget and the comparison");
+    let last = &lines[3];
+    assert_eq!(last["reference"], "uniform");
+    let needs = last["requests_to_match"].as_array().expect("requests_to_match");
+    let cells: Vec<(&str, f64)> = needs
+        .iter()
+        .map(|n| (n["policy"].as_str().unwrap_or(""), n["budget"].as_f64().unwrap_or(0.0)))
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ("lambda-crawl", 0.05),
+            ("lambda-crawl", 0.2),
+            ("lambda-crawl", 0.4),
+            ("optimum", 0.05),
+            ("optimum", 0.2),
+            ("optimum", 0.4)
+        ]
+    );
+    for need in needs {
+        assert!(need["share"].as_f64().is_some_and(|share| share.is_finite() && share > 0.0), "{need}");
+        assert!(["exact", "at-most", "more-than"].contains(&need["bound"].as_str().unwrap_or("")), "{need}");
+    }
+    // The share is of uniform's requests at that budget: the optimum's largest budget
+    // run bounds what it can be said to need there.
+    let uniform_requests = |line: &serde_json::Value| line["policies"][0]["requests"].as_f64().unwrap_or(0.0);
+    let optimum_most = lines[2]["policies"][2]["requests"].as_f64().unwrap_or(0.0);
+    for (index, need) in needs.iter().enumerate().skip(3) {
+        let share = need["share"].as_f64().unwrap_or(0.0);
+        assert!(share * uniform_requests(&lines[index - 3]) <= optimum_most + 1e-6, "{need}");
+    }
+    let table = recrawl().args(args).args(policies).output().expect("sim runs");
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("Requests to be as fresh as uniform"), "{table}");
+    assert!(
+        table.lines().any(|line| line.starts_with("lambda-crawl") && line.split_whitespace().count() == 4),
+        "{table}"
+    );
+    // One budget: nothing to interpolate, no comparison.
+    let one =
+        recrawl().args(["sim", "--pages", "500", "--periods", "5", "--json"]).output().expect("sim runs");
+    assert_eq!(String::from_utf8_lossy(&one.stdout).lines().count(), 1);
+}
+
+#[test]
 fn sim_replays_a_history_file_and_rejects_bad_input_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let history = dir.path().join("urlid_offset_history.txt");

@@ -1,8 +1,10 @@
 //! The simulated web and what runs on it: the model ([`web`]) and its text ([`text`]),
 //! the HTTP server `recrawl simweb` ([`server`]), the ground-truth measures
-//! ([`measure`]) and the policy simulator `recrawl sim` ([`simulate`], [`replay`]). The
+//! ([`measure`]) and the policy simulator `recrawl sim` ([`simulate`], [`replay`],
+//! [`matching`]). The
 //! papers' experiments on it are `recrawl-lab paper`.
 
+pub mod matching;
 pub mod measure;
 pub mod replay;
 pub mod server;
@@ -19,6 +21,7 @@ use recrawl_common::service::{print, print_line};
 use recrawl_model::prediction::Eligibility;
 use serde::Serialize;
 
+use matching::{requests_to_match, Bound, RequestsToMatch};
 use simulate::{simulate, PolicyResult, SimConfig, SimPolicy, SimulatedWeb, World};
 use web::{Truth, Web, WebParams};
 
@@ -64,7 +67,9 @@ pub struct SimArgs {
     /// simulating a web: one period per day, every request downloads.
     #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed"])]
     pub replay: Option<PathBuf>,
-    /// Print one JSON object (per budget, one a line) instead of a table.
+    /// Print one JSON object (per budget, one a line) instead of a table; with two or more
+    /// budgets and `uniform` among the policies, a last object gives the requests each
+    /// policy needs to be as fresh as uniform (`requests_to_match`).
     #[arg(long)]
     pub json: bool,
 }
@@ -116,6 +121,16 @@ struct SimReport<'a> {
     policies: &'a [PolicyResult],
 }
 
+/// The last JSON line of a run of several budgets.
+#[derive(Debug, Serialize)]
+struct MatchReport<'a> {
+    reference: &'static str,
+    requests_to_match: &'a [RequestsToMatch],
+}
+
+/// The policy the others are measured against in requests.
+const REFERENCE: &str = "uniform";
+
 pub async fn run(args: SimArgs) -> anyhow::Result<()> {
     tokio::task::spawn_blocking(move || run_policies(&args)).await?
 }
@@ -156,6 +171,7 @@ fn report_budgets(
     policies: &[SimPolicy],
     periods: u64,
 ) -> anyhow::Result<()> {
+    let mut runs = Vec::with_capacity(args.budget.len());
     for (index, &budget) in args.budget.iter().enumerate() {
         let started = Instant::now();
         let config = SimConfig {
@@ -182,8 +198,48 @@ fn report_budgets(
         } else {
             print(format_args!("{}{}", if index > 0 { "\n" } else { "" }, table(&report)))?;
         }
+        runs.push((budget, results));
+    }
+    let matches_reference = policies.iter().any(|policy| policy.name() == REFERENCE);
+    if runs.len() < 2 || !matches_reference {
+        return Ok(());
+    }
+    let needs = requests_to_match(&runs, REFERENCE);
+    if args.json {
+        print_line(serde_json::to_string(&MatchReport { reference: REFERENCE, requests_to_match: &needs })?)?;
+    } else {
+        let budgets: Vec<f64> = runs.iter().map(|(budget, _)| *budget).collect();
+        print(format_args!("\n{}", match_table(&budgets, &needs)))?;
     }
     Ok(())
+}
+
+/// The requests each policy needs to be as fresh as uniform, a row per policy.
+fn match_table(budgets: &[f64], needs: &[RequestsToMatch]) -> String {
+    let mut out = format!(
+        "Requests to be as fresh as {REFERENCE} at each budget, as a share of its requests there
+"
+    );
+    out.push_str(&format!("{:<15}", "policy"));
+    budgets.iter().for_each(|budget| out.push_str(&format!(" {:>8}", budget)));
+    out.push('\n');
+    let mut policies: Vec<&str> = needs.iter().map(|need| need.policy).collect();
+    policies.dedup();
+    for policy in policies {
+        out.push_str(&format!("{policy:<15}"));
+        for need in needs.iter().filter(|need| need.policy == policy) {
+            let bound = match need.bound {
+                Bound::Exact => "",
+                Bound::AtMost => "≤",
+                Bound::MoreThan => ">",
+            };
+            let cell = format!("{bound}{:.3}", need.share);
+            out.push_str(&format!(" {cell:>8}"));
+        }
+        out.push('\n');
+    }
+    out.push_str("≤: as fresh already at the fewest requests run; >: not as fresh even at the most\n");
+    out
 }
 
 fn ratio(value: Option<f64>) -> String {
