@@ -35,7 +35,6 @@ pub enum Bound {
 /// its requests; the first crossing counts, as freshness need not rise with requests
 /// (the paper's rule).
 pub fn requests_to_match(runs: &[(f64, Vec<PolicyResult>)], reference: &str) -> Vec<RequestsToMatch> {
-    let find = |results: &[PolicyResult], name: &str| results.iter().find(|r| r.name == name).cloned();
     let Some((_, first)) = runs.first() else { return Vec::new() };
     let mut needs = Vec::new();
     for policy in first.iter().map(|r| r.name).filter(|&name| name != reference) {
@@ -57,6 +56,10 @@ pub fn requests_to_match(runs: &[(f64, Vec<PolicyResult>)], reference: &str) -> 
         }
     }
     needs
+}
+
+fn find<'a>(results: &'a [PolicyResult], name: &str) -> Option<&'a PolicyResult> {
+    results.iter().find(|result| result.name == name)
 }
 
 /// The requests at which the (requests, freshness) curve first reaches `target`, or the
