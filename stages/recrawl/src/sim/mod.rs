@@ -1,8 +1,7 @@
 //! The simulated web and what runs on it: the model ([`web`]) and its text ([`text`]),
 //! the HTTP server `recrawl simweb` ([`server`]), the ground-truth measures
 //! ([`measure`]) and the policy simulator `recrawl sim` ([`simulate`], [`replay`],
-//! [`matching`]). The
-//! papers' experiments on it are `recrawl-lab paper`.
+//! [`matching`]). The papers' experiments on it are `recrawl-lab paper`.
 
 pub mod matching;
 pub mod measure;
@@ -216,10 +215,8 @@ fn report_budgets(
 
 /// The requests each policy needs to be as fresh as uniform, a row per policy.
 fn match_table(budgets: &[f64], needs: &[RequestsToMatch]) -> String {
-    let mut out = format!(
-        "Requests to be as fresh as {REFERENCE} at each budget, as a share of its requests there
-"
-    );
+    let mut out =
+        format!("Requests to be as fresh as {REFERENCE} at each budget, as a share of its requests there\n");
     out.push_str(&format!("{:<15}", "policy"));
     budgets.iter().for_each(|budget| out.push_str(&format!(" {:>8}", budget)));
     out.push('\n');
@@ -227,13 +224,19 @@ fn match_table(budgets: &[f64], needs: &[RequestsToMatch]) -> String {
     policies.dedup();
     for policy in policies {
         out.push_str(&format!("{policy:<15}"));
-        for need in needs.iter().filter(|need| need.policy == policy) {
-            let bound = match need.bound {
-                Bound::Exact => "",
-                Bound::AtMost => "≤",
-                Bound::MoreThan => ">",
+        for &budget in budgets {
+            // A budget whose reference made no request has no cell: keep the column.
+            let cell = match needs.iter().find(|need| need.policy == policy && need.budget == budget) {
+                Some(need) => {
+                    let bound = match need.bound {
+                        Bound::Exact => "",
+                        Bound::AtMost => "≤",
+                        Bound::MoreThan => ">",
+                    };
+                    format!("{bound}{:.3}", need.share)
+                }
+                None => "-".to_owned(),
             };
-            let cell = format!("{bound}{:.3}", need.share);
             out.push_str(&format!(" {cell:>8}"));
         }
         out.push('\n');
