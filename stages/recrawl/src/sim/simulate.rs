@@ -359,7 +359,7 @@ pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> P
             let downloaded = world.downloads(page, period);
             let changed = store.fetched(page, period, at, downloaded);
             if let Chooser::Learned(learner) = &mut chooser {
-                learner.learn(world, page, period, at, downloaded, changed);
+                learner.learn(world, page, Crawl::Pick { period, at }, downloaded, changed);
             }
         }
         if let Chooser::Learned(learner) = &mut chooser {
@@ -481,6 +481,18 @@ struct Learner {
     refresh: RefreshSettings,
     period_ms: f64,
     known_rates: bool,
+    /// Whether the estimator recorded the initial crawl, whose copies the store starts
+    /// with, as crawl 0 (period p's fetches are then crawl p + 1).
+    initial_crawl: bool,
+}
+
+/// When a request the learner hears of was made.
+#[derive(Debug, Clone, Copy)]
+enum Crawl {
+    /// The crawl at time 0 that the store's first copies come from.
+    Initial,
+    /// A pick of `period`, fetched at `at` (in periods).
+    Pick { period: u64, at: f64 },
 }
 
 const WINDOW: u32 = 5;
@@ -525,7 +537,7 @@ impl Learner {
                 }
             })
             .collect();
-        Self {
+        let mut learner = Self {
             policy,
             host_caps: vec![u32::MAX; hosts.len()],
             book,
@@ -542,7 +554,18 @@ impl Learner {
             refresh: RefreshSettings::default(),
             period_ms,
             known_rates: config.known_rates,
+            initial_crawl: !config.cold_start,
+        };
+        // The estimator hears of the initial crawl as the stage would: a first request per
+        // page, its download compared with nothing, failed where the page's period-0 request
+        // fails (the store still holds a copy of it: every policy starts from the same store).
+        if learner.initial_crawl {
+            for page in 0..n as u32 {
+                learner.learn(world, page, Crawl::Initial, world.downloads(page, 0), false);
+            }
+            learner.end_period();
         }
+        learner
     }
 
     fn choose(&mut self, period: u64, m: usize) -> Vec<u32> {
@@ -557,21 +580,30 @@ impl Learner {
             .collect()
     }
 
-    fn learn(&mut self, world: &dyn World, page: u32, period: u64, at: f64, downloaded: bool, changed: bool) {
+    /// Learns of a request of `page`; `changed` is whether the store's copy had missed a
+    /// change.
+    fn learn(&mut self, world: &dyn World, page: u32, when: Crawl, downloaded: bool, changed: bool) {
+        let (period, at, crawl) = match when {
+            Crawl::Initial => (0, 0.0, 0),
+            Crawl::Pick { period, at } => (period, at, period + u64::from(self.initial_crawl)),
+        };
         let slot = page as usize;
+        let state = &mut self.pages[slot];
+        // As the diff stage: a download is compared only with an earlier one the estimator
+        // recorded, not with a copy the store holds from elsewhere.
+        let compared = downloaded && state.history.successes > 0;
         let fetched_at_ms = (at * self.period_ms) as i64;
         let request = simulated_request(
             period,
             downloaded,
-            downloaded.then_some(changed),
+            compared.then_some(changed),
             world.bytes(page),
             world.response_ms(page, at),
         );
         let request = LastRequest { fetched_at: UtcTime::from_ms(fetched_at_ms), fetched_at_ms, ..request };
-        let state = &mut self.pages[slot];
         state.record(
             &Request {
-                period,
+                period: crawl,
                 fetched_at_ms,
                 downloaded,
                 changed: request.changed,
@@ -582,7 +614,7 @@ impl Learner {
             &self.refresh,
         );
         // The page's place in its group's DR and MR distributions, as the estimator keeps it.
-        let moves = state.rebin(period + 1, &self.eligibility);
+        let moves = state.rebin(crawl + 1, &self.eligibility);
         let group = &mut self.groups[usize::from(self.page_groups[slot])];
         // The page's place in its group's rate counts: where the last request put it (kept
         // here rather than recomputed from the history before this one).
@@ -775,6 +807,60 @@ mod tests {
         // which knows nothing of the rates.
         let of = |name: &str| results.iter().find(|r| r.name == name).expect(name);
         assert!(of("nutch-adaptive").unchanged_downloads < of("uniform").unchanged_downloads);
+    }
+
+    /// [`KnownRates`] whose odd pages fail their requests of period 0.
+    struct OddPagesFailAtFirst(KnownRates);
+
+    impl World for OddPagesFailAtFirst {
+        fn truth(&self) -> &Truth {
+            self.0.truth()
+        }
+        fn host(&self, page: u32) -> u32 {
+            self.0.host(page)
+        }
+        fn group(&self, page: u32) -> usize {
+            self.0.group(page)
+        }
+        fn bytes(&self, page: u32) -> u64 {
+            self.0.bytes(page)
+        }
+        fn downloads(&self, page: u32, period: u64) -> bool {
+            page % 2 == 0 || period > 0
+        }
+        fn response_ms(&self, page: u32, t: f64) -> f64 {
+            self.0.response_ms(page, t)
+        }
+    }
+
+    #[test]
+    fn the_learner_hears_of_the_initial_crawl_and_compares_only_downloads_it_recorded() {
+        let world = OddPagesFailAtFirst(KnownRates::new(&[0.5; 4], 10.0));
+        let policy = Policy::LambdaCrawl;
+        let mut learner = Learner::new(&world, policy, &config(10, 0.5));
+        for (page, state) in learner.pages.iter().enumerate() {
+            let history = &state.history;
+            assert_eq!((history.requests, history.first_request, history.comparisons), (1, 0, 0), "{page}");
+            assert_eq!(history.successes, u32::from(page % 2 == 0), "{page}");
+        }
+        // A download at period 4 is crawl 5: compared with the initial crawl's download
+        // over 5 periods, or, after a failed initial crawl, with nothing.
+        for page in [0, 1] {
+            learner.learn(&world, page, Crawl::Pick { period: 4, at: 4.5 }, true, true);
+        }
+        let history = &learner.pages[0].history;
+        assert_eq!((history.comparisons, history.changes, history.comparison_spacing()), (1, 1, Some(5.0)));
+        assert_eq!((learner.pages[1].history.successes, learner.pages[1].history.comparisons), (1, 0));
+
+        // A store that starts empty was filled by no crawl the estimator heard of.
+        let cold = SimConfig { cold_start: true, ..config(10, 0.5) };
+        let mut learner = Learner::new(&world, policy, &cold);
+        assert!(learner.pages.iter().all(|state| state.history.requests == 0));
+        learner.learn(&world, 0, Crawl::Pick { period: 0, at: 0.5 }, true, true);
+        learner.learn(&world, 0, Crawl::Pick { period: 3, at: 3.5 }, true, false);
+        let history = &learner.pages[0].history;
+        assert_eq!((history.successes, history.comparisons, history.changes), (2, 1, 0));
+        assert_eq!((history.first_request, history.comparison_spacing()), (0, Some(3.0)));
     }
 
     #[test]
