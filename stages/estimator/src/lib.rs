@@ -50,11 +50,12 @@ pub struct EstimateArgs {
     #[arg(long, env = "RECRAWL_ESTIMATOR_FUTURE", default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub future: u32,
-    /// A URL counts in its group's distributions from this request rate on.
-    #[arg(long, env = "RECRAWL_ESTIMATOR_MIN_REQUEST_RATE", default_value_t = 0.9, value_parser = unit_interval)]
+    /// A URL counts in its group's distributions from this request rate on (0: every URL;
+    /// the paper's 0.9 assumes every URL is requested every crawl).
+    #[arg(long, env = "RECRAWL_ESTIMATOR_MIN_REQUEST_RATE", default_value_t = Eligibility::default().min_request_rate, value_parser = unit_interval)]
     pub min_request_rate: f64,
-    /// ... and from this download recall (DR) or change recall (MR) on.
-    #[arg(long, env = "RECRAWL_ESTIMATOR_MIN_RECALL", default_value_t = 0.2, value_parser = unit_interval)]
+    /// ... and from this download recall (DR) or change recall (MR) on (the paper: 0.2).
+    #[arg(long, env = "RECRAWL_ESTIMATOR_MIN_RECALL", default_value_t = Eligibility::default().min_recall, value_parser = unit_interval)]
     pub min_recall: f64,
     /// Days of changes the weekly change rate is over.
     #[arg(long, env = "RECRAWL_ESTIMATOR_LEARNING_WINDOW_DAYS", default_value_t = 28,

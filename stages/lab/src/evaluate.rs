@@ -61,7 +61,7 @@ impl Default for EvaluateConfig {
             models: vec![Model::Paper, Model::BetaBinomial, Model::Poisson],
             window: 5,
             future: 5,
-            eligibility: Eligibility::default(),
+            eligibility: Eligibility::PAPER,
         }
     }
 }
@@ -292,10 +292,10 @@ pub struct EvaluateArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_FUTURE)))]
     pub future: u32,
     /// Least request rate of a URL counted in its group's distribution.
-    #[arg(long, default_value_t = Eligibility::default().min_request_rate, value_parser = recrawl_common::config::unit_interval)]
+    #[arg(long, default_value_t = Eligibility::PAPER.min_request_rate, value_parser = recrawl_common::config::unit_interval)]
     pub min_request_rate: f64,
     /// Least download (DR) or change (MR) recall of a URL counted in its group's distribution.
-    #[arg(long, default_value_t = Eligibility::default().min_recall, value_parser = recrawl_common::config::unit_interval)]
+    #[arg(long, default_value_t = Eligibility::PAPER.min_recall, value_parser = recrawl_common::config::unit_interval)]
     pub min_recall: f64,
 }
 

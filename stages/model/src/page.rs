@@ -219,7 +219,7 @@ mod tests {
     #[test]
     fn rebinning_moves_the_url_between_its_groups_bins() {
         let settings = RefreshSettings::default();
-        let eligibility = Eligibility::default();
+        let eligibility = Eligibility::PAPER;
         let mut page = PageState::new(0);
         page.record(&request(1, true, None), &settings);
         let first = page.rebin(1, &eligibility);

@@ -281,10 +281,19 @@ pub struct Eligibility {
     pub min_recall: f64,
 }
 
+impl Eligibility {
+    /// The paper's thresholds, for crawls that request every URL every time (§5's
+    /// protocol).
+    pub const PAPER: Self = Self { min_request_rate: 0.9, min_recall: 0.2 };
+}
+
 impl Default for Eligibility {
-    /// The paper's thresholds.
+    /// Every URL with a defined rate counts. A scheduler requests a URL in a few of many
+    /// crawls, so the paper's request rate would leave nearly every URL out; and pages that
+    /// fail, once a policy requests them only to probe, would fall below its recall and
+    /// leave the DR distribution, whose forecasts would then forget that pages fail.
     fn default() -> Self {
-        Self { min_request_rate: 0.9, min_recall: 0.2 }
+        Self { min_request_rate: 0.0, min_recall: 0.0 }
     }
 }
 
@@ -744,7 +753,7 @@ mod tests {
 
     #[test]
     fn eligibility_thresholds() {
-        let eligibility = Eligibility::default();
+        let eligibility = Eligibility::PAPER;
         // Figure 1's D, K = 16: request rate 12/16 = 0.75 < 0.9.
         let d = replay_figure("!u.!uuvv.w!ww..w").rates(16);
         assert!(!eligibility.dr_eligible(&d));
@@ -755,6 +764,11 @@ mod tests {
         let once = replay_figure("!a!!!!!!!!").rates(10);
         assert!(eligibility.dr_eligible(&once));
         assert!(!Eligibility { min_request_rate: 0.9, min_recall: 0.0 }.mr_eligible(&once));
+        // A failing URL a scheduler only probes, 3 requests in 21 crawls: out of the paper's
+        // DR distribution, in the default's at DR 0.
+        let probed = replay_figure("!.........!.........!").rates(21);
+        assert!(!eligibility.dr_eligible(&probed));
+        assert_eq!(Eligibility::default().eligible_rate(Kind::Dr, &probed), Some(0.0));
     }
 
     fn histograms() -> impl Strategy<Value = RateHistogram> {

@@ -52,11 +52,12 @@ pub struct SimArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
     pub policies: Vec<SimPolicy>,
     /// The estimator's least request rate for a URL to count in its group's
-    /// distributions (the paper's 0.9 assumes every URL is requested every crawl).
-    #[arg(long, default_value_t = 0.9, value_parser = parse_non_negative)]
+    /// distributions (0: every URL; the paper's 0.9 assumes every URL is requested every
+    /// crawl).
+    #[arg(long, default_value_t = Eligibility::default().min_request_rate, value_parser = parse_non_negative)]
     pub min_request_rate: f64,
-    /// The estimator's least download (change) recall for the same.
-    #[arg(long, default_value_t = 0.2, value_parser = parse_non_negative)]
+    /// The estimator's least download (change) recall for the same (the paper: 0.2).
+    #[arg(long, default_value_t = Eligibility::default().min_recall, value_parser = parse_non_negative)]
     pub min_recall: f64,
     /// Tell the learned policies each page's true change rate instead of letting them
     /// estimate it: separates what a policy's rule is worth from its estimates.
