@@ -826,7 +826,7 @@ mod tests {
             self.0.bytes(page)
         }
         fn downloads(&self, page: u32, period: u64) -> bool {
-            page % 2 == 0 || period > 0
+            page.is_multiple_of(2) || period > 0
         }
         fn response_ms(&self, page: u32, t: f64) -> f64 {
             self.0.response_ms(page, t)
@@ -841,7 +841,7 @@ mod tests {
         for (page, state) in learner.pages.iter().enumerate() {
             let history = &state.history;
             assert_eq!((history.requests, history.first_request, history.comparisons), (1, 0, 0), "{page}");
-            assert_eq!(history.successes, u32::from(page % 2 == 0), "{page}");
+            assert_eq!(history.successes, u32::from(page.is_multiple_of(2)), "{page}");
         }
         // A download at period 4 is crawl 5: compared with the initial crawl's download
         // over 5 periods, or, after a failed initial crawl, with nothing.
