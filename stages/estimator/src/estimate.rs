@@ -103,8 +103,8 @@ struct LivePartial {
     partial: Partial,
     /// Changed since it was last filed and published.
     unpublished: bool,
-    /// The partition's URLs of the group by the grid point of their change rate, and the
-    /// prior they make for its rate estimates, rebuilt when the partition moves to a later
+    /// The partition's URLs of the group by their rate evidence, and the prior fitted to
+    /// them for its rate estimates, rebuilt when the partition moves to a later
     /// period (and on restore, from every restored URL). Local: each partition holds
     /// enough of a group's URLs for its own prior.
     rates: RateCounts,
@@ -173,14 +173,14 @@ impl Estimator {
             if let Some(old) = self.live.get_mut(&(partition, entry.group.clone())) {
                 entry.page.download_bin.take().into_iter().for_each(|b| old.partial.download.remove(b));
                 entry.page.change_bin.take().into_iter().for_each(|b| old.partial.change.remove(b));
-                entry.page.rate_bin().into_iter().for_each(|b| old.rates.remove(b));
+                entry.page.rate_evidence().into_iter().for_each(|e| old.rates.remove(e));
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
             entry.group.clone_from(&group);
         }
         // A URL that just moved group is not yet counted in the new one's rates.
-        let rate_bin_before = if moved { None } else { entry.page.rate_bin() };
+        let rate_evidence_before = if moved { None } else { entry.page.rate_evidence() };
         entry.page.record(&request_of(event), &self.settings.refresh);
         entry.host.clone_from(&event.page.host);
 
@@ -205,8 +205,8 @@ impl Estimator {
         move_bin(&mut partial.download, moves.download);
         move_bin(&mut partial.change, moves.change);
         let rate = entry.page.change_rate(&live.rate_prior);
-        rate_bin_before.into_iter().for_each(|b| live.rates.remove(b));
-        rate.bin.into_iter().for_each(|b| live.rates.add(b));
+        rate_evidence_before.into_iter().for_each(|e| live.rates.remove(e));
+        entry.page.rate_evidence().into_iter().for_each(|e| live.rates.add(e));
         partial.urls = partial.urls.saturating_add(u64::from(new_url));
         partial.requests = partial.requests.saturating_add(1);
         partial.period = partial.period.max(event.period);
@@ -323,7 +323,7 @@ impl Estimator {
             let page = &entry.page;
             page.download_bin.into_iter().for_each(|b| partial.download.add(b));
             page.change_bin.into_iter().for_each(|b| partial.change.add(b));
-            page.rate_bin().into_iter().for_each(|b| live.rates.add(b));
+            page.rate_evidence().into_iter().for_each(|e| live.rates.add(e));
             partial.urls = partial.urls.saturating_add(1);
             partial.requests = partial.requests.saturating_add(u64::from(page.history.requests));
             partial.period = partial.period.max(page.history.last_request);

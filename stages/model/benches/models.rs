@@ -7,12 +7,14 @@
 //!   (the stage does it when a group's distribution changes).
 //! - `posterior_rate`: a URL's change rate from 12 comparisons, 5 changed, under a group
 //!   prior (the estimator's case: one per event, beside `predict_5_of_5/paper`);
-//!   `posterior_rate/flat`, the same under the flat prior, is what placing the URL in its
-//!   group's counts costs, twice per event.
+//!   `posterior_rate/flat`, the same under the flat prior.
+//! - `fit_rate_prior/400_evidences`: fitting a group's rate prior to 400 distinct
+//!   evidences (a 1,000,000-page simulated web has about that many per group after 100
+//!   periods); the stage does it once per group and partition each period.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use recrawl_model::prediction::{predict, Kind, Model, PreparedPrior, RateHistogram, PAPER_POPULAR};
-use recrawl_model::rate::{posterior_rate, RateCounts, RatePrior, RATE_BINS};
+use recrawl_model::rate::{posterior_rate, RateCounts, RateEvidence, RatePrior};
 use std::hint::black_box;
 
 fn models(c: &mut Criterion) {
@@ -30,8 +32,23 @@ fn models(c: &mut Criterion) {
     let histogram = RateHistogram::from_counts(std::array::from_fn(|fine| (fine * 7 % 13) as u64 + 1));
     c.bench_function("prepare_prior", |b| b.iter(|| PreparedPrior::new(black_box(&histogram), 10)));
 
+    // 400 distinct evidences: 1 to 20 comparisons, each number of changes, spacings of
+    // 5 to 50 periods; some shared by several pages.
     let mut counts = RateCounts::default();
-    (0..RATE_BINS).for_each(|bin| (0..bin % 7 + 1).for_each(|_| counts.add(bin)));
+    let mut distinct = 0;
+    'fill: for comparisons in 1..=20u32 {
+        for changes in 0..=comparisons {
+            for spacing in [5.0, 12.5, 20.0, 50.0] {
+                (0..(comparisons + changes) % 7 + 1)
+                    .for_each(|_| counts.add(RateEvidence::new(comparisons, changes, spacing)));
+                distinct += 1;
+                if distinct == 400 {
+                    break 'fill;
+                }
+            }
+        }
+    }
+    c.bench_function("fit_rate_prior/400_evidences", |b| b.iter(|| RatePrior::new(black_box(&counts))));
     let (grouped, flat) = (RatePrior::new(&counts), RatePrior::default());
     let mut group = c.benchmark_group("posterior_rate");
     for (name, prior) in [("group", &grouped), ("flat", &flat)] {

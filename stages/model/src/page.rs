@@ -3,13 +3,11 @@
 //! (`docs/algorithms/estimator.md` §1–3) and its refresh plan (`refresh-groups.md` §1–3).
 //! The estimator stage and the simulator both learn through it.
 
-use std::sync::LazyLock;
-
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Observation, PageHistory};
 use crate::prediction::{fine_bin, Eligibility, Kind};
-use crate::rate::{RateLikelihood, RatePrior};
+use crate::rate::{RateEvidence, RateLikelihood, RatePrior};
 use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
 
 /// One request's outcome.
@@ -42,7 +40,7 @@ pub struct PageState {
     pub calendar: ChangeCalendar,
 }
 
-/// A URL's change rate and where it counts in its group's rate prior.
+/// A URL's change rate and the prior it was estimated under.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PageRate {
     /// Posterior mean per period.
@@ -53,12 +51,6 @@ pub struct PageRate {
     /// The prior's mean rate, and the pages it was learned from (0: flat).
     pub prior_mean: f64,
     pub prior_pages: u64,
-    /// The grid point of its posterior median under the flat prior, a function of its
-    /// history alone so the group's counts can move it exactly; `None` before the first
-    /// comparison. (The grid point of Cho & Garcia-Molina's estimate would put every URL
-    /// not yet seen changing at the lowest rate, and the prior they make then holds such
-    /// URLs static for good.)
-    pub bin: Option<usize>,
 }
 
 /// A URL's move in one of its group's histograms: out of `from`, into `to`.
@@ -137,7 +129,7 @@ impl PageState {
     }
 
     /// The URL's change rate per period under `prior`, from its comparisons (the prior
-    /// alone before the first), and its grid point in its group's counts.
+    /// alone before the first).
     pub fn change_rate(&self, prior: &RatePrior) -> PageRate {
         let history = &self.history;
         let likelihood = RateLikelihood::new(
@@ -152,20 +144,16 @@ impl PageState {
             high: posterior.high,
             prior_mean: prior.mean,
             prior_pages: prior.pages,
-            bin: self.counted_bin(&likelihood),
         }
     }
 
-    /// The URL's grid point in its group's counts ([`PageRate::bin`]).
-    pub fn rate_bin(&self) -> Option<usize> {
+    /// What the URL adds to its group's rate counts: a function of its history alone, so
+    /// the counts move exactly when it is observed again; `None` before the first
+    /// comparison.
+    pub fn rate_evidence(&self) -> Option<RateEvidence> {
         let history = &self.history;
         let spacing = history.comparison_spacing()?;
-        self.counted_bin(&RateLikelihood::new(history.comparisons, history.changes, spacing))
-    }
-
-    fn counted_bin(&self, likelihood: &RateLikelihood) -> Option<usize> {
-        static FLAT: LazyLock<RatePrior> = LazyLock::new(RatePrior::default);
-        (self.history.comparisons > 0).then(|| likelihood.posterior(&FLAT).bin)
+        Some(RateEvidence::new(history.comparisons, history.changes, spacing))
     }
 
     /// The refresh as of the latest request.

@@ -473,8 +473,6 @@ struct Learner {
     model: Model,
     /// Each page as the estimator keeps it, known from time 0.
     pages: Vec<PageState>,
-    /// Each page's grid point in its group's rate counts (`PageState::rate_bin`).
-    rate_bins: Vec<Option<u8>>,
     groups: Vec<GroupPriors>,
     page_groups: Vec<u8>,
     eligibility: Eligibility,
@@ -547,7 +545,6 @@ impl Learner {
             horizon: config.horizon,
             model: config.model,
             pages: vec![PageState::new(0); n],
-            rate_bins: vec![None; n],
             groups,
             page_groups: (0..n as u32).map(|page| world.group(page).min(1) as u8).collect(),
             eligibility: config.eligibility,
@@ -592,6 +589,7 @@ impl Learner {
         // As the diff stage: a download is compared only with an earlier one the estimator
         // recorded, not with a copy the store holds from elsewhere.
         let compared = downloaded && state.history.successes > 0;
+        let rate_evidence_before = state.rate_evidence();
         let fetched_at_ms = (at * self.period_ms) as i64;
         let request = simulated_request(
             period,
@@ -616,13 +614,9 @@ impl Learner {
         // The page's place in its group's DR and MR distributions, as the estimator keeps it.
         let moves = state.rebin(crawl + 1, &self.eligibility);
         let group = &mut self.groups[usize::from(self.page_groups[slot])];
-        // The page's place in its group's rate counts: where the last request put it (kept
-        // here rather than recomputed from the history before this one).
         let rate = state.change_rate(&group.rate_prior);
-        let rate_bin = rate.bin.map(|bin| bin as u8);
-        let counted = std::mem::replace(&mut self.rate_bins[slot], rate_bin);
-        counted.into_iter().for_each(|bin| group.rate_counts.remove(usize::from(bin)));
-        rate_bin.into_iter().for_each(|bin| group.rate_counts.add(usize::from(bin)));
+        rate_evidence_before.into_iter().for_each(|evidence| group.rate_counts.remove(evidence));
+        state.rate_evidence().into_iter().for_each(|evidence| group.rate_counts.add(evidence));
         for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
             bin_move.from.into_iter().for_each(|bin| histogram.remove(usize::from(bin)));
             bin_move.to.into_iter().for_each(|bin| histogram.add(usize::from(bin)));
