@@ -427,7 +427,7 @@ mod tests {
         assert_eq!(paper.downloads.prior, ForecastPrior::Uniform);
         assert_eq!(paper.downloads.probabilities, vec![1.0 / 6.0; 6], "the uniform share of each count");
         assert_eq!((paper.requests, paper.crawls, paper.download_rate), (1, 1, Some(1.0)));
-        assert!(paper.download_eligible, "request rate 1 and recall 1 on a first crawl");
+        assert!(paper.download_eligible, "the default counts every URL in its group's DR distribution");
         // The default, beta-binomial: a uniform prior on the rate, updated by the success.
         let default = first(Model::default());
         assert_eq!(default.downloads.prior, ForecastPrior::Uniform);
@@ -568,6 +568,26 @@ mod tests {
         };
         assert_eq!(counts(&restarted), counts(&estimator));
         assert_eq!(counts(&estimator).map(|c| c.total()), Some(31));
+    }
+
+    #[test]
+    fn a_url_that_moves_group_takes_its_rate_evidence_along() {
+        let url = "http://news.example.co.kr:8080/a";
+        let (mut by_host, mut state) = (Estimator::new(Settings::default()), StateStore::default());
+        for period in 1..=3 {
+            by_host.apply(&event(url, period, true, (period > 1).then_some(period == 2)), 1, &mut state, 0);
+        }
+        let by_site = || Estimator::new(Settings { group_by: GroupBy::Site, ..Settings::default() });
+        let mut moved = by_site();
+        moved.restored(1, &state);
+        moved.apply(&event(url, 4, true, Some(false)), 1, &mut state, 0);
+        let rates =
+            |e: &Estimator, group: &str| e.live.get(&(1, group.to_owned())).map(|live| live.rates.clone());
+        assert_eq!(rates(&moved, "news.example.co.kr:8080").map(|r| r.total()), Some(0));
+        assert_eq!(rates(&moved, "example.co.kr").map(|r| r.total()), Some(1));
+        let mut restarted = by_site();
+        restarted.restored(1, &state);
+        assert_eq!(rates(&moved, "example.co.kr"), rates(&restarted, "example.co.kr"));
     }
 
     #[test]

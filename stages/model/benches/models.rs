@@ -32,7 +32,7 @@ fn models(c: &mut Criterion) {
     let histogram = RateHistogram::from_counts(std::array::from_fn(|fine| (fine * 7 % 13) as u64 + 1));
     c.bench_function("prepare_prior", |b| b.iter(|| PreparedPrior::new(black_box(&histogram), 10)));
 
-    // 400 distinct evidences: 1 to 20 comparisons, each number of changes, spacings of
+    // 400 distinct evidences: 1 to 13 comparisons, each number of changes, spacings of
     // 5 to 50 periods; some shared by several pages.
     let mut counts = RateCounts::default();
     let mut distinct = 0;

@@ -13,7 +13,7 @@ use std::collections::btree_map::{BTreeMap, Entry};
 use std::sync::LazyLock;
 
 /// Grid points, log-spaced from [`LOWEST_RATE`] to [`HIGHEST_RATE`] per period.
-pub const RATE_BINS: usize = 24;
+const RATE_BINS: usize = 24;
 /// Below it a page counts as static: about one change in 30 years of hourly periods.
 pub const LOWEST_RATE: f64 = 1e-4;
 /// Above it a page changes between any two visits of any scheduler.
@@ -36,29 +36,43 @@ fn grid() -> &'static [f64; RATE_BINS] {
 /// under a millisecond.
 const FIT_STEPS: usize = 20;
 
+/// The most comparisons an evidence keeps: a page seen more often counts as seen this
+/// often, at its share of changes. Its likelihood is then already narrower than the
+/// grid's step, and with the spacing's buckets this bounds the distinct evidences a group
+/// can have (33·34/2 change counts times the buckets), hence a fit's cost.
+const EVIDENCE_COMPARISONS: u32 = 32;
+/// Spacing buckets per doubling: 19 % apart, finer than the rate grid's 70 %.
+const SPACING_STEPS_PER_DOUBLING: f64 = 4.0;
+
 /// What a page's comparisons say of its rate, as its group's prior is fitted to them: its
-/// changes in its comparisons and their spacing, in quarter periods. Pages with the same
-/// evidence are counted together, so a fit costs the distinct evidences, not the pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// changes in its comparisons (at most [`EVIDENCE_COMPARISONS`]) and their spacing, in
+/// buckets of [`SPACING_STEPS_PER_DOUBLING`] a doubling. Pages with the same evidence are
+/// counted together, so a fit costs the distinct evidences, not the pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RateEvidence {
     comparisons: u32,
     changes: u32,
-    quarter_periods: u32,
+    spacing_step: i32,
 }
 
 impl RateEvidence {
     pub fn new(comparisons: u32, changes: u32, spacing: f64) -> Self {
-        let quarters = if spacing.is_finite() && spacing > 0.0 { (spacing * 4.0).round() } else { 4.0 };
-        Self {
-            comparisons,
-            changes: changes.min(comparisons),
-            // Saturating: an `as` cast clamps to u32's range.
-            quarter_periods: (quarters as u32).max(1),
-        }
+        let changes = changes.min(comparisons);
+        let (comparisons, changes) = if comparisons > EVIDENCE_COMPARISONS {
+            let share = f64::from(changes) / f64::from(comparisons);
+            (EVIDENCE_COMPARISONS, (share * f64::from(EVIDENCE_COMPARISONS)).round() as u32)
+        } else {
+            (comparisons, changes)
+        };
+        // From a sixteenth of a period to a million periods; anything else is taken as one.
+        let spacing = if spacing.is_finite() && spacing > 0.0 { spacing.clamp(1.0 / 16.0, 1e6) } else { 1.0 };
+        let spacing_step = (spacing.log2() * SPACING_STEPS_PER_DOUBLING).round() as i32;
+        Self { comparisons, changes, spacing_step }
     }
 
     fn likelihood(&self) -> RateLikelihood {
-        RateLikelihood::new(self.comparisons, self.changes, f64::from(self.quarter_periods) / 4.0)
+        let spacing = (f64::from(self.spacing_step) / SPACING_STEPS_PER_DOUBLING).exp2();
+        RateLikelihood::new(self.comparisons, self.changes, spacing)
     }
 }
 
@@ -266,6 +280,25 @@ mod tests {
         let inside: f64 =
             weights.iter().zip(grid()).filter(|(_, &r)| low <= r && r <= high).map(|(w, _)| w).sum();
         inside / weights.iter().sum::<f64>()
+    }
+
+    #[test]
+    fn evidence_keeps_at_most_32_comparisons_and_buckets_the_spacing() {
+        assert_eq!(RateEvidence::new(320, 160, 20.0), RateEvidence::new(32, 16, 20.0));
+        assert_eq!(RateEvidence::new(5, 2, 20.0), RateEvidence::new(5, 2, 20.5));
+        assert_ne!(RateEvidence::new(5, 2, 20.0), RateEvidence::new(5, 2, 25.0));
+        assert_eq!(RateEvidence::new(5, 9, f64::NAN), RateEvidence::new(5, 5, 1.0));
+        // However many comparisons and changes the pages have, a group holds at most the
+        // 561 (comparisons, changes) pairs per spacing bucket.
+        let mut distinct = std::collections::BTreeSet::new();
+        for comparisons in 1..=2000u32 {
+            for changes in (0..=comparisons).step_by(7) {
+                for spacing in [1.0, 3.7, 20.0, 333.0, 1e5] {
+                    distinct.insert(RateEvidence::new(comparisons, changes, spacing));
+                }
+            }
+        }
+        assert!(distinct.len() <= 33 * 34 / 2 * 5, "{}", distinct.len());
     }
 
     #[test]
