@@ -190,16 +190,14 @@ impl RateLikelihood {
 
     /// Each grid rate's likelihood relative to the largest.
     fn relative(&self) -> [f64; RATE_BINS] {
-        let top = self.0.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        self.0.map(|log_l| (log_l - top).exp())
+        relative_to_largest(self.0)
     }
 
     /// The posterior under `prior`: its mean and 80 % credible interval.
     pub fn posterior(&self, prior: &RatePrior) -> RateEstimate {
         let mut log_posterior = self.0;
         log_posterior.iter_mut().zip(&prior.log_weights).for_each(|(log_p, log_prior)| *log_p += log_prior);
-        let top = log_posterior.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let weights = log_posterior.map(|log_p| (log_p - top).exp());
+        let weights = relative_to_largest(log_posterior);
         let total: f64 = weights.iter().sum();
         let (mut mean, mut cumulative) = (0.0, 0.0);
         // The interval's ends: each grid point's mass spread evenly in ln λ over its cell,
@@ -219,6 +217,13 @@ impl RateLikelihood {
         }
         RateEstimate { rate: mean, low: low.unwrap_or(HIGHEST_RATE), high: high.unwrap_or(HIGHEST_RATE) }
     }
+}
+
+/// e^{x − max x} for each log weight x: the weights scaled so the largest is 1, which
+/// keeps likelihoods of many comparisons from underflowing to 0 together.
+fn relative_to_largest(log_weights: [f64; RATE_BINS]) -> [f64; RATE_BINS] {
+    let top = log_weights.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    log_weights.map(|log_weight| (log_weight - top).exp())
 }
 
 /// The posterior of a page's rate after `changes` changes in `comparisons` comparisons of
