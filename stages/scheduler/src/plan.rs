@@ -29,9 +29,9 @@ pub struct PlanSettings {
     /// Share of the picks that goes to the frontier when it has candidates.
     pub discovery_share: f64,
     /// `change-aware`: pages whose next request is predicted to download with less than
-    /// this probability get no picks; `freshness` scores them as if they downloaded with
-    /// it and `lambda-crawl` with their own chance (at least a tenth of it): probe shares
-    /// that find a site come back.
+    /// this probability get no picks; `freshness` and `lambda-crawl` weight their scores
+    /// by their own chance, at least a tenth of it: probe shares that find a site come
+    /// back.
     pub min_download_probability: f64,
     /// Periods a picked page waits for its estimate before it may be picked again.
     pub pending_periods: u32,
@@ -235,6 +235,13 @@ fn predicted_to_fail(page: &Page, settings: &PlanSettings) -> bool {
     f64::from(page.p_download) < settings.min_download_probability
 }
 
+/// The page's chance of downloading, but at least a tenth of the least worth a pick: a
+/// page predicted never to download keeps a probe share of its score, so a wrong
+/// forecast is tested again, not kept.
+fn probe_share(page: &Page, settings: &PlanSettings) -> f64 {
+    f64::from(page.p_download).max(settings.min_download_probability / 10.0)
+}
+
 /// Periods since the page was last downloaded or picked; never → since discovery, + 1.
 fn since_visit(page: &Page, clock: u64) -> f64 {
     match page.last_visit() {
@@ -278,17 +285,12 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
         }
         Policy::Freshness => {
             let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
-            Some(f64::from(page.p_download) * freshness_index(rate, period.copy_age(page)))
+            Some(probe_share(page, settings) * freshness_index(rate, period.copy_age(page)))
         }
         Policy::LambdaCrawl => {
-            // LambdaCrawl assumes every request downloads. A page predicted not to keeps a
-            // probe share, its score times its chance of downloading (at least a tenth of
-            // the least worth a pick), so a wrong forecast is tested again, not kept.
-            let share = if predicted_to_fail(page, settings) {
-                f64::from(page.p_download).max(settings.min_download_probability / 10.0)
-            } else {
-                1.0
-            };
+            // LambdaCrawl assumes every request downloads; a page predicted not to keeps
+            // only its probe share.
+            let share = if predicted_to_fail(page, settings) { probe_share(page, settings) } else { 1.0 };
             let since = since_visit(page, clock);
             match period.kappa {
                 Some(kappa) => {
@@ -397,7 +399,11 @@ mod tests {
         let refs: Vec<(&str, u64, u64, f64)> =
             pages.iter().map(|(u, p)| (u.as_str(), *p, 100, 1.0)).collect();
         let (book, hosts) = tracked(&refs);
-        for policy in [Policy::Paper, Policy::ChangeAware, Policy::Uniform, Policy::LambdaCrawl] {
+        // nutch-adaptive and groups leave out pages not yet due, so they may pick fewer.
+        let always_score = <Policy as clap::ValueEnum>::value_variants()
+            .iter()
+            .filter(|policy| !matches!(policy, Policy::NutchAdaptive | Policy::Groups));
+        for &policy in always_score {
             for (quota, cap) in [(10, 2), (10, 100), (100, 5), (0, 5)] {
                 let caps = vec![cap; hosts.len()];
                 let picks = choose(&[&book], &hosts, 9, 10.0, quota, &caps, &settings(policy));
@@ -440,7 +446,7 @@ mod tests {
     }
 
     #[test]
-    fn lambda_crawl_probes_a_page_predicted_never_to_download() {
+    fn learned_index_policies_probe_a_page_predicted_never_to_download() {
         let (mut book, mut hosts) = (Book::default(), Hosts::default());
         for (url, p_download) in [("http://h/live", 1.0), ("http://h/condemned", 0.0)] {
             let mut e = estimate(url, 1, true, Some(true));
@@ -449,17 +455,23 @@ mod tests {
             book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
         }
         let caps = vec![10; hosts.len()];
-        let settings = settings(Policy::LambdaCrawl);
-        let picks = choose(&[&book], &hosts, 6, 10.0, 2, &caps, &settings);
-        assert_eq!(
-            urls(&book, &picks),
-            ["http://h/live", "http://h/condemned"],
-            "picked, after the live page"
-        );
-        let share = picks[1].score / picks[0].score;
-        assert!((share - settings.min_download_probability / 10.0).abs() < 1e-9, "{share}");
-        let first = choose(&[&book], &hosts, 6, 10.0, 1, &caps, &settings);
-        assert_eq!(urls(&book, &first), ["http://h/live"], "the live page first when there is one pick");
+        for policy in [Policy::LambdaCrawl, Policy::Freshness] {
+            let settings = settings(policy);
+            let picks = choose(&[&book], &hosts, 6, 10.0, 2, &caps, &settings);
+            assert_eq!(
+                urls(&book, &picks),
+                ["http://h/live", "http://h/condemned"],
+                "{policy:?}: picked, after the live page"
+            );
+            let share = picks[1].score / picks[0].score;
+            assert!((share - settings.min_download_probability / 10.0).abs() < 1e-9, "{policy:?}: {share}");
+            let first = choose(&[&book], &hosts, 6, 10.0, 1, &caps, &settings);
+            assert_eq!(
+                urls(&book, &first),
+                ["http://h/live"],
+                "{policy:?}: the live page first when there is one pick"
+            );
+        }
     }
 
     #[test]
@@ -589,9 +601,9 @@ mod tests {
         fn choices_equal_a_full_sort_of_every_score(
             pages in proptest::collection::vec((0u64..40, 1u32..5000, 0.0f64..1.0, 0.0f64..1.0, proptest::option::of(0.0f64..3.0)), 1..120),
             quota in 0usize..50,
-            policy_index in 0usize..5,
+            policy_index in 0usize..<Policy as clap::ValueEnum>::value_variants().len(),
         ) {
-            let policy = [Policy::Paper, Policy::ChangeAware, Policy::Uniform, Policy::NutchAdaptive, Policy::LambdaCrawl][policy_index];
+            let policy = <Policy as clap::ValueEnum>::value_variants()[policy_index];
             let (mut book, mut hosts) = (Book::default(), Hosts::default());
             for (i, &(last, size, p_change, p_download, rate)) in pages.iter().enumerate() {
                 book.add_tracked(&mut hosts, &format!("http://h{}/{i}", i % 4), &format!("h{}", i % 4), last, size, p_change, p_download, rate).unwrap();
