@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 /// Grid points, log-spaced from [`LOWEST_RATE`] to [`HIGHEST_RATE`] per period.
 const RATE_BINS: usize = 24;
-/// Below it a page counts as static: about one change in 30 years of hourly periods.
+/// Below it a page counts as static: one change in 10,000 periods, 14 months of hourly ones.
 pub const LOWEST_RATE: f64 = 1e-4;
 /// Above it a page changes between any two visits of any scheduler.
 pub const HIGHEST_RATE: f64 = 20.0;

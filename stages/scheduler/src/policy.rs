@@ -123,10 +123,10 @@ pub fn paper_score(remaining: f64, staleness: f64, cost_periods: f64) -> f64 {
     remaining * staleness - cost_periods
 }
 
-/// The change rate per period a policy uses: the estimator's Poisson rate when it is
-/// positive, else the rate whose chance of at least one change per period is `p_change`.
-/// The Poisson estimate is 0 until a change is seen, which would never send the page
-/// again; the forecast, drawn towards its group's distribution, keeps it in play.
+/// The change rate per period a policy uses: the estimator's rate when it is positive,
+/// else the rate whose chance of at least one change per period is `p_change`. Estimates
+/// of schema 1 carry no rate, and a page the book has no estimate of has none; the
+/// forecast, drawn towards its group's distribution, still ranks it.
 pub fn change_rate(estimated: Option<f64>, p_change: f64) -> f64 {
     match estimated {
         Some(rate) if rate.is_finite() && rate > 0.0 => rate,

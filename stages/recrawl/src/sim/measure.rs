@@ -3,7 +3,7 @@
 //! into per-period picks, and a reader for Bing's `urlid_offset_history.txt` replay format.
 //! Time is in periods (f64); period p covers [p, p+1).
 
-use recrawl_model::freshness::{d_of_x, freshness_index};
+use recrawl_model::freshness::d_of_x;
 use serde::Serialize;
 use std::fmt;
 
@@ -154,43 +154,6 @@ pub fn fixed_interval_freshness(rate: f64, interval: f64) -> f64 {
     -(-r).exp_m1() / r
 }
 
-/// Cho & Garcia-Molina, fixed interval I, r = λ·I: A = I·(1/2 − 1/r + (1 − e^{−r})/r²)
-/// (0 when r = 0). For r < 1/2 the bracket is summed as its series Σ_{k≥3} (−1)^{k+1} r^{k−2}/k!
-/// because the closed form cancels to ≈ r/6.
-pub fn fixed_interval_age(rate: f64, interval: f64) -> f64 {
-    let r = rate * interval;
-    if r.is_nan() || r <= 0.0 {
-        return 0.0;
-    }
-    if r.is_infinite() {
-        return 0.5 * interval; // changes immediately: age rises from 0 to I
-    }
-    let g = if r < 0.5 {
-        let (mut term, mut sum) = (r / 6.0, 0.0);
-        for k in 4..=30 {
-            sum += term;
-            term *= -r / f64::from(k);
-            if term.abs() <= 1e-17 * sum {
-                break;
-            }
-        }
-        sum
-    } else {
-        0.5 - 1.0 / r + (-(-r).exp_m1()) / (r * r)
-    };
-    interval * g
-}
-
-/// Poisson crawling at rate ρ against Poisson changes at rate λ: ρ/(ρ+λ) (1 when λ = 0).
-pub fn poisson_freshness(crawl_rate: f64, change_rate: f64) -> f64 {
-    let (rho, lambda) = (crawl_rate.max(0.0), change_rate.max(0.0));
-    if lambda == 0.0 || rho.is_infinite() {
-        1.0
-    } else {
-        rho / (rho + lambda)
-    }
-}
-
 /// Solves D(x) = t for t in (0, 1): bracket from D(x) ≤ x²/2, then safeguarded Newton.
 fn d_inverse(t: f64) -> f64 {
     let s = (2.0 * t).sqrt();
@@ -222,19 +185,6 @@ fn d_inverse(t: f64) -> f64 {
         x = next;
     }
     x
-}
-
-/// ∂F/∂f of fixed-interval freshness at crawl frequency f: the freshness index at the
-/// interval 1/f; its limit at f → 0+ is 1/λ, 0 for λ = 0. Exposed so callers can check
-/// the optimum's KKT condition.
-pub fn fixed_interval_marginal(rate: f64, frequency: f64) -> f64 {
-    if !positive_finite(rate) {
-        0.0
-    } else if frequency.is_nan() || frequency <= 0.0 {
-        1.0 / rate
-    } else {
-        freshness_index(rate, 1.0 / frequency)
-    }
 }
 
 /// The frequency whose marginal value is κ (0 if even the first crawl is worth less), and its
@@ -310,33 +260,8 @@ pub fn optimal_frequencies(rates: &[(f64, u64)], budget: f64) -> Vec<f64> {
     rates.iter().map(|&(l, _)| fixed_frequency(l, kappa).0).collect()
 }
 
-/// Azar et al.: the Poisson-crawling optimum ρ_i = max(0, √(λ_i/κ) − λ_i) with Σ count·ρ = budget,
-/// per (rate, page count) pair. With s = 1/√κ the sum is piecewise linear in s, so s is exact:
-/// adding pages slowest first, s = (budget + Σcλ)/Σc√λ until the next page has √λ ≥ s.
-pub fn poisson_optimal_rates(rates: &[(f64, u64)], budget: f64) -> Vec<f64> {
-    let mut active: Vec<(f64, f64)> =
-        rates.iter().filter(|&&(l, c)| c > 0 && positive_finite(l)).map(|&(l, c)| (l, c as f64)).collect();
-    if !positive_finite(budget) || active.is_empty() {
-        return vec![0.0; rates.len()];
-    }
-    active.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (mut sum_sqrt, mut sum_rate, mut s) = (0.0, 0.0, 0.0);
-    for (i, &(l, c)) in active.iter().enumerate() {
-        sum_sqrt += c * l.sqrt();
-        sum_rate += c * l;
-        s = (budget + sum_rate) / sum_sqrt;
-        match active.get(i + 1) {
-            Some(&(next, _)) if s > next.sqrt() => {}
-            _ => break,
-        }
-    }
-    rates.iter().map(|&(l, _)| if positive_finite(l) { (s * l.sqrt() - l).max(0.0) } else { 0.0 }).collect()
-}
-
-type Solver = fn(&[(f64, u64)], f64) -> Vec<f64>;
-
-/// Groups a plain slice of per-page rates into (rate, count) pairs, solves, and maps back.
-fn per_page(rates: &[f64], budget: f64, solve: Solver) -> Vec<f64> {
+/// [`optimal_frequencies`] for one rate per page: equal rates are solved together.
+pub fn optimal_frequencies_per_page(rates: &[f64], budget: f64) -> Vec<f64> {
     let mut sorted = rates.to_vec();
     sorted.sort_by(f64::total_cmp);
     let mut groups: Vec<(f64, u64)> = Vec::new();
@@ -346,7 +271,7 @@ fn per_page(rates: &[f64], budget: f64, solve: Solver) -> Vec<f64> {
             _ => groups.push((r, 1)),
         }
     }
-    let solved = solve(&groups, budget);
+    let solved = optimal_frequencies(&groups, budget);
     rates
         .iter()
         .map(|r| match groups.binary_search_by(|g| g.0.total_cmp(r)) {
@@ -354,16 +279,6 @@ fn per_page(rates: &[f64], budget: f64, solve: Solver) -> Vec<f64> {
             Err(_) => 0.0, // unreachable: every rate is in its own group
         })
         .collect()
-}
-
-/// [`optimal_frequencies`] for one rate per page.
-pub fn optimal_frequencies_per_page(rates: &[f64], budget: f64) -> Vec<f64> {
-    per_page(rates, budget, optimal_frequencies)
-}
-
-/// [`poisson_optimal_rates`] for one rate per page.
-pub fn poisson_optimal_rates_per_page(rates: &[f64], budget: f64) -> Vec<f64> {
-    per_page(rates, budget, poisson_optimal_rates)
 }
 
 /// Turns per-page frequencies into per-period picks deterministically: each period every page's
@@ -488,6 +403,9 @@ pub fn parse_replay(text: &str) -> Result<Vec<ReplayPage>, ReplayError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{RngExt, SeedableRng};
+    use rand_pcg::Pcg64;
+    use recrawl_model::freshness::freshness_index;
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
@@ -547,6 +465,46 @@ mod tests {
         assert_eq!((m.unchanged_downloads, m.wasted_requests()), (1, 2));
     }
 
+    /// Cho & Garcia-Molina, fixed interval I, r = λ·I: A = I·(1/2 − 1/r + (1 − e^{−r})/r²)
+    /// (0 when r = 0). For r < 1/2 the bracket is summed as its series Σ_{k≥3} (−1)^{k+1} r^{k−2}/k!
+    /// because the closed form cancels to ≈ r/6.
+    pub fn fixed_interval_age(rate: f64, interval: f64) -> f64 {
+        let r = rate * interval;
+        if r.is_nan() || r <= 0.0 {
+            return 0.0;
+        }
+        if r.is_infinite() {
+            return 0.5 * interval; // changes immediately: age rises from 0 to I
+        }
+        let g = if r < 0.5 {
+            let (mut term, mut sum) = (r / 6.0, 0.0);
+            for k in 4..=30 {
+                sum += term;
+                term *= -r / f64::from(k);
+                if term.abs() <= 1e-17 * sum {
+                    break;
+                }
+            }
+            sum
+        } else {
+            0.5 - 1.0 / r + (-(-r).exp_m1()) / (r * r)
+        };
+        interval * g
+    }
+
+    /// ∂F/∂f of fixed-interval freshness at crawl frequency f: the freshness index at the
+    /// interval 1/f; its limit at f → 0+ is 1/λ, 0 for λ = 0: what the optimum's KKT
+    /// condition is checked with.
+    pub fn fixed_interval_marginal(rate: f64, frequency: f64) -> f64 {
+        if !positive_finite(rate) {
+            0.0
+        } else if frequency.is_nan() || frequency <= 0.0 {
+            1.0 / rate
+        } else {
+            freshness_index(rate, 1.0 / frequency)
+        }
+    }
+
     #[test]
     fn closed_forms() {
         assert_eq!(fixed_interval_freshness(0.0, 5.0), 1.0);
@@ -572,19 +530,6 @@ mod tests {
             .sum::<f64>()
             / interval;
         assert!(close(fixed_interval_age(lambda, interval), numeric, 1e-8));
-        assert!(close(poisson_freshness(1.0, 3.0), 0.25, 1e-15));
-        assert_eq!(poisson_freshness(0.0, 0.0), 1.0);
-    }
-
-    #[test]
-    fn poisson_optimum_by_hand() {
-        // Rates 1 and 4, budget 1: with only page 1 active s = (1 + 1)/1 = 2 = √4, so page 2
-        // stays out; κ = 1/s² = 1/4, ρ = (2·1 − 1, 2·2 − 4) = (1, 0).
-        let rho = poisson_optimal_rates(&[(1.0, 1), (4.0, 1)], 1.0);
-        assert!(close(rho[0], 1.0, 1e-15) && rho[1] == 0.0);
-        // Equal rates 1, 1, budget 1: s = (1 + 2)/2 = 1.5, ρ = 0.5 each.
-        assert_eq!(poisson_optimal_rates_per_page(&[1.0, 1.0], 1.0), vec![0.5, 0.5]);
-        assert_eq!(poisson_optimal_rates(&[(1.0, 2)], 1.0), vec![0.5]);
     }
 
     #[test]
@@ -632,23 +577,18 @@ mod tests {
         // 10 independent pages (merged), each: Poisson changes λ = 0.3, crawled every 2
         // periods for 20,000 periods. One page gives 10,000 intervals, where the age mean
         // has σ ≈ 1.4% (per-interval age sd ≈ 0.245, mean 0.173); ten make 2% a 4σ margin.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut uniform = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        };
         let (rate, interval, horizon) = (0.3, 2.0, 20_000.0);
+        let mut rng = Pcg64::seed_from_u64(0x9E37_79B9_7F4A_7C15);
+        let mut gap = move || -(1.0 - rng.random::<f64>()).ln() / rate;
         let mut total = Measures::default();
         for _ in 0..10 {
             let (mut p, mut m) = (CopyTracker::new(), Measures::default());
-            let mut next_change = -uniform().ln() / rate;
+            let mut next_change = gap();
             let mut crawl = interval;
             while crawl <= horizon {
                 while next_change < crawl {
                     p.changed(next_change, &mut m);
-                    next_change += -uniform().ln() / rate;
+                    next_change += gap();
                 }
                 p.fetched(crawl, true, &mut m);
                 crawl += interval;

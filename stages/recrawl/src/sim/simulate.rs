@@ -9,7 +9,8 @@
 //! frequencies from the true rates, as a credit schedule), change-proportional crawling,
 //! and the clairvoyant, which fetches only stale pages.
 //!
-//! A period's picks are fetched in their order, evenly spread over the period.
+//! A period's picks are fetched in their order, evenly spread over its fetch window (the
+//! whole period unless [`SimConfig::fetch_window`] says less).
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -669,20 +670,15 @@ impl Learner {
 mod tests {
     use super::*;
     use crate::sim::measure::fixed_interval_freshness;
+    use rand::{RngExt, SeedableRng};
+    use rand_pcg::Pcg64;
 
     /// Pages with Poisson changes of known rates; every request downloads.
     struct KnownRates(Truth);
 
     impl KnownRates {
         fn new(rates: &[f64], horizon: f64) -> Self {
-            // A small xorshift: the test needs exponential gaps, not a particular stream.
-            let mut state = 0x2545_F491_4F6C_DD1Du64;
-            let mut uniform = move || {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 11) as f64 / (1u64 << 53) as f64
-            };
+            let mut rng = Pcg64::seed_from_u64(0x2545_F491_4F6C_DD1D);
             let changes = rates
                 .iter()
                 .map(|&rate| {
@@ -690,7 +686,7 @@ mod tests {
                     let mut t = 0.0;
                     if rate > 0.0 {
                         loop {
-                            t += -(1.0 - uniform()).ln() / rate;
+                            t += -(1.0 - rng.random::<f64>()).ln() / rate;
                             if t >= horizon {
                                 break;
                             }
