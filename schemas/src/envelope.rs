@@ -259,7 +259,7 @@ pub fn decode<M: Message>(bytes: &[u8]) -> Result<M, EnvelopeError> {
 
 /// Decodes the body of a payload framed as `framed` says into `M`'s shape, whatever the
 /// version: [`decode`] has checked it, or a `read_earlier` names the earlier shape.
-pub(crate) fn decode_as<M: Message>(framed: &Framed<'_>, bytes: &[u8]) -> Result<M, EnvelopeError> {
+pub fn decode_as<M: Message>(framed: &Framed<'_>, bytes: &[u8]) -> Result<M, EnvelopeError> {
     let payload_error = |reason: String| EnvelopeError::Payload { name: M::NAME, reason };
     match framed.framing {
         Framing::PlainJson => serde_json::from_slice(bytes).map_err(|e| payload_error(e.to_string())),

@@ -3,11 +3,13 @@
 
 use recrawl_estimator::EstimatorState;
 use recrawl_model::history::{Observation, PageHistory};
-use recrawl_model::page::PageState;
+use recrawl_model::page::{ComparedDownloads, PageState};
 use recrawl_model::refresh::{ChangeCalendar, ChangeHours, WeeklyChanges};
 use recrawl_schemas::{decode, encode};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state.bin");
+/// The same state as version 1 wrote it, before `page.compared` was kept.
+const FIXTURE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v1.bin");
 
 fn sample() -> EstimatorState {
     let mut history = PageHistory::default();
@@ -30,6 +32,7 @@ fn sample() -> EstimatorState {
             download_bin: Some(67),
             change_bin: None,
             calendar: ChangeCalendar { weekly, hours },
+            compared: Some(ComparedDownloads { last_download: 3, periods: 3 }),
         },
     }
 }
@@ -43,4 +46,14 @@ fn a_changelog_record_of_this_layout_reads_back() {
     let fixture = std::fs::read(FIXTURE).expect("fixture (RECRAWL_BLESS=1 writes it)");
     assert_eq!(bytes, fixture, "the changelog layout changed: bump the state's version and migrate");
     assert_eq!(decode::<EstimatorState>(&fixture).expect("decodes"), sample());
+}
+
+#[test]
+fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
+    let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
+    let mut expected = sample();
+    expected.page.compared = None;
+    assert_eq!(old, expected);
+    // Then the comparison was taken to span every request: 6 − 3 periods.
+    assert_eq!(old.page.comparison_spacing(), Some(3.0));
 }

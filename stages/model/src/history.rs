@@ -107,12 +107,9 @@ impl PageHistory {
         true
     }
 
-    /// Mean periods between the URL's compared downloads: the span of its requests over
-    /// its comparisons (`None` before the first comparison).
-    pub fn comparison_spacing(&self) -> Option<f64> {
-        let (first, last) = self.first_and_last()?;
-        (self.comparisons > 0)
-            .then(|| (last.saturating_sub(first) as f64 / f64::from(self.comparisons)).max(1.0))
+    /// Periods from the first request to `crawl`, saturating at `u32::MAX`.
+    pub fn since_first_request(&self, crawl: u64) -> u32 {
+        u32::try_from(crawl.saturating_sub(self.first_request)).unwrap_or(u32::MAX)
     }
 
     pub fn first_and_last(&self) -> Option<(u64, u64)> {
@@ -204,7 +201,6 @@ mod tests {
             comparisons: 1,
             ..Default::default()
         };
-        assert_eq!(history.comparison_spacing(), Some(1.0));
         assert_eq!(history.rates(K).request_rate, Some(2.0));
     }
 
@@ -266,19 +262,6 @@ mod tests {
         page.record(u64::MAX, Observation { downloaded: true, changed: Some(true) });
         let rate = page.rates(u64::MAX).request_rate.unwrap();
         assert!(rate > 0.0 && rate < 1e-18);
-    }
-
-    #[test]
-    fn comparisons_are_spaced_over_the_requests_span() {
-        let mut history = PageHistory::default();
-        assert_eq!(history.comparison_spacing(), None);
-        // Downloads in 0, 4 and 12 and a failure in 8: 2 comparisons over 12 periods.
-        for (crawl, downloaded, changed) in
-            [(0, true, None), (4, true, Some(true)), (8, false, None), (12, true, Some(false))]
-        {
-            history.record(crawl, Observation { downloaded, changed });
-        }
-        assert_eq!(history.comparison_spacing(), Some(6.0));
     }
 
     #[test]

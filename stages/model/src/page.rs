@@ -38,6 +38,20 @@ pub struct PageState {
     pub download_bin: Option<u8>,
     pub change_bin: Option<u8>,
     pub calendar: ChangeCalendar,
+    /// The periods the URL's comparisons span. Last, and optional, because changelog
+    /// records written before it was kept end before it (they read as `None`).
+    pub compared: Option<ComparedDownloads>,
+}
+
+/// Where a URL's compared downloads lie. Failed requests between, before or after them
+/// take no part: a comparison spans the periods from one download to the next. 32 bits
+/// each (saturating: 490,000 years of hourly periods) keep a tracked URL under 200 B.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComparedDownloads {
+    /// The crawl of the latest download, counted from the URL's first request.
+    pub last_download: u32,
+    /// The periods between compared downloads, summed over the comparisons.
+    pub periods: u32,
 }
 
 /// A URL's change rate and the prior it was estimated under.
@@ -79,6 +93,7 @@ impl PageState {
             download_bin: None,
             change_bin: None,
             calendar: ChangeCalendar::default(),
+            compared: None,
         }
     }
 
@@ -86,15 +101,25 @@ impl PageState {
     /// nothing changes and it returns false.
     pub fn record(&mut self, request: &Request, settings: &RefreshSettings) -> bool {
         let observation = Observation { downloaded: request.downloaded, changed: request.changed };
+        let before = self.compared_downloads();
         if !self.history.record(request.period, observation) {
             return false;
         }
-        self.last_fetched_at_ms = request.fetched_at_ms;
-        self.last_latency_ms = request.latency_ms as f32;
         if request.downloaded {
+            let crawl = self.history.since_first_request(request.period);
+            let periods = before.map_or(0, |compared| compared.periods);
+            let periods = match (before, request.changed) {
+                (Some(compared), Some(_)) => {
+                    periods.saturating_add(crawl.saturating_sub(compared.last_download))
+                }
+                _ => periods,
+            };
+            self.compared = Some(ComparedDownloads { last_download: crawl, periods });
             self.last_size_bytes = request.size_bytes;
             self.last_update_size = request.update_size;
         }
+        self.last_fetched_at_ms = request.fetched_at_ms;
+        self.last_latency_ms = request.latency_ms as f32;
         if request.changed == Some(true) {
             let update_size = request.update_size.unwrap_or(0).unsigned_abs();
             self.calendar.record(request.fetched_at_ms, update_size, settings);
@@ -135,7 +160,7 @@ impl PageState {
         let likelihood = RateLikelihood::new(
             history.comparisons,
             history.changes,
-            history.comparison_spacing().unwrap_or(1.0),
+            self.comparison_spacing().unwrap_or(1.0),
         );
         let posterior = likelihood.posterior(prior);
         PageRate {
@@ -151,9 +176,31 @@ impl PageState {
     /// the counts move exactly when it is observed again; `None` before the first
     /// comparison.
     pub fn rate_evidence(&self) -> Option<RateEvidence> {
+        let spacing = self.comparison_spacing()?;
+        Some(RateEvidence::new(self.history.comparisons, self.history.changes, spacing))
+    }
+
+    /// Mean periods between the URL's compared downloads, at least 1 (`None` before the
+    /// first comparison).
+    pub fn comparison_spacing(&self) -> Option<f64> {
+        let comparisons = self.history.comparisons;
+        let compared = self.compared_downloads()?;
+        (comparisons > 0).then(|| (compared.periods as f64 / f64::from(comparisons)).max(1.0))
+    }
+
+    /// [`Self::compared`], or for a state restored from a record that predates it, what
+    /// the rate was estimated from then: the latest request taken as a download and the
+    /// comparisons as spanning every request. `None` before the first download.
+    fn compared_downloads(&self) -> Option<ComparedDownloads> {
         let history = &self.history;
-        let spacing = history.comparison_spacing()?;
-        Some(RateEvidence::new(history.comparisons, history.changes, spacing))
+        self.compared.or_else(|| {
+            let (_, last) = history.first_and_last().filter(|_| history.successes > 0)?;
+            let last = history.since_first_request(last);
+            Some(ComparedDownloads {
+                last_download: last,
+                periods: if history.comparisons > 0 { last } else { 0 },
+            })
+        })
     }
 
     /// The refresh as of the latest request.
@@ -202,6 +249,68 @@ mod tests {
         assert_eq!((page.last_size_bytes, page.last_fetched_at_ms), (1_001, 2 * DAY_MS));
         assert_eq!(page.recent(Kind::Dr, 5), (1, 1));
         assert_eq!(page.recent(Kind::Mr, 5), (0, 0));
+    }
+
+    #[test]
+    fn comparisons_are_spaced_over_the_compared_downloads_only() {
+        let settings = RefreshSettings::default();
+        let mut page = PageState::new(0);
+        assert_eq!(page.comparison_spacing(), None);
+        // Failures before, between and after downloads in 2, 6 and 12: two comparisons
+        // over 10 periods, not the 20 the requests span.
+        for (crawl, downloaded, changed) in [
+            (0, false, None),
+            (2, true, None),
+            (6, true, Some(true)),
+            (8, false, None),
+            (12, true, Some(false)),
+            (20, false, None),
+        ] {
+            page.record(&request(crawl, downloaded, changed), &settings);
+        }
+        assert_eq!(page.compared, Some(ComparedDownloads { last_download: 12, periods: 10 }));
+        assert_eq!(page.comparison_spacing(), Some(5.0));
+        assert_eq!(page.rate_evidence(), Some(RateEvidence::new(2, 1, 5.0)));
+        // A download compared with nothing (the diff had lost the previous one) moves the
+        // span's end but adds no periods.
+        page.record(&request(30, true, None), &settings);
+        page.record(&request(33, true, Some(true)), &settings);
+        assert_eq!(page.compared, Some(ComparedDownloads { last_download: 33, periods: 13 }));
+        assert_eq!(page.comparison_spacing(), Some(13.0 / 3.0));
+    }
+
+    #[test]
+    fn a_state_from_before_the_span_keeps_its_spacing_and_counts_exactly_from_then() {
+        let settings = RefreshSettings::default();
+        let mut page = PageState::new(0);
+        for (crawl, downloaded, changed) in [(0, true, None), (4, true, Some(true)), (8, false, None)] {
+            page.record(&request(crawl, downloaded, changed), &settings);
+        }
+        // As a changelog record written before the span was kept reads back.
+        page.compared = None;
+        assert_eq!(page.comparison_spacing(), Some(8.0), "the comparison spans every request, as then");
+        page.record(&request(10, true, Some(false)), &settings);
+        // From the latest request then (8), taken as a download: 8 + 2 periods.
+        assert_eq!(page.compared, Some(ComparedDownloads { last_download: 10, periods: 10 }));
+        assert_eq!(page.comparison_spacing(), Some(5.0));
+        // Only failed requests, or none: no span.
+        let mut failing = PageState::new(0);
+        failing.record(&request(1, false, None), &settings);
+        assert_eq!((failing.compared, failing.comparison_spacing()), (None, None));
+    }
+
+    #[test]
+    fn a_damaged_or_vast_span_gives_a_spacing_not_a_panic() {
+        let settings = RefreshSettings::default();
+        let mut page = PageState::new(0);
+        page.record(&request(1, true, None), &settings);
+        page.compared = Some(ComparedDownloads { last_download: u32::MAX, periods: u32::MAX });
+        page.record(&request(2, true, Some(true)), &settings);
+        assert_eq!(page.compared, Some(ComparedDownloads { last_download: 1, periods: u32::MAX }));
+        assert!(page.comparison_spacing().is_some_and(f64::is_finite));
+        // Periods past 32 bits from the first request saturate.
+        page.record(&Request { period: u64::MAX, ..request(3, true, Some(false)) }, &settings);
+        assert_eq!(page.compared, Some(ComparedDownloads { last_download: u32::MAX, periods: u32::MAX }));
     }
 
     #[test]
