@@ -76,20 +76,32 @@ impl RateEvidence {
     }
 }
 
-/// The group's pages counted by their rate evidence.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RateCounts(BTreeMap<RateEvidence, u64>);
+/// The group's pages counted by their rate evidence, each evidence with its likelihood
+/// relative to the largest, computed when it is first counted: a fit then costs only its
+/// EM steps, which matters when a partition holds thousands of groups.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RateCounts(BTreeMap<RateEvidence, Counted>);
+
+#[derive(Debug, Clone, PartialEq)]
+struct Counted {
+    pages: u64,
+    /// Boxed: the map's nodes shift their values as entries come and go.
+    relative_likelihood: Box<[f64; RATE_BINS]>,
+}
 
 impl RateCounts {
     pub fn add(&mut self, evidence: RateEvidence) {
-        let count = self.0.entry(evidence).or_default();
-        *count = count.saturating_add(1);
+        let counted = self
+            .0
+            .entry(evidence)
+            .or_insert_with(|| Counted { pages: 0, relative_likelihood: Box::new(evidence.likelihood().relative()) });
+        counted.pages = counted.pages.saturating_add(1);
     }
 
     pub fn remove(&mut self, evidence: RateEvidence) {
         if let Entry::Occupied(mut entry) = self.0.entry(evidence) {
-            match entry.get().checked_sub(1) {
-                Some(left) if left > 0 => *entry.get_mut() = left,
+            match entry.get().pages.checked_sub(1) {
+                Some(left) if left > 0 => entry.get_mut().pages = left,
                 _ => {
                     entry.remove();
                 }
@@ -98,7 +110,7 @@ impl RateCounts {
     }
 
     pub fn total(&self) -> u64 {
-        self.0.values().fold(0, |total, count| total.saturating_add(*count))
+        self.0.values().fold(0, |total, counted| total.saturating_add(counted.pages))
     }
 }
 
@@ -119,20 +131,17 @@ pub struct RatePrior {
 impl RatePrior {
     pub fn new(counts: &RateCounts) -> Self {
         let pages = counts.total();
-        let evidence: Vec<(f64, [f64; RATE_BINS])> = counts
-            .0
-            .iter()
-            .map(|(evidence, &count)| (count as f64, evidence.likelihood().relative()))
-            .collect();
+        let evidence: Vec<(f64, &[f64; RATE_BINS])> =
+            counts.0.values().map(|counted| (counted.pages as f64, &*counted.relative_likelihood)).collect();
         let mut mixing = [1.0 / RATE_BINS as f64; RATE_BINS];
         for _ in 0..if evidence.is_empty() { 0 } else { FIT_STEPS } {
             let mut next = [0.0; RATE_BINS];
-            for (count, likelihood) in &evidence {
-                let total: f64 = mixing.iter().zip(likelihood).map(|(m, l)| m * l).sum();
+            for &(count, likelihood) in &evidence {
+                let joint: [f64; RATE_BINS] = std::array::from_fn(|bin| mixing[bin] * likelihood[bin]);
+                let total: f64 = joint.iter().sum();
                 if total > 0.0 {
-                    for ((next, m), l) in next.iter_mut().zip(&mixing).zip(likelihood) {
-                        *next += count * m * l / total;
-                    }
+                    let share = count / total;
+                    next.iter_mut().zip(joint).for_each(|(next, joint)| *next += share * joint);
                 }
             }
             let sum: f64 = next.iter().sum();
