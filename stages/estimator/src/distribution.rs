@@ -23,6 +23,16 @@ use recrawl_model::prediction::{coarse_of_fine, PreparedPrior, RateHistogram, CO
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SparseCounts(Vec<(u8, u64)>);
 
+impl recrawl_model::page::FineBinCounts for SparseCounts {
+    fn add_bin(&mut self, bin: u8) {
+        self.add(bin);
+    }
+
+    fn remove_bin(&mut self, bin: u8) {
+        self.remove(bin);
+    }
+}
+
 impl SparseCounts {
     pub fn add(&mut self, bin: u8) {
         match self.0.binary_search_by_key(&bin, |(b, _)| *b) {

@@ -13,9 +13,9 @@ use recrawl_schemas::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial, SparseCounts};
+use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
 use recrawl_model::history::PageHistory;
-use recrawl_model::page::{BinMove, PageRate, PageState, Request};
+use recrawl_model::page::{PageRate, PageState, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
 use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
@@ -213,11 +213,10 @@ impl Estimator {
         let crawls = crawls(event.period, &view, Some(&*live), &entry.page.history);
         let moves = entry.page.rebin(crawls, &self.settings.eligibility);
         let partial = &mut live.partial;
-        move_bin(&mut partial.download, moves.download);
-        move_bin(&mut partial.change, moves.change);
+        moves.download.apply(&mut partial.download);
+        moves.change.apply(&mut partial.change);
         let rate = entry.page.change_rate(&live.rate_prior);
-        rate_evidence_before.into_iter().for_each(|e| live.rates.remove(e));
-        entry.page.rate_evidence().into_iter().for_each(|e| live.rates.add(e));
+        live.rates.replace(rate_evidence_before, entry.page.rate_evidence());
         partial.urls = partial.urls.saturating_add(u64::from(new_url));
         partial.requests = partial.requests.saturating_add(1);
         partial.period = partial.period.max(event.period);
@@ -376,11 +375,6 @@ fn request_of(event: &ChangeEvent) -> Request {
         update_size: event.size_change_bytes,
         latency_ms: event.latency_ms,
     }
-}
-
-fn move_bin(counts: &mut SparseCounts, bin_move: BinMove) {
-    bin_move.from.into_iter().for_each(|b| counts.remove(b));
-    bin_move.to.into_iter().for_each(|b| counts.add(b));
 }
 
 fn forecast_prior(prior: Prior) -> ForecastPrior {

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Observation, PageHistory};
-use crate::prediction::{fine_bin, Eligibility, Kind};
+use crate::prediction::{fine_bin, Eligibility, Kind, RateHistogram};
 use crate::rate::{RateEvidence, RateLikelihood, RatePrior};
 use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
 
@@ -72,6 +72,30 @@ pub struct PageRate {
 pub struct BinMove {
     pub from: Option<u8>,
     pub to: Option<u8>,
+}
+
+impl BinMove {
+    /// Moves the URL in `counts`, its group's histogram.
+    pub fn apply(self, counts: &mut impl FineBinCounts) {
+        self.from.into_iter().for_each(|bin| counts.remove_bin(bin));
+        self.to.into_iter().for_each(|bin| counts.add_bin(bin));
+    }
+}
+
+/// A group's count of its URLs in each fine DR or MR bin, however it is stored.
+pub trait FineBinCounts {
+    fn add_bin(&mut self, bin: u8);
+    fn remove_bin(&mut self, bin: u8);
+}
+
+impl FineBinCounts for RateHistogram {
+    fn add_bin(&mut self, bin: u8) {
+        self.add(usize::from(bin));
+    }
+
+    fn remove_bin(&mut self, bin: u8) {
+        self.remove(usize::from(bin));
+    }
 }
 
 /// The URL's moves in its group's DR and MR histograms.

@@ -91,10 +91,10 @@ struct Counted {
 
 impl RateCounts {
     pub fn add(&mut self, evidence: RateEvidence) {
-        let counted = self
-            .0
-            .entry(evidence)
-            .or_insert_with(|| Counted { pages: 0, relative_likelihood: Box::new(evidence.likelihood().relative()) });
+        let counted = self.0.entry(evidence).or_insert_with(|| Counted {
+            pages: 0,
+            relative_likelihood: Box::new(evidence.likelihood().relative()),
+        });
         counted.pages = counted.pages.saturating_add(1);
     }
 
@@ -107,6 +107,12 @@ impl RateCounts {
                 }
             }
         }
+    }
+
+    /// A URL's evidence changed from `before` to `after` (either absent).
+    pub fn replace(&mut self, before: Option<RateEvidence>, after: Option<RateEvidence>) {
+        before.into_iter().for_each(|evidence| self.remove(evidence));
+        after.into_iter().for_each(|evidence| self.add(evidence));
     }
 
     pub fn total(&self) -> u64 {

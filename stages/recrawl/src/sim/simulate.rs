@@ -616,11 +616,9 @@ impl Learner {
         let moves = state.rebin(crawl + 1, &self.eligibility);
         let group = &mut self.groups[usize::from(self.page_groups[slot])];
         let rate = state.change_rate(&group.rate_prior);
-        rate_evidence_before.into_iter().for_each(|evidence| group.rate_counts.remove(evidence));
-        state.rate_evidence().into_iter().for_each(|evidence| group.rate_counts.add(evidence));
+        group.rate_counts.replace(rate_evidence_before, state.rate_evidence());
         for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
-            bin_move.from.into_iter().for_each(|bin| histogram.remove(usize::from(bin)));
-            bin_move.to.into_iter().for_each(|bin| histogram.add(usize::from(bin)));
+            bin_move.apply(histogram);
         }
         let next = |kind: Kind, prior: &PreparedPrior| {
             let (yes, no) = state.recent(kind, WINDOW);
