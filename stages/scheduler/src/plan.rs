@@ -285,7 +285,14 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
         }
         Policy::Freshness => {
             let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
-            Some(probe_share(page, settings) * freshness_index(rate, period.copy_age(page)))
+            if predicted_to_fail(page, settings) {
+                // Its copy ages from its last download, so at that age the probe would
+                // outbid live pages every period; from its last visit, probes come about
+                // as often as a live page of its rate is fetched, times its share.
+                Some(probe_share(page, settings) * freshness_index(rate, since_visit(page, clock)))
+            } else {
+                Some(f64::from(page.p_download) * freshness_index(rate, period.copy_age(page)))
+            }
         }
         Policy::LambdaCrawl => {
             // LambdaCrawl assumes every request downloads; a page predicted not to keeps
@@ -472,6 +479,36 @@ mod tests {
                 "{policy:?}: the live page first when there is one pick"
             );
         }
+    }
+
+    #[test]
+    fn freshness_spaces_the_probes_of_a_page_long_failing() {
+        // A slow page that last downloaded in period 1 and has failed since, last when
+        // picked in 40; a live one of the same rate downloaded in 38. At its copy's age (40 periods)
+        // the failing page's probe share of the index would outbid the live page every
+        // period; from its last visit it waits its turn.
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for (url, period, downloaded, p_download) in [
+            ("http://h/failing", 1, true, 1.0),
+            ("http://h/failing", 40, false, 0.0),
+            ("http://h/live", 38, true, 1.0),
+        ] {
+            let mut e = estimate(url, period, downloaded, Some(false).filter(|_| downloaded));
+            e.change_rate = Some(0.001);
+            e.downloads.next = p_download;
+            book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
+        }
+        let caps = vec![10; hosts.len()];
+        let settings = settings(Policy::Freshness);
+        book.picked(book.find("http://h/failing").unwrap(), 40);
+        let picks = choose(&[&book], &hosts, 41, 10.0, 1, &caps, &settings);
+        assert_eq!(urls(&book, &picks), ["http://h/live"]);
+        let at_copy_age = settings.min_download_probability / 10.0 * freshness_index(0.001, 40.0);
+        assert!(
+            at_copy_age > picks[0].score,
+            "the case the rule is for: {at_copy_age} vs {}",
+            picks[0].score
+        );
     }
 
     #[test]
