@@ -115,9 +115,10 @@ pub trait Message: Serialize + DeserializeOwned {
     /// of the previous version could not take, and read the previous one in
     /// [`read_earlier`](Self::read_earlier).
     const VERSION: u16 = 1;
-    /// Optional fields a JSON message has gained at its end since schema 1's bincode
-    /// envelope wrote it. Bincode is positional and has no defaults, so such a record is
-    /// read with that many `None` tags (one 0 byte each) appended.
+    /// Optional fields the type has gained at its end since bincode records of it were
+    /// written (schema 1's envelope, or an internal state's earlier version). Bincode is
+    /// positional and has no defaults, so such a record is read with that many `None` tags
+    /// (one 0 byte each) appended.
     const ADDED_TRAILING_OPTIONS: usize = 0;
 
     /// Checks what a decoded message holds against [`bounds`](crate::messages::bounds),

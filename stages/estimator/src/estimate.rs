@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
 use recrawl_model::history::PageHistory;
-use recrawl_model::page::{PageRate, PageState, Request};
+use recrawl_model::page::{BinMove, PageRate, PageState, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
 use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
@@ -83,13 +83,12 @@ impl Message for EstimatorState {
     const FORMAT: Format = Format::Bincode;
     /// 2: `page.compared`, the periods the URL's comparisons span.
     const VERSION: u16 = 2;
+    /// Version 1 ends before `page.compared`, the last field.
+    const ADDED_TRAILING_OPTIONS: usize = 1;
 
-    /// Version 1 ends before `page.compared`, the last field: read with its `None` tag (a
-    /// 0 byte) appended, the state then estimates as it did.
+    /// Version 1 reads with `page.compared` absent; the state then estimates as it did.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
-        let mut padded = bytes.to_vec();
-        padded.push(0);
-        decode_as(framed, &padded)
+        decode_as(framed, bytes)
     }
 }
 
@@ -182,9 +181,9 @@ impl Estimator {
         if moved {
             // The group key changed (a new --group-by): move the URL.
             if let Some(old) = self.live.get_mut(&(partition, entry.group.clone())) {
-                entry.page.download_bin.take().into_iter().for_each(|b| old.partial.download.remove(b));
-                entry.page.change_bin.take().into_iter().for_each(|b| old.partial.change.remove(b));
-                entry.page.rate_evidence().into_iter().for_each(|e| old.rates.remove(e));
+                BinMove { from: entry.page.download_bin.take(), to: None }.apply(&mut old.partial.download);
+                BinMove { from: entry.page.change_bin.take(), to: None }.apply(&mut old.partial.change);
+                old.rates.replace(entry.page.rate_evidence(), None);
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
@@ -331,9 +330,9 @@ impl Estimator {
             let live = self.live.entry((partition, entry.group.clone())).or_default();
             let partial = &mut live.partial;
             let page = &entry.page;
-            page.download_bin.into_iter().for_each(|b| partial.download.add(b));
-            page.change_bin.into_iter().for_each(|b| partial.change.add(b));
-            page.rate_evidence().into_iter().for_each(|e| live.rates.add(e));
+            BinMove { from: None, to: page.download_bin }.apply(&mut partial.download);
+            BinMove { from: None, to: page.change_bin }.apply(&mut partial.change);
+            live.rates.replace(None, page.rate_evidence());
             partial.urls = partial.urls.saturating_add(1);
             partial.requests = partial.requests.saturating_add(u64::from(page.history.requests));
             partial.period = partial.period.max(page.history.last_request);

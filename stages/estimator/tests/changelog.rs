@@ -3,8 +3,8 @@
 
 use recrawl_estimator::EstimatorState;
 use recrawl_model::history::{Observation, PageHistory};
-use recrawl_model::page::{ComparedDownloads, PageState};
-use recrawl_model::refresh::{ChangeCalendar, ChangeHours, WeeklyChanges};
+use recrawl_model::page::{ComparedDownloads, PageState, Request};
+use recrawl_model::refresh::{ChangeCalendar, ChangeHours, RefreshSettings, WeeklyChanges};
 use recrawl_schemas::{decode, encode};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state.bin");
@@ -56,4 +56,33 @@ fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
     assert_eq!(old, expected);
     // Then the comparison was taken to span every request: 6 − 3 periods.
     assert_eq!(old.page.comparison_spacing(), Some(3.0));
+}
+
+#[test]
+fn a_version_1_record_ending_in_a_failure_keeps_the_span_of_its_requests() {
+    // As version 1 wrote it: this layout without the trailing `None` tag of
+    // `page.compared`, under version 1 in the envelope.
+    let mut state = sample();
+    state.page.history.record(10, Observation { downloaded: false, changed: None });
+    state.page.compared = None;
+    let mut bytes = encode(&state).expect("encodes");
+    assert_eq!(bytes.pop(), Some(0), "the None tag ends the record");
+    bytes[2..4].copy_from_slice(&1u16.to_be_bytes());
+    let mut old = decode::<EstimatorState>(&bytes).expect("decodes");
+    assert_eq!(old, state);
+    // Its one comparison spans its requests, 3 to 10, as version 1 estimated it ...
+    assert_eq!(old.page.comparison_spacing(), Some(7.0));
+    // ... and from its next download on the span is counted, the failure at 10 taken as
+    // the download it followed: 7 + (14 − 10) periods over 2 comparisons.
+    let request = Request {
+        period: 14,
+        fetched_at_ms: 1_700_000_100_000,
+        downloaded: true,
+        changed: Some(false),
+        size_bytes: 5_000,
+        update_size: Some(0),
+        latency_ms: 40.0,
+    };
+    assert!(old.page.record(&request, &RefreshSettings::default()));
+    assert_eq!(old.page.comparison_spacing(), Some(5.5));
 }

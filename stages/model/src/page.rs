@@ -45,7 +45,8 @@ pub struct PageState {
 
 /// Where a URL's compared downloads lie. Failed requests between, before or after them
 /// take no part: a comparison spans the periods from one download to the next. 32 bits
-/// each (saturating: 490,000 years of hourly periods) keep a tracked URL under 200 B.
+/// each (saturating: 490,000 years of hourly periods, 8,000 of minute-long ones) keep a
+/// tracked URL's counters within 200 B.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComparedDownloads {
     /// The crawl of the latest download, counted from the URL's first request.
@@ -131,12 +132,16 @@ impl PageState {
         }
         if request.downloaded {
             let crawl = self.history.since_first_request(request.period);
-            let periods = before.map_or(0, |compared| compared.periods);
             let periods = match (before, request.changed) {
                 (Some(compared), Some(_)) => {
-                    periods.saturating_add(crawl.saturating_sub(compared.last_download))
+                    compared.periods.saturating_add(crawl.saturating_sub(compared.last_download))
                 }
-                _ => periods,
+                (Some(compared), None) => compared.periods,
+                // Compared with a download this history never recorded (the diff stage
+                // kept a copy the estimator lost): since the first request, the most it
+                // can have spanned that is known.
+                (None, Some(_)) => crawl,
+                (None, None) => 0,
             };
             self.compared = Some(ComparedDownloads { last_download: crawl, periods });
             self.last_size_bytes = request.size_bytes;
@@ -213,17 +218,15 @@ impl PageState {
     }
 
     /// [`Self::compared`], or for a state restored from a record that predates it, what
-    /// the rate was estimated from then: the latest request taken as a download and the
-    /// comparisons as spanning every request. `None` before the first download.
+    /// the rate was estimated from then: the comparisons spanning every request, up to
+    /// the latest taken as a download, or before the first comparison the one download
+    /// at the first request. `None` before the first download.
     fn compared_downloads(&self) -> Option<ComparedDownloads> {
         let history = &self.history;
         self.compared.or_else(|| {
             let (_, last) = history.first_and_last().filter(|_| history.successes > 0)?;
-            let last = history.since_first_request(last);
-            Some(ComparedDownloads {
-                last_download: last,
-                periods: if history.comparisons > 0 { last } else { 0 },
-            })
+            let last = if history.comparisons > 0 { history.since_first_request(last) } else { 0 };
+            Some(ComparedDownloads { last_download: last, periods: last })
         })
     }
 
@@ -317,10 +320,23 @@ mod tests {
         // From the latest request then (8), taken as a download: 8 + 2 periods.
         assert_eq!(page.compared, Some(ComparedDownloads { last_download: 10, periods: 10 }));
         assert_eq!(page.comparison_spacing(), Some(5.0));
+        // Before its first comparison: from its one download, taken as at the first
+        // request (download in 0, failures in 3 and 6), as the span of requests had it.
+        let mut once = PageState::new(0);
+        for (crawl, downloaded) in [(0, true), (3, false), (6, false)] {
+            once.record(&request(crawl, downloaded, None), &settings);
+        }
+        once.compared = None;
+        once.record(&request(9, true, Some(true)), &settings);
+        assert_eq!(once.comparison_spacing(), Some(9.0));
         // Only failed requests, or none: no span.
         let mut failing = PageState::new(0);
         failing.record(&request(1, false, None), &settings);
         assert_eq!((failing.compared, failing.comparison_spacing()), (None, None));
+        // Then a download compared with one the history never recorded: it spans at most
+        // the periods since the first request.
+        failing.record(&request(6, true, Some(true)), &settings);
+        assert_eq!(failing.compared, Some(ComparedDownloads { last_download: 5, periods: 5 }));
     }
 
     #[test]

@@ -14,7 +14,8 @@ use std::sync::LazyLock;
 
 /// Grid points, log-spaced from [`LOWEST_RATE`] to [`HIGHEST_RATE`] per period.
 const RATE_BINS: usize = 24;
-/// Below it a page counts as static: one change in 10,000 periods, 14 months of hourly ones.
+/// Below it a page counts as static: one change in 10,000 periods, 14 months of hourly
+/// ones (the simulator's), a week of the stage's default minute-long ones.
 pub const LOWEST_RATE: f64 = 1e-4;
 /// Above it a page changes between any two visits of any scheduler.
 pub const HIGHEST_RATE: f64 = 20.0;
@@ -111,6 +112,11 @@ impl RateCounts {
 
     /// A URL's evidence changed from `before` to `after` (either absent).
     pub fn replace(&mut self, before: Option<RateEvidence>, after: Option<RateEvidence>) {
+        // A failure leaves the evidence as it was; removing its last page would drop the
+        // cached likelihood only to compute it again.
+        if before == after {
+            return;
+        }
         before.into_iter().for_each(|evidence| self.remove(evidence));
         after.into_iter().for_each(|evidence| self.add(evidence));
     }

@@ -86,7 +86,8 @@ pub struct SchedulerArgs {
           value_parser = clap::value_parser!(u64).range(1..=MAX_PICKS_PER_PERIOD).map(|m| m as usize))]
     pub max_picks_per_host: usize,
     /// `change-aware`: no picks for URLs whose next request is predicted to download with
-    /// less than this probability; `lambda-crawl`, `freshness`: only a probe share.
+    /// less than this probability; `lambda-crawl`, `freshness`: only a probe share, spaced
+    /// from their last visit.
     #[arg(long, env = "RECRAWL_MIN_DOWNLOAD_PROBABILITY", default_value_t = 0.1, value_parser = unit_interval)]
     pub min_download_probability: f64,
     /// Periods a pick waits for its estimate before the URL may be picked again.

@@ -30,8 +30,8 @@ pub struct PlanSettings {
     pub discovery_share: f64,
     /// `change-aware`: pages whose next request is predicted to download with less than
     /// this probability get no picks; `freshness` and `lambda-crawl` weight their scores
-    /// by their own chance, at least a tenth of it: probe shares that find a site come
-    /// back.
+    /// by their own chance, at least a tenth of it, and space them from their last visit:
+    /// probe shares that find a site come back.
     pub min_download_probability: f64,
     /// Periods a picked page waits for its estimate before it may be picked again.
     pub pending_periods: u32,
