@@ -455,7 +455,12 @@ impl Book {
                 settings.nutch_max_interval,
             ) as f32;
         }
-        page.schedule = learned.schedule;
+        // A plan made before a change could be seen would put the page in the slowest
+        // group, weeks away; until its first compared download it keeps none (`groups`
+        // then takes it in round robin).
+        if request.changed.is_some() || page.schedule.is_some() {
+            page.schedule = learned.schedule;
+        }
         let host = page.host;
         self.update_validators(slot, request);
         hosts.observe(host, request, settings.response_time_smoothing, settings.max_backoff_periods);

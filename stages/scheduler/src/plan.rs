@@ -562,6 +562,32 @@ mod tests {
     }
 
     #[test]
+    fn groups_plan_a_page_from_its_first_comparison_and_take_it_in_turn_before() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        let apply = |book: &mut Book, hosts: &mut Hosts, period, changed| {
+            book.apply_estimate(
+                hosts,
+                &estimate("http://h/p", period, true, changed),
+                &BookSettings::default(),
+            )
+            .unwrap();
+        };
+        apply(&mut book, &mut hosts, 10, None);
+        let slot = book.find("http://h/p").unwrap();
+        assert_eq!(book.page(slot).schedule, None, "one download shows no change yet");
+        let caps = vec![10; hosts.len()];
+        let settings = PlanSettings { period_ms: 3_600_000, ..settings(Policy::Groups) };
+        let picks = choose(&[&book], &hosts, 13, 10.0, 5, &caps, &settings);
+        assert_eq!((urls(&book, &picks), picks[0].score), (vec!["http://h/p".to_owned()], 3.0), "in turn");
+        apply(&mut book, &mut hosts, 14, Some(false));
+        assert!(book.page(slot).schedule.is_some(), "planned from its first comparison");
+        // A later request compared with nothing (a failure, or a download the diff could
+        // not compare) keeps the plan.
+        apply(&mut book, &mut hosts, 15, None);
+        assert!(book.page(slot).schedule.is_some());
+    }
+
+    #[test]
     fn in_degree_first_follows_the_algorithm_on_a_small_graph() {
         // Crawled pages a, b, c link to the frontier:
         //   a → x, y;  b → y, z;  c → y, z, w  (discovered in that order: x, y, z, w).
