@@ -39,8 +39,9 @@ fn models(c: &mut Criterion) {
     'fill: for comparisons in 1..=20u32 {
         for changes in 0..=comparisons {
             for spacing in [5.0, 12.5, 20.0, 50.0] {
-                (0..(comparisons + changes) % 7 + 1)
-                    .for_each(|_| counts.add(RateEvidence::new(comparisons, changes, spacing)));
+                (0..(comparisons + changes) % 7 + 1).for_each(|_| {
+                    counts.replace(None, Some(RateEvidence::new(comparisons, changes, spacing)))
+                });
                 distinct += 1;
                 if distinct == 400 {
                     break 'fill;

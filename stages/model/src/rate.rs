@@ -91,7 +91,7 @@ struct Counted {
 }
 
 impl RateCounts {
-    pub fn add(&mut self, evidence: RateEvidence) {
+    fn add(&mut self, evidence: RateEvidence) {
         let counted = self.0.entry(evidence).or_insert_with(|| Counted {
             pages: 0,
             relative_likelihood: Box::new(evidence.likelihood().relative()),
@@ -99,7 +99,7 @@ impl RateCounts {
         counted.pages = counted.pages.saturating_add(1);
     }
 
-    pub fn remove(&mut self, evidence: RateEvidence) {
+    fn remove(&mut self, evidence: RateEvidence) {
         if let Entry::Occupied(mut entry) = self.0.entry(evidence) {
             match entry.get().pages.checked_sub(1) {
                 Some(left) if left > 0 => entry.get_mut().pages = left,
