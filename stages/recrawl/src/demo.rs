@@ -97,6 +97,41 @@ struct StageProcess {
     name: &'static str,
     child: Child,
     http: SocketAddr,
+    launch: Launch,
+}
+
+/// How a stage is started, so it can be started again on another port: a port found
+/// free can be taken (by any connection's ephemeral port) before the stage binds it.
+struct Launch {
+    args: Vec<String>,
+    /// `RECRAWL_KAFKA_OPTIONS`, if any.
+    kafka_options: Option<String>,
+    log: PathBuf,
+}
+
+impl Launch {
+    fn start(&self, name: &str, http: SocketAddr) -> anyhow::Result<Child> {
+        let exe = std::env::current_exe().context("locating the recrawl executable")?;
+        let log = std::fs::File::create(&self.log)?;
+        let mut command = Command::new(exe);
+        command
+            .args(&self.args)
+            .args(["--http-listen", &http.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true);
+        if let Some(options) = &self.kafka_options {
+            command.env("RECRAWL_KAFKA_OPTIONS", options);
+        }
+        command.spawn().with_context(|| format!("starting the {name} stage"))
+    }
+
+    /// Whether the stage's start-up failed on its HTTP port being taken.
+    fn lost_its_port(&self) -> bool {
+        std::fs::read_to_string(&self.log)
+            .is_ok_and(|log| log.contains("--http-listen") && log.contains("Address already in use"))
+    }
 }
 
 /// Runs the demo, printing progress to stdout.
@@ -478,6 +513,9 @@ fn describe(processes: &[StageProcess]) -> String {
         .join(", ")
 }
 
+/// Times a stage is started again on another port when its own was taken meanwhile.
+const PORT_RETRIES: u32 = 3;
+
 fn free_port() -> anyhow::Result<SocketAddr> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
@@ -490,45 +528,48 @@ fn spawn_stage(
     extra: &[String],
     log_dir: &Path,
 ) -> anyhow::Result<StageProcess> {
-    let exe = std::env::current_exe().context("locating the recrawl executable")?;
-    let http = free_port()?;
-    let log = std::fs::File::create(log_dir.join(format!("{name}.log")))?;
-    let mut command = Command::new(exe);
-    command
-        .args([
-            "stage",
-            name,
-            "--brokers",
-            &kafka.cluster.brokers,
-            "--topic-prefix",
-            &kafka.cluster.topic_prefix,
-        ])
-        .args(["--http-listen", &http.to_string(), "--instance-id", &format!("demo-{name}")])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .kill_on_drop(true);
+    let mut args: Vec<String> = [
+        "stage",
+        name,
+        "--brokers",
+        &kafka.cluster.brokers,
+        "--topic-prefix",
+        &kafka.cluster.topic_prefix,
+        "--instance-id",
+        &format!("demo-{name}"),
+    ]
+    .map(String::from)
+    .into();
+    args.extend_from_slice(extra);
     // Through the environment, not the command line, which any local user can read
     // (ps): the options may hold a password.
-    if !kafka.cluster.kafka_options.is_empty() {
+    let kafka_options = (!kafka.cluster.kafka_options.is_empty()).then(|| {
         let options: Vec<String> =
             kafka.cluster.kafka_options.iter().map(|(key, value)| format!("{key}={value}")).collect();
-        command.env("RECRAWL_KAFKA_OPTIONS", options.join(";"));
-    }
-    let child = command.spawn().with_context(|| format!("starting the {name} stage"))?;
-    Ok(StageProcess { name, child, http })
+        options.join(";")
+    });
+    let launch = Launch { args, kafka_options, log: log_dir.join(format!("{name}.log")) };
+    let http = free_port()?;
+    let child = launch.start(name, http)?;
+    Ok(StageProcess { name, child, http, launch })
 }
 
 async fn wait_ready(processes: &mut [StageProcess]) -> anyhow::Result<()> {
     let client = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build()?;
     let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
     for process in processes.iter_mut() {
-        let url = format!("http://{}/readyz", process.http);
+        let mut port_retries = PORT_RETRIES;
         loop {
             if let Some(status) = process.child.try_wait()? {
+                if process.launch.lost_its_port() && port_retries > 0 {
+                    port_retries -= 1;
+                    process.http = free_port()?;
+                    process.child = process.launch.start(process.name, process.http)?;
+                    continue;
+                }
                 bail!("the {} stage exited during start-up ({status}); see its log", process.name);
             }
+            let url = format!("http://{}/readyz", process.http);
             let ready = client.get(&url).send().await.is_ok_and(|r| r.status().is_success());
             if ready {
                 break;
@@ -655,6 +696,21 @@ async fn stop(processes: &mut [StageProcess]) -> Vec<(&'static str, Option<i32>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stage_that_lost_its_port_is_told_from_one_that_failed_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let launch = Launch { args: Vec::new(), kafka_options: None, log: dir.path().join("stage.log") };
+        assert!(!launch.lost_its_port(), "no log yet");
+        std::fs::write(
+            &launch.log,
+            "Error: --http-listen 127.0.0.1:39275: Address already in use (os error 98)\n",
+        )
+        .unwrap();
+        assert!(launch.lost_its_port());
+        std::fs::write(&launch.log, "Error: --brokers: no broker answered\n").unwrap();
+        assert!(!launch.lost_its_port());
+    }
 
     #[test]
     fn the_fetch_window_puts_the_mean_fetch_where_the_pipelines_was() {
