@@ -9,7 +9,7 @@ use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{ChangeEvent, FetchResult, TopicCatalogue};
+use recrawl_schemas::{ChangeEvent, FetchOutcome, FetchResult, TopicCatalogue};
 
 const URLS: usize = 8;
 const ORIGINAL: &str = "<p>one two three alpha</p>";
@@ -88,7 +88,9 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
     );
 
     // The first leaves; the second takes everything. A replay of period 2 with another
-    // body is ignored, period 3 compares with period 2's content.
+    // body is ignored, period 4 compares with period 2's content; then a result of period
+    // 3 arrives late (as fetch sends a pick it requeued behind a later one): it has its
+    // event, its replay and an old period's replay have none.
     first.stop().await.expect("first instance stops cleanly");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     // The gauge is set when the restore after the rebalance is done; only looking again
@@ -103,14 +105,28 @@ async fn diff_state_follows_partitions_between_instances_and_replays_are_noops()
         FutureRecord::to(&topic).key("http://site0.example/page.html").payload(b"\xc5\x01".as_slice());
     producer.send(truncated, Duration::from_secs(10)).await.expect("produced");
     for i in 0..URLS {
-        let page = result(i, 3, if i % 2 == 0 { EDITED } else { ORIGINAL });
+        let page = result(i, 4, if i % 2 == 0 { EDITED } else { ORIGINAL });
         produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
     }
-    events_until(&observer, &mut events, &mut dead, 3 * URLS, 1).await;
+    // The URL's next result comes after them on its partition: once its event is in,
+    // any event of theirs would be too.
+    let late = FetchResult { outcome: FetchOutcome::Deferred, http_status: None, ..result(1, 3, "") };
+    for page in [&late, &late, &result(1, 1, "replayed"), &result(1, 5, ORIGINAL)] {
+        produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, page).await;
+    }
+    events_until(&observer, &mut events, &mut dead, 3 * URLS + 2, 1).await;
+    let after: Vec<(u64, bool)> = events
+        .iter()
+        .filter(|e| e.page.url == late.url && e.period != 4)
+        .map(|e| (e.period, e.downloaded))
+        .skip(2)
+        .collect();
+    assert_eq!(after, [(3, false), (5, true)], "the late result's event, then the next one's");
+    events.retain(|e| e.period != 3 && e.period != 5);
     for event in &events[2 * URLS..] {
         let index: usize =
             event.page.host.trim_start_matches("site").trim_end_matches(".example").parse().expect("index");
-        assert_eq!((event.period, event.changed), (3, Some(index.is_multiple_of(2))), "{}", event.page.url);
+        assert_eq!((event.period, event.changed), (4, Some(index.is_multiple_of(2))), "{}", event.page.url);
         // The restored version carries the old words, not only a hash.
         let degrees = event.degrees.as_ref().expect("compared");
         let expected_ied = if index.is_multiple_of(2) { 0.25 } else { 0.0 };

@@ -190,8 +190,13 @@ impl Differ {
     }
 
     /// The change event for `result`; `kept` becomes the version to keep afterwards.
+    ///
+    /// `kept` is the latest download. A result of an earlier period than it (a late one:
+    /// fetch requeued its pick behind a later pick of the URL) has no previous download
+    /// at hand, so it compares with nothing, and it does not replace the later version.
     pub fn apply(&mut self, kept: &mut Option<PageVersion>, result: &FetchResult) -> ChangeEvent {
-        let previous = kept.as_ref();
+        let previous = kept.as_ref().filter(|version| version.period < result.period);
+        let newest = previous.is_some() || kept.is_none();
         let (current, encoding) = match result.outcome {
             FetchOutcome::Downloaded => {
                 let (version, encoding) = self.version_of(result);
@@ -230,7 +235,7 @@ impl Differ {
             previous_size_bytes: previous.map(|p| p.size_bytes),
             size_change_bytes: compared
                 .map(|(before, after)| (after.size_bytes as i64).saturating_sub(before.size_bytes as i64)),
-            first_seen: downloaded && previous.is_none(),
+            first_seen: downloaded && kept.is_none(),
             changed,
             text_changed,
             content_hash: current.as_ref().map(|c| hash_hex(c.content_hash)),
@@ -246,7 +251,7 @@ impl Differ {
             etag: result.etag.clone(),
             last_modified: result.last_modified.clone(),
         };
-        if let Some(current) = current {
+        if let Some(current) = current.filter(|_| newest) {
             if result.outcome == FetchOutcome::Downloaded {
                 if let Some(previous) = kept.as_ref() {
                     self.release(previous);
@@ -344,6 +349,30 @@ mod tests {
         assert_eq!(not_modified.degrees.map(|d| d.ied), Some(0.0));
         assert_eq!((not_modified.size_bytes, not_modified.words), (5, Some(1)));
         assert_eq!(kept.map(|k| k.period), Some(3));
+    }
+
+    #[test]
+    fn a_late_result_compares_with_nothing_and_keeps_the_later_version() {
+        let mut differ = Differ::default();
+        let mut kept = None;
+        differ.apply(&mut kept, &result(5, FetchOutcome::Downloaded, "five"));
+        let later = kept.clone();
+        let deferred = differ.apply(&mut kept, &result(3, FetchOutcome::Deferred, ""));
+        assert_eq!((deferred.period, deferred.downloaded, deferred.previous_size_bytes), (3, false, None));
+        let late = differ.apply(&mut kept, &result(4, FetchOutcome::Downloaded, "four"));
+        assert!(late.downloaded && !late.first_seen, "a later download is kept");
+        assert_eq!((late.changed, late.degrees, late.previous_content_hash), (None, None, None));
+        assert!(late.content_hash.is_some());
+        let late_304 = differ.apply(&mut kept, &result(4, FetchOutcome::NotModified, ""));
+        assert_eq!((late_304.changed, late_304.previous_words), (None, None));
+        assert_eq!(kept, later);
+        assert_eq!(differ.corpus().documents(), 1, "the late body is not held");
+        // Before any download, a late one is the first seen, and the one kept.
+        let mut none = None;
+        differ.apply(&mut none, &result(9, FetchOutcome::Timeout, ""));
+        let first = differ.apply(&mut none, &result(8, FetchOutcome::Downloaded, "eight"));
+        assert!(first.first_seen);
+        assert_eq!(none.map(|v| v.period), Some(8));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use recrawl_common::metrics::registered;
 use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
 use recrawl_schemas::{ChangeEvent, Format, Message};
 use serde::{Deserialize, Serialize};
@@ -111,15 +112,74 @@ impl CompareArgs {
 /// What the diff stage keeps per URL (changelog `state.diff`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DiffState {
-    /// The last period applied; a result for this period or an earlier one is a replay.
+    /// The latest period applied.
     pub last_period: u64,
     /// The latest download, if any.
     pub version: Option<PageVersion>,
+    /// Which of the 64 periods before `last_period` were applied: bit `i` is
+    /// period `last_period − 1 − i`. Results can come out of period order (fetch requeues
+    /// a pick it could not start behind the URL's later pick), so a result of an earlier
+    /// period is a replay only if its period was applied. `None` in version-1 records,
+    /// which took every earlier period as applied.
+    pub applied_before: Option<u64>,
 }
 
 impl Message for DiffState {
     const NAME: &'static str = "DiffState";
     const FORMAT: Format = Format::Bincode;
+    /// 2: `applied_before`, so late results are not taken for replays.
+    const VERSION: u16 = 2;
+    /// Version 1 ends before `applied_before`, the last field.
+    const ADDED_TRAILING_OPTIONS: usize = 1;
+
+    fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        decode_as(framed, bytes)
+    }
+}
+
+impl DiffState {
+    /// The state of a URL whose first result is of `period`.
+    fn starting_at(period: u64) -> Self {
+        Self { last_period: period, version: None, applied_before: Some(0) }
+    }
+
+    /// Whether a result of `period` was applied already. One older than the 64 periods
+    /// kept is taken as new: a duplicate event is better than a lost one.
+    fn is_replay(&self, period: u64) -> bool {
+        match self.last_period.checked_sub(period) {
+            None => false,
+            Some(0) => true,
+            Some(back) => self.applied_before.is_none_or(|applied| applied & period_bit(back) != 0),
+        }
+    }
+
+    fn mark_applied(&mut self, period: u64) {
+        match period.checked_sub(self.last_period) {
+            Some(0) => {}
+            Some(ahead) => {
+                let earlier = self.applied_before.unwrap_or(u64::MAX);
+                self.applied_before = Some(shifted(earlier, ahead) | period_bit(ahead));
+                self.last_period = period;
+            }
+            None => {
+                let back = self.last_period.saturating_sub(period);
+                if let Some(applied) = &mut self.applied_before {
+                    *applied |= period_bit(back);
+                }
+            }
+        }
+    }
+}
+
+/// The bit of [`DiffState::applied_before`] for the period `back` periods before the
+/// latest (`back` ≥ 1); 0 outside the window.
+fn period_bit(back: u64) -> u64 {
+    shifted(1, back.saturating_sub(1))
+}
+
+/// `bits` shifted left by `by`, 0 when everything is shifted out.
+fn shifted(bits: u64, by: u64) -> u64 {
+    u32::try_from(by).ok().and_then(|by| bits.checked_shl(by)).unwrap_or(0)
 }
 
 #[derive(Debug, Clone)]
@@ -138,7 +198,7 @@ impl DiffMetrics {
             IntCounterVec::new(
                 Opts::new(
                     "diff_events_total",
-                    "Change events by result: first_seen, changed, text_unchanged (markup only), unchanged, not_downloaded.",
+                    "Change events by result: first_seen, changed, text_unchanged (markup only), unchanged, uncompared (a download of a type diff does not read, or late: a later one is kept), not_downloaded.",
                 ),
                 &["result"],
             )?,
@@ -173,7 +233,8 @@ impl DiffMetrics {
             IntGauge::new("diff_corpus_words", "Distinct words in COS's document frequencies.")?,
         )?;
         // At 0 from the start, so an alert sees the first of each.
-        for result in ["first_seen", "changed", "text_unchanged", "unchanged", "not_downloaded"] {
+        for result in ["first_seen", "changed", "text_unchanged", "unchanged", "uncompared", "not_downloaded"]
+        {
             events.with_label_values(&[result]).reset();
         }
         for (name, _) in change::METRICS {
@@ -188,7 +249,8 @@ impl DiffMetrics {
             (true, true, ..) => "first_seen",
             (true, false, Some(true), Some(false)) => "text_unchanged",
             (true, false, Some(true), _) => "changed",
-            _ => "unchanged",
+            (true, false, Some(false), _) => "unchanged",
+            (true, false, None, _) => "uncompared",
         };
         self.events.with_label_values(&[result]).inc();
         if let Some(degrees) = event.degrees.as_ref().filter(|_| event.changed == Some(true)) {
@@ -233,16 +295,14 @@ impl Stage for Diff {
     ) -> Result<(), StageError> {
         for record in batch {
             let Some(result) = out.decode_keyed(&record, FETCH_RESULTS) else { continue };
-            if state.get(record.partition, &result.url).is_some_and(|s| result.period <= s.last_period) {
+            if state.get(record.partition, &result.url).is_some_and(|s| s.is_replay(result.period)) {
                 continue;
             }
-            let page = state.get_or_insert_with(record.partition, &result.url, || DiffState {
-                last_period: 0,
-                version: None,
-            });
+            let page = state
+                .get_or_insert_with(record.partition, &result.url, || DiffState::starting_at(result.period));
             let started = Instant::now();
             let event = self.differ.apply(&mut page.version, &result);
-            page.last_period = result.period;
+            page.mark_applied(result.period);
             self.metrics.compare_seconds.observe(started.elapsed().as_secs_f64());
             self.metrics.record(&event);
             out.send(CHANGE_EVENTS, &event)?;
@@ -298,8 +358,41 @@ mod tests {
                 word_count: 3,
                 words: WordHashes(vec![1, u64::MAX, 42]),
             }),
+            applied_before: Some(0b101),
         };
         let bytes = recrawl_schemas::encode(&state).expect("encode");
         assert_eq!(recrawl_schemas::decode::<DiffState>(&bytes).expect("decode"), state);
+    }
+
+    #[test]
+    fn results_out_of_period_order_are_applied_once_each() {
+        let mut state = DiffState::starting_at(10);
+        let mut applied = Vec::new();
+        for period in [10, 12, 11, 11, 12, 10, 9, 9, 200, 199, 12, 12, 200] {
+            if !state.is_replay(period) {
+                state.mark_applied(period);
+                applied.push(period);
+            }
+        }
+        // 12 is 188 periods behind 200, out of the window: taken as new every time.
+        assert_eq!(applied, [12, 11, 9, 200, 199, 12, 12]);
+        assert_eq!((state.last_period, state.applied_before), (200, Some(1)));
+    }
+
+    #[test]
+    fn a_version_1_record_reads_back_taking_earlier_periods_as_applied() {
+        // As version 1 wrote it: this layout without the trailing `None` tag, under
+        // version 1 in the envelope.
+        let state = DiffState { last_period: 7, version: None, applied_before: None };
+        let mut bytes = recrawl_schemas::encode(&state).expect("encode");
+        assert_eq!(bytes.pop(), Some(0), "the None tag ends the record");
+        bytes[2..4].copy_from_slice(&1u16.to_be_bytes());
+        let mut old = recrawl_schemas::decode::<DiffState>(&bytes).expect("decode");
+        assert_eq!(old, state);
+        assert!((0..=7).all(|period| old.is_replay(period)), "as version 1 took them");
+        old.mark_applied(9);
+        assert!(!old.is_replay(8), "the gap after the version-1 record was never applied");
+        assert!([9, 7, 6, 0].iter().all(|&period| old.is_replay(period)));
+        assert_eq!(old.applied_before, Some(!0b01));
     }
 }
