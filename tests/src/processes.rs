@@ -2,7 +2,9 @@
 //! existing Kafka" shows (`recrawl-fetch --brokers … --http-listen …`), and the simulated
 //! web they crawl: the harness of the tests that run the binaries (chaos, operate).
 
+use std::io::{Read, Seek, SeekFrom};
 use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,12 +19,17 @@ use crate::hostile::HOSTILITIES;
 pub const SITES: u32 = 3;
 pub const PERIOD_MS: u64 = 1500;
 
+/// Times a stage is started again on another port when its own was taken meanwhile.
+const PORT_RETRIES: u32 = 3;
+
 #[derive(Debug)]
 pub struct Stage {
     pub name: &'static str,
     pub args: Vec<String>,
     pub http: SocketAddr,
     pub child: Child,
+    /// Where this process's output begins in the stage's log, which its restarts share.
+    log_from: u64,
 }
 
 pub fn free_port() -> SocketAddr {
@@ -31,13 +38,29 @@ pub fn free_port() -> SocketAddr {
 
 impl Stage {
     pub fn start(name: &'static str, args: Vec<String>) -> Self {
-        let http = free_port();
-        let child = spawn(name, &args, http);
-        Self { name, args, http, child }
+        Self::start_on(name, args, free_port())
+    }
+
+    /// Starts the stage serving HTTP on `http`; [`Stage::ready`] starts it again on
+    /// another port if that one was taken.
+    pub fn start_on(name: &'static str, args: Vec<String>, http: SocketAddr) -> Self {
+        let (child, log_from) = spawn(name, &args, http);
+        Self { name, args, http, child, log_from }
     }
 
     pub fn restart(&mut self) {
-        self.child = spawn(self.name, &self.args, self.http);
+        (self.child, self.log_from) = spawn(self.name, &self.args, self.http);
+    }
+
+    /// Whether the process exited because its port, found free by binding port 0 and let
+    /// go, was taken by another socket before it bound it.
+    fn lost_its_port(&self) -> bool {
+        let mut output = String::new();
+        let read = std::fs::File::open(log_path(self.name)).and_then(|mut log| {
+            log.seek(SeekFrom::Start(self.log_from))?;
+            log.read_to_string(&mut output)
+        });
+        read.is_ok() && recrawl_common::http::lost_its_port(&output)
     }
 
     /// One more instance of this stage, in the same group under instance id `ID-n`.
@@ -55,13 +78,20 @@ impl Stage {
 
     pub async fn ready_within(&mut self, client: &reqwest::Client, limit: Duration) -> Duration {
         let started = Instant::now();
+        let mut port_retries = PORT_RETRIES;
         // Readiness is only observable by asking again.
         loop {
-            assert!(
-                self.child.try_wait().expect("status").is_none(),
-                "{} exited before it was ready",
-                self.name
-            );
+            if let Some(status) = self.child.try_wait().expect("status") {
+                assert!(
+                    port_retries > 0 && self.lost_its_port(),
+                    "{} exited before it was ready: {status}",
+                    self.name
+                );
+                port_retries -= 1;
+                self.http = free_port();
+                self.restart();
+                continue;
+            }
             let answer = client.get(format!("http://{}/readyz", self.http)).send().await;
             if answer.is_ok_and(|r| r.status().is_success()) {
                 return started.elapsed();
@@ -142,23 +172,26 @@ impl Drop for Stage {
     }
 }
 
-/// Starts `recrawl-NAME`, its log appended to `NAME.log` in `RECRAWL_TEST_LOG_DIR` (or the
-/// system's temporary directory).
-fn spawn(name: &str, args: &[String], http: SocketAddr) -> Child {
+/// `NAME.log` in `RECRAWL_TEST_LOG_DIR` (or the system's temporary directory).
+fn log_path(name: &str) -> PathBuf {
     let dir = std::env::var_os("RECRAWL_TEST_LOG_DIR").map_or_else(std::env::temp_dir, Into::into);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(format!("{name}.log")))
-        .expect("stage log");
-    Command::new(binary(&format!("recrawl-{name}")))
+    dir.join(format!("{name}.log"))
+}
+
+/// Starts `recrawl-NAME`, its output appended to its log: the process, and where its
+/// output begins in the log.
+fn spawn(name: &str, args: &[String], http: SocketAddr) -> (Child, u64) {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log_path(name)).expect("stage log");
+    let log_from = log.metadata().expect("stage log").len();
+    let child = Command::new(binary(&format!("recrawl-{name}")))
         .args(args)
         .args(["--http-listen", &http.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .expect("stage binary starts")
+        .expect("stage binary starts");
+    (child, log_from)
 }
 
 /// The four stages as processes, started as the README shows, and the simulated web they

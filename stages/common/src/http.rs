@@ -16,6 +16,33 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::StageMetrics;
 
+/// What a stage says when the port of `--http-listen` is taken.
+const PORT_TAKEN: &str = "the port is taken";
+
+/// Why the `--http-listen` address could not be served.
+#[derive(Debug, thiserror::Error)]
+pub struct ListenError {
+    address: SocketAddr,
+    source: std::io::Error,
+}
+
+impl std::fmt::Display for ListenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "--http-listen {}: ", self.address)?;
+        if self.source.kind() == std::io::ErrorKind::AddrInUse {
+            write!(f, "{PORT_TAKEN}: ")?;
+        }
+        write!(f, "{}", self.source)
+    }
+}
+
+/// Whether a stage's output says it stopped because its `--http-listen` port was taken.
+/// A launcher that chose the port beforehand, by binding port 0 and letting it go, can
+/// lose it to any socket meanwhile; it may start the stage again on another.
+pub fn lost_its_port(output: &str) -> bool {
+    output.lines().any(|line| line.contains("--http-listen") && line.contains(PORT_TAKEN))
+}
+
 /// Liveness and readiness, shared between the loop, the Kafka clients and the server.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
@@ -82,9 +109,10 @@ pub async fn serve(
     metrics: StageMetrics,
     health: Health,
     shutdown: CancellationToken,
-) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
+) -> Result<SocketAddr, ListenError> {
+    let failed = |source| ListenError { address: addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
     let app = Router::new()
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(healthz))
@@ -150,5 +178,19 @@ mod tests {
         assert_eq!(get("/healthz").await.0, 503);
         assert_eq!(get("/readyz").await.0, 503);
         shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_taken_port_is_told_from_other_failures() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = taken.local_addr().unwrap();
+        let serve_on =
+            |address| serve(address, StageMetrics::new("fetch"), Health::default(), CancellationToken::new());
+        let error = serve_on(address).await.unwrap_err().to_string();
+        assert!(lost_its_port(&format!("Error: {error}\n")), "{error}");
+        // An address this machine does not have fails otherwise.
+        let error = serve_on("192.0.2.1:80".parse().unwrap()).await.unwrap_err().to_string();
+        assert!(error.contains("--http-listen") && !lost_its_port(&error), "{error}");
+        assert!(!lost_its_port("Error: --brokers: no broker answered\n"));
     }
 }

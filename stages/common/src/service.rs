@@ -71,8 +71,7 @@ where
     let server_shutdown = CancellationToken::new();
     let bound =
         http::serve(service.http_listen, ctx.metrics.clone(), ctx.health.clone(), server_shutdown.clone())
-            .await
-            .map_err(|e| anyhow::anyhow!("--http-listen {}: {e}", service.http_listen))?;
+            .await?;
     tracing::info!(stage, %bound, "serving /metrics /healthz /readyz");
     let result = run(ctx).await;
     server_shutdown.cancel();

@@ -129,8 +129,7 @@ impl Launch {
 
     /// Whether the stage's start-up failed on its HTTP port being taken.
     fn lost_its_port(&self) -> bool {
-        std::fs::read_to_string(&self.log)
-            .is_ok_and(|log| log.contains("--http-listen") && log.contains("Address already in use"))
+        std::fs::read_to_string(&self.log).is_ok_and(|log| recrawl_common::http::lost_its_port(&log))
     }
 }
 
@@ -697,16 +696,22 @@ async fn stop(processes: &mut [StageProcess]) -> Vec<(&'static str, Option<i32>)
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_stage_that_lost_its_port_is_told_from_one_that_failed_otherwise() {
+    #[tokio::test]
+    async fn a_stage_that_lost_its_port_is_told_from_one_that_failed_otherwise() {
         let dir = tempfile::tempdir().unwrap();
         let launch = Launch { args: Vec::new(), kafka_options: None, log: dir.path().join("stage.log") };
         assert!(!launch.lost_its_port(), "no log yet");
-        std::fs::write(
-            &launch.log,
-            "Error: --http-listen 127.0.0.1:39275: Address already in use (os error 98)\n",
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let metrics = recrawl_common::metrics::StageMetrics::new("diff");
+        let error = recrawl_common::http::serve(
+            taken.local_addr().unwrap(),
+            metrics,
+            recrawl_common::http::Health::default(),
+            tokio_util::sync::CancellationToken::new(),
         )
-        .unwrap();
+        .await
+        .unwrap_err();
+        std::fs::write(&launch.log, format!("Error: {error}\n")).unwrap();
         assert!(launch.lost_its_port());
         std::fs::write(&launch.log, "Error: --brokers: no broker answered\n").unwrap();
         assert!(!launch.lost_its_port());
