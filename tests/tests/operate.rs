@@ -11,6 +11,7 @@
 //!   `RECRAWL_REQUIRE_PROMETHEUS` is set, as `.ci/run` does.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -250,20 +251,24 @@ async fn prometheus_scrapes(stages: &[Stage], client: &reqwest::Client) {
     }
     let config_path = dir.path().join("prometheus.yml");
     std::fs::write(&config_path, config).expect("config");
-    let listen = free_port();
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
-    let mut server = Server(
-        Command::new(&binary)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address={listen}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}: {e}", binary.display())),
-    );
-    let query = |expr: String| {
+    let log_path = dir.path().join("prometheus.log");
+    let start = |listen: SocketAddr| {
+        let log = std::fs::File::create(&log_path).expect("log");
+        Server(
+            Command::new(&binary)
+                .arg(format!("--config.file={}", config_path.display()))
+                .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+                .arg(format!("--web.listen-address={listen}"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{}: {e}", binary.display())),
+        )
+    };
+    let mut listen = free_port();
+    let mut server = start(listen);
+    let query = |listen: SocketAddr, expr: String| {
         let client = client.clone();
         async move {
             let answer = client
@@ -275,11 +280,13 @@ async fn prometheus_scrapes(stages: &[Stage], client: &reqwest::Client) {
             serde_json::from_str::<serde_json::Value>(&answer.text().await.ok()?).ok()
         }
     };
-    let prometheus_log = || std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
+    let prometheus_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    // A port found free by binding port 0 can be taken before Prometheus binds it.
+    let mut port_retries = 3;
     // Prometheus starts, loads the rules and scrapes: only observable by asking again.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let up = query("up == 1".to_owned()).await;
+        let up = query(listen, "up == 1".to_owned()).await;
         let jobs: BTreeSet<String> = up
             .as_ref()
             .and_then(|answer| answer["data"]["result"].as_array().cloned())
@@ -287,12 +294,19 @@ async fn prometheus_scrapes(stages: &[Stage], client: &reqwest::Client) {
             .iter()
             .filter_map(|series| series["metric"]["job"].as_str().map(str::to_owned))
             .collect();
-        let lag = query("recrawl_consumer_lag_records".to_owned()).await;
+        let lag = query(listen, "recrawl_consumer_lag_records".to_owned()).await;
         let lag_series = lag.as_ref().and_then(|a| a["data"]["result"].as_array().map(Vec::len)).unwrap_or(0);
         if jobs.len() == STAGES.len() && lag_series > 0 {
             break;
         }
-        assert!(server.0.try_wait().expect("status").is_none(), "prometheus exited:\n{}", prometheus_log());
+        if server.0.try_wait().expect("status").is_some() {
+            let log = prometheus_log();
+            assert!(port_retries > 0 && log.contains("address already in use"), "prometheus exited:\n{log}");
+            port_retries -= 1;
+            listen = free_port();
+            server = start(listen);
+            continue;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
             "Prometheus did not see every stage up ({jobs:?}) and a lag series ({lag_series}):\n{}",
@@ -302,7 +316,7 @@ async fn prometheus_scrapes(stages: &[Stage], client: &reqwest::Client) {
     }
     // Each expression parses and evaluates on the scraped data.
     for expr in dashboard_expressions().into_iter().chain(alert_expressions()) {
-        let answer = query(expr.clone()).await.expect("query answer");
+        let answer = query(listen, expr.clone()).await.expect("query answer");
         assert_eq!(answer["status"], "success", "Prometheus refuses {expr}: {answer}");
     }
     let rules = client.get(format!("http://{listen}/api/v1/rules")).send().await.expect("rules");
