@@ -17,7 +17,7 @@
 //! 5. only then store the batch's offsets (committed every second and on shutdown).
 //!
 //! A crash anywhere before step 5 replays the batch; stages make replays no-ops by
-//! recording the last applied (url, period) per key. On shutdown the loop stops
+//! recording the (url, period) pairs applied per key. On shutdown the loop stops
 //! consuming, lets the in-flight batch finish within `--drain-timeout-ms`, commits the
 //! stored offsets and flushes the producer, and reports failure if any of that did not
 //! complete. While Kafka is unreachable `/readyz` answers 503; past the outage timeout
