@@ -3,7 +3,7 @@
 //! web they crawl: the harness of the tests that run the binaries (chaos, operate).
 
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,9 +19,6 @@ use crate::hostile::HOSTILITIES;
 pub const SITES: u32 = 3;
 pub const PERIOD_MS: u64 = 1500;
 
-/// Times a stage is started again on another port when its own was taken meanwhile.
-const PORT_RETRIES: u32 = 3;
-
 #[derive(Debug)]
 pub struct Stage {
     pub name: &'static str,
@@ -33,7 +30,7 @@ pub struct Stage {
 }
 
 pub fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port")
+    recrawl_common::http::free_local_port().expect("free port")
 }
 
 impl Stage {
@@ -78,7 +75,7 @@ impl Stage {
 
     pub async fn ready_within(&mut self, client: &reqwest::Client, limit: Duration) -> Duration {
         let started = Instant::now();
-        let mut port_retries = PORT_RETRIES;
+        let mut port_retries = recrawl_common::http::PORT_RETRIES;
         // Readiness is only observable by asking again.
         loop {
             if let Some(status) = self.child.try_wait().expect("status") {

@@ -36,6 +36,15 @@ impl std::fmt::Display for ListenError {
     }
 }
 
+/// A port on 127.0.0.1 free now, for a launcher to give a stage; it may be taken before
+/// the stage binds it (see [`lost_its_port`]).
+pub fn free_local_port() -> std::io::Result<SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+/// Times a launcher that lost a stage's port starts it again on another.
+pub const PORT_RETRIES: u32 = 3;
+
 /// Whether a stage's output says it stopped because its `--http-listen` port was taken.
 /// A launcher that chose the port beforehand, by binding port 0 and letting it go, can
 /// lose it to any socket meanwhile; it may start the stage again on another.

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::Stdio;
@@ -21,6 +21,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use recrawl_common::admin::create_topics;
 use recrawl_common::config::parse_kafka_option;
+use recrawl_common::http::{free_local_port, lost_its_port, PORT_RETRIES};
 use recrawl_common::service::{print_line, stop_signal, StdoutError};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH};
@@ -129,7 +130,7 @@ impl Launch {
 
     /// Whether the stage's start-up failed on its HTTP port being taken.
     fn lost_its_port(&self) -> bool {
-        std::fs::read_to_string(&self.log).is_ok_and(|log| recrawl_common::http::lost_its_port(&log))
+        std::fs::read_to_string(&self.log).is_ok_and(|log| lost_its_port(&log))
     }
 }
 
@@ -512,13 +513,6 @@ fn describe(processes: &[StageProcess]) -> String {
         .join(", ")
 }
 
-/// Times a stage is started again on another port when its own was taken meanwhile.
-const PORT_RETRIES: u32 = 3;
-
-fn free_port() -> anyhow::Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-}
-
 /// Starts a stage as a child process of this executable (`recrawl stage NAME`), which
 /// runs the same entry point as the stage's own binary.
 fn spawn_stage(
@@ -548,7 +542,7 @@ fn spawn_stage(
         options.join(";")
     });
     let launch = Launch { args, kafka_options, log: log_dir.join(format!("{name}.log")) };
-    let http = free_port()?;
+    let http = free_local_port()?;
     let child = launch.start(name, http)?;
     Ok(StageProcess { name, child, http, launch })
 }
@@ -562,7 +556,7 @@ async fn wait_ready(processes: &mut [StageProcess]) -> anyhow::Result<()> {
             if let Some(status) = process.child.try_wait()? {
                 if process.launch.lost_its_port() && port_retries > 0 {
                     port_retries -= 1;
-                    process.http = free_port()?;
+                    process.http = free_local_port()?;
                     process.child = process.launch.start(process.name, process.http)?;
                     continue;
                 }
