@@ -116,9 +116,10 @@ pub trait Message: Serialize + DeserializeOwned {
     /// [`read_earlier`](Self::read_earlier).
     const VERSION: u16 = 1;
     /// Optional fields the type has gained at its end since bincode records of it were
-    /// written (schema 1's envelope, or an internal state's earlier version). Bincode is
-    /// positional and has no defaults, so such a record is read with that many `None` tags
-    /// (one 0 byte each) appended.
+    /// written (schema 1's envelope, or an internal state's earlier versions). Bincode is
+    /// positional and has no defaults, so such a record is read with as many `None` tags
+    /// (one 0 byte each) appended as it lacks: one to this many, the first that reads
+    /// whole (fewer leave the decoder short, more leave trailing bytes).
     const ADDED_TRAILING_OPTIONS: usize = 0;
 
     /// Checks what a decoded message holds against [`bounds`](crate::messages::bounds),
@@ -278,12 +279,13 @@ pub fn decode_as<M: Message>(framed: &Framed<'_>, bytes: &[u8]) -> Result<M, Env
                 }
             };
             whole(body).or_else(|error| {
-                if M::ADDED_TRAILING_OPTIONS == 0 {
-                    return Err(error);
-                }
-                let mut padded = body.to_vec();
-                padded.resize(body.len().saturating_add(M::ADDED_TRAILING_OPTIONS), 0);
-                whole(&padded).map_err(|_| error)
+                (1..=M::ADDED_TRAILING_OPTIONS)
+                    .find_map(|missing| {
+                        let mut padded = body.to_vec();
+                        padded.resize(body.len().saturating_add(missing), 0);
+                        whole(&padded).ok()
+                    })
+                    .ok_or(error)
             })
         }
     }

@@ -224,7 +224,7 @@ pub async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeli
     let mut stages = vec![
         Stage::start("fetch", with("fetch", &fetch_flags)),
         Stage::start("diff", with("diff", &[])),
-        Stage::start("estimator", with("estimator", &[])),
+        Stage::start("estimator", with("estimator", &["--period-ms".to_owned(), PERIOD_MS.to_string()])),
     ];
     for stage in &mut stages {
         stage.ready(&client).await;

@@ -19,6 +19,7 @@ use recrawl_model::page::{BinMove, PageRate, PageState, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
 use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
+use recrawl_model::DEFAULT_PERIOD_MS;
 
 /// What a URL's group is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -54,6 +55,9 @@ pub struct Settings {
     pub future: u32,
     pub eligibility: Eligibility,
     pub refresh: RefreshSettings,
+    /// The scheduler's period, ms: what turns the time a `Last-Modified` date gives into
+    /// periods, the unit of the change rates.
+    pub period_ms: u64,
 }
 
 impl Default for Settings {
@@ -65,6 +69,7 @@ impl Default for Settings {
             future: 5,
             eligibility: Eligibility::default(),
             refresh: RefreshSettings::default(),
+            period_ms: DEFAULT_PERIOD_MS,
         }
     }
 }
@@ -81,12 +86,15 @@ pub struct EstimatorState {
 impl Message for EstimatorState {
     const NAME: &'static str = "EstimatorState";
     const FORMAT: Format = Format::Bincode;
-    /// 2: `page.compared`, the periods the URL's comparisons span.
-    const VERSION: u16 = 2;
-    /// Version 1 ends before `page.compared`, the last field.
-    const ADDED_TRAILING_OPTIONS: usize = 1;
+    /// 2: `page.compared`, the periods the URL's comparisons span. 3: `page.dated`, what
+    /// its `Last-Modified` headers said.
+    const VERSION: u16 = 3;
+    /// Version 1 ends before `page.compared`, version 2 before `page.dated`, the last
+    /// fields.
+    const ADDED_TRAILING_OPTIONS: usize = 2;
 
-    /// Version 1 reads with `page.compared` absent; the state then estimates as it did.
+    /// Versions 1 and 2 read with the fields they lack absent; the state then estimates
+    /// as it did, and dates count from the next download.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         decode_as(framed, bytes)
     }
@@ -166,7 +174,9 @@ impl Estimator {
                 let live = self.live.get(&(partition, entry.group.clone()));
                 let crawls = crawls(event.period, &view, live, history);
                 let flat = RatePrior::default();
-                let rate = entry.page.change_rate(live.map_or(&flat, |live| &live.rate_prior));
+                let rate = entry
+                    .page
+                    .change_rate(live.map_or(&flat, |live| &live.rate_prior), self.settings.period_ms);
                 return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls, rate)));
             }
         }
@@ -183,14 +193,15 @@ impl Estimator {
             if let Some(old) = self.live.get_mut(&(partition, entry.group.clone())) {
                 BinMove { from: entry.page.download_bin.take(), to: None }.apply(&mut old.partial.download);
                 BinMove { from: entry.page.change_bin.take(), to: None }.apply(&mut old.partial.change);
-                old.rates.replace(entry.page.rate_evidence(), None);
+                old.rates.replace(entry.page.rate_evidence(self.settings.period_ms), None);
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
             entry.group.clone_from(&group);
         }
         // A URL that just moved group is not yet counted in the new one's rates.
-        let rate_evidence_before = if moved { None } else { entry.page.rate_evidence() };
+        let rate_evidence_before =
+            if moved { None } else { entry.page.rate_evidence(self.settings.period_ms) };
         entry.page.record(&request_of(event), &self.settings.refresh);
         entry.host.clone_from(&event.page.host);
 
@@ -214,8 +225,8 @@ impl Estimator {
         let partial = &mut live.partial;
         moves.download.apply(&mut partial.download);
         moves.change.apply(&mut partial.change);
-        let rate = entry.page.change_rate(&live.rate_prior);
-        live.rates.replace(rate_evidence_before, entry.page.rate_evidence());
+        let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms);
+        live.rates.replace(rate_evidence_before, entry.page.rate_evidence(self.settings.period_ms));
         partial.urls = partial.urls.saturating_add(u64::from(new_url));
         partial.requests = partial.requests.saturating_add(1);
         partial.period = partial.period.max(event.period);
@@ -332,7 +343,7 @@ impl Estimator {
             let page = &entry.page;
             BinMove { from: None, to: page.download_bin }.apply(&mut partial.download);
             BinMove { from: None, to: page.change_bin }.apply(&mut partial.change);
-            live.rates.replace(None, page.rate_evidence());
+            live.rates.replace(None, page.rate_evidence(self.settings.period_ms));
             partial.urls = partial.urls.saturating_add(1);
             partial.requests = partial.requests.saturating_add(u64::from(page.history.requests));
             partial.period = partial.period.max(page.history.last_request);
@@ -373,7 +384,16 @@ fn request_of(event: &ChangeEvent) -> Request {
         size_bytes: event.size_bytes,
         update_size: event.size_change_bytes,
         latency_ms: event.latency_ms,
+        last_modified_ms: event.last_modified.as_deref().and_then(http_date_ms),
     }
+}
+
+/// An HTTP date (RFC 9110 §5.6.7, any of its three forms) as Unix ms; `None` for anything
+/// else, which the step takes as no header.
+fn http_date_ms(text: &str) -> Option<i64> {
+    let time = httpdate::parse_http_date(text).ok()?;
+    let since_epoch = time.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(since_epoch.as_millis()).ok()
 }
 
 fn forecast_prior(prior: Prior) -> ForecastPrior {
@@ -438,6 +458,39 @@ mod tests {
         assert_sums_to_one(&default.downloads);
         let p = &default.downloads.probabilities;
         assert!(p.windows(2).all(|w| w[0] < w[1]), "after a success, more successes are likelier: {p:?}");
+    }
+
+    #[test]
+    fn a_last_modified_date_that_holds_sets_the_rate_and_one_that_moves_is_ignored() {
+        // Daily periods, as the events' times are a day apart; three unchanged downloads.
+        let settings = Settings { period_ms: 86_400_000, ..Settings::default() };
+        let rate_after = |last_modified: &dyn Fn(u64) -> Option<String>| {
+            let mut estimator = Estimator::new(settings.clone());
+            let mut state = StateStore::default();
+            let mut rate = None;
+            for period in 1..=3u64 {
+                let changed = (period > 1).then_some(false);
+                let event = ChangeEvent {
+                    last_modified: last_modified(period),
+                    ..event("http://a/1", period, true, changed)
+                };
+                rate = new_estimate(estimator.apply(&event, 0, &mut state, 0)).change_rate;
+            }
+            rate.expect("a rate")
+        };
+        let undated = rate_after(&|_| None);
+        // Dated two years before the first download, the date kept: quiet for two years.
+        let dated = rate_after(&|_| Some("Sun, 20 Nov 2022 10:00:00 GMT".to_owned()));
+        assert!(dated < 0.01 && dated * 10.0 < undated, "{dated} against {undated}");
+        // The time of each response: the date moves without a change, so it is not used.
+        let response_time = |period: u64| {
+            let at = std::time::UNIX_EPOCH
+                + std::time::Duration::from_millis(event("x", period, true, None).fetched_at_ms as u64);
+            Some(httpdate::fmt_http_date(at))
+        };
+        assert_eq!(rate_after(&response_time), undated);
+        // Nor is a header that is not an HTTP date.
+        assert_eq!(rate_after(&|_| Some("yesterday".to_owned())), undated);
     }
 
     #[test]
@@ -654,7 +707,8 @@ mod size {
     use super::*;
 
     /// What a tracked URL costs, for BENCHMARKS.md: its counters (the state without the
-    /// host and group strings and the sparse change-hour slots) must stay within 200 bytes.
+    /// host and group strings and the sparse change-hour slots) must stay within 232 bytes
+    /// (200 before the `Last-Modified` evidence, 32 B).
     #[test]
     fn a_tracked_url_stays_under_the_budget() {
         let fixed = std::mem::size_of::<EstimatorState>();
@@ -668,6 +722,6 @@ mod size {
              besides, the host and group strings and 16 B per change-hour slot",
             std::mem::size_of::<PageHistory>()
         );
-        assert!(counters <= 200, "{counters}");
+        assert!(counters <= 232, "{counters}");
     }
 }

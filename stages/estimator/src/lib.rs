@@ -27,6 +27,7 @@ use crate::estimate::Estimator;
 pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings};
 use recrawl_model::prediction::{Eligibility, Model};
 use recrawl_model::refresh::{CrawlTimeConfig, RefreshSettings};
+use recrawl_model::{DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 
 pub const STAGE: &str = "estimator";
 
@@ -74,6 +75,11 @@ pub struct EstimateArgs {
     #[arg(long, env = "RECRAWL_ESTIMATOR_DAY_END_HOUR", default_value_t = 18,
           value_parser = clap::value_parser!(u8).range(1..=24))]
     pub day_end_hour: u8,
+    /// Length of the scheduler's period, milliseconds (its --period-ms, read from the same
+    /// variable): change rates are per period, and `Last-Modified` dates are times.
+    #[arg(long, env = "RECRAWL_PERIOD_MS", default_value_t = DEFAULT_PERIOD_MS,
+          value_parser = clap::value_parser!(u64).range(MIN_PERIOD_MS..=MAX_PERIOD_MS))]
+    pub period_ms: u64,
 }
 
 impl EstimateArgs {
@@ -93,6 +99,7 @@ impl EstimateArgs {
                     ..CrawlTimeConfig::default()
                 },
             },
+            period_ms: self.period_ms,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use recrawl_estimator::EstimatorState;
 use recrawl_model::history::{Observation, PageHistory};
+use recrawl_model::modified::{DateTrust, DatedChanges};
 use recrawl_model::page::{ComparedDownloads, PageState, Request};
 use recrawl_model::refresh::{ChangeCalendar, ChangeHours, RefreshSettings, WeeklyChanges};
 use recrawl_schemas::{decode, encode};
@@ -10,6 +11,8 @@ use recrawl_schemas::{decode, encode};
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state.bin");
 /// The same state as version 1 wrote it, before `page.compared` was kept.
 const FIXTURE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v1.bin");
+/// As version 2 wrote it, before `page.dated` was kept.
+const FIXTURE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v2.bin");
 
 fn sample() -> EstimatorState {
     let mut history = PageHistory::default();
@@ -33,6 +36,13 @@ fn sample() -> EstimatorState {
             change_bin: None,
             calendar: ChangeCalendar { weekly, hours },
             compared: Some(ComparedDownloads { last_download: 3, periods: 3 }),
+            dated: Some(DatedChanges {
+                last_modified_ms: 1_699_990_000_000,
+                last_download_ms: 1_700_000_000_000,
+                changes: 2,
+                quiet_ms: 10_000_000,
+                trust: DateTrust::Proven,
+            }),
         },
     }
 }
@@ -52,21 +62,42 @@ fn a_changelog_record_of_this_layout_reads_back() {
 fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
     let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    expected.page.compared = None;
+    (expected.page.compared, expected.page.dated) = (None, None);
     assert_eq!(old, expected);
     // Then the comparison was taken to span every request: 6 − 3 periods.
     assert_eq!(old.page.comparison_spacing(), Some(3.0));
 }
 
 #[test]
+fn a_version_2_record_reads_back_without_dates_and_counts_them_from_its_next_download() {
+    let mut old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V2).expect("fixture")).expect("decodes");
+    let mut expected = sample();
+    expected.page.dated = None;
+    assert_eq!(old, expected);
+    let request = Request {
+        period: 7,
+        fetched_at_ms: 1_700_000_100_000,
+        downloaded: true,
+        changed: Some(false),
+        size_bytes: 5_000,
+        update_size: Some(0),
+        latency_ms: 40.0,
+        last_modified_ms: Some(1_699_000_000_000),
+    };
+    assert!(old.page.record(&request, &RefreshSettings::default()));
+    let dated = old.page.dated.expect("dated from this download");
+    assert_eq!((dated.changes, dated.trust), (1, DateTrust::Unproven));
+}
+
+#[test]
 fn a_version_1_record_ending_in_a_failure_keeps_the_span_of_its_requests() {
-    // As version 1 wrote it: this layout without the trailing `None` tag of
-    // `page.compared`, under version 1 in the envelope.
+    // As version 1 wrote it: this layout without the trailing `None` tags of
+    // `page.compared` and `page.dated`, under version 1 in the envelope.
     let mut state = sample();
     state.page.history.record(10, Observation { downloaded: false, changed: None });
-    state.page.compared = None;
+    (state.page.compared, state.page.dated) = (None, None);
     let mut bytes = encode(&state).expect("encodes");
-    assert_eq!(bytes.pop(), Some(0), "the None tag ends the record");
+    assert_eq!((bytes.pop(), bytes.pop()), (Some(0), Some(0)), "the None tags end the record");
     bytes[2..4].copy_from_slice(&1u16.to_be_bytes());
     let mut old = decode::<EstimatorState>(&bytes).expect("decodes");
     assert_eq!(old, state);
@@ -82,6 +113,7 @@ fn a_version_1_record_ending_in_a_failure_keeps_the_span_of_its_requests() {
         size_bytes: 5_000,
         update_size: Some(0),
         latency_ms: 40.0,
+        last_modified_ms: None,
     };
     assert!(old.page.record(&request, &RefreshSettings::default()));
     assert_eq!(old.page.comparison_spacing(), Some(5.5));

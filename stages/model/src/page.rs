@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Observation, PageHistory};
+use crate::modified::DatedChanges;
 use crate::prediction::{fine_bin, Eligibility, Kind, RateHistogram};
 use crate::rate::{RateEvidence, RateLikelihood, RatePrior};
 use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
@@ -22,6 +23,8 @@ pub struct Request {
     /// Bytes the size moved by since the previous download.
     pub update_size: Option<i64>,
     pub latency_ms: f64,
+    /// A download's `Last-Modified`, Unix ms, where the server sent a valid one.
+    pub last_modified_ms: Option<i64>,
 }
 
 /// What is kept per URL.
@@ -38,9 +41,12 @@ pub struct PageState {
     pub download_bin: Option<u8>,
     pub change_bin: Option<u8>,
     pub calendar: ChangeCalendar,
-    /// The periods the URL's comparisons span. Last, and optional, because changelog
-    /// records written before it was kept end before it (they read as `None`).
+    /// The periods the URL's comparisons span. Optional and at the end, as `dated`,
+    /// because changelog records written before they were kept end before them (they
+    /// read as `None`).
     pub compared: Option<ComparedDownloads>,
+    /// What its `Last-Modified` headers said (`crate::modified`).
+    pub dated: Option<DatedChanges>,
 }
 
 /// Where a URL's compared downloads lie. Failed requests between, before or after them
@@ -119,6 +125,7 @@ impl PageState {
             change_bin: None,
             calendar: ChangeCalendar::default(),
             compared: None,
+            dated: None,
         }
     }
 
@@ -144,6 +151,12 @@ impl PageState {
                 (None, None) => 0,
             };
             self.compared = Some(ComparedDownloads { last_download: crawl, periods });
+            self.dated = DatedChanges::observe(
+                self.dated,
+                request.fetched_at_ms,
+                request.last_modified_ms,
+                request.changed,
+            );
             self.last_size_bytes = request.size_bytes;
             self.last_update_size = request.update_size;
         }
@@ -182,15 +195,19 @@ impl PageState {
         }
     }
 
-    /// The URL's change rate per period under `prior`, from its comparisons (the prior
-    /// alone before the first).
-    pub fn change_rate(&self, prior: &RatePrior) -> PageRate {
+    /// The URL's change rate per period under `prior`: from the changes its
+    /// `Last-Modified` headers dated once they proved true, else from its comparisons (the
+    /// prior alone before the first). `period_ms` turns the dates into periods.
+    pub fn change_rate(&self, prior: &RatePrior, period_ms: u64) -> PageRate {
         let history = &self.history;
-        let likelihood = RateLikelihood::new(
-            history.comparisons,
-            history.changes,
-            self.comparison_spacing().unwrap_or(1.0),
-        );
+        let likelihood = match self.proven_dates(period_ms) {
+            Some((changes, quiet)) => RateLikelihood::dated(changes, quiet),
+            None => RateLikelihood::new(
+                history.comparisons,
+                history.changes,
+                self.comparison_spacing().unwrap_or(1.0),
+            ),
+        };
         let posterior = likelihood.posterior(prior);
         PageRate {
             rate: posterior.rate,
@@ -203,10 +220,17 @@ impl PageState {
 
     /// What the URL adds to its group's rate counts: a function of its history alone, so
     /// the counts move exactly when it is observed again; `None` before the first
-    /// comparison.
-    pub fn rate_evidence(&self) -> Option<RateEvidence> {
+    /// comparison or proven date.
+    pub fn rate_evidence(&self, period_ms: u64) -> Option<RateEvidence> {
+        if let Some((changes, quiet)) = self.proven_dates(period_ms) {
+            return Some(RateEvidence::dated(changes, quiet));
+        }
         let spacing = self.comparison_spacing()?;
         Some(RateEvidence::new(self.history.comparisons, self.history.changes, spacing))
+    }
+
+    fn proven_dates(&self, period_ms: u64) -> Option<(u32, f64)> {
+        self.dated.as_ref().and_then(|dated| dated.proven(period_ms))
     }
 
     /// Mean periods between the URL's compared downloads, at least 1 (`None` before the
@@ -250,6 +274,7 @@ mod tests {
             size_bytes: 1_000 + period,
             update_size: Some(10),
             latency_ms: 5.0,
+            last_modified_ms: None,
         }
     }
 
@@ -297,7 +322,7 @@ mod tests {
         }
         assert_eq!(page.compared, Some(ComparedDownloads { last_download: 12, periods: 10 }));
         assert_eq!(page.comparison_spacing(), Some(5.0));
-        assert_eq!(page.rate_evidence(), Some(RateEvidence::new(2, 1, 5.0)));
+        assert_eq!(page.rate_evidence(DAY_MS as u64), Some(RateEvidence::new(2, 1, 5.0)));
         // A download compared with nothing (the diff had lost the previous one) moves the
         // span's end but adds no periods.
         page.record(&request(30, true, None), &settings);
@@ -351,6 +376,48 @@ mod tests {
         // Periods past 32 bits from the first request saturate.
         page.record(&Request { period: u64::MAX, ..request(3, true, Some(false)) }, &settings);
         assert_eq!(page.compared, Some(ComparedDownloads { last_download: u32::MAX, periods: u32::MAX }));
+    }
+
+    #[test]
+    fn proven_dates_tell_a_static_page_from_a_fast_one_where_comparisons_cannot() {
+        let settings = RefreshSettings::default();
+        let flat = RatePrior::default();
+        let day = DAY_MS as u64;
+        // Two downloads a day apart, unchanged: comparisons alone say little.
+        let visits = |last_modified_ms: Option<i64>| {
+            let mut page = PageState::new(0);
+            for (crawl, changed) in [(1, None), (2, Some(false))] {
+                page.record(&Request { last_modified_ms, ..request(crawl, true, changed) }, &settings);
+            }
+            page
+        };
+        let compared = visits(None);
+        // The same, its server dating the content a thousand days before the first.
+        let dated = visits(Some(-999 * DAY_MS));
+        assert_eq!(dated.rate_evidence(day), Some(RateEvidence::dated(1, 1001.0)));
+        let (slow, unsure) = (dated.change_rate(&flat, day), compared.change_rate(&flat, day));
+        assert!(slow.high < 0.01 && unsure.rate > 10.0 * slow.rate, "{slow:?} against {unsure:?}");
+        // A page changed at each of three daily visits, each time dated a tenth of a day
+        // before it: comparisons say only "more than about one a day".
+        let mut fast = PageState::new(0);
+        for crawl in 1..=4u64 {
+            let at = crawl as i64 * DAY_MS;
+            let changed = (crawl > 1).then_some(true);
+            fast.record(
+                &Request { last_modified_ms: Some(at - DAY_MS / 10), ..request(crawl, true, changed) },
+                &settings,
+            );
+        }
+        // Proven by an unchanged visit the next day, its date kept: 4 changes dated over
+        // 4 × 0.1 + 1 days known quiet: λ^4·e^{−1.4λ}, times the flat prior in ln λ (1/λ),
+        // a gamma posterior of mean 4 / 1.4 a day.
+        fast.record(
+            &Request { last_modified_ms: Some(4 * DAY_MS - DAY_MS / 10), ..request(5, true, Some(false)) },
+            &settings,
+        );
+        assert_eq!(fast.rate_evidence(day), Some(RateEvidence::dated(4, 1.4)));
+        let estimate = fast.change_rate(&flat, day);
+        assert!((estimate.rate / (4.0 / 1.4) - 1.0).abs() < 0.05, "{estimate:?}");
     }
 
     #[test]

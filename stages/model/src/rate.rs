@@ -45,15 +45,28 @@ const EVIDENCE_COMPARISONS: u32 = 32;
 /// Spacing buckets per doubling: 19 % apart, finer than the rate grid's 70 %.
 const SPACING_STEPS_PER_DOUBLING: f64 = 4.0;
 
-/// What a page's comparisons say of its rate, as its group's prior is fitted to them: its
-/// changes in its comparisons (at most [`EVIDENCE_COMPARISONS`]) and their spacing, in
-/// buckets of [`SPACING_STEPS_PER_DOUBLING`] a doubling. Pages with the same evidence are
-/// counted together, so a fit costs the distinct evidences, not the pages.
+/// What a page's visits say of its rate, as its group's prior is fitted to them. Pages
+/// with the same evidence are counted together, so a fit costs the distinct evidences,
+/// not the pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct RateEvidence {
-    comparisons: u32,
-    changes: u32,
-    spacing_step: i32,
+pub enum RateEvidence {
+    /// Its changes in its comparisons (at most [`EVIDENCE_COMPARISONS`]) and their
+    /// spacing, in buckets of [`SPACING_STEPS_PER_DOUBLING`] a doubling.
+    Compared { comparisons: u32, changes: u32, spacing_step: i32 },
+    /// Changes its `Last-Modified` dates gave (at most [`EVIDENCE_COMPARISONS`]) and the
+    /// periods known quiet, in the same buckets (`crate::modified`).
+    Dated { changes: u32, quiet_step: i32 },
+}
+
+/// A spacing or a span in periods as a bucket of [`SPACING_STEPS_PER_DOUBLING`] a
+/// doubling, from a sixteenth of a period to `most`; anything else is taken as one.
+fn period_step(periods: f64, most: f64) -> i32 {
+    let periods = if periods.is_finite() && periods > 0.0 { periods.clamp(1.0 / 16.0, most) } else { 1.0 };
+    (periods.log2() * SPACING_STEPS_PER_DOUBLING).round() as i32
+}
+
+fn step_periods(step: i32) -> f64 {
+    (f64::from(step) / SPACING_STEPS_PER_DOUBLING).exp2()
 }
 
 impl RateEvidence {
@@ -65,15 +78,29 @@ impl RateEvidence {
         } else {
             (comparisons, changes)
         };
-        // From a sixteenth of a period to a million periods; anything else is taken as one.
-        let spacing = if spacing.is_finite() && spacing > 0.0 { spacing.clamp(1.0 / 16.0, 1e6) } else { 1.0 };
-        let spacing_step = (spacing.log2() * SPACING_STEPS_PER_DOUBLING).round() as i32;
-        Self { comparisons, changes, spacing_step }
+        Self::Compared { comparisons, changes, spacing_step: period_step(spacing, 1e6) }
+    }
+
+    /// `changes` dated over `quiet` periods; more changes count as
+    /// [`EVIDENCE_COMPARISONS`] over the quiet time in the same ratio, which keeps the
+    /// likelihood's peak, K / Q.
+    pub fn dated(changes: u32, quiet: f64) -> Self {
+        let (changes, quiet) = if changes > EVIDENCE_COMPARISONS {
+            (EVIDENCE_COMPARISONS, quiet * f64::from(EVIDENCE_COMPARISONS) / f64::from(changes))
+        } else {
+            (changes, quiet)
+        };
+        // Up to a hundred million periods: 11,000 years of hourly ones.
+        Self::Dated { changes, quiet_step: period_step(quiet, 1e8) }
     }
 
     fn likelihood(&self) -> RateLikelihood {
-        let spacing = (f64::from(self.spacing_step) / SPACING_STEPS_PER_DOUBLING).exp2();
-        RateLikelihood::new(self.comparisons, self.changes, spacing)
+        match *self {
+            Self::Compared { comparisons, changes, spacing_step } => {
+                RateLikelihood::new(comparisons, changes, step_periods(spacing_step))
+            }
+            Self::Dated { changes, quiet_step } => RateLikelihood::dated(changes, step_periods(quiet_step)),
+        }
     }
 }
 
@@ -197,6 +224,13 @@ pub struct RateEstimate {
 pub struct RateLikelihood([f64; RATE_BINS]);
 
 impl RateLikelihood {
+    /// `changes` changes dated over `quiet` periods known without one: λ^K·e^{−λQ}.
+    pub fn dated(changes: u32, quiet: f64) -> Self {
+        let changes = f64::from(changes);
+        let quiet = if quiet.is_finite() && quiet > 0.0 { quiet } else { 0.0 };
+        Self(grid().map(|rate| changes * rate.ln() - rate * quiet))
+    }
+
     pub fn new(comparisons: u32, changes: u32, spacing: f64) -> Self {
         let changes = changes.min(comparisons);
         let (changed, unchanged) = (f64::from(changes), f64::from(comparisons.saturating_sub(changes)));
@@ -325,6 +359,30 @@ mod tests {
             }
         }
         assert!(distinct.len() <= 33 * 34 / 2 * 5, "{}", distinct.len());
+    }
+
+    #[test]
+    fn dated_evidence_keeps_its_peak_and_places_static_pages_low() {
+        // More than 32 dated changes count as 32 over the quiet time in the same ratio.
+        assert_eq!(RateEvidence::dated(64, 200.0), RateEvidence::dated(32, 100.0));
+        assert_ne!(RateEvidence::dated(2, 100.0), RateEvidence::new(2, 2, 100.0));
+        assert_eq!(RateEvidence::dated(1, f64::NAN), RateEvidence::dated(1, 1.0));
+        // The likelihood λ^K·e^{−λQ} peaks at K / Q.
+        let peak = |changes: u32, quiet: f64| {
+            let likelihood = RateLikelihood::dated(changes, quiet).relative();
+            grid()[likelihood.iter().position(|&l| l == 1.0).unwrap()]
+        };
+        for (changes, quiet) in [(1, 5000.0), (3, 60.0), (20, 4.0)] {
+            let ratio = peak(changes, quiet) / (f64::from(changes) / quiet);
+            assert!((1.0 / 1.8..1.8).contains(&ratio), "{changes} over {quiet}: {ratio}");
+        }
+        // A group where half the pages were dated a year back and half change every 20
+        // periods: the prior has both.
+        let mut counts = RateCounts::default();
+        (0..500).for_each(|_| counts.add(RateEvidence::dated(1, 8760.0)));
+        (0..500).for_each(|_| counts.add(RateEvidence::dated(5, 100.0)));
+        let prior = RatePrior::new(&counts);
+        assert!(prior_share(&prior, 0.0, 1e-3) > 0.3 && prior_share(&prior, 0.02, 0.2) > 0.3);
     }
 
     #[test]

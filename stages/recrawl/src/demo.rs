@@ -342,6 +342,10 @@ fn spawn_crawl_stages(
     let mut processes = Vec::new();
     for name in ["fetch", "diff", "estimator"] {
         let mut extra: Vec<String> = Vec::new();
+        if name == "estimator" {
+            // Its rates are per period, as the scheduler plans; `Last-Modified` dates are times.
+            extra.extend(["--period-ms".into(), args.period_ms.to_string()]);
+        }
         if name == "fetch" {
             // The simulated web is on loopback, which the fetcher refuses unless allowed;
             // its host names resolve there. Pages that time out hold their requests for

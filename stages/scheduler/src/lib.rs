@@ -29,6 +29,7 @@ use recrawl_common::runtime::{
 };
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_model::{DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PageRef, PickReason};
@@ -60,8 +61,8 @@ pub struct SchedulerArgs {
           value_parser = clap::value_parser!(u64).range(1..=MAX_PICKS_PER_PERIOD).map(|m| m as usize))]
     pub picks_per_period: usize,
     /// Length of a period, milliseconds.
-    #[arg(long, env = "RECRAWL_PERIOD_MS", default_value_t = 60_000,
-          value_parser = clap::value_parser!(u64).range(100..=7 * 86_400_000))]
+    #[arg(long, env = "RECRAWL_PERIOD_MS", default_value_t = DEFAULT_PERIOD_MS,
+          value_parser = clap::value_parser!(u64).range(MIN_PERIOD_MS..=MAX_PERIOD_MS))]
     pub period_ms: u64,
     /// Start of period 0, Unix milliseconds; every instance must use the same value.
     #[arg(long, env = "RECRAWL_EPOCH_UNIX_MS", default_value_t = DEFAULT_EPOCH_UNIX_MS,

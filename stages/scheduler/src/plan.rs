@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use recrawl_model::freshness::freshness_index;
+use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
 use crate::book::{Book, Page};
@@ -42,7 +43,7 @@ impl Default for PlanSettings {
         Self {
             policy: DEFAULT_POLICY,
             cost_weight: 1.0,
-            period_ms: 60_000,
+            period_ms: DEFAULT_PERIOD_MS,
             epoch_unix_ms: 0,
             utc_offset_minutes: 0,
             discovery: Discovery::Ifs,

@@ -63,6 +63,13 @@ pub struct SimArgs {
     /// estimate it: separates what a policy's rule is worth from its estimates.
     #[arg(long)]
     pub known_rates: bool,
+    /// Share of the simulated sites whose `Last-Modified` dates each page's latest change.
+    #[arg(long, default_value_t = WebParams::default().truthful_dates_share, value_parser = parse_fraction)]
+    pub truthful_dates_share: f64,
+    /// Share of the simulated sites whose `Last-Modified` is the time of the response (the
+    /// estimator must find them out); the other sites send none.
+    #[arg(long, default_value_t = WebParams::default().response_dates_share, value_parser = parse_fraction)]
+    pub response_dates_share: f64,
     /// Replay change histories in the `urlid_offset_history.txt` format instead of
     /// simulating a web: one period per day, every request downloads.
     #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed"])]
@@ -147,6 +154,10 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
             report_budgets(args, &world, &policies, periods)
         }
         None => {
+            anyhow::ensure!(
+                args.truthful_dates_share + args.response_dates_share <= 1.0,
+                "--truthful-dates-share and --response-dates-share add up to more than 1"
+            );
             let sites = args.pages.div_ceil(u64::from(args.pages_per_site));
             if sites > u64::from(u32::MAX) {
                 bail!("--pages / --pages-per-site: too many sites");
@@ -156,6 +167,8 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
                 sites: sites as u32,
                 pages_per_site: args.pages_per_site,
                 period_minutes: args.period_minutes,
+                truthful_dates_share: args.truthful_dates_share,
+                response_dates_share: args.response_dates_share,
                 ..WebParams::default()
             });
             let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::{AppendHeaders, IntoResponse, Response};
 use axum::Router;
 use clap::Args;
 use rand::{RngExt, SeedableRng};
@@ -438,8 +438,9 @@ fn http_date(unix_ms: i64) -> String {
     httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_millis(unix_ms.max(0) as u64))
 }
 
-/// Whether the request's validators still match the version served now.
-fn not_modified(headers: &HeaderMap, tag: &str, last_modified_ms: i64) -> bool {
+/// Whether the request's validators still match the version served now (dated
+/// `last_modified_ms`, if the server dates it).
+fn not_modified(headers: &HeaderMap, tag: &str, last_modified_ms: Option<i64>) -> bool {
     if let Some(value) = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
         return value.split(',').any(|candidate| candidate.trim() == tag);
     }
@@ -447,7 +448,8 @@ fn not_modified(headers: &HeaderMap, tag: &str, last_modified_ms: i64) -> bool {
         .get(header::IF_MODIFIED_SINCE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| httpdate::parse_http_date(v).ok())
-        .is_some_and(|since| {
+        .zip(last_modified_ms)
+        .is_some_and(|(since, last_modified_ms)| {
             let since_ms = since.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
             // HTTP dates have whole seconds.
             last_modified_ms / 1000 <= since_ms / 1000
@@ -549,13 +551,16 @@ async fn serve_page(shared: &Shared, headers: &HeaderMap, page: u32, visit: &Vis
     }
     let (version, changed_at, html) = shared.render(page, at);
     let tag = etag(page, version);
-    // Version 0 appeared a day before the web started.
-    let modified_ms =
-        if version == 0 { shared.epoch_unix_ms - 86_400_000 } else { shared.unix_ms_at(changed_at) };
-    let validators = [(header::ETAG, tag.clone()), (header::LAST_MODIFIED, http_date(modified_ms))];
+    // As the site's server dates pages (`Web::last_modified`); version 0 is the page as it
+    // was before the web started.
+    let latest_change = (version > 0).then_some(changed_at);
+    let modified_ms = shared.web.last_modified(page, latest_change, at).map(|t| shared.unix_ms_at(t));
+    let validators: Vec<(header::HeaderName, String)> = std::iter::once((header::ETAG, tag.clone()))
+        .chain(modified_ms.map(|ms| (header::LAST_MODIFIED, http_date(ms))))
+        .collect();
     if not_modified(headers, &tag, modified_ms) {
         shared.record(visit.served(StatusCode::NOT_MODIFIED, Some(page), Some(version)));
-        return (StatusCode::NOT_MODIFIED, validators).into_response();
+        return (StatusCode::NOT_MODIFIED, AppendHeaders(validators)).into_response();
     }
     let charset = site_model.charset;
     let body = match encode(&html, charset) {
@@ -567,7 +572,7 @@ async fn serve_page(shared: &Shared, headers: &HeaderMap, page: u32, visit: &Vis
     };
     shared.record(visit.served(StatusCode::OK, Some(page), Some(version)));
     let content_type = format!("text/html; charset={}", charset.name());
-    (validators, [(header::CONTENT_TYPE, content_type)], body).into_response()
+    (AppendHeaders(validators), [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 fn json(value: &impl Serialize) -> Response {
@@ -603,6 +608,7 @@ pub async fn run(args: SimWebArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::web::ServerDates;
 
     fn args(seed: u64) -> SimWebArgs {
         SimWebArgs {
@@ -706,6 +712,42 @@ mod tests {
         assert_eq!(endpoint.len(), server.web().len());
         let listed = endpoint[pages[0] as usize]["changes"].as_array().expect("changes").len();
         assert!(listed >= truth[pages[0] as usize].changes.iter().filter(|&&t| t < served[0].at).count());
+    }
+
+    #[tokio::test]
+    async fn last_modified_is_sent_as_each_site_dates_its_pages() {
+        let server = SimWebServer::start(&args(9)).await.expect("server");
+        let (client, web) = (client(&server), server.web());
+        let mut kinds = Vec::new();
+        for page in servable(web) {
+            let dates = web.site_of(page).dates;
+            if kinds.contains(&dates) {
+                continue;
+            }
+            kinds.push(dates);
+            let asked_ms = unix_ms();
+            let response = client.get(server.url(page)).send().await.expect("get");
+            let header = response.headers().get(header::LAST_MODIFIED).map(|value| {
+                let date = httpdate::parse_http_date(value.to_str().expect("ascii")).expect("an HTTP date");
+                date.duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_millis() as i64
+            });
+            let served = server.served().into_iter().rfind(|s| s.page == Some(page)).expect("served");
+            match dates {
+                ServerDates::Absent => assert_eq!(header, None),
+                ServerDates::ResponseTime => {
+                    let header = header.expect("the response time");
+                    assert!((asked_ms / 1000 * 1000..=unix_ms()).contains(&header), "{header}");
+                }
+                ServerDates::Truthful => {
+                    let changes = &server.truth(served.at + 1.0)[page as usize].changes;
+                    let version = served.version.expect("a version") as usize;
+                    let latest = version.checked_sub(1).map(|index| changes[index]);
+                    let dated = latest.unwrap_or_else(|| web.changed_before_start(page));
+                    assert_eq!(header, Some(server.shared.unix_ms_at(dated) / 1000 * 1000));
+                }
+            }
+        }
+        assert_eq!(kinds.len(), 3, "every kind of server among the sites: {kinds:?}");
     }
 
     #[tokio::test]

@@ -40,6 +40,12 @@ pub trait World: Sync {
     fn bytes(&self, page: u32) -> u64;
     fn downloads(&self, page: u32, period: u64) -> bool;
     fn response_ms(&self, page: u32, t: f64) -> f64;
+    /// The `Last-Modified` the page's server sends at `at` (periods; `None`: no header),
+    /// given its latest change since time 0, if any. A world that does not model the
+    /// header sends none.
+    fn last_modified(&self, _page: u32, _latest_change: Option<f64>, _at: f64) -> Option<f64> {
+        None
+    }
 }
 
 /// A generated web and its truth over the simulated periods.
@@ -67,6 +73,9 @@ impl World for SimulatedWeb<'_> {
     }
     fn response_ms(&self, page: u32, t: f64) -> f64 {
         self.web.response_ms(self.web.site_of(page), t, self.web.bytes(page))
+    }
+    fn last_modified(&self, page: u32, latest_change: Option<f64>, at: f64) -> Option<f64> {
+        self.web.last_modified(page, latest_change, at)
     }
 }
 
@@ -302,6 +311,12 @@ impl<'t> Store<'t> {
         }
     }
 
+    /// The latest change of `page` applied to its copy, if any since time 0.
+    fn latest_change(&self, page: u32) -> Option<f64> {
+        let applied = self.cursors[page as usize].checked_sub(1)?;
+        self.truth.changes(page).get(applied as usize).copied()
+    }
+
     /// A fetch of `page` at `at` (its changes applied up to then): whether the copy had
     /// missed a change.
     fn fetched(&mut self, page: u32, period: u64, at: f64, downloaded: bool) -> bool {
@@ -360,7 +375,8 @@ pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> P
             let downloaded = world.downloads(page, period);
             let changed = store.fetched(page, period, at, downloaded);
             if let Chooser::Learned(learner) = &mut chooser {
-                learner.learn(world, page, Crawl::Pick { period, at }, downloaded, changed);
+                let last_modified = world.last_modified(page, store.latest_change(page), at);
+                learner.learn(world, page, Crawl::Pick { period, at }, downloaded, changed, last_modified);
             }
         }
         if let Chooser::Learned(learner) = &mut chooser {
@@ -559,7 +575,8 @@ impl Learner {
         // fails (the store still holds a copy of it: every policy starts from the same store).
         if learner.initial_crawl {
             for page in 0..n as u32 {
-                learner.learn(world, page, Crawl::Initial, world.downloads(page, 0), false);
+                let last_modified = world.last_modified(page, None, 0.0);
+                learner.learn(world, page, Crawl::Initial, world.downloads(page, 0), false, last_modified);
             }
             learner.end_period();
         }
@@ -579,8 +596,16 @@ impl Learner {
     }
 
     /// Learns of a request of `page`; `changed` is whether the store's copy had missed a
-    /// change.
-    fn learn(&mut self, world: &dyn World, page: u32, when: Crawl, downloaded: bool, changed: bool) {
+    /// change, `last_modified` the server's header (periods).
+    fn learn(
+        &mut self,
+        world: &dyn World,
+        page: u32,
+        when: Crawl,
+        downloaded: bool,
+        changed: bool,
+        last_modified: Option<f64>,
+    ) {
         let (period, at, crawl) = match when {
             Crawl::Initial => (0, 0.0, 0),
             Crawl::Pick { period, at } => (period, at, period + u64::from(self.initial_crawl)),
@@ -590,7 +615,8 @@ impl Learner {
         // As the diff stage: a download is compared only with an earlier one the estimator
         // recorded, not with a copy the store holds from elsewhere.
         let compared = downloaded && state.history.successes > 0;
-        let rate_evidence_before = state.rate_evidence();
+        let period_ms = self.period_ms as u64;
+        let rate_evidence_before = state.rate_evidence(period_ms);
         let fetched_at_ms = (at * self.period_ms) as i64;
         let request = simulated_request(
             period,
@@ -609,14 +635,15 @@ impl Learner {
                 size_bytes: request.size_bytes,
                 update_size: request.size_change_bytes,
                 latency_ms: request.latency_ms,
+                last_modified_ms: last_modified.map(|at| (at * self.period_ms) as i64),
             },
             &self.refresh,
         );
         // The page's place in its group's DR and MR distributions, as the estimator keeps it.
         let moves = state.rebin(crawl + 1, &self.eligibility);
         let group = &mut self.groups[usize::from(self.page_groups[slot])];
-        let rate = state.change_rate(&group.rate_prior);
-        group.rate_counts.replace(rate_evidence_before, state.rate_evidence());
+        let rate = state.change_rate(&group.rate_prior, period_ms);
+        group.rate_counts.replace(rate_evidence_before, state.rate_evidence(period_ms));
         for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
             bin_move.apply(histogram);
         }
@@ -834,7 +861,7 @@ mod tests {
         // A download at period 4 is crawl 5: compared with the initial crawl's download
         // over 5 periods, or, after a failed initial crawl, with nothing.
         for page in [0, 1] {
-            learner.learn(&world, page, Crawl::Pick { period: 4, at: 4.5 }, true, true);
+            learner.learn(&world, page, Crawl::Pick { period: 4, at: 4.5 }, true, true, None);
         }
         let history = &learner.pages[0].history;
         assert_eq!((history.comparisons, history.changes), (1, 1));
@@ -845,8 +872,8 @@ mod tests {
         let cold = SimConfig { cold_start: true, ..config(10, 0.5) };
         let mut learner = Learner::new(&world, policy, &cold);
         assert!(learner.pages.iter().all(|state| state.history.requests == 0));
-        learner.learn(&world, 0, Crawl::Pick { period: 0, at: 0.5 }, true, true);
-        learner.learn(&world, 0, Crawl::Pick { period: 3, at: 3.5 }, true, false);
+        learner.learn(&world, 0, Crawl::Pick { period: 0, at: 0.5 }, true, true, None);
+        learner.learn(&world, 0, Crawl::Pick { period: 3, at: 3.5 }, true, false, None);
         let history = &learner.pages[0].history;
         assert_eq!((history.successes, history.comparisons, history.changes), (2, 1, 0));
         assert_eq!((history.first_request, learner.pages[0].comparison_spacing()), (0, Some(3.0)));

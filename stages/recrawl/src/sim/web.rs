@@ -38,6 +38,11 @@ pub struct WebParams {
     pub median_change_rate: f64,
     /// σ of the change rate's logarithm: the heavier the tail, the larger.
     pub change_rate_sigma: f64,
+    /// Share of sites whose `Last-Modified` is the time of the page's latest change.
+    pub truthful_dates_share: f64,
+    /// Share of sites whose `Last-Modified` is the time of the response; the rest send
+    /// none.
+    pub response_dates_share: f64,
 }
 
 impl Default for WebParams {
@@ -50,6 +55,8 @@ impl Default for WebParams {
             korean_share: 0.3,
             median_change_rate: 0.03,
             change_rate_sigma: 2.0,
+            truthful_dates_share: 0.4,
+            response_dates_share: 0.2,
         }
     }
 }
@@ -92,6 +99,18 @@ pub struct Site {
     pub base_response_ms: f64,
     /// robots.txt Crawl-delay, ms (0: none).
     pub crawl_delay_ms: u32,
+    pub dates: ServerDates,
+}
+
+/// What a site's server sends as `Last-Modified`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerDates {
+    /// The time of the page's latest change.
+    Truthful,
+    /// The time of the response, as servers of generated pages do.
+    ResponseTime,
+    /// No header.
+    Absent,
 }
 
 /// One page: 24 bytes, so a million fit in memory beside the simulator's books.
@@ -132,6 +151,11 @@ pub struct Web {
     rank_offset: u64,
 }
 
+/// A uniform draw in [0, 1) from a hash of `item` in `stream`: the same every time asked.
+fn unit_draw(stream: u64, item: u64) -> f64 {
+    (xxh3_64_with_seed(&item.to_le_bytes(), stream) >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// A draw from a standard normal (Box–Muller).
 fn normal(rng: &mut Pcg64) -> f64 {
     let u: f64 = 1.0 - rng.random::<f64>();
@@ -151,7 +175,7 @@ impl Web {
     pub fn generate(params: WebParams) -> Self {
         let mut rng = Pcg64::seed_from_u64(params.seed);
         let sites: Vec<Site> = (0..params.sites)
-            .map(|_| {
+            .map(|site| {
                 let group = if rng.random::<f64>() < 0.5 { SiteGroup::Popular } else { SiteGroup::Random };
                 let korean = rng.random::<f64>() < params.korean_share;
                 let language = if korean { Language::Korean } else { Language::English };
@@ -167,6 +191,14 @@ impl Web {
                 let busy_hour = (12.0 + 8.0 * normal(&mut rng)).rem_euclid(24.0);
                 let base_response_ms = (80f64.ln() + 0.6 * normal(&mut rng)).exp();
                 let crawl_delay_ms = if rng.random::<f64>() < 0.2 { 250 } else { 0 };
+                // Drawn apart from the generator, so webs of earlier versions stay as they were.
+                let dates = match unit_draw(params.seed ^ 0xDA7E5, u64::from(site)) {
+                    x if x < params.truthful_dates_share => ServerDates::Truthful,
+                    x if x < params.truthful_dates_share + params.response_dates_share => {
+                        ServerDates::ResponseTime
+                    }
+                    _ => ServerDates::Absent,
+                };
                 Site {
                     group,
                     language,
@@ -175,6 +207,7 @@ impl Web {
                     busy_hour,
                     base_response_ms,
                     crawl_delay_ms,
+                    dates,
                 }
             })
             .collect();
@@ -282,11 +315,32 @@ impl Web {
     /// every request of that period).
     pub fn downloads(&self, id: u32, period: u64) -> bool {
         let p = self.pages[id as usize].download_probability;
-        if p >= 1.0 {
-            return true;
+        p >= 1.0 || unit_draw(self.params.seed ^ u64::from(id) << 20, period) < f64::from(p)
+    }
+
+    /// The page's latest change before time 0: its process run back from 0 (an
+    /// exponential wait at its mean rate), but not before the page was made, up to a year
+    /// before; a page that never changes has been as it is since then.
+    pub fn changed_before_start(&self, id: u32) -> f64 {
+        let year = 365.0 * 24.0 * 60.0 / self.params.period_minutes;
+        let stream = self.params.seed ^ 0xB1127 ^ u64::from(id) << 24;
+        let made = -year * unit_draw(stream, 0);
+        let rate = f64::from(self.pages[id as usize].change_rate);
+        if rate > 0.0 {
+            ((-unit_draw(stream, 1)).ln_1p() / rate).max(made)
+        } else {
+            made
         }
-        let draw = xxh3_64_with_seed(&period.to_le_bytes(), self.params.seed ^ u64::from(id) << 20);
-        ((draw >> 11) as f64 / (1u64 << 53) as f64) < f64::from(p)
+    }
+
+    /// The `Last-Modified` the page's server sends at `at` (a time in periods; `None`: no
+    /// header), given the page's latest change since time 0, if any.
+    pub fn last_modified(&self, id: u32, latest_change: Option<f64>, at: f64) -> Option<f64> {
+        match self.site_of(id).dates {
+            ServerDates::Truthful => Some(latest_change.unwrap_or_else(|| self.changed_before_start(id))),
+            ServerDates::ResponseTime => Some(at),
+            ServerDates::Absent => None,
+        }
     }
 
     /// g_i(t): the host's response time at `t`, ms, for a body of `bytes`.
@@ -455,6 +509,49 @@ mod tests {
         assert!(!tail.is_empty() && tail.len() < all.len());
         assert_eq!(&all[all.len() - tail.len()..], &tail[..]);
         assert!(tail[0] >= 20.0);
+    }
+
+    #[test]
+    fn sites_date_their_pages_in_the_shares_asked_and_pages_were_made_within_a_year() {
+        let web = Web::generate(WebParams { sites: 2000, pages_per_site: 5, ..WebParams::default() });
+        let share = |dates: ServerDates| {
+            web.sites().iter().filter(|site| site.dates == dates).count() as f64 / 2000.0
+        };
+        let params = WebParams::default();
+        assert!((share(ServerDates::Truthful) - params.truthful_dates_share).abs() < 0.04);
+        assert!((share(ServerDates::ResponseTime) - params.response_dates_share).abs() < 0.04);
+        // The draws leave the rest of the web as it was generated before sites dated pages.
+        let undated = Web::generate(WebParams {
+            truthful_dates_share: 0.0,
+            response_dates_share: 0.0,
+            ..WebParams { sites: 2000, pages_per_site: 5, ..WebParams::default() }
+        });
+        assert_eq!(web.pages(), undated.pages());
+        assert!(undated.sites().iter().all(|site| site.dates == ServerDates::Absent));
+        let year = 365.0 * 24.0;
+        let id_of = |dates: ServerDates, moving: bool| {
+            (0..web.len() as u32)
+                .find(|&id| web.site_of(id).dates == dates && (web.page(id).change_rate > 0.0) == moving)
+                .expect("such a page")
+        };
+        for id in 0..web.len() as u32 {
+            let before = web.changed_before_start(id);
+            assert!((-year..=0.0).contains(&before), "{id}: {before}");
+        }
+        // A truthful server dates the latest change, or before any the one before time 0;
+        // the response time's server the response; the rest send nothing.
+        let truthful = id_of(ServerDates::Truthful, true);
+        assert_eq!(web.last_modified(truthful, Some(3.5), 7.0), Some(3.5));
+        assert_eq!(web.last_modified(truthful, None, 7.0), Some(web.changed_before_start(truthful)));
+        assert_eq!(web.last_modified(id_of(ServerDates::ResponseTime, true), Some(3.5), 7.0), Some(7.0));
+        assert_eq!(web.last_modified(id_of(ServerDates::Absent, true), Some(3.5), 7.0), None);
+        // Pages that change last changed, before time 0, about 1 / λ earlier.
+        let ages: Vec<f64> = (0..web.len() as u32)
+            .filter(|&id| web.page(id).change_rate > 0.05)
+            .map(|id| -web.changed_before_start(id) * f64::from(web.page(id).change_rate))
+            .collect();
+        let mean = ages.iter().sum::<f64>() / ages.len() as f64;
+        assert!((0.8..1.2).contains(&mean), "{mean}");
     }
 
     #[test]

@@ -1,0 +1,225 @@
+//! What a URL's `Last-Modified` headers say of its changes
+//! (`docs/algorithms/freshness-limits.md`, "Dated changes").
+//!
+//! A download whose header dates the page's latest change at L, fetched at t, shows no
+//! change in (L, t] and one at L. Over a run of downloads the likelihood of a Poisson
+//! rate λ is then λ^K·e^{−λQ}, K the changes dated and Q the time known to have passed
+//! without one (Cho & Garcia-Molina, 2003, estimate λ from the same two sums), where
+//! comparisons alone give only 1 − e^{−λt} for an interval that changed. A page whose
+//! copy is old by a year says at its first download what many unchanged visits would.
+//!
+//! Servers also send the time of the response as `Last-Modified`, or a date that does not
+//! move when the content does. A URL's headers count only once an unchanged download kept
+//! the same date (proven), and never again after a date disagrees with the content
+//! (refuted): moved without a change, or not moved past the previous download with one.
+
+use serde::{Deserialize, Serialize};
+
+/// How far a server's clock may run ahead of the crawler's: a date up to this far past
+/// the fetch is taken as at the fetch.
+pub const CLOCK_SKEW_MS: i64 = 60_000;
+
+/// Whether a URL's dates have agreed with its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DateTrust {
+    /// No unchanged download has kept its date yet.
+    Unproven,
+    /// One has, and none has disagreed.
+    Proven,
+    /// A date disagreed with the content, or a changed download came without one.
+    Refuted,
+}
+
+/// The dated evidence of one URL, built from its downloads in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatedChanges {
+    /// The latest download's `Last-Modified`, Unix ms.
+    pub last_modified_ms: i64,
+    /// When the latest download was fetched, Unix ms.
+    pub last_download_ms: i64,
+    /// Changes whose time a header gave (the change before the first download among them).
+    pub changes: u32,
+    /// Time known to have passed without a change, ms.
+    pub quiet_ms: u64,
+    pub trust: DateTrust,
+}
+
+impl DatedChanges {
+    /// The evidence after a download fetched at `fetched_at_ms` with `last_modified_ms`
+    /// (`None`: no usable header), `changed` as the comparison with the previous download
+    /// says (`None`: not compared). `before` is the evidence so far.
+    pub fn observe(
+        before: Option<DatedChanges>,
+        fetched_at_ms: i64,
+        last_modified_ms: Option<i64>,
+        changed: Option<bool>,
+    ) -> Option<DatedChanges> {
+        let refuted = |evidence: DatedChanges| Some(DatedChanges { trust: DateTrust::Refuted, ..evidence });
+        let age = |at: i64| u64::try_from(fetched_at_ms.saturating_sub(at)).unwrap_or(0);
+        let Some(modified) = last_modified_ms else {
+            return before.and_then(|evidence| match changed {
+                // A 304 need not repeat the date (RFC 9110 §15.4.5): the same content kept it.
+                Some(false) if evidence.trust != DateTrust::Refuted => Some(DatedChanges {
+                    last_download_ms: fetched_at_ms.max(evidence.last_download_ms),
+                    quiet_ms: evidence.quiet_ms.saturating_add(age(evidence.last_download_ms)),
+                    ..evidence
+                }),
+                _ => refuted(evidence),
+            });
+        };
+        let dated_at = modified.min(fetched_at_ms);
+        if modified > fetched_at_ms.saturating_add(CLOCK_SKEW_MS) {
+            // A date in the future says nothing of the change before it.
+            return before.and_then(refuted);
+        }
+        let Some(evidence) = before else {
+            return Some(DatedChanges {
+                last_modified_ms: modified,
+                last_download_ms: fetched_at_ms,
+                changes: 1,
+                quiet_ms: age(dated_at),
+                trust: DateTrust::Unproven,
+            });
+        };
+        if evidence.trust == DateTrust::Refuted {
+            return Some(evidence);
+        }
+        let kept_its_date = modified == evidence.last_modified_ms;
+        let moved_past_the_download = modified > evidence.last_download_ms;
+        let (changes, quiet, trust) = match (changed, kept_its_date, moved_past_the_download) {
+            // Unchanged with its date: quiet since the previous download, and proven.
+            (Some(false), true, _) => (evidence.changes, age(evidence.last_download_ms), DateTrust::Proven),
+            // Changed, dated after the previous download: one change, quiet since.
+            (Some(true), false, true) | (None, false, true) => {
+                (evidence.changes.saturating_add(1), age(dated_at), evidence.trust)
+            }
+            // Not compared but the date held: the header says no change.
+            (None, true, _) => (evidence.changes, age(evidence.last_download_ms), evidence.trust),
+            _ => return refuted(evidence),
+        };
+        Some(DatedChanges {
+            last_modified_ms: modified,
+            last_download_ms: fetched_at_ms.max(evidence.last_download_ms),
+            changes,
+            quiet_ms: evidence.quiet_ms.saturating_add(quiet),
+            trust,
+        })
+    }
+
+    /// (changes dated, periods known quiet) once the dates are proven.
+    pub fn proven(&self, period_ms: u64) -> Option<(u32, f64)> {
+        (self.trust == DateTrust::Proven && period_ms > 0)
+            .then(|| (self.changes, self.quiet_ms as f64 / period_ms as f64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: i64 = 3_600_000;
+
+    /// Downloads at the given hours with their header's hour and comparison.
+    fn run(downloads: &[(i64, Option<i64>, Option<bool>)]) -> Option<DatedChanges> {
+        downloads.iter().fold(None, |before, &(at, modified, changed)| {
+            DatedChanges::observe(before, at * HOUR, modified.map(|hour| hour * HOUR), changed)
+        })
+    }
+
+    #[test]
+    fn a_truthful_server_dates_each_change_and_the_quiet_time_between() {
+        // Changes at hours −100 (before the first download), 15 and 27; downloads at 0,
+        // 10, 20, 30.
+        let evidence = run(&[
+            (0, Some(-100), None),
+            (10, Some(-100), Some(false)),
+            (20, Some(15), Some(true)),
+            (30, Some(27), Some(true)),
+        ])
+        .unwrap();
+        assert_eq!(evidence.trust, DateTrust::Proven);
+        // Dated: −100, 15, 27. Quiet: (−100, 10] = 110, (15, 20] = 5, (27, 30] = 3.
+        assert_eq!(evidence.proven(HOUR as u64), Some((3, 118.0)));
+    }
+
+    #[test]
+    fn dates_count_only_once_an_unchanged_download_kept_its_date() {
+        let unproven = run(&[(0, Some(-5), None), (10, Some(8), Some(true))]).unwrap();
+        assert_eq!(unproven.trust, DateTrust::Unproven);
+        assert_eq!(unproven.proven(HOUR as u64), None);
+        // Proving it later counts what came before.
+        let proven =
+            run(&[(0, Some(-5), None), (10, Some(8), Some(true)), (12, Some(8), Some(false))]).unwrap();
+        assert_eq!(proven.proven(HOUR as u64), Some((2, 5.0 + 2.0 + 2.0)));
+    }
+
+    #[test]
+    fn dates_that_disagree_with_the_content_are_refuted_for_good() {
+        // The time of the response: the date moves without a change.
+        let now = run(&[(0, Some(0), None), (10, Some(10), Some(false))]).unwrap();
+        assert_eq!(now.trust, DateTrust::Refuted);
+        // A date that does not move when the content does.
+        let stuck =
+            run(&[(0, Some(-3), None), (10, Some(-3), Some(false)), (20, Some(-3), Some(true))]).unwrap();
+        assert_eq!(stuck.trust, DateTrust::Refuted);
+        // Refuted stays refuted, whatever comes after.
+        let after =
+            run(&[(0, Some(0), None), (10, Some(10), Some(false)), (20, Some(10), Some(false))]).unwrap();
+        assert_eq!((after.trust, after.proven(HOUR as u64)), (DateTrust::Refuted, None));
+        // A change without the header, or with a date in the future.
+        let dropped =
+            run(&[(0, Some(-3), None), (10, Some(-3), Some(false)), (20, None, Some(true))]).unwrap();
+        assert_eq!(dropped.trust, DateTrust::Refuted);
+        let future =
+            run(&[(0, Some(-3), None), (10, Some(-3), Some(false)), (20, Some(30), Some(true))]).unwrap();
+        assert_eq!(future.trust, DateTrust::Refuted);
+        assert_eq!(run(&[(0, None, None)]), None);
+    }
+
+    #[test]
+    fn an_unchanged_download_without_the_header_is_a_304_that_kept_the_date() {
+        let evidence =
+            run(&[(0, Some(-3), None), (10, None, Some(false)), (20, Some(-3), Some(false))]).unwrap();
+        assert_eq!(evidence.proven(HOUR as u64), Some((1, 23.0)));
+    }
+
+    #[test]
+    fn a_date_just_past_the_fetch_is_clock_skew_and_hostile_values_saturate() {
+        let skewed = DatedChanges::observe(None, HOUR, Some(HOUR + CLOCK_SKEW_MS), None).unwrap();
+        assert_eq!((skewed.quiet_ms, skewed.changes), (0, 1));
+        let far = DatedChanges::observe(None, i64::MAX, Some(i64::MIN), None).unwrap();
+        assert_eq!(far.quiet_ms, i64::MAX as u64);
+        let later = DatedChanges { quiet_ms: u64::MAX - 1, ..far };
+        let later = DatedChanges::observe(Some(later), i64::MAX, Some(i64::MIN), Some(false)).unwrap();
+        assert_eq!((later.quiet_ms, later.trust), (u64::MAX - 1, DateTrust::Proven));
+        // A download fetched before the previous one adds no quiet time.
+        let earlier = DatedChanges::observe(Some(later), 0, Some(i64::MIN), Some(false)).unwrap();
+        assert_eq!(earlier.quiet_ms, u64::MAX - 1);
+        assert_eq!(later.proven(0), None);
+    }
+
+    proptest::proptest! {
+        /// Whatever servers send and in whatever order downloads come: no panic, the sums
+        /// never shrink, and a refuted URL stays refuted.
+        #[test]
+        fn any_sequence_of_headers_keeps_the_sums_growing_and_refutation_final(
+            downloads in proptest::collection::vec(
+                (proptest::prelude::any::<i64>(), proptest::option::of(proptest::prelude::any::<i64>()), proptest::option::of(proptest::prelude::any::<bool>())),
+                0..40,
+            ),
+        ) {
+            let mut evidence: Option<DatedChanges> = None;
+            for (fetched_at_ms, last_modified_ms, changed) in downloads {
+                let next = DatedChanges::observe(evidence, fetched_at_ms, last_modified_ms, changed);
+                if let Some(before) = evidence {
+                    let after = next.expect("evidence is never dropped");
+                    proptest::prop_assert!(after.changes >= before.changes && after.quiet_ms >= before.quiet_ms);
+                    if before.trust == DateTrust::Refuted {
+                        proptest::prop_assert_eq!(after, before);
+                    }
+                }
+                evidence = next;
+            }
+        }
+    }
+}
