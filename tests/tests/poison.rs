@@ -273,7 +273,7 @@ async fn scheduler_dead_letters_poison_on_both_inputs_and_goes_on() {
         parse_args::<recrawl_estimator::EstimateArgs>(&[]).settings(),
     );
     let applied = estimator.apply(&event, 0, &mut recrawl_common::StateStore::default(), unix_ms());
-    let recrawl_estimator::Applied::New(estimate) = applied else { panic!("a first request estimates") };
+    let recrawl_estimator::Applied::New(estimate, _) = applied else { panic!("a first request estimates") };
     let estimate = *estimate;
     let inputs = vec![input(LINKS.name, url, &link), input(ESTIMATES.name, estimate_url, &estimate)];
     let processed = |stage: &RunningStage, _: &[Observed]| {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
 use recrawl_model::history::PageHistory;
-use recrawl_model::page::{BinMove, PageRate, PageState, Request};
+use recrawl_model::page::{BinMove, PageRate, PageState, RateSource, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
 use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
@@ -103,8 +103,8 @@ impl Message for EstimatorState {
 /// The result of applying one event.
 #[derive(Debug)]
 pub enum Applied {
-    /// A new request: the state changed.
-    New(Box<PageEstimate>),
+    /// A new request: the state changed. With what its change rate rests on.
+    New(Box<PageEstimate>, RateSource),
     /// The URL's latest request again (a replay after a crash): nothing changed; the
     /// estimate is sent again, as the first run sent it.
     Repeated(Box<PageEstimate>),
@@ -232,7 +232,7 @@ impl Estimator {
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
-        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate)))
+        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate)), rate.source)
     }
 
     fn estimate(
@@ -430,7 +430,7 @@ mod tests {
 
     fn new_estimate(applied: Applied) -> PageEstimate {
         match applied {
-            Applied::New(estimate) => *estimate,
+            Applied::New(estimate, _) => *estimate,
             other => panic!("expected a new estimate, got {other:?}"),
         }
     }
@@ -467,20 +467,25 @@ mod tests {
         let rate_after = |last_modified: &dyn Fn(u64) -> Option<String>| {
             let mut estimator = Estimator::new(settings.clone());
             let mut state = StateStore::default();
-            let mut rate = None;
+            let mut rate = (None, RateSource::Prior);
             for period in 1..=3u64 {
                 let changed = (period > 1).then_some(false);
                 let event = ChangeEvent {
                     last_modified: last_modified(period),
                     ..event("http://a/1", period, true, changed)
                 };
-                rate = new_estimate(estimator.apply(&event, 0, &mut state, 0)).change_rate;
+                let Applied::New(estimate, source) = estimator.apply(&event, 0, &mut state, 0) else {
+                    panic!("a new request")
+                };
+                rate = (estimate.change_rate, source);
             }
-            rate.expect("a rate")
+            (rate.0.expect("a rate"), rate.1)
         };
-        let undated = rate_after(&|_| None);
+        let (undated, source) = rate_after(&|_| None);
+        assert_eq!(source, RateSource::Comparisons);
         // Dated two years before the first download, the date kept: quiet for two years.
-        let dated = rate_after(&|_| Some("Sun, 20 Nov 2022 10:00:00 GMT".to_owned()));
+        let (dated, source) = rate_after(&|_| Some("Sun, 20 Nov 2022 10:00:00 GMT".to_owned()));
+        assert_eq!(source, RateSource::Dates);
         assert!(dated < 0.01 && dated * 10.0 < undated, "{dated} against {undated}");
         // The time of each response: the date moves without a change, so it is not used.
         let response_time = |period: u64| {
@@ -488,9 +493,9 @@ mod tests {
                 + std::time::Duration::from_millis(event("x", period, true, None).fetched_at_ms as u64);
             Some(httpdate::fmt_http_date(at))
         };
-        assert_eq!(rate_after(&response_time), undated);
+        assert_eq!(rate_after(&response_time), (undated, RateSource::Comparisons));
         // Nor is a header that is not an HTTP date.
-        assert_eq!(rate_after(&|_| Some("yesterday".to_owned())), undated);
+        assert_eq!(rate_after(&|_| Some("yesterday".to_owned())), (undated, RateSource::Comparisons));
     }
 
     #[test]

@@ -25,6 +25,7 @@ use recrawl_schemas::ForecastPrior;
 use crate::distribution::{DistributionBook, Filed};
 use crate::estimate::Estimator;
 pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings};
+use recrawl_model::page::RateSource;
 use recrawl_model::prediction::{Eligibility, Model};
 use recrawl_model::refresh::{CrawlTimeConfig, RefreshSettings};
 use recrawl_model::{DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
@@ -122,6 +123,7 @@ pub struct EstimatorArgs {
 struct EstimatorMetrics {
     events: IntCounterVec,
     forecast_priors: IntCounterVec,
+    rate_sources: IntCounterVec,
     shares: IntCounterVec,
     group_partitions: IntGaugeVec,
     group_urls: IntGaugeVec,
@@ -149,6 +151,11 @@ impl EstimatorMetrics {
                 "estimator_forecasts_total",
                 "Forecasts by kind (downloads, changes) and prior (group, uniform, none).",
                 &["kind", "prior"],
+            )?,
+            rate_sources: counter(
+                "estimator_rate_sources_total",
+                "New estimates by what their change rate rests on: dates (proven Last-Modified), comparisons, prior (nothing yet).",
+                &["source"],
             )?,
             shares: counter(
                 "estimator_distribution_records_total",
@@ -192,6 +199,9 @@ impl EstimatorMetrics {
                 metrics.forecast_priors.with_label_values(&[kind, prior]).reset();
             }
         }
+        for source in [RateSource::Dates, RateSource::Comparisons, RateSource::Prior] {
+            metrics.rate_sources.with_label_values(&[source.as_str()]).reset();
+        }
         for result in ["kept", "stale", "invalid"] {
             metrics.shares.with_label_values(&[result]).reset();
         }
@@ -200,9 +210,10 @@ impl EstimatorMetrics {
 
     fn record(&self, applied: &Applied) {
         let (result, estimate) = match applied {
-            Applied::New(estimate) => {
+            Applied::New(estimate, rate_source) => {
                 // Repeats are left out: a replayed event must not count its forecast twice.
                 self.predicted_change.observe(estimate.changes_forecast.next.clamp(0.0, 1.0));
+                self.rate_sources.with_label_values(&[rate_source.as_str()]).inc();
                 ("applied", Some(estimate))
             }
             Applied::Repeated(estimate) => ("repeated", Some(estimate)),
@@ -298,7 +309,7 @@ impl Stage for EstimatorStage {
             let Some(event) = out.decode_keyed(&record, CHANGE_EVENTS) else { continue };
             let applied = self.estimator.apply(&event, record.partition, state, now_ms);
             self.metrics.record(&applied);
-            if let Applied::New(estimate) | Applied::Repeated(estimate) = applied {
+            if let Applied::New(estimate, _) | Applied::Repeated(estimate) = applied {
                 out.send(ESTIMATES, &*estimate)?;
             }
         }

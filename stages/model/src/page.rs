@@ -72,6 +72,28 @@ pub struct PageRate {
     /// The prior's mean rate, and the pages it was learned from (0: flat).
     pub prior_mean: f64,
     pub prior_pages: u64,
+    pub source: RateSource,
+}
+
+/// What a URL's change rate rests on besides its group's prior.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateSource {
+    /// Nothing yet: the prior alone.
+    Prior,
+    /// Its comparisons.
+    Comparisons,
+    /// The changes its proven `Last-Modified` dates gave.
+    Dates,
+}
+
+impl RateSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prior => "prior",
+            Self::Comparisons => "comparisons",
+            Self::Dates => "dates",
+        }
+    }
 }
 
 /// A URL's move in one of its group's histograms: out of `from`, into `to`.
@@ -200,12 +222,15 @@ impl PageState {
     /// prior alone before the first). `period_ms` turns the dates into periods.
     pub fn change_rate(&self, prior: &RatePrior, period_ms: u64) -> PageRate {
         let history = &self.history;
-        let likelihood = match self.proven_dates(period_ms) {
-            Some((changes, quiet)) => RateLikelihood::dated(changes, quiet),
-            None => RateLikelihood::new(
-                history.comparisons,
-                history.changes,
-                self.comparison_spacing().unwrap_or(1.0),
+        let (likelihood, source) = match self.proven_dates(period_ms) {
+            Some((changes, quiet)) => (RateLikelihood::dated(changes, quiet), RateSource::Dates),
+            None => (
+                RateLikelihood::new(
+                    history.comparisons,
+                    history.changes,
+                    self.comparison_spacing().unwrap_or(1.0),
+                ),
+                if history.comparisons > 0 { RateSource::Comparisons } else { RateSource::Prior },
             ),
         };
         let posterior = likelihood.posterior(prior);
@@ -215,6 +240,7 @@ impl PageState {
             high: posterior.high,
             prior_mean: prior.mean,
             prior_pages: prior.pages,
+            source,
         }
     }
 
@@ -396,6 +422,8 @@ mod tests {
         let dated = visits(Some(-999 * DAY_MS));
         assert_eq!(dated.rate_evidence(day), Some(RateEvidence::dated(1, 1001.0)));
         let (slow, unsure) = (dated.change_rate(&flat, day), compared.change_rate(&flat, day));
+        assert_eq!((slow.source, unsure.source), (RateSource::Dates, RateSource::Comparisons));
+        assert_eq!(PageState::new(0).change_rate(&flat, day).source, RateSource::Prior);
         assert!(slow.high < 0.01 && unsure.rate > 10.0 * slow.rate, "{slow:?} against {unsure:?}");
         // A page changed at each of three daily visits, each time dated a tenth of a day
         // before it: comparisons say only "more than about one a day".
