@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::http::{header, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::{AppendHeaders, IntoResponse, Response};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
@@ -36,7 +36,8 @@ pub struct SiteConfig {
     /// Ordinary pages `/page/0.html` .. `/page/{pages-1}.html`.
     pub pages: usize,
     /// Page `i` changes after every `change_every[i % len]` requests served of
-    /// that page; 0 (or an empty list) means it never changes.
+    /// that page; 0 (or an empty list) means it never changes, and such a page's
+    /// `Last-Modified` says it was last modified on [`STATIC_PAGES_MODIFIED`].
     pub change_every: Vec<u32>,
     /// Extra pages `/broken/{j}.html` that always answer 500.
     pub failing_pages: usize,
@@ -44,6 +45,9 @@ pub struct SiteConfig {
     /// `pages - 1`).
     pub links_per_page: usize,
 }
+
+/// When the pages that never change were written, as their `Last-Modified` says.
+pub const STATIC_PAGES_MODIFIED: &str = "Sun, 01 Jan 2023 00:00:00 GMT";
 
 /// One request the site answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,7 +236,9 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
         Route::Page(i) => {
             let body = page_html(i, version, shared.config.pages, shared.config.links_per_page);
             let etag = format!("\"{i}-{version}\"");
-            (status, content_type, [(header::ETAG, etag)], body).into_response()
+            let dated =
+                (shared.change_every(i) == 0).then_some((header::LAST_MODIFIED, STATIC_PAGES_MODIFIED));
+            (status, content_type, [(header::ETAG, etag)], AppendHeaders(dated), body).into_response()
         }
         Route::Broken(j) => (
             status,

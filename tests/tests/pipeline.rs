@@ -11,7 +11,7 @@ use recrawl::observe::{Observed, Observer};
 use recrawl_common::tail::{read_to_end, EndOffsets};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::python::check_jsonschema;
-use recrawl_e2e::site::{DemoSite, SiteConfig};
+use recrawl_e2e::site::{DemoSite, SiteConfig, STATIC_PAGES_MODIFIED};
 use recrawl_e2e::{kafka_flags, parse_args, repository_file, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{
     CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
@@ -98,10 +98,13 @@ async fn start_pipeline(
         ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "2000"]
             .map(String::from),
     );
+    // Its rates are per period, as the scheduler plans.
+    let mut estimator_flags = flags.to_vec();
+    estimator_flags.extend(["--period-ms".to_owned(), PERIOD_MS.to_string()]);
     let stages = [
         RunningStage::spawn("fetch", |ctx| recrawl_fetch::run(parse_args(&fetch_flags), ctx)),
         RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(flags), ctx)),
-        RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(flags), ctx)),
+        RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&estimator_flags), ctx)),
     ];
     for stage in &stages {
         stage.ready().await;
@@ -264,6 +267,14 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     let home = latest(&site.home_url());
     assert_eq!(home.download_rate, Some(1.0));
     assert_eq!(home.modification_rate, Some(0.0));
+    // Page 2 never changes and its Last-Modified is years old; once an unchanged download
+    // kept the date, its rate comes from the quiet time the date shows (years of
+    // one-second periods), where its few comparisons alone leave it near the group's.
+    let dated = latest(&format!("{}/page/2.html", site.base_url()));
+    assert_eq!(dated.last_request.last_modified.as_deref(), Some(STATIC_PAGES_MODIFIED));
+    let dated_rate = dated.change_rate.expect("a rate");
+    assert!(dated_rate < 1e-3, "{dated:?}");
+    assert!(home.change_rate.is_some_and(|undated| undated > 10.0 * dated_rate), "{home:?}");
 
     // The malformed message went to the dead-letter topic with its reason.
     assert_eq!(seen.undecodable, vec![garbage_topic.clone()]);
