@@ -325,8 +325,10 @@ fn score_bound(page: &Page, period: &Period, settings: &PlanSettings) -> f64 {
     }
 }
 
-/// κ for this period's candidates and refresh budget; rates are grouped at f32
-/// precision so the bisection runs over distinct rates.
+/// κ for this period's candidates and refresh budget. Rates are grouped to within
+/// [`KAPPA_RATE_BITS`] bits of mantissa, so the bisection runs over a few thousand
+/// distinct rates however finely the estimates differ (those from dates are continuous);
+/// each page is still scored at its own rate.
 fn lambda_kappa(
     books: &[&Book],
     host_caps: &[u32],
@@ -340,10 +342,25 @@ fn lambda_kappa(
             continue;
         }
         let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;
-        let pages = rates.entry(f64::from(rate).to_bits()).or_default();
+        let pages = rates.entry(f64::from(coarse(rate)).to_bits()).or_default();
         *pages = pages.saturating_add(1);
     }
     lambda_crawl_kappa(&rates, budget as f64)
+}
+
+/// Mantissa bits a rate keeps when κ is found: 0.2 % apart at most, 256 rates a doubling.
+const KAPPA_RATE_BITS: u32 = 8;
+
+/// `rate` rounded to [`KAPPA_RATE_BITS`] bits of mantissa (to nearest: the rounding adds
+/// half the dropped unit before masking, carrying into the exponent when it must).
+fn coarse(rate: f32) -> f32 {
+    const DROPPED: u32 = f32::MANTISSA_DIGITS - 1 - KAPPA_RATE_BITS;
+    const HALF: u32 = 1 << (DROPPED - 1);
+    const KEPT: u32 = !((1 << DROPPED) - 1);
+    if !rate.is_finite() {
+        return rate;
+    }
+    f32::from_bits(rate.to_bits().saturating_add(HALF) & KEPT)
 }
 
 #[cfg(test)]
@@ -371,6 +388,19 @@ mod tests {
 
     fn urls(book: &Book, choices: &[Choice]) -> Vec<String> {
         choices.iter().map(|c| book.url(c.slot).to_owned()).collect()
+    }
+
+    #[test]
+    fn rates_grouped_for_kappa_stay_within_a_fifth_of_a_percent() {
+        for rate in [1e-7f32, 3.3e-4, 0.0123, 0.5, 0.999_99, 1.0, 7.77, 20.0] {
+            let grouped = coarse(rate);
+            assert!((grouped / rate - 1.0).abs() <= 1.0 / 512.0, "{rate} → {grouped}");
+        }
+        assert_eq!(coarse(0.0), 0.0);
+        assert_eq!(coarse(0.0123), coarse(0.0123 * (1.0 + 1e-5)), "neighbours share a group");
+        let distinct: std::collections::HashSet<u32> =
+            (0..100_000).map(|i| coarse(0.01 + i as f32 * 1e-7).to_bits()).collect();
+        assert!(distinct.len() <= 257, "{}", distinct.len());
     }
 
     #[test]
