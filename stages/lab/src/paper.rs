@@ -550,9 +550,11 @@ fn freshness_vs_budget(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<Stri
         &["optimum", "clairvoyant"],
     )?;
     let mut md = format!(
-        "# Freshness against the budget, every policy\n\n{} pages of {} sites, {periods} periods of an hour; the store starts with a copy of every page. Each cell is freshness ÷ the known-rate optimum's at that budget (the optimum's own freshness in its row).\n\n| policy |",
+        "# Freshness against the budget, every policy\n\n{} pages of {} sites, {periods} periods of an hour; {:.0} % of the sites date their pages' latest change in `Last-Modified`, {:.0} % send the time of the response; the store starts with a copy of every page. Each cell is freshness ÷ the known-rate optimum's at that budget (the optimum's own freshness in its row).\n\n| policy |",
         web.len(),
         web.sites().len(),
+        100.0 * web.params().truthful_dates_share,
+        100.0 * web.params().response_dates_share,
     );
     for (budget, _) in &runs {
         let _ = write!(md, " R = {budget} |");

@@ -7,14 +7,16 @@
 //!   (the stage does it when a group's distribution changes).
 //! - `posterior_rate`: a URL's change rate from 12 comparisons, 5 changed, under a group
 //!   prior (the estimator's case: one per event, beside `predict_5_of_5/paper`);
-//!   `posterior_rate/flat`, the same under the flat prior.
+//!   `posterior_rate/flat`, the same under the flat prior; `posterior_rate/dated`, under
+//!   the group prior from 5 changes `Last-Modified` dated over 120 quiet periods (a URL
+//!   whose dates proved true).
 //! - `fit_rate_prior/400_evidences`: fitting a group's rate prior to 400 distinct
 //!   evidences (a 1,000,000-page simulated web has about that many per group after 100
 //!   periods); the stage does it once per group and partition each period.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use recrawl_model::prediction::{predict, Kind, Model, PreparedPrior, RateHistogram, PAPER_POPULAR};
-use recrawl_model::rate::{posterior_rate, RateCounts, RateEvidence, RatePrior};
+use recrawl_model::rate::{posterior_rate, RateCounts, RateEvidence, RateLikelihood, RatePrior};
 use std::hint::black_box;
 
 fn models(c: &mut Criterion) {
@@ -57,6 +59,9 @@ fn models(c: &mut Criterion) {
             b.iter(|| posterior_rate(black_box(prior), black_box(12), black_box(5), black_box(3.5)))
         });
     }
+    group.bench_function("dated", |b| {
+        b.iter(|| RateLikelihood::dated(black_box(5), black_box(120.0)).posterior(black_box(&grouped)))
+    });
     group.finish();
 }
 

@@ -11,7 +11,8 @@
 //! Servers also send the time of the response as `Last-Modified`, or a date that does not
 //! move when the content does. A URL's headers count only once an unchanged download kept
 //! the same date (proven), and never again after a date disagrees with the content
-//! (refuted): moved without a change, or not moved past the previous download with one.
+//! (refuted): moved without a change, not moved past the previous download with one,
+//! absent with one, or past the fetch by more than the clocks' skew.
 
 use serde::{Deserialize, Serialize};
 
