@@ -750,10 +750,11 @@ pub struct PageEstimate {
     pub downloads: Forecast,
     /// Changes over the next comparisons.
     pub changes_forecast: Forecast,
-    /// Change rate per period: the posterior mean given the URL's comparisons, with its
-    /// partition's URLs of the group as the prior (`docs/algorithms/freshness-limits.md`,
-    /// learning the rates); the prior's mean before the first comparison. Null only in
-    /// records read from schema 1.
+    /// Change rate per period: the posterior mean given the URL's comparisons (or, once
+    /// its `Last-Modified` dates proved true, the changes they date and the time they show
+    /// passed without one), with its partition's URLs of the group as the prior
+    /// (`docs/algorithms/freshness-limits.md`, learning the rates, dated changes); the
+    /// prior's mean before the first comparison. Null only in records read from schema 1.
     pub change_rate: Option<f64>,
     /// Refresh group and crawl time.
     pub refresh: RefreshPlan,
