@@ -74,16 +74,7 @@ fn a_version_2_record_reads_back_without_dates_and_counts_them_from_its_next_dow
     let mut expected = sample();
     expected.page.dated = None;
     assert_eq!(old, expected);
-    let request = Request {
-        period: 7,
-        fetched_at_ms: 1_700_000_100_000,
-        downloaded: true,
-        changed: Some(false),
-        size_bytes: 5_000,
-        update_size: Some(0),
-        latency_ms: 40.0,
-        last_modified_ms: Some(1_699_000_000_000),
-    };
+    let request = Request { last_modified_ms: Some(1_699_000_000_000), ..unchanged_download(7) };
     assert!(old.page.record(&request, &RefreshSettings::default()));
     let dated = old.page.dated.expect("dated from this download");
     assert_eq!((dated.changes, dated.trust), (1, DateTrust::Unproven));
@@ -105,8 +96,14 @@ fn a_version_1_record_ending_in_a_failure_keeps_the_span_of_its_requests() {
     assert_eq!(old.page.comparison_spacing(), Some(7.0));
     // ... and from its next download on the span is counted, the failure at 10 taken as
     // the download it followed: 7 + (14 − 10) periods over 2 comparisons.
-    let request = Request {
-        period: 14,
+    assert!(old.page.record(&unchanged_download(14), &RefreshSettings::default()));
+    assert_eq!(old.page.comparison_spacing(), Some(5.5));
+}
+
+/// An unchanged download in `period`, without a `Last-Modified`.
+fn unchanged_download(period: u64) -> Request {
+    Request {
+        period,
         fetched_at_ms: 1_700_000_100_000,
         downloaded: true,
         changed: Some(false),
@@ -114,7 +111,5 @@ fn a_version_1_record_ending_in_a_failure_keeps_the_span_of_its_requests() {
         update_size: Some(0),
         latency_ms: 40.0,
         last_modified_ms: None,
-    };
-    assert!(old.page.record(&request, &RefreshSettings::default()));
-    assert_eq!(old.page.comparison_spacing(), Some(5.5));
+    }
 }
