@@ -103,8 +103,8 @@ impl Message for EstimatorState {
 /// The result of applying one event.
 #[derive(Debug)]
 pub enum Applied {
-    /// A new request: the state changed. With what its change rate rests on.
-    New(Box<PageEstimate>, RateSource),
+    /// A new request: the state changed.
+    New(Box<PageEstimate>, Noted),
     /// The URL's latest request again (a replay after a crash): nothing changed; the
     /// estimate is sent again, as the first run sent it.
     Repeated(Box<PageEstimate>),
@@ -113,6 +113,29 @@ pub enum Applied {
     /// A pick that made no request (robots-denied, deferred): not part of the history
     /// (`docs/algorithms/estimator.md` §1), so nothing is recorded or predicted.
     NotARequest,
+}
+
+/// What a new request tells the metrics besides its estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Noted {
+    /// What its change rate rests on.
+    pub rate_source: RateSource,
+    /// The time since the URL's previous request disagrees with `--period-ms`
+    /// ([`pace_disagrees`]).
+    pub pace_disagrees: bool,
+}
+
+/// Whether `elapsed_ms` between two requests `periods` apart is under half or over twice
+/// what `period_ms` gives. A request is made within its period, so over 4 periods or more
+/// the spacing stays within a quarter of that even when each fetch is late in its period;
+/// outside the factor of 2 the estimator's period is not the scheduler's, and the rates it
+/// learns from `Last-Modified` dates are off by the same factor. Fewer periods: `false`.
+pub fn pace_disagrees(periods: u64, elapsed_ms: i64, period_ms: u64) -> bool {
+    if periods < 4 || period_ms == 0 {
+        return false;
+    }
+    let ratio = elapsed_ms as f64 / (periods as f64 * period_ms as f64);
+    !(0.5..=2.0).contains(&ratio)
 }
 
 /// This instance's share of a group in one partition, as it changes.
@@ -202,6 +225,10 @@ impl Estimator {
         // A URL that just moved group is not yet counted in the new one's rates.
         let rate_evidence_before =
             if moved { None } else { entry.page.rate_evidence(self.settings.period_ms) };
+        let pace_disagrees = entry.page.history.first_and_last().is_some_and(|(_, last)| {
+            let elapsed_ms = event.fetched_at_ms.saturating_sub(entry.page.last_fetched_at_ms);
+            pace_disagrees(event.period.saturating_sub(last), elapsed_ms, self.settings.period_ms)
+        });
         entry.page.record(&request_of(event), &self.settings.refresh);
         entry.host.clone_from(&event.page.host);
 
@@ -232,7 +259,8 @@ impl Estimator {
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
-        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate)), rate.source)
+        let noted = Noted { rate_source: rate.source, pace_disagrees };
+        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate)), noted)
     }
 
     fn estimate(
@@ -474,10 +502,10 @@ mod tests {
                     last_modified: last_modified(period),
                     ..event("http://a/1", period, true, changed)
                 };
-                let Applied::New(estimate, source) = estimator.apply(&event, 0, &mut state, 0) else {
+                let Applied::New(estimate, noted) = estimator.apply(&event, 0, &mut state, 0) else {
                     panic!("a new request")
                 };
-                rate = (estimate.change_rate, source);
+                rate = (estimate.change_rate, noted.rate_source);
             }
             (rate.0.expect("a rate"), rate.1)
         };
@@ -496,6 +524,28 @@ mod tests {
         assert_eq!(rate_after(&response_time), (undated, RateSource::Comparisons));
         // Nor is a header that is not an HTTP date.
         assert_eq!(rate_after(&|_| Some("yesterday".to_owned())), (undated, RateSource::Comparisons));
+    }
+
+    #[test]
+    fn requests_spaced_unlike_the_period_are_noted() {
+        // The events are a day apart per period.
+        let noted = |period_ms: u64, step: u64| {
+            let mut estimator = Estimator::new(Settings { period_ms, ..Settings::default() });
+            let mut state = StateStore::default();
+            estimator.apply(&event("http://a/1", 1, true, None), 0, &mut state, 0);
+            match estimator.apply(&event("http://a/1", 1 + step, true, Some(false)), 0, &mut state, 0) {
+                Applied::New(_, noted) => noted.pace_disagrees,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(!noted(86_400_000, 4), "the period the events keep");
+        assert!(noted(60_000, 4) && noted(7 * 86_400_000, 4), "a minute, a week");
+        assert!(!noted(60_000, 3), "too few periods apart to tell");
+        // Within a period's slack either way, over 4 periods or more.
+        assert!(!pace_disagrees(4, 3 * 3_600_000, 3_600_000) && !pace_disagrees(4, 5 * 3_600_000, 3_600_000));
+        assert!(pace_disagrees(4, 1_000, 3_600_000) && pace_disagrees(4, -5, 3_600_000));
+        // Values from a topic at their extremes: a verdict, not an overflow.
+        assert!(pace_disagrees(u64::MAX, i64::MAX, u64::MAX) && !pace_disagrees(9, 1, 0));
     }
 
     #[test]

@@ -124,6 +124,7 @@ struct EstimatorMetrics {
     events: IntCounterVec,
     forecast_priors: IntCounterVec,
     rate_sources: IntCounterVec,
+    pace_disagreements: prometheus::IntCounter,
     shares: IntCounterVec,
     group_partitions: IntGaugeVec,
     group_urls: IntGaugeVec,
@@ -156,6 +157,13 @@ impl EstimatorMetrics {
                 "estimator_rate_sources_total",
                 "New estimates by what their change rate rests on: dates (proven Last-Modified), comparisons, prior (nothing yet).",
                 &["source"],
+            )?,
+            pace_disagreements: registered(
+                registry,
+                prometheus::IntCounter::new(
+                    "estimator_period_disagreements_total",
+                    "Requests 4 periods or more after the URL's previous one whose spacing is under half or over twice what --period-ms gives: the estimator's period is not the scheduler's.",
+                )?,
             )?,
             shares: counter(
                 "estimator_distribution_records_total",
@@ -210,10 +218,13 @@ impl EstimatorMetrics {
 
     fn record(&self, applied: &Applied) {
         let (result, estimate) = match applied {
-            Applied::New(estimate, rate_source) => {
+            Applied::New(estimate, noted) => {
                 // Repeats are left out: a replayed event must not count its forecast twice.
                 self.predicted_change.observe(estimate.changes_forecast.next.clamp(0.0, 1.0));
-                self.rate_sources.with_label_values(&[rate_source.as_str()]).inc();
+                self.rate_sources.with_label_values(&[noted.rate_source.as_str()]).inc();
+                if noted.pace_disagrees {
+                    self.pace_disagreements.inc();
+                }
                 ("applied", Some(estimate))
             }
             Applied::Repeated(estimate) => ("repeated", Some(estimate)),
