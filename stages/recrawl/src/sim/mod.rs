@@ -124,8 +124,19 @@ struct SimReport<'a> {
     seed: Option<u64>,
     replay: Option<String>,
     changes: usize,
+    /// How the simulated web's sites send `Last-Modified` (none for a replay, which has
+    /// no headers).
+    last_modified: Option<ServerDatesShares>,
     seconds: f64,
     policies: &'a [PolicyResult],
+}
+
+/// Shares of a simulated web's sites by what they send as `Last-Modified`; the rest send
+/// none.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct ServerDatesShares {
+    truthful: f64,
+    response_time: f64,
 }
 
 /// The last JSON line of a run of several budgets.
@@ -151,7 +162,7 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
             let world =
                 replay::ReplayWorld::parse(&text).with_context(|| format!("--replay {}", path.display()))?;
             let periods = args.periods.min(world.truth.horizon().ceil() as u64);
-            report_budgets(args, &world, &policies, periods)
+            report_budgets(args, &world, &policies, periods, None)
         }
         None => {
             anyhow::ensure!(
@@ -172,7 +183,11 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
                 ..WebParams::default()
             });
             let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };
-            report_budgets(args, &world, &policies, args.periods)
+            let dates = ServerDatesShares {
+                truthful: args.truthful_dates_share,
+                response_time: args.response_dates_share,
+            };
+            report_budgets(args, &world, &policies, args.periods, Some(dates))
         }
     }
 }
@@ -183,6 +198,7 @@ fn report_budgets(
     world: &dyn World,
     policies: &[SimPolicy],
     periods: u64,
+    last_modified: Option<ServerDatesShares>,
 ) -> anyhow::Result<()> {
     let mut runs = Vec::with_capacity(args.budget.len());
     for (index, &budget) in args.budget.iter().enumerate() {
@@ -203,6 +219,7 @@ fn report_budgets(
             seed: args.replay.is_none().then_some(args.seed),
             replay: args.replay.as_ref().map(|p| p.display().to_string()),
             changes: world.truth().total_changes(),
+            last_modified,
             seconds: started.elapsed().as_secs_f64(),
             policies: &results,
         };
@@ -264,8 +281,15 @@ fn ratio(value: Option<f64>) -> String {
 }
 
 fn table(report: &SimReport<'_>) -> String {
+    let dates = report.last_modified.map_or_else(String::new, |shares| {
+        format!(
+            "; Last-Modified: {:.0} % of sites date changes, {:.0} % send the response time",
+            100.0 * shares.truthful,
+            100.0 * shares.response_time
+        )
+    });
     let mut out = format!(
-        "{} pages, {} periods, budget {} of the pages per period, {} changes; {:.1} s\n",
+        "{} pages, {} periods, budget {} of the pages per period, {} changes{dates}; {:.1} s\n",
         report.pages, report.periods, report.budget, report.changes, report.seconds
     );
     out.push_str(&format!(
