@@ -22,6 +22,14 @@ pub use metrics::StageMetrics;
 pub use runtime::{InputRecord, OutputRecord, Stage, StageContext};
 pub use state::StateStore;
 
+/// An HTTP date (RFC 9110 §5.6.7, any of its three forms) as Unix ms; `None` for anything
+/// else, or a date before 1970.
+pub fn http_date_ms(text: &str) -> Option<i64> {
+    let time = httpdate::parse_http_date(text).ok()?;
+    let since_epoch = time.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(since_epoch.as_millis()).ok()
+}
+
 /// Unix time in milliseconds.
 pub fn unix_ms() -> i64 {
     std::time::SystemTime::now()

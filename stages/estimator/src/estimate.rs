@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use recrawl_common::StateStore;
+use recrawl_common::{http_date_ms, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{
     ChangeEvent, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution, LastRequest, Message,
@@ -225,7 +225,7 @@ impl Estimator {
         // A URL that just moved group is not yet counted in the new one's rates.
         let rate_evidence_before =
             if moved { None } else { entry.page.rate_evidence(self.settings.period_ms) };
-        let pace_disagrees = entry.page.history.first_and_last().is_some_and(|(_, last)| {
+        let off_pace = entry.page.history.first_and_last().is_some_and(|(_, last)| {
             let elapsed_ms = event.fetched_at_ms.saturating_sub(entry.page.last_fetched_at_ms);
             pace_disagrees(event.period.saturating_sub(last), elapsed_ms, self.settings.period_ms)
         });
@@ -259,7 +259,7 @@ impl Estimator {
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
-        let noted = Noted { rate_source: rate.source, pace_disagrees };
+        let noted = Noted { rate_source: rate.source, pace_disagrees: off_pace };
         Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate)), noted)
     }
 
@@ -412,16 +412,9 @@ fn request_of(event: &ChangeEvent) -> Request {
         size_bytes: event.size_bytes,
         update_size: event.size_change_bytes,
         latency_ms: event.latency_ms,
+        // A header that is not an HTTP date is taken as no header.
         last_modified_ms: event.last_modified.as_deref().and_then(http_date_ms),
     }
-}
-
-/// An HTTP date (RFC 9110 §5.6.7, any of its three forms) as Unix ms; `None` for anything
-/// else, which the step takes as no header.
-fn http_date_ms(text: &str) -> Option<i64> {
-    let time = httpdate::parse_http_date(text).ok()?;
-    let since_epoch = time.duration_since(std::time::UNIX_EPOCH).ok()?;
-    i64::try_from(since_epoch.as_millis()).ok()
 }
 
 fn forecast_prior(prior: Prior) -> ForecastPrior {

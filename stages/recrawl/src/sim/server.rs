@@ -26,7 +26,7 @@ use clap::Args;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use recrawl_common::service::print_line;
-use recrawl_common::unix_ms;
+use recrawl_common::{http_date_ms, unix_ms};
 use recrawl_diff::criteria::ChangeKind;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -447,10 +447,9 @@ fn not_modified(headers: &HeaderMap, tag: &str, last_modified_ms: Option<i64>) -
     headers
         .get(header::IF_MODIFIED_SINCE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| httpdate::parse_http_date(v).ok())
+        .and_then(http_date_ms)
         .zip(last_modified_ms)
-        .is_some_and(|(since, last_modified_ms)| {
-            let since_ms = since.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        .is_some_and(|(since_ms, last_modified_ms)| {
             // HTTP dates have whole seconds.
             last_modified_ms / 1000 <= since_ms / 1000
         })
@@ -727,10 +726,10 @@ mod tests {
             kinds.push(dates);
             let asked_ms = unix_ms();
             let response = client.get(server.url(page)).send().await.expect("get");
-            let header = response.headers().get(header::LAST_MODIFIED).map(|value| {
-                let date = httpdate::parse_http_date(value.to_str().expect("ascii")).expect("an HTTP date");
-                date.duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_millis() as i64
-            });
+            let header = response
+                .headers()
+                .get(header::LAST_MODIFIED)
+                .map(|value| http_date_ms(value.to_str().expect("ascii")).expect("an HTTP date after 1970"));
             let served = server.served().into_iter().rfind(|s| s.page == Some(page)).expect("served");
             match dates {
                 ServerDates::Absent => assert_eq!(header, None),
