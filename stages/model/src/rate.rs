@@ -225,6 +225,17 @@ pub struct RateEstimate {
     pub high: f64,
 }
 
+/// The centre of a rate's 80 % credible interval on the log scale, √(low·high), where the
+/// `freshness` index scores a page. On the log-spaced grid the posterior of a page seen a
+/// few times has a long upper tail that pulls its mean far above most of its mass, and
+/// the index punishes that: it rises as λτ²/2 for slow pages, so a page seen unchanged
+/// looks overdue, and falls as 1/λ for fast ones, so a page seen changed is abandoned.
+/// `None` unless both ends are finite positive rates.
+pub fn central_rate(low: f64, high: f64) -> Option<f64> {
+    let valid = |rate: f64| rate.is_finite() && rate > 0.0;
+    (valid(low) && valid(high)).then(|| low.sqrt() * high.sqrt())
+}
+
 /// The log-likelihood of each grid rate given `changes` changes in `comparisons`
 /// comparisons of downloads `spacing` periods apart; one evaluation serves every prior.
 #[derive(Debug, Clone, PartialEq)]
@@ -334,6 +345,22 @@ mod tests {
             estimate.high / estimate.low
         };
         assert!(width(400) < width(20) && width(20) < width(2), "{} {} {}", width(400), width(20), width(2));
+    }
+
+    #[test]
+    fn the_central_rate_sits_inside_the_interval_below_the_long_tailed_mean() {
+        let flat = RatePrior::default();
+        // Seen changed at each of 3 visits 10 periods apart, and unchanged at each.
+        for (changes, spacing) in [(3, 10.0), (0, 10.0)] {
+            let estimate = posterior_rate(&flat, 3, changes, spacing);
+            let central = central_rate(estimate.low, estimate.high).expect("a central rate");
+            assert!(estimate.low < central && central < estimate.high, "{central} in {estimate:?}");
+            assert!(central < estimate.rate / 2.0, "the tail lifts the mean: {central} against {estimate:?}");
+        }
+        assert!((central_rate(0.04, 0.04).expect("valid") - 0.04).abs() < 1e-15);
+        for (low, high) in [(0.0, 1.0), (-1.0, 1.0), (0.1, f64::INFINITY), (f64::NAN, 0.1)] {
+            assert_eq!(central_rate(low, high), None, "{low} {high}");
+        }
     }
 
     /// `count` pages, each seen changed in `changes` of `comparisons` comparisons.

@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 
 use hashbrown::HashTable;
+use recrawl_model::rate::central_rate;
+use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
@@ -33,7 +35,7 @@ fn known(period: u32) -> Option<u64> {
     (period != NONE).then_some(u64::from(period))
 }
 
-/// Per-URL scheduling state: 60 bytes.
+/// Per-URL scheduling state: 64 bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Page {
     pub host: u32,
@@ -51,6 +53,9 @@ pub struct Page {
     pub p_download: f32,
     /// The estimator's Poisson change rate per period; NaN before any comparison.
     pub change_rate: f32,
+    /// The centre of the rate's credible interval on the log scale
+    /// ([`central_rate`]); NaN when the estimate gave no interval.
+    pub central_change_rate: f32,
     /// Nutch's adaptive fetch interval, periods.
     pub interval: f32,
     /// Distinct pages linking here while in the frontier.
@@ -89,6 +94,15 @@ impl Page {
 
     pub fn estimated_change_rate(&self) -> Option<f64> {
         (!self.change_rate.is_nan()).then_some(f64::from(self.change_rate))
+    }
+
+    /// The rate the freshness index scores the page at: the central rate, else the mean.
+    pub fn central_change_rate(&self) -> Option<f64> {
+        if self.central_change_rate.is_nan() {
+            self.estimated_change_rate()
+        } else {
+            Some(f64::from(self.central_change_rate))
+        }
     }
 }
 
@@ -131,8 +145,10 @@ pub struct Learned<'a> {
     /// Probabilities of a change at the next comparison and a download at the next request.
     pub p_change: f64,
     pub p_download: f64,
-    /// Poisson change rate per period.
+    /// Poisson change rate per period: the posterior mean, and the centre of its
+    /// credible interval ([`central_rate`]).
     pub change_rate: Option<f64>,
+    pub central_change_rate: Option<f64>,
     pub schedule: Option<CrawlSchedule>,
 }
 
@@ -183,11 +199,21 @@ pub struct SchedulerState {
     pub in_links: Vec<u32>,
     pub etag: Option<String>,
     pub last_modified: Option<String>,
+    pub central_change_rate: Option<f32>,
 }
 
 impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
+    /// 2: `central_change_rate`, the last field.
+    const VERSION: u16 = 2;
+    const ADDED_TRAILING_OPTIONS: usize = 1;
+
+    /// Version 1 reads with no central rate: the freshness index scores the page at its
+    /// mean rate until its next estimate.
+    fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        decode_as(framed, bytes)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -368,6 +394,7 @@ impl Book {
             p_change: 0.5,
             p_download: 1.0,
             change_rate: f32::NAN,
+            central_change_rate: f32::NAN,
             interval: settings.nutch_initial_interval as f32,
             in_degree: 0,
             in_links: NONE,
@@ -415,6 +442,10 @@ impl Book {
                 p_change: estimate.changes_forecast.next,
                 p_download: estimate.downloads.next,
                 change_rate: estimate.change_rate,
+                central_change_rate: estimate
+                    .change_rate_low
+                    .zip(estimate.change_rate_high)
+                    .and_then(|(low, high)| central_rate(low, high)),
                 schedule: Some(CrawlSchedule::from_plan(
                     &estimate.refresh,
                     settings.hour_rule,
@@ -447,6 +478,7 @@ impl Book {
         page.p_change = learned.p_change as f32;
         page.p_download = learned.p_download as f32;
         page.change_rate = learned.change_rate.map_or(f32::NAN, |rate| rate as f32);
+        page.central_change_rate = learned.central_change_rate.map_or(f32::NAN, |rate| rate as f32);
         if let Some(changed) = request.changed {
             page.interval = nutch_interval(
                 f64::from(page.interval),
@@ -636,6 +668,7 @@ impl Book {
             in_links: self.in_link_fingerprints(page),
             etag: self.validators(slot).and_then(|v| v.etag.as_deref().map(str::to_owned)),
             last_modified: self.validators(slot).and_then(|v| v.last_modified.as_deref().map(str::to_owned)),
+            central_change_rate: (!page.central_change_rate.is_nan()).then_some(page.central_change_rate),
         }
     }
 
@@ -674,6 +707,7 @@ impl Book {
                 p_change: state.p_change,
                 p_download: state.p_download,
                 change_rate: state.change_rate.unwrap_or(f32::NAN),
+                central_change_rate: state.central_change_rate.unwrap_or(f32::NAN),
                 interval: state.interval,
                 in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
                 in_links: head,

@@ -285,7 +285,7 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             (since >= interval).then_some(since / interval)
         }
         Policy::Freshness => {
-            let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
+            let rate = change_rate(page.central_change_rate(), f64::from(page.p_change));
             if predicted_to_fail(page, settings) {
                 // Its copy ages from its last download, so at that age the probe would
                 // outbid live pages every period; from its last visit, probes come about
@@ -513,6 +513,31 @@ mod tests {
     }
 
     #[test]
+    fn freshness_scores_a_page_at_the_centre_of_its_credible_interval() {
+        // Seen changed at each of a few visits, a page's mean rate is its posterior's
+        // long tail; at it the index would abandon the page for a steadier one.
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for (url, mean, low, high) in
+            [("http://h/seen-changed", 3.0, 0.05, 2.0), ("http://h/steady", 0.5, 0.45, 0.55)]
+        {
+            let mut e = estimate(url, 1, true, Some(true));
+            (e.change_rate, e.change_rate_low, e.change_rate_high) = (Some(mean), Some(low), Some(high));
+            e.downloads.next = 1.0;
+            book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
+        }
+        let caps = vec![10; hosts.len()];
+        let picks = choose(&[&book], &hosts, 9, 10.0, 1, &caps, &settings(Policy::Freshness));
+        assert_eq!(urls(&book, &picks), ["http://h/seen-changed"]);
+        let age = 8.0; // downloaded in period 1, picked in 9
+        assert!(
+            (picks[0].score - freshness_index((0.05f64 * 2.0).sqrt(), age)).abs() < 1e-6,
+            "{}",
+            picks[0].score
+        );
+        assert!(freshness_index(3.0, age) < freshness_index(0.5, age), "at the means the steady page wins");
+    }
+
+    #[test]
     fn freshness_spaces_the_probes_of_a_page_long_failing() {
         // A slow page that last downloaded in period 1 and has failed since, last when
         // picked in 40; a live one of the same rate downloaded in 38. At its copy's age (40 periods)
@@ -525,7 +550,7 @@ mod tests {
             ("http://h/live", 38, true, 1.0),
         ] {
             let mut e = estimate(url, period, downloaded, Some(false).filter(|_| downloaded));
-            e.change_rate = Some(0.001);
+            (e.change_rate, e.change_rate_low, e.change_rate_high) = (Some(0.001), Some(0.0005), Some(0.002));
             e.downloads.next = p_download;
             book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
         }

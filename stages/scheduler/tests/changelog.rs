@@ -2,12 +2,17 @@
 //! as they were: a rolling upgrade restores every URL's schedule instead of starting it
 //! over.
 
-use recrawl_scheduler::book::SchedulerState;
+use recrawl_scheduler::book::{Book, BookSettings, SchedulerState};
 use recrawl_scheduler::groups::CrawlSchedule;
+use recrawl_scheduler::hosts::Hosts;
+use std::collections::HashMap;
+
 use recrawl_schemas::frequency::FrequencyGroup;
 use recrawl_schemas::{decode, encode};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state.bin");
+/// The same state as version 1 wrote it, before `central_change_rate` was kept.
+const FIXTURE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v1.bin");
 
 fn sample() -> SchedulerState {
     SchedulerState {
@@ -27,6 +32,7 @@ fn sample() -> SchedulerState {
         in_links: vec![11, 12],
         etag: Some("\"v2\"".to_owned()),
         last_modified: Some("Tue, 14 Nov 2023 22:13:20 GMT".to_owned()),
+        central_change_rate: Some(0.0625),
     }
 }
 
@@ -39,4 +45,23 @@ fn a_changelog_record_of_this_layout_reads_back() {
     let fixture = std::fs::read(FIXTURE).expect("fixture (RECRAWL_BLESS=1 writes it)");
     assert_eq!(bytes, fixture, "the changelog layout changed: bump the state's version and migrate");
     assert_eq!(decode::<SchedulerState>(&fixture).expect("decodes"), sample());
+}
+
+#[test]
+fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
+    let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
+    let expected = SchedulerState { central_change_rate: None, ..sample() };
+    assert_eq!(old, expected);
+    let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
+    let (book, skipped) =
+        Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
+    assert_eq!(skipped, 0);
+    assert_eq!(book.page(0).central_change_rate(), Some(0.125));
+    let (current, _) = Book::restore(
+        HashMap::from([("http://example.org/a.html".to_owned(), sample())]),
+        &mut Hosts::default(),
+        &BookSettings::default(),
+    )
+    .expect("restores");
+    assert_eq!(current.page(0).central_change_rate(), Some(0.0625));
 }

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use recrawl_model::page::{PageState, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
-use recrawl_model::rate::{RateCounts, RatePrior, LOWEST_RATE};
+use recrawl_model::rate::{central_rate, RateCounts, RatePrior, LOWEST_RATE};
 use recrawl_model::refresh::RefreshSettings;
 use recrawl_scheduler::book::{Book, BookSettings, Learned};
 use recrawl_scheduler::groups::CrawlSchedule;
@@ -663,17 +663,20 @@ impl Learner {
                 self.book_settings.classes,
             )
         });
+        let (change_rate, central_change_rate) = if self.known_rates {
+            // A static page told its rate gets the grid's least, as the estimator would.
+            let told = world.truth().rates()[slot].max(LOWEST_RATE);
+            (told, Some(told))
+        } else {
+            (rate.rate, central_rate(rate.low, rate.high))
+        };
         let learned = Learned {
             period,
             request: &request,
             p_change,
             p_download,
-            // A static page told its rate gets the grid's least, as the estimator would.
-            change_rate: Some(if self.known_rates {
-                world.truth().rates()[slot].max(LOWEST_RATE)
-            } else {
-                rate.rate
-            }),
+            change_rate: Some(change_rate),
+            central_change_rate,
             schedule,
         };
         self.book.learn(&mut self.hosts, page, &learned, &self.book_settings);
