@@ -34,8 +34,9 @@ pub enum Policy {
     /// LambdaCrawl's optimal rates for the harmonic staleness cost, from the estimated
     /// change rates.
     LambdaCrawl,
-    /// The marginal freshness a fetch buys now (the known-rate optimum's index, from the
-    /// estimated change rate), weighted by the chance the fetch downloads.
+    /// The marginal freshness a fetch buys now (the known-rate optimum's index, at the
+    /// centre of the estimated rate's credible interval), weighted by the chance the
+    /// fetch downloads.
     Freshness,
 }
 
