@@ -291,6 +291,32 @@ pub fn decode_as<M: Message>(framed: &Framed<'_>, bytes: &[u8]) -> Result<M, Env
     }
 }
 
+/// Checks a record encoded by this build against its committed bytes at `fixture`, for the
+/// tests that pin a changelog layout: a changed layout fails until the type's version is
+/// bumped and earlier records are read. With `RECRAWL_BLESS` set it writes the fixture.
+pub fn check_fixture<M: Message + PartialEq + std::fmt::Debug>(
+    record: &M,
+    fixture: &std::path::Path,
+) -> Result<(), String> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", fixture.display());
+    let bytes = encode(record).map_err(|e| at(&e))?;
+    if std::env::var_os("RECRAWL_BLESS").is_some() {
+        std::fs::write(fixture, &bytes).map_err(|e| at(&e))?;
+    }
+    let committed = std::fs::read(fixture).map_err(|e| at(&format!("{e} (RECRAWL_BLESS=1 writes it)")))?;
+    if bytes != committed {
+        return Err(at(&format!(
+            "{} encodes otherwise: a changed layout needs a version bump and a reader of the earlier one",
+            M::NAME
+        )));
+    }
+    match decode::<M>(&committed) {
+        Ok(decoded) if decoded == *record => Ok(()),
+        Ok(decoded) => Err(at(&format!("reads back as {decoded:?}"))),
+        Err(e) => Err(at(&e)),
+    }
+}
+
 /// Reads how `bytes` is framed, its schema version and, for plain JSON, the type it names.
 pub fn inspect(bytes: &[u8]) -> Result<Framed<'_>, EnvelopeError> {
     // JSON may begin with whitespace; an envelope begins with its magic byte.

@@ -1,11 +1,14 @@
 //! The estimator's changelog records (`state.estimator`) written by this build read back
 //! as they were: a rolling upgrade restores every URL's state instead of starting it over.
 
+use std::path::Path;
+
 use recrawl_estimator::EstimatorState;
 use recrawl_model::history::{Observation, PageHistory};
 use recrawl_model::modified::{DateTrust, DatedChanges};
 use recrawl_model::page::{ComparedDownloads, PageState, Request};
 use recrawl_model::refresh::{ChangeCalendar, ChangeHours, RefreshSettings, WeeklyChanges};
+use recrawl_schemas::envelope::check_fixture;
 use recrawl_schemas::{decode, encode};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state.bin");
@@ -49,13 +52,7 @@ fn sample() -> EstimatorState {
 
 #[test]
 fn a_changelog_record_of_this_layout_reads_back() {
-    let bytes = encode(&sample()).expect("encodes");
-    if std::env::var_os("RECRAWL_BLESS").is_some() {
-        std::fs::write(FIXTURE, &bytes).expect("fixture written");
-    }
-    let fixture = std::fs::read(FIXTURE).expect("fixture (RECRAWL_BLESS=1 writes it)");
-    assert_eq!(bytes, fixture, "the changelog layout changed: bump the state's version and migrate");
-    assert_eq!(decode::<EstimatorState>(&fixture).expect("decodes"), sample());
+    check_fixture(&sample(), Path::new(FIXTURE)).unwrap();
 }
 
 #[test]

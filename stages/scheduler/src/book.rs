@@ -97,7 +97,7 @@ impl Page {
     }
 
     /// The rate the freshness index scores the page at: the central rate, else the mean.
-    pub fn central_change_rate(&self) -> Option<f64> {
+    pub fn freshness_rate(&self) -> Option<f64> {
         if self.central_change_rate.is_nan() {
             self.estimated_change_rate()
         } else {

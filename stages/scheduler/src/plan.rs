@@ -285,7 +285,7 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             (since >= interval).then_some(since / interval)
         }
         Policy::Freshness => {
-            let rate = change_rate(page.central_change_rate(), f64::from(page.p_change));
+            let rate = change_rate(page.freshness_rate(), f64::from(page.p_change));
             if predicted_to_fail(page, settings) {
                 // Its copy ages from its last download, so at that age the probe would
                 // outbid live pages every period; from its last visit, probes come about

@@ -2,13 +2,15 @@
 //! as they were: a rolling upgrade restores every URL's schedule instead of starting it
 //! over.
 
+use std::collections::HashMap;
+use std::path::Path;
+
 use recrawl_scheduler::book::{Book, BookSettings, SchedulerState};
 use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::hosts::Hosts;
-use std::collections::HashMap;
-
+use recrawl_schemas::decode;
+use recrawl_schemas::envelope::check_fixture;
 use recrawl_schemas::frequency::FrequencyGroup;
-use recrawl_schemas::{decode, encode};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state.bin");
 /// The same state as version 1 wrote it, before `central_change_rate` was kept.
@@ -38,13 +40,7 @@ fn sample() -> SchedulerState {
 
 #[test]
 fn a_changelog_record_of_this_layout_reads_back() {
-    let bytes = encode(&sample()).expect("encodes");
-    if std::env::var_os("RECRAWL_BLESS").is_some() {
-        std::fs::write(FIXTURE, &bytes).expect("fixture written");
-    }
-    let fixture = std::fs::read(FIXTURE).expect("fixture (RECRAWL_BLESS=1 writes it)");
-    assert_eq!(bytes, fixture, "the changelog layout changed: bump the state's version and migrate");
-    assert_eq!(decode::<SchedulerState>(&fixture).expect("decodes"), sample());
+    check_fixture(&sample(), Path::new(FIXTURE)).unwrap();
 }
 
 #[test]
@@ -56,12 +52,12 @@ fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
     let (book, skipped) =
         Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
     assert_eq!(skipped, 0);
-    assert_eq!(book.page(0).central_change_rate(), Some(0.125));
+    assert_eq!(book.page(0).freshness_rate(), Some(0.125));
     let (current, _) = Book::restore(
         HashMap::from([("http://example.org/a.html".to_owned(), sample())]),
         &mut Hosts::default(),
         &BookSettings::default(),
     )
     .expect("restores");
-    assert_eq!(current.page(0).central_change_rate(), Some(0.0625));
+    assert_eq!(current.page(0).freshness_rate(), Some(0.0625));
 }
