@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Observation, PageHistory};
-use crate::modified::DatedChanges;
+use crate::modified::{DateTrust, DatedChanges};
 use crate::prediction::{fine_bin, Eligibility, Kind, RateHistogram};
 use crate::rate::{RateEvidence, RateLikelihood, RatePrior};
 use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
@@ -186,9 +186,19 @@ impl PageState {
         self.last_latency_ms = request.latency_ms as f32;
         if request.changed == Some(true) {
             let update_size = request.update_size.unwrap_or(0).unsigned_abs();
-            self.calendar.record(request.fetched_at_ms, update_size, settings);
+            self.calendar.record(self.changed_at_ms(request.fetched_at_ms), update_size, settings);
         }
         true
+    }
+
+    /// When the change a download found happened: its proven `Last-Modified` date (which
+    /// then lies after the previous download; a date up to a minute ahead of the fetch is
+    /// taken as the fetch), else the fetch, up to the revisit interval after the change.
+    fn changed_at_ms(&self, fetched_at_ms: i64) -> i64 {
+        match self.dated {
+            Some(dated) if dated.trust == DateTrust::Proven => dated.last_modified_ms.min(fetched_at_ms),
+            _ => fetched_at_ms,
+        }
     }
 
     /// Places the URL in its group's DR and MR bins, where eligible, given K = `crawls` of
@@ -289,7 +299,7 @@ impl PageState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::refresh::{FrequencyGroup, DAY_MS};
+    use crate::refresh::{slot_of, FrequencyGroup, DAY_MS};
 
     fn request(period: u64, downloaded: bool, changed: Option<bool>) -> Request {
         Request {
@@ -316,6 +326,52 @@ mod tests {
         assert_eq!(page, before);
         assert_eq!(page.calendar.hours.total_changes(), 1);
         assert_eq!((page.last_size_bytes, page.last_update_size), (1_002, Some(10)));
+    }
+
+    #[test]
+    fn a_change_is_recorded_at_its_proven_date_else_at_its_fetch() {
+        let settings = RefreshSettings::default();
+        const HOUR: i64 = 3_600_000;
+        // Fetched at 10:00 on days 1, 2 and 3; dated 03:00 on day 0 until the change
+        // found on day 3, dated 07:00 that day.
+        let downloads = |dated: bool| {
+            let mut page = PageState::new(0);
+            for (day, changed, modified) in [(1, None, 3), (2, Some(false), 3), (3, Some(true), 3 * 24 + 7)] {
+                let request = Request {
+                    fetched_at_ms: day * DAY_MS + 10 * HOUR,
+                    last_modified_ms: dated.then_some(modified * HOUR),
+                    ..request(day as u64, true, changed)
+                };
+                assert!(page.record(&request, &settings));
+            }
+            page
+        };
+        let hour_of = |page: &PageState| {
+            let slots = page.calendar.hours.slots();
+            assert_eq!(slots.len(), 1, "{slots:?}");
+            slots[0].slot
+        };
+        let dated = downloads(true);
+        assert_eq!(dated.dated.map(|d| d.trust), Some(DateTrust::Proven));
+        assert_eq!(hour_of(&dated), slot_of(3 * DAY_MS + 7 * HOUR, 0));
+        assert_eq!(hour_of(&downloads(false)), slot_of(3 * DAY_MS + 10 * HOUR, 0));
+        // Refuted dates are not believed: the same date kept through the change.
+        let mut refuted = downloads(false);
+        for (day, changed) in [(4, Some(false)), (5, Some(true))] {
+            let request = Request {
+                fetched_at_ms: day * DAY_MS + 10 * HOUR,
+                last_modified_ms: Some(3 * HOUR),
+                ..request(day as u64, true, changed)
+            };
+            refuted.record(&request, &settings);
+        }
+        assert_eq!(refuted.dated.map(|d| d.trust), Some(DateTrust::Refuted));
+        assert!(refuted
+            .calendar
+            .hours
+            .slots()
+            .iter()
+            .any(|slot| slot.slot == slot_of(5 * DAY_MS + 10 * HOUR, 0)));
     }
 
     #[test]
