@@ -35,7 +35,7 @@ fn known(period: u32) -> Option<u64> {
     (period != NONE).then_some(u64::from(period))
 }
 
-/// Per-URL scheduling state: 64 bytes.
+/// Per-URL scheduling state: 60 bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Page {
     pub host: u32,
@@ -53,9 +53,9 @@ pub struct Page {
     pub p_download: f32,
     /// The estimator's Poisson change rate per period; NaN before any comparison.
     pub change_rate: f32,
-    /// The centre of the rate's credible interval on the log scale
-    /// ([`central_rate`]); NaN when the estimate gave no interval.
-    pub central_change_rate: f32,
+    /// The centre of the rate's credible interval on the log scale ([`central_rate`]),
+    /// in two bytes so that a page stays within 60.
+    pub central_change_rate: LogRate,
     /// Nutch's adaptive fetch interval, periods.
     pub interval: f32,
     /// Distinct pages linking here while in the frontier.
@@ -98,11 +98,37 @@ impl Page {
 
     /// The rate the freshness index scores the page at: the central rate, else the mean.
     pub fn freshness_rate(&self) -> Option<f64> {
-        if self.central_change_rate.is_nan() {
-            self.estimated_change_rate()
-        } else {
-            Some(f64::from(self.central_change_rate))
+        self.central_change_rate.get().or_else(|| self.estimated_change_rate())
+    }
+}
+
+/// A positive rate per period in two bytes: its natural logarithm on an even grid over
+/// [e^−16, e^8] (1.1e-7 to 2,981), a step of 0.04 %; rates outside are taken at the nearer
+/// end. 0 holds no rate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogRate(u16);
+
+impl LogRate {
+    const LN_LOWEST: f64 = -16.0;
+    const LN_HIGHEST: f64 = 8.0;
+    const STEPS: f64 = (u16::MAX - 1) as f64;
+
+    pub fn new(rate: Option<f64>) -> Self {
+        match rate {
+            Some(rate) if rate.is_finite() && rate > 0.0 => {
+                let share = (rate.ln().clamp(Self::LN_LOWEST, Self::LN_HIGHEST) - Self::LN_LOWEST)
+                    / (Self::LN_HIGHEST - Self::LN_LOWEST);
+                // share ∈ [0, 1]: 1..=u16::MAX.
+                Self((1.0 + share * Self::STEPS).round() as u16)
+            }
+            _ => Self(0),
         }
+    }
+
+    pub fn get(self) -> Option<f64> {
+        let step = self.0.checked_sub(1)?;
+        let share = f64::from(step) / Self::STEPS;
+        Some((Self::LN_LOWEST + share * (Self::LN_HIGHEST - Self::LN_LOWEST)).exp())
     }
 }
 
@@ -394,7 +420,7 @@ impl Book {
             p_change: 0.5,
             p_download: 1.0,
             change_rate: f32::NAN,
-            central_change_rate: f32::NAN,
+            central_change_rate: LogRate::default(),
             interval: settings.nutch_initial_interval as f32,
             in_degree: 0,
             in_links: NONE,
@@ -478,7 +504,7 @@ impl Book {
         page.p_change = learned.p_change as f32;
         page.p_download = learned.p_download as f32;
         page.change_rate = learned.change_rate.map_or(f32::NAN, |rate| rate as f32);
-        page.central_change_rate = learned.central_change_rate.map_or(f32::NAN, |rate| rate as f32);
+        page.central_change_rate = LogRate::new(learned.central_change_rate);
         if let Some(changed) = request.changed {
             page.interval = nutch_interval(
                 f64::from(page.interval),
@@ -668,7 +694,7 @@ impl Book {
             in_links: self.in_link_fingerprints(page),
             etag: self.validators(slot).and_then(|v| v.etag.as_deref().map(str::to_owned)),
             last_modified: self.validators(slot).and_then(|v| v.last_modified.as_deref().map(str::to_owned)),
-            central_change_rate: (!page.central_change_rate.is_nan()).then_some(page.central_change_rate),
+            central_change_rate: page.central_change_rate.get().map(|rate| rate as f32),
         }
     }
 
@@ -707,7 +733,7 @@ impl Book {
                 p_change: state.p_change,
                 p_download: state.p_download,
                 change_rate: state.change_rate.unwrap_or(f32::NAN),
-                central_change_rate: state.central_change_rate.unwrap_or(f32::NAN),
+                central_change_rate: LogRate::new(state.central_change_rate.map(f64::from)),
                 interval: state.interval,
                 in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
                 in_links: head,
@@ -821,7 +847,23 @@ pub(crate) mod tests {
 
     #[test]
     fn a_page_fits_the_memory_budget() {
-        assert!(std::mem::size_of::<Page>() <= 64, "{}", std::mem::size_of::<Page>());
+        assert!(std::mem::size_of::<Page>() <= 60, "{}", std::mem::size_of::<Page>());
+    }
+
+    #[test]
+    fn a_log_rate_keeps_a_rate_to_within_its_step() {
+        for rate in [2e-7, 1e-4, 0.0123, 0.5, 1.0, 20.0, 2_000.0] {
+            let kept = LogRate::new(Some(rate)).get().expect("a rate");
+            assert!((kept / rate - 1.0).abs() <= 2e-4, "{rate} → {kept}");
+        }
+        assert!((LogRate::new(Some(1e-12)).get().expect("a rate") - (-16f64).exp()).abs() < 1e-15);
+        assert!((LogRate::new(Some(1e9)).get().expect("a rate") / 8f64.exp() - 1.0).abs() < 1e-12);
+        for none in [None, Some(0.0), Some(-1.0), Some(f64::NAN), Some(f64::INFINITY)] {
+            assert_eq!(LogRate::new(none).get(), None, "{none:?}");
+        }
+        let steps: Vec<u16> =
+            [0.01, 0.01 * (1.0 + 1e-3), 0.01 * (1.0 + 2e-3)].map(|r| LogRate::new(Some(r)).0).into();
+        assert!(steps.windows(2).all(|pair| pair[0] < pair[1]), "{steps:?}");
     }
 
     #[test]
