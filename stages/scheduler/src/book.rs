@@ -55,7 +55,7 @@ pub struct Page {
     pub change_rate: f32,
     /// The centre of the rate's credible interval on the log scale ([`central_rate`]),
     /// in two bytes so that a page stays within 60.
-    pub central_change_rate: LogRate,
+    pub central_change_rate: ShortRate,
     /// Nutch's adaptive fetch interval, periods.
     pub interval: f32,
     /// Distinct pages linking here while in the frontier.
@@ -102,33 +102,39 @@ impl Page {
     }
 }
 
-/// A positive rate per period in two bytes: its natural logarithm on an even grid over
-/// [e^−16, e^8] (1.1e-7 to 2,981), a step of 0.04 %; rates outside are taken at the nearer
-/// end. 0 holds no rate.
+/// Mantissa bits a kept or grouped rate has: 0.2 % apart at most, 256 rates a doubling.
+pub const RATE_MANTISSA_BITS: u32 = 8;
+const DROPPED_MANTISSA_BITS: u32 = f32::MANTISSA_DIGITS - 1 - RATE_MANTISSA_BITS;
+
+/// `rate` rounded to [`RATE_MANTISSA_BITS`] bits of mantissa (to nearest: the rounding adds
+/// half the dropped unit before masking, carrying into the exponent when it must).
+pub fn coarse(rate: f32) -> f32 {
+    const HALF: u32 = 1 << (DROPPED_MANTISSA_BITS - 1);
+    const KEPT: u32 = !((1 << DROPPED_MANTISSA_BITS) - 1);
+    if !rate.is_finite() {
+        return rate;
+    }
+    f32::from_bits(rate.to_bits().saturating_add(HALF) & KEPT)
+}
+
+/// A positive rate in two bytes: the exponent and [`RATE_MANTISSA_BITS`] bits of mantissa
+/// of its [`coarse`] `f32`, whose sign is 0 and whose lower bits are; read back with a
+/// shift. 0 holds no rate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LogRate(u16);
+pub struct ShortRate(u16);
 
-impl LogRate {
-    const LN_LOWEST: f64 = -16.0;
-    const LN_HIGHEST: f64 = 8.0;
-    const STEPS: f64 = (u16::MAX - 1) as f64;
-
+impl ShortRate {
     pub fn new(rate: Option<f64>) -> Self {
-        match rate {
+        match rate.map(|rate| coarse(rate as f32)) {
             Some(rate) if rate.is_finite() && rate > 0.0 => {
-                let share = (rate.ln().clamp(Self::LN_LOWEST, Self::LN_HIGHEST) - Self::LN_LOWEST)
-                    / (Self::LN_HIGHEST - Self::LN_LOWEST);
-                // share ∈ [0, 1]: 1..=u16::MAX.
-                Self((1.0 + share * Self::STEPS).round() as u16)
+                Self(u16::try_from(rate.to_bits() >> DROPPED_MANTISSA_BITS).unwrap_or(0))
             }
             _ => Self(0),
         }
     }
 
     pub fn get(self) -> Option<f64> {
-        let step = self.0.checked_sub(1)?;
-        let share = f64::from(step) / Self::STEPS;
-        Some((Self::LN_LOWEST + share * (Self::LN_HIGHEST - Self::LN_LOWEST)).exp())
+        (self.0 != 0).then(|| f64::from(f32::from_bits(u32::from(self.0) << DROPPED_MANTISSA_BITS)))
     }
 }
 
@@ -420,7 +426,7 @@ impl Book {
             p_change: 0.5,
             p_download: 1.0,
             change_rate: f32::NAN,
-            central_change_rate: LogRate::default(),
+            central_change_rate: ShortRate::default(),
             interval: settings.nutch_initial_interval as f32,
             in_degree: 0,
             in_links: NONE,
@@ -504,7 +510,7 @@ impl Book {
         page.p_change = learned.p_change as f32;
         page.p_download = learned.p_download as f32;
         page.change_rate = learned.change_rate.map_or(f32::NAN, |rate| rate as f32);
-        page.central_change_rate = LogRate::new(learned.central_change_rate);
+        page.central_change_rate = ShortRate::new(learned.central_change_rate);
         if let Some(changed) = request.changed {
             page.interval = nutch_interval(
                 f64::from(page.interval),
@@ -733,7 +739,7 @@ impl Book {
                 p_change: state.p_change,
                 p_download: state.p_download,
                 change_rate: state.change_rate.unwrap_or(f32::NAN),
-                central_change_rate: LogRate::new(state.central_change_rate.map(f64::from)),
+                central_change_rate: ShortRate::new(state.central_change_rate.map(f64::from)),
                 interval: state.interval,
                 in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
                 in_links: head,
@@ -851,19 +857,20 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_log_rate_keeps_a_rate_to_within_its_step() {
-        for rate in [2e-7, 1e-4, 0.0123, 0.5, 1.0, 20.0, 2_000.0] {
-            let kept = LogRate::new(Some(rate)).get().expect("a rate");
-            assert!((kept / rate - 1.0).abs() <= 2e-4, "{rate} → {kept}");
+    fn rates_kept_or_grouped_stay_within_a_fifth_of_a_percent() {
+        for rate in [1e-7f32, 3.3e-4, 0.0123, 0.5, 0.999_99, 1.0, 7.77, 20.0] {
+            let grouped = coarse(rate);
+            assert!((grouped / rate - 1.0).abs() <= 1.0 / 512.0, "{rate} → {grouped}");
+            assert_eq!(ShortRate::new(Some(f64::from(rate))).get(), Some(f64::from(grouped)));
         }
-        assert!((LogRate::new(Some(1e-12)).get().expect("a rate") - (-16f64).exp()).abs() < 1e-15);
-        assert!((LogRate::new(Some(1e9)).get().expect("a rate") / 8f64.exp() - 1.0).abs() < 1e-12);
-        for none in [None, Some(0.0), Some(-1.0), Some(f64::NAN), Some(f64::INFINITY)] {
-            assert_eq!(LogRate::new(none).get(), None, "{none:?}");
+        assert_eq!(coarse(0.0), 0.0);
+        assert_eq!(coarse(0.0123), coarse(0.0123 * (1.0 + 1e-5)), "neighbours share a group");
+        let distinct: std::collections::HashSet<u32> =
+            (0..100_000).map(|i| coarse(0.01 + i as f32 * 1e-7).to_bits()).collect();
+        assert!(distinct.len() <= 257, "{}", distinct.len());
+        for none in [None, Some(0.0), Some(-1.0), Some(f64::NAN), Some(f64::INFINITY), Some(1e300)] {
+            assert_eq!(ShortRate::new(none).get(), None, "{none:?}");
         }
-        let steps: Vec<u16> =
-            [0.01, 0.01 * (1.0 + 1e-3), 0.01 * (1.0 + 2e-3)].map(|r| LogRate::new(Some(r)).0).into();
-        assert!(steps.windows(2).all(|pair| pair[0] < pair[1]), "{steps:?}");
     }
 
     #[test]

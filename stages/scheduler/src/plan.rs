@@ -9,7 +9,7 @@ use recrawl_model::freshness::freshness_index;
 use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
-use crate::book::{Book, Page};
+use crate::book::{coarse, Book, Page};
 use crate::hosts::{HostStats, Hosts};
 use crate::policy::{
     change_rate, expected_out_of_date, lambda_crawl_kappa, lambda_crawl_rate, paper_score, staleness,
@@ -325,8 +325,8 @@ fn score_bound(page: &Page, period: &Period, settings: &PlanSettings) -> f64 {
     }
 }
 
-/// κ for this period's candidates and refresh budget. Rates are grouped to within
-/// [`KAPPA_RATE_BITS`] bits of mantissa, so the bisection runs over a few thousand
+/// κ for this period's candidates and refresh budget. Rates are grouped to
+/// [`RATE_MANTISSA_BITS`](crate::book::RATE_MANTISSA_BITS) bits of mantissa, so the bisection runs over a few thousand
 /// distinct rates however finely the estimates differ (those from dates are continuous);
 /// each page is still scored at its own rate.
 fn lambda_kappa(
@@ -346,21 +346,6 @@ fn lambda_kappa(
         *pages = pages.saturating_add(1);
     }
     lambda_crawl_kappa(&rates, budget as f64)
-}
-
-/// Mantissa bits a rate keeps when κ is found: 0.2 % apart at most, 256 rates a doubling.
-const KAPPA_RATE_BITS: u32 = 8;
-
-/// `rate` rounded to [`KAPPA_RATE_BITS`] bits of mantissa (to nearest: the rounding adds
-/// half the dropped unit before masking, carrying into the exponent when it must).
-fn coarse(rate: f32) -> f32 {
-    const DROPPED: u32 = f32::MANTISSA_DIGITS - 1 - KAPPA_RATE_BITS;
-    const HALF: u32 = 1 << (DROPPED - 1);
-    const KEPT: u32 = !((1 << DROPPED) - 1);
-    if !rate.is_finite() {
-        return rate;
-    }
-    f32::from_bits(rate.to_bits().saturating_add(HALF) & KEPT)
 }
 
 #[cfg(test)]
@@ -388,19 +373,6 @@ mod tests {
 
     fn urls(book: &Book, choices: &[Choice]) -> Vec<String> {
         choices.iter().map(|c| book.url(c.slot).to_owned()).collect()
-    }
-
-    #[test]
-    fn rates_grouped_for_kappa_stay_within_a_fifth_of_a_percent() {
-        for rate in [1e-7f32, 3.3e-4, 0.0123, 0.5, 0.999_99, 1.0, 7.77, 20.0] {
-            let grouped = coarse(rate);
-            assert!((grouped / rate - 1.0).abs() <= 1.0 / 512.0, "{rate} → {grouped}");
-        }
-        assert_eq!(coarse(0.0), 0.0);
-        assert_eq!(coarse(0.0123), coarse(0.0123 * (1.0 + 1e-5)), "neighbours share a group");
-        let distinct: std::collections::HashSet<u32> =
-            (0..100_000).map(|i| coarse(0.01 + i as f32 * 1e-7).to_bits()).collect();
-        assert!(distinct.len() <= 257, "{}", distinct.len());
     }
 
     #[test]
