@@ -118,8 +118,8 @@ pub fn coarse(rate: f32) -> f32 {
 }
 
 /// A positive rate in two bytes: the exponent and [`RATE_MANTISSA_BITS`] bits of mantissa
-/// of its [`coarse`] `f32`, whose sign is 0 and whose lower bits are; read back with a
-/// shift. 0 holds no rate.
+/// of its [`coarse`] `f32`. The sign bit (always 0) and the bits `coarse` zeroes are not
+/// kept, so it reads back with a shift. 0 holds no rate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShortRate(u16);
 
