@@ -692,7 +692,8 @@ fn discovery_curve(
                 p_change: 0.5,
                 p_download: 1.0,
                 change_rate: None,
-                central_change_rate: None,
+                change_rate_low: None,
+                change_rate_high: None,
                 schedule: None,
             };
             book.learn(&mut hosts, slot, &learned, &settings);

@@ -35,6 +35,22 @@ pub fn freshness_index(rate: f64, age: f64) -> f64 {
     d_of_x(rate * age) / rate
 }
 
+/// x* where D(x)/x peaks (the root of e^x = 1 + x + x²): for a copy `age` old, the index
+/// is largest at the rate x*/age, rising below it and falling above.
+pub const PEAK_INDEX_RATE_TIMES_AGE: f64 = 1.793_282_132_900_760_4;
+
+/// The largest freshness index of a copy `age` old over the rates in [`low`, `high`]: the
+/// index at x*/age clamped into the range. The `freshness` policy scores a learned page so
+/// over the lower part of its credible interval, so that a page that only looks too fast
+/// to follow regains its place as its copy ages and is fetched again; a wrong rate is then
+/// corrected instead of abandoned. 0 where [`freshness_index`] is, at `high`.
+pub fn best_freshness_index(low: f64, high: f64, age: f64) -> f64 {
+    if !(low > 0.0 && low < high && age > 0.0) {
+        return freshness_index(high, age);
+    }
+    freshness_index((PEAK_INDEX_RATE_TIMES_AGE / age).clamp(low, high), age)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +79,37 @@ mod tests {
         // The series and the closed form meet at x = 1.
         let below = d_of_x(1.0 - 1e-12);
         assert!((below - d_of_x(1.0)).abs() < 1e-11);
+    }
+    #[test]
+    fn the_index_of_a_copy_peaks_at_the_rate_x_star_over_its_age() {
+        let x = PEAK_INDEX_RATE_TIMES_AGE;
+        assert!((x.exp() - (1.0 + x + x * x)).abs() < 1e-12);
+        for age in [0.5, 3.0, 40.0] {
+            let peak = freshness_index(x / age, age);
+            for factor in [0.9, 0.99, 1.01, 1.1] {
+                assert!(freshness_index(factor * x / age, age) < peak, "{age} {factor}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_best_index_over_a_range_is_the_greatest_of_its_rates() {
+        let age = 10.0;
+        // Below, around and above the peak rate 0.179.
+        for (low, high) in [(0.01f64, 0.05f64), (0.05, 1.0), (0.5, 2.0), (0.3, 0.3)] {
+            let steps: u32 = 1000;
+            let greatest = (0..=steps)
+                .map(|k: u32| low * (high / low).powf(f64::from(k) / f64::from(steps)))
+                .map(|rate| freshness_index(rate, age))
+                .fold(0.0, f64::max);
+            let best = best_freshness_index(low, high, age);
+            assert!(
+                best >= greatest - 1e-12 && best <= greatest * (1.0 + 1e-4),
+                "{low} {high}: {best} {greatest}"
+            );
+        }
+        assert_eq!(best_freshness_index(0.0, 0.4, age), freshness_index(0.4, age));
+        assert_eq!(best_freshness_index(0.5, 0.4, age), freshness_index(0.4, age));
+        assert_eq!(best_freshness_index(0.1, 0.4, 0.0), 0.0);
     }
 }

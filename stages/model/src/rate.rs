@@ -236,6 +236,16 @@ pub fn central_rate(low: f64, high: f64) -> Option<f64> {
     (valid(low) && valid(high)).then(|| low.sqrt() * high.sqrt())
 }
 
+/// The least rate the `freshness` index may score a page at, a quarter of the credible
+/// interval's log-width above its low end: √(low·central). Between it and the centre the
+/// policy takes the rate that values a fetch most, so a page seen changed at each of a few
+/// visits, which looks too fast to follow, is fetched again as its copy ages and its rate
+/// corrected. Down to the low end itself the optimism spends too much on such pages (the
+/// figures in BENCHMARKS.md). `None` as [`central_rate`].
+pub fn optimistic_rate(low: f64, high: f64) -> Option<f64> {
+    central_rate(low, central_rate(low, high)?)
+}
+
 /// The log-likelihood of each grid rate given `changes` changes in `comparisons`
 /// comparisons of downloads `spacing` periods apart; one evaluation serves every prior.
 #[derive(Debug, Clone, PartialEq)]
@@ -361,6 +371,14 @@ mod tests {
         for (low, high) in [(0.0, 1.0), (-1.0, 1.0), (0.1, f64::INFINITY), (f64::NAN, 0.1)] {
             assert_eq!(central_rate(low, high), None, "{low} {high}");
         }
+    }
+
+    #[test]
+    fn the_optimistic_rate_lies_a_quarter_of_the_log_interval_above_its_low_end() {
+        let optimistic = optimistic_rate(0.01, 1.0).expect("valid");
+        assert!((optimistic.ln() - (0.75 * 0.01f64.ln())).abs() < 1e-12, "{optimistic}");
+        assert_eq!(optimistic_rate(0.0, 1.0), None);
+        assert_eq!(optimistic_rate(0.1, f64::NAN), None);
     }
 
     /// `count` pages, each seen changed in `changes` of `comparisons` comparisons.

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use hashbrown::HashTable;
-use recrawl_model::rate::central_rate;
+use recrawl_model::rate::{central_rate, optimistic_rate};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate};
 use serde::{Deserialize, Serialize};
@@ -46,16 +46,19 @@ pub struct Page {
     pub last_pick: u32,
     /// p_j: bytes of the latest download (saturating).
     pub size: u32,
-    pub latency_ms: f32,
+    /// Kept only to seed the host's response time when the partition is restored.
+    pub latency_ms: CoarseF32,
     /// The estimator's probability of a change at the next comparison.
     pub p_change: f32,
     /// The estimator's probability that the next request downloads.
     pub p_download: f32,
     /// The estimator's Poisson change rate per period; NaN before any comparison.
     pub change_rate: f32,
-    /// The centre of the rate's credible interval on the log scale ([`central_rate`]),
-    /// in two bytes so that a page stays within 60.
-    pub central_change_rate: ShortRate,
+    /// The centre of the rate's credible interval on the log scale ([`central_rate`]) and
+    /// the least rate the freshness index may take ([`optimistic_rate`]), in two bytes
+    /// each so that a page stays within 60.
+    pub central_change_rate: CoarseF32,
+    pub optimistic_change_rate: CoarseF32,
     /// Nutch's adaptive fetch interval, periods.
     pub interval: f32,
     /// Distinct pages linking here while in the frontier.
@@ -117,17 +120,17 @@ pub fn coarse(rate: f32) -> f32 {
     f32::from_bits(rate.to_bits().saturating_add(HALF) & KEPT)
 }
 
-/// A positive rate in two bytes: the exponent and [`RATE_MANTISSA_BITS`] bits of mantissa
+/// A positive number in two bytes: the exponent and [`RATE_MANTISSA_BITS`] bits of mantissa
 /// of its [`coarse`] `f32`. The sign bit (always 0) and the bits `coarse` zeroes are not
 /// kept, so it reads back with a shift. 0 holds no rate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ShortRate(u16);
+pub struct CoarseF32(u16);
 
-impl ShortRate {
-    pub fn new(rate: Option<f64>) -> Self {
-        match rate.map(|rate| coarse(rate as f32)) {
-            Some(rate) if rate.is_finite() && rate > 0.0 => {
-                Self(u16::try_from(rate.to_bits() >> DROPPED_MANTISSA_BITS).unwrap_or(0))
+impl CoarseF32 {
+    pub fn new(value: Option<f64>) -> Self {
+        match value.map(|value| coarse(value as f32)) {
+            Some(value) if value.is_finite() && value > 0.0 => {
+                Self(u16::try_from(value.to_bits() >> DROPPED_MANTISSA_BITS).unwrap_or(0))
             }
             _ => Self(0),
         }
@@ -177,10 +180,11 @@ pub struct Learned<'a> {
     /// Probabilities of a change at the next comparison and a download at the next request.
     pub p_change: f64,
     pub p_download: f64,
-    /// Poisson change rate per period: the posterior mean, and the centre of its
-    /// credible interval ([`central_rate`]).
+    /// Poisson change rate per period: the posterior mean, and the ends of its 80 %
+    /// credible interval.
     pub change_rate: Option<f64>,
-    pub central_change_rate: Option<f64>,
+    pub change_rate_low: Option<f64>,
+    pub change_rate_high: Option<f64>,
     pub schedule: Option<CrawlSchedule>,
 }
 
@@ -232,17 +236,19 @@ pub struct SchedulerState {
     pub etag: Option<String>,
     pub last_modified: Option<String>,
     pub central_change_rate: Option<f32>,
+    pub optimistic_change_rate: Option<f32>,
 }
 
 impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
-    /// 2: `central_change_rate`, the last field.
-    const VERSION: u16 = 2;
-    const ADDED_TRAILING_OPTIONS: usize = 1;
+    /// 2: `central_change_rate`. 3: `optimistic_change_rate`, the last field.
+    const VERSION: u16 = 3;
+    const ADDED_TRAILING_OPTIONS: usize = 2;
 
     /// Version 1 reads with no central rate: the freshness index scores the page at its
-    /// mean rate until its next estimate.
+    /// mean rate until its next estimate; versions 1 and 2 with no optimistic rate: at its
+    /// central rate alone.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         decode_as(framed, bytes)
     }
@@ -422,11 +428,12 @@ impl Book {
             last_download: NONE,
             last_pick: NONE,
             size: 0,
-            latency_ms: 0.0,
+            latency_ms: CoarseF32::default(),
             p_change: 0.5,
             p_download: 1.0,
             change_rate: f32::NAN,
-            central_change_rate: ShortRate::default(),
+            central_change_rate: CoarseF32::default(),
+            optimistic_change_rate: CoarseF32::default(),
             interval: settings.nutch_initial_interval as f32,
             in_degree: 0,
             in_links: NONE,
@@ -474,10 +481,8 @@ impl Book {
                 p_change: estimate.changes_forecast.next,
                 p_download: estimate.downloads.next,
                 change_rate: estimate.change_rate,
-                central_change_rate: estimate
-                    .change_rate_low
-                    .zip(estimate.change_rate_high)
-                    .and_then(|(low, high)| central_rate(low, high)),
+                change_rate_low: estimate.change_rate_low,
+                change_rate_high: estimate.change_rate_high,
                 schedule: Some(CrawlSchedule::from_plan(
                     &estimate.refresh,
                     settings.hour_rule,
@@ -505,12 +510,15 @@ impl Book {
         if request.downloaded {
             page.last_download = period32(request.period);
             page.size = u32::try_from(request.size_bytes).unwrap_or(u32::MAX);
-            page.latency_ms = request.latency_ms as f32;
+            page.latency_ms = CoarseF32::new(Some(request.latency_ms));
         }
         page.p_change = learned.p_change as f32;
         page.p_download = learned.p_download as f32;
         page.change_rate = learned.change_rate.map_or(f32::NAN, |rate| rate as f32);
-        page.central_change_rate = ShortRate::new(learned.central_change_rate);
+        let interval = learned.change_rate_low.zip(learned.change_rate_high);
+        page.central_change_rate = CoarseF32::new(interval.and_then(|(low, high)| central_rate(low, high)));
+        page.optimistic_change_rate =
+            CoarseF32::new(interval.and_then(|(low, high)| optimistic_rate(low, high)));
         if let Some(changed) = request.changed {
             page.interval = nutch_interval(
                 f64::from(page.interval),
@@ -691,7 +699,7 @@ impl Book {
             last_download: optional(page.last_download),
             last_pick: optional(page.last_pick),
             size: page.size,
-            latency_ms: page.latency_ms,
+            latency_ms: page.latency_ms.get().map_or(0.0, |latency| latency as f32),
             p_change: page.p_change,
             p_download: page.p_download,
             change_rate: (!page.change_rate.is_nan()).then_some(page.change_rate),
@@ -701,6 +709,7 @@ impl Book {
             etag: self.validators(slot).and_then(|v| v.etag.as_deref().map(str::to_owned)),
             last_modified: self.validators(slot).and_then(|v| v.last_modified.as_deref().map(str::to_owned)),
             central_change_rate: page.central_change_rate.get().map(|rate| rate as f32),
+            optimistic_change_rate: page.optimistic_change_rate.get().map(|rate| rate as f32),
         }
     }
 
@@ -735,11 +744,12 @@ impl Book {
                 last_download: state.last_download.unwrap_or(NONE),
                 last_pick: state.last_pick.unwrap_or(NONE),
                 size: state.size,
-                latency_ms: state.latency_ms,
+                latency_ms: CoarseF32::new(Some(f64::from(state.latency_ms))),
                 p_change: state.p_change,
                 p_download: state.p_download,
                 change_rate: state.change_rate.unwrap_or(f32::NAN),
-                central_change_rate: ShortRate::new(state.central_change_rate.map(f64::from)),
+                central_change_rate: CoarseF32::new(state.central_change_rate.map(f64::from)),
+                optimistic_change_rate: CoarseF32::new(state.optimistic_change_rate.map(f64::from)),
                 interval: state.interval,
                 in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
                 in_links: head,
@@ -755,9 +765,11 @@ impl Book {
             if !validators.is_empty() {
                 book.validators.insert(slot, validators);
             }
-            if page.last_download != NONE && page.size > 0 && page.latency_ms > 0.0 {
+            if let Some(latency_ms) =
+                page.latency_ms.get().filter(|_| page.last_download != NONE && page.size > 0)
+            {
                 // Seeds g_i with the pages' latest samples until new estimates arrive.
-                let sample = f64::from(page.latency_ms) / f64::from(page.size);
+                let sample = latency_ms / f64::from(page.size);
                 hosts.stats[host as usize].add_sample(sample, settings.response_time_smoothing);
             }
         }
@@ -861,7 +873,7 @@ pub(crate) mod tests {
         for rate in [1e-7f32, 3.3e-4, 0.0123, 0.5, 0.999_99, 1.0, 7.77, 20.0] {
             let grouped = coarse(rate);
             assert!((grouped / rate - 1.0).abs() <= 1.0 / 512.0, "{rate} → {grouped}");
-            assert_eq!(ShortRate::new(Some(f64::from(rate))).get(), Some(f64::from(grouped)));
+            assert_eq!(CoarseF32::new(Some(f64::from(rate))).get(), Some(f64::from(grouped)));
         }
         assert_eq!(coarse(0.0), 0.0);
         assert_eq!(coarse(0.0123), coarse(0.0123 * (1.0 + 1e-5)), "neighbours share a group");
@@ -869,7 +881,7 @@ pub(crate) mod tests {
             (0..100_000).map(|i| coarse(0.01 + i as f32 * 1e-7).to_bits()).collect();
         assert!(distinct.len() <= 257, "{}", distinct.len());
         for none in [None, Some(0.0), Some(-1.0), Some(f64::NAN), Some(f64::INFINITY), Some(1e300)] {
-            assert_eq!(ShortRate::new(none).get(), None, "{none:?}");
+            assert_eq!(CoarseF32::new(none).get(), None, "{none:?}");
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use recrawl_model::freshness::freshness_index;
+use recrawl_model::freshness::{best_freshness_index, freshness_index};
 use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
@@ -292,7 +292,10 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
                 // as often as a live page of its rate is fetched, times its share.
                 Some(probe_share(page, settings) * freshness_index(rate, since_visit(page, clock)))
             } else {
-                Some(f64::from(page.p_download) * freshness_index(rate, period.copy_age(page)))
+                // Optimism over the interval's lower part: a page that looks too fast to
+                // follow is fetched again as its copy ages, and its rate corrected.
+                let least = page.optimistic_change_rate.get().unwrap_or(rate);
+                Some(f64::from(page.p_download) * best_freshness_index(least, rate, period.copy_age(page)))
             }
         }
         Policy::LambdaCrawl => {
@@ -354,6 +357,7 @@ mod tests {
     use crate::book::tests::{estimate, link};
     use crate::book::BookSettings;
     use recrawl_common::links::LinkRules;
+    use recrawl_model::freshness::PEAK_INDEX_RATE_TIMES_AGE;
 
     fn settings(policy: Policy) -> PlanSettings {
         PlanSettings { policy, period_ms: 1000, discovery_share: 0.0, ..PlanSettings::default() }
@@ -485,12 +489,14 @@ mod tests {
     }
 
     #[test]
-    fn freshness_scores_a_page_at_the_centre_of_its_credible_interval() {
+    fn freshness_scores_a_page_over_the_lower_part_of_its_credible_interval() {
         // Seen changed at each of a few visits, a page's mean rate is its posterior's
-        // long tail; at it the index would abandon the page for a steadier one.
+        // long tail, and even its central rate may look too fast to follow; the index
+        // takes the rate between the optimistic one and the centre that values a fetch
+        // most, so the page is fetched again and its rate corrected.
         let (mut book, mut hosts) = (Book::default(), Hosts::default());
         for (url, mean, low, high) in
-            [("http://h/seen-changed", 3.0, 0.05, 2.0), ("http://h/steady", 0.5, 0.45, 0.55)]
+            [("http://h/seen-changed", 3.0, 0.05, 2.0), ("http://h/steady", 0.16, 0.155, 0.165)]
         {
             let mut e = estimate(url, 1, true, Some(true));
             (e.change_rate, e.change_rate_low, e.change_rate_high) = (Some(mean), Some(low), Some(high));
@@ -501,9 +507,14 @@ mod tests {
         let picks = choose(&[&book], &hosts, 9, 10.0, 1, &caps, &settings(Policy::Freshness));
         assert_eq!(urls(&book, &picks), ["http://h/seen-changed"]);
         let age = 8.0; // downloaded in period 1, picked in 9
-        let at_centre = freshness_index((0.05f64 * 2.0).sqrt(), age);
-        assert!((picks[0].score / at_centre - 1.0).abs() < 1e-3, "{} vs {at_centre}", picks[0].score);
-        assert!(freshness_index(3.0, age) < freshness_index(0.5, age), "at the means the steady page wins");
+        let (centre, optimistic) = ((0.05f64 * 2.0).sqrt(), (0.05f64 * (0.05f64 * 2.0).sqrt()).sqrt());
+        let peak = PEAK_INDEX_RATE_TIMES_AGE / age;
+        assert!(optimistic < peak && peak < centre, "the case the rule is for");
+        let best = freshness_index(peak, age);
+        assert!((picks[0].score / best - 1.0).abs() < 1e-3, "{} vs {best}", picks[0].score);
+        let steady = freshness_index(0.16, age);
+        assert!(freshness_index(centre, age) < steady, "at its centre alone the steady page wins");
+        assert!(freshness_index(3.0, age) < steady, "at its mean too");
     }
 
     #[test]

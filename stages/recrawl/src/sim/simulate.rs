@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use recrawl_model::page::{PageState, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
-use recrawl_model::rate::{central_rate, RateCounts, RatePrior, LOWEST_RATE};
+use recrawl_model::rate::{RateCounts, RatePrior, LOWEST_RATE};
 use recrawl_model::refresh::RefreshSettings;
 use recrawl_scheduler::book::{Book, BookSettings, Learned};
 use recrawl_scheduler::groups::CrawlSchedule;
@@ -663,12 +663,12 @@ impl Learner {
                 self.book_settings.classes,
             )
         });
-        let (change_rate, central_change_rate) = if self.known_rates {
+        let (change_rate, low, high) = if self.known_rates {
             // A static page told its rate gets the grid's least, as the estimator would.
             let told = world.truth().rates()[slot].max(LOWEST_RATE);
-            (told, Some(told))
+            (told, told, told)
         } else {
-            (rate.rate, central_rate(rate.low, rate.high))
+            (rate.rate, rate.low, rate.high)
         };
         let learned = Learned {
             period,
@@ -676,7 +676,8 @@ impl Learner {
             p_change,
             p_download,
             change_rate: Some(change_rate),
-            central_change_rate,
+            change_rate_low: Some(low),
+            change_rate_high: Some(high),
             schedule,
         };
         self.book.learn(&mut self.hosts, page, &learned, &self.book_settings);
