@@ -94,7 +94,7 @@ fn on_defaults_the_demo_pipeline_is_fresher_than_uniform_crawling() {
             comparison[at..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
         number.parse().unwrap_or_else(|e| panic!("{e}: {marker:?} in {comparison}"))
     };
-    let pipeline = number_after("pipeline (policy lambda-crawl) ");
+    let pipeline = number_after("pipeline (policy freshness) ");
     let uniform = number_after("as the pipeline's fell) ");
     assert!(pipeline >= uniform, "pipeline {pipeline} < uniform {uniform}:\n{stdout}");
 }

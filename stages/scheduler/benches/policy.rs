@@ -72,17 +72,21 @@ fn tracked_book(n: usize) -> (Book, Hosts) {
         let url = url(i % HOSTS, i / HOSTS);
         // Heavy-tailed change rates: most pages rarely change, a few often.
         let rate = 0.001 / (rng.unit() + 1e-3);
-        book.add_tracked(
-            &mut hosts,
-            &url,
-            &format!("host{}.example", i % HOSTS),
-            rng.next() % CLOCK,
-            (1000 + rng.next() % 100_000) as u32,
-            1.0 - (-rate).exp(),
-            0.5 + rng.unit() / 2.0,
-            Some(rate),
-        )
-        .expect("fits");
+        let slot = book
+            .add_tracked(
+                &mut hosts,
+                &url,
+                &format!("host{}.example", i % HOSTS),
+                rng.next() % CLOCK,
+                (1000 + rng.next() % 100_000) as u32,
+                1.0 - (-rate).exp(),
+                0.5 + rng.unit() / 2.0,
+                Some(rate),
+            )
+            .expect("fits");
+        // Credible intervals from 1.2 to 100 times wide around the mean.
+        let half_width = 1.1 + rng.unit() * 8.9;
+        book.set_rate_interval(slot, rate / half_width, rate * half_width);
     }
     for stats in &mut hosts.stats {
         stats.ms_per_byte = 0.001 + rng.unit() * 0.01;
@@ -124,7 +128,7 @@ fn bench(c: &mut Criterion) {
     let caps = vec![u32::MAX; hosts.len()];
     let mut group = c.benchmark_group(format!("pick_100k_of_{n}"));
     group.sample_size(10);
-    for policy in [Policy::Paper, Policy::ChangeAware] {
+    for policy in [Policy::Paper, Policy::ChangeAware, Policy::Freshness, Policy::LambdaCrawl] {
         let settings =
             PlanSettings { policy, period_ms: 1000, discovery_share: 0.0, ..PlanSettings::default() };
         group.bench_function(policy.as_str(), |b| {

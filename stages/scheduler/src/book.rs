@@ -99,6 +99,14 @@ impl Page {
         (!self.change_rate.is_nan()).then_some(f64::from(self.change_rate))
     }
 
+    /// Keeps what the freshness index reads of the rate's credible interval: its centre and
+    /// its optimistic rate.
+    fn keep_rate_interval(&mut self, interval: Option<(f64, f64)>) {
+        self.central_change_rate = CoarseF32::new(interval.and_then(|(low, high)| central_rate(low, high)));
+        self.optimistic_change_rate =
+            CoarseF32::new(interval.and_then(|(low, high)| optimistic_rate(low, high)));
+    }
+
     /// The rate the freshness index scores the page at: the central rate, else the mean.
     pub fn freshness_rate(&self) -> Option<f64> {
         self.central_change_rate.get().or_else(|| self.estimated_change_rate())
@@ -515,10 +523,7 @@ impl Book {
         page.p_change = learned.p_change as f32;
         page.p_download = learned.p_download as f32;
         page.change_rate = learned.change_rate.map_or(f32::NAN, |rate| rate as f32);
-        let interval = learned.change_rate_low.zip(learned.change_rate_high);
-        page.central_change_rate = CoarseF32::new(interval.and_then(|(low, high)| central_rate(low, high)));
-        page.optimistic_change_rate =
-            CoarseF32::new(interval.and_then(|(low, high)| optimistic_rate(low, high)));
+        page.keep_rate_interval(learned.change_rate_low.zip(learned.change_rate_high));
         if let Some(changed) = request.changed {
             page.interval = nutch_interval(
                 f64::from(page.interval),
@@ -572,6 +577,14 @@ impl Book {
         page.p_download = p_download as f32;
         page.change_rate = change_rate.map_or(f32::NAN, |rate| rate as f32);
         self.insert(url, page)
+    }
+
+    /// Sets a tracked URL's 80 % credible interval of its change rate, as an estimate would
+    /// (the benches).
+    pub fn set_rate_interval(&mut self, slot: u32, low: f64, high: f64) {
+        if let Some(page) = self.pages.get_mut(slot as usize) {
+            page.keep_rate_interval(Some((low, high)));
+        }
     }
 
     /// Counts a link into the frontier. Seeds (no source) skip the link rules.

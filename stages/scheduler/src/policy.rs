@@ -13,8 +13,8 @@ use serde::Serialize;
 use thiserror::Error;
 
 /// The policy the scheduler runs unless told otherwise: the best learned one on the
-/// simulated web (BENCHMARKS.md, "Policy simulator").
-pub const DEFAULT_POLICY: Policy = Policy::LambdaCrawl;
+/// simulated web from its first 300 periods on (BENCHMARKS.md, "The freshness index").
+pub const DEFAULT_POLICY: Policy = Policy::Freshness;
 
 /// How the scheduler chooses which known pages to refresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
