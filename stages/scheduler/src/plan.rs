@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use recrawl_model::freshness::{best_freshness_index, freshness_index};
+use recrawl_model::freshness::{best_freshness_index, freshness_index_bound};
 use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
@@ -285,18 +285,8 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             (since >= interval).then_some(since / interval)
         }
         Policy::Freshness => {
-            let rate = change_rate(page.freshness_rate(), f64::from(page.p_change));
-            if predicted_to_fail(page, settings) {
-                // Its copy ages from its last download, so at that age the probe would
-                // outbid live pages every period; from its last visit, probes come about
-                // as often as a live page of its rate is fetched, times its share.
-                Some(probe_share(page, settings) * freshness_index(rate, since_visit(page, clock)))
-            } else {
-                // Optimism over the interval's lower part: a page that looks too fast to
-                // follow is fetched again as its copy ages, and its rate corrected.
-                let least = page.optimistic_change_rate.get().unwrap_or(rate);
-                Some(f64::from(page.p_download) * best_freshness_index(least, rate, period.copy_age(page)))
-            }
+            let terms = FreshnessTerms::of(page, period, settings);
+            Some(terms.weight * best_freshness_index(terms.least_rate, terms.rate, terms.age))
         }
         Policy::LambdaCrawl => {
             // LambdaCrawl assumes every request downloads; a page predicted not to keeps
@@ -314,10 +304,42 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
     }
 }
 
+/// What the `freshness` score of a page is made of: weight × the best index over
+/// [`least_rate`, `rate`] at `age`.
+struct FreshnessTerms {
+    weight: f64,
+    least_rate: f64,
+    rate: f64,
+    age: f64,
+}
+
+impl FreshnessTerms {
+    fn of(page: &Page, period: &Period, settings: &PlanSettings) -> Self {
+        let rate = change_rate(page.freshness_rate(), f64::from(page.p_change));
+        if predicted_to_fail(page, settings) {
+            // Its copy ages from its last download, so at that age the probe would
+            // outbid live pages every period; from its last visit, probes come about
+            // as often as a live page of its rate is fetched, times its share.
+            let age = since_visit(page, period.clock);
+            Self { weight: probe_share(page, settings), least_rate: rate, rate, age }
+        } else {
+            // Optimism over the interval's lower part: a page that looks too fast to
+            // follow is fetched again as its copy ages, and its rate corrected.
+            let least_rate = page.optimistic_change_rate.get().unwrap_or(rate);
+            Self { weight: f64::from(page.p_download), least_rate, rate, age: period.copy_age(page) }
+        }
+    }
+}
+
 /// An upper bound of [`refresh_score`] that is cheap to compute: for `change-aware`, a
-/// copy is out of date for at most its whole age.
+/// copy is out of date for at most its whole age; for `freshness`, the index's bound
+/// without its exponential.
 fn score_bound(page: &Page, period: &Period, settings: &PlanSettings) -> f64 {
     match settings.policy {
+        Policy::Freshness => {
+            let terms = FreshnessTerms::of(page, period, settings);
+            terms.weight * freshness_index_bound(terms.least_rate, terms.rate, terms.age)
+        }
         // Evaluated as the score is, so rounding cannot put the score above it.
         Policy::ChangeAware => paper_score(
             period.remaining,
@@ -357,7 +379,7 @@ mod tests {
     use crate::book::tests::{estimate, link};
     use crate::book::BookSettings;
     use recrawl_common::links::LinkRules;
-    use recrawl_model::freshness::PEAK_INDEX_RATE_TIMES_AGE;
+    use recrawl_model::freshness::{freshness_index, PEAK_INDEX_RATE_TIMES_AGE};
 
     fn settings(policy: Policy) -> PlanSettings {
         PlanSettings { policy, period_ms: 1000, discovery_share: 0.0, ..PlanSettings::default() }
@@ -698,14 +720,17 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn choices_equal_a_full_sort_of_every_score(
-            pages in proptest::collection::vec((0u64..40, 1u32..5000, 0.0f64..1.0, 0.0f64..1.0, proptest::option::of(0.0f64..3.0)), 1..120),
+            pages in proptest::collection::vec((0u64..40, 1u32..5000, 0.0f64..1.0, 0.0f64..1.0, proptest::option::of(0.0f64..3.0), proptest::option::of(1.0f64..50.0)), 1..400),
             quota in 0usize..50,
             policy_index in 0usize..<Policy as clap::ValueEnum>::value_variants().len(),
         ) {
             let policy = <Policy as clap::ValueEnum>::value_variants()[policy_index];
             let (mut book, mut hosts) = (Book::default(), Hosts::default());
-            for (i, &(last, size, p_change, p_download, rate)) in pages.iter().enumerate() {
-                book.add_tracked(&mut hosts, &format!("http://h{}/{i}", i % 4), &format!("h{}", i % 4), last, size, p_change, p_download, rate).unwrap();
+            for (i, &(last, size, p_change, p_download, rate, spread)) in pages.iter().enumerate() {
+                let slot = book.add_tracked(&mut hosts, &format!("http://h{}/{i}", i % 4), &format!("h{}", i % 4), last, size, p_change, p_download, rate).unwrap();
+                if let (Some(rate), Some(spread)) = (rate, spread) {
+                    book.set_rate_interval(slot, rate / spread, rate * spread);
+                }
             }
             for (i, stats) in hosts.stats.iter_mut().enumerate() {
                 stats.ms_per_byte = 0.01 * i as f64;
