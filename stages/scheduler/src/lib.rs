@@ -550,12 +550,20 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
     };
     let metrics = SchedulerMetrics::register(ctx.metrics.registry())
         .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
-    metrics.period_seconds.set(args.plan_settings().period_ms as f64 / 1000.0);
+    let plan = args.plan_settings();
+    metrics.period_seconds.set(plan.period_ms as f64 / 1000.0);
+    // The policy decides every pick: say which runs, since its default can change.
+    tracing::info!(
+        policy = plan.policy.as_str(),
+        picks_per_period = args.picks_per_period,
+        period_ms = plan.period_ms,
+        "scheduling"
+    );
     let mut scheduler = Scheduler {
         picks_per_period: args.picks_per_period,
         max_picks_per_host: args.max_picks_per_host,
         horizon: args.horizon,
-        plan: args.plan_settings(),
+        plan,
         book_settings: args.book_settings().map_err(SetupError::settings)?,
         link_rules: args.links.clone(),
         max_per_site: args.link_max_per_site,

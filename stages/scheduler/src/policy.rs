@@ -35,8 +35,8 @@ pub enum Policy {
     /// change rates.
     LambdaCrawl,
     /// The marginal freshness a fetch buys now (the known-rate optimum's index, at the
-    /// centre of the estimated rate's credible interval), weighted by the chance the
-    /// fetch downloads.
+    /// centre of the estimated rate's credible interval or, where that values the fetch
+    /// more, lower in it), weighted by the chance the fetch downloads.
     Freshness,
 }
 
