@@ -43,9 +43,9 @@ pub const PEAK_INDEX_RATE_TIMES_AGE: f64 = 1.793_282_132_900_760_4;
 
 /// The largest freshness index of a copy `age` old over the rates in [`low`, `high`]: the
 /// index at x*/age clamped into the range. The `freshness` policy scores a learned page so
-/// over the lower part of its credible interval, so that a page that only looks too fast
-/// to follow regains its place as its copy ages and is fetched again; a wrong rate is then
-/// corrected instead of abandoned. 0 where [`freshness_index`] is, at `high`.
+/// over the middle half of its rate's credible interval, so that a page that only looks
+/// too fast to follow regains its place as its copy ages and is fetched again; a wrong
+/// rate is then corrected instead of abandoned. 0 where [`freshness_index`] is, at `high`.
 pub fn best_freshness_index(low: f64, high: f64, age: f64) -> f64 {
     if !(low > 0.0 && low < high && age > 0.0) {
         return freshness_index(high, age);

@@ -236,13 +236,14 @@ pub fn central_rate(low: f64, high: f64) -> Option<f64> {
     (valid(low) && valid(high)).then(|| low.sqrt() * high.sqrt())
 }
 
-/// The least rate the `freshness` index may score a page at, a quarter of the credible
-/// interval's log-width above its low end: √(low·central). Between it and the centre the
-/// policy takes the rate that values a fetch most, so a page seen changed at each of a few
-/// visits, which looks too fast to follow, is fetched again as its copy ages and its rate
-/// corrected. Down to the low end itself the optimism spends too much on such pages (the
-/// figures in BENCHMARKS.md). `None` as [`central_rate`].
-pub fn optimistic_rate(low: f64, high: f64) -> Option<f64> {
+/// The low end of the middle half of a rate's 80 % credible interval on the log scale, a
+/// quarter of its log-width above its low end: √(low·central). The high end is
+/// central²/this. Within that half the `freshness` index scores a page at the rate that
+/// values a fetch most: a page seen changed at each of a few visits, which looks too fast
+/// to follow, is fetched again as its copy ages, and a slow page a little earlier, so
+/// wrong rates are corrected. Over the whole interval the optimism re-fetched static
+/// pages (the figures in BENCHMARKS.md). `None` as [`central_rate`].
+pub fn middle_half_low(low: f64, high: f64) -> Option<f64> {
     central_rate(low, central_rate(low, high)?)
 }
 
@@ -374,11 +375,11 @@ mod tests {
     }
 
     #[test]
-    fn the_optimistic_rate_lies_a_quarter_of_the_log_interval_above_its_low_end() {
-        let optimistic = optimistic_rate(0.01, 1.0).expect("valid");
-        assert!((optimistic.ln() - (0.75 * 0.01f64.ln())).abs() < 1e-12, "{optimistic}");
-        assert_eq!(optimistic_rate(0.0, 1.0), None);
-        assert_eq!(optimistic_rate(0.1, f64::NAN), None);
+    fn the_middle_half_starts_a_quarter_of_the_log_interval_above_its_low_end() {
+        let low = middle_half_low(0.01, 1.0).expect("valid");
+        assert!((low.ln() - (0.75 * 0.01f64.ln())).abs() < 1e-12, "{low}");
+        assert_eq!(middle_half_low(0.0, 1.0), None);
+        assert_eq!(middle_half_low(0.1, f64::NAN), None);
     }
 
     /// `count` pages, each seen changed in `changes` of `comparisons` comparisons.

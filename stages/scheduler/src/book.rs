@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use hashbrown::HashTable;
-use recrawl_model::rate::{central_rate, optimistic_rate};
+use recrawl_model::rate::{central_rate, middle_half_low};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate};
 use serde::{Deserialize, Serialize};
@@ -55,10 +55,11 @@ pub struct Page {
     /// The estimator's Poisson change rate per period; NaN before any comparison.
     pub change_rate: f32,
     /// The centre of the rate's credible interval on the log scale ([`central_rate`]) and
-    /// the least rate the freshness index may take ([`optimistic_rate`]), in two bytes
-    /// each so that a page stays within 60.
+    /// the low end of its middle half ([`middle_half_low`]; the high end is
+    /// central²/low), where the freshness index looks, in two bytes each so that a page
+    /// stays within 60.
     pub central_change_rate: CoarseF32,
-    pub optimistic_change_rate: CoarseF32,
+    pub middle_half_low_rate: CoarseF32,
     /// Nutch's adaptive fetch interval, periods.
     pub interval: f32,
     /// Distinct pages linking here while in the frontier.
@@ -100,11 +101,11 @@ impl Page {
     }
 
     /// Keeps what the freshness index reads of the rate's credible interval: its centre and
-    /// its optimistic rate.
+    /// the low end of its middle half.
     fn keep_rate_interval(&mut self, interval: Option<(f64, f64)>) {
         self.central_change_rate = CoarseF32::new(interval.and_then(|(low, high)| central_rate(low, high)));
-        self.optimistic_change_rate =
-            CoarseF32::new(interval.and_then(|(low, high)| optimistic_rate(low, high)));
+        self.middle_half_low_rate =
+            CoarseF32::new(interval.and_then(|(low, high)| middle_half_low(low, high)));
     }
 
     /// The rate the freshness index scores the page at: the central rate, else the mean.
@@ -244,18 +245,18 @@ pub struct SchedulerState {
     pub etag: Option<String>,
     pub last_modified: Option<String>,
     pub central_change_rate: Option<f32>,
-    pub optimistic_change_rate: Option<f32>,
+    pub middle_half_low_rate: Option<f32>,
 }
 
 impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
-    /// 2: `central_change_rate`. 3: `optimistic_change_rate`, the last field.
+    /// 2: `central_change_rate`. 3: `middle_half_low_rate`, the last field.
     const VERSION: u16 = 3;
     const ADDED_TRAILING_OPTIONS: usize = 2;
 
     /// Version 1 reads with no central rate: the freshness index scores the page at its
-    /// mean rate until its next estimate; versions 1 and 2 with no optimistic rate: at its
+    /// mean rate until its next estimate; versions 1 and 2 with no middle half: at its
     /// central rate alone.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         decode_as(framed, bytes)
@@ -441,7 +442,7 @@ impl Book {
             p_download: 1.0,
             change_rate: f32::NAN,
             central_change_rate: CoarseF32::default(),
-            optimistic_change_rate: CoarseF32::default(),
+            middle_half_low_rate: CoarseF32::default(),
             interval: settings.nutch_initial_interval as f32,
             in_degree: 0,
             in_links: NONE,
@@ -722,7 +723,7 @@ impl Book {
             etag: self.validators(slot).and_then(|v| v.etag.as_deref().map(str::to_owned)),
             last_modified: self.validators(slot).and_then(|v| v.last_modified.as_deref().map(str::to_owned)),
             central_change_rate: page.central_change_rate.get().map(|rate| rate as f32),
-            optimistic_change_rate: page.optimistic_change_rate.get().map(|rate| rate as f32),
+            middle_half_low_rate: page.middle_half_low_rate.get().map(|rate| rate as f32),
         }
     }
 
@@ -762,7 +763,7 @@ impl Book {
                 p_download: state.p_download,
                 change_rate: state.change_rate.unwrap_or(f32::NAN),
                 central_change_rate: CoarseF32::new(state.central_change_rate.map(f64::from)),
-                optimistic_change_rate: CoarseF32::new(state.optimistic_change_rate.map(f64::from)),
+                middle_half_low_rate: CoarseF32::new(state.middle_half_low_rate.map(f64::from)),
                 interval: state.interval,
                 in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
                 in_links: head,

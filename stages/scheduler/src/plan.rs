@@ -286,7 +286,7 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
         }
         Policy::Freshness => {
             let terms = FreshnessTerms::of(page, period, settings);
-            Some(terms.weight * best_freshness_index(terms.least_rate, terms.rate, terms.age))
+            Some(terms.weight * best_freshness_index(terms.least_rate, terms.most_rate, terms.age))
         }
         Policy::LambdaCrawl => {
             // LambdaCrawl assumes every request downloads; a page predicted not to keeps
@@ -304,12 +304,12 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
     }
 }
 
-/// What the `freshness` score of a page is made of: weight × the best index over
-/// [`least_rate`, `rate`] at `age`.
+/// What the `freshness` score of a page is made of: weight × the best index over the
+/// rates [`least_rate`, `most_rate`] at `age`.
 struct FreshnessTerms {
     weight: f64,
     least_rate: f64,
-    rate: f64,
+    most_rate: f64,
     age: f64,
 }
 
@@ -321,12 +321,16 @@ impl FreshnessTerms {
             // outbid live pages every period; from its last visit, probes come about
             // as often as a live page of its rate is fetched, times its share.
             let age = since_visit(page, period.clock);
-            Self { weight: probe_share(page, settings), least_rate: rate, rate, age }
+            Self { weight: probe_share(page, settings), least_rate: rate, most_rate: rate, age }
         } else {
-            // Optimism over the interval's lower part: a page that looks too fast to
-            // follow is fetched again as its copy ages, and its rate corrected.
-            let least_rate = page.optimistic_change_rate.get().unwrap_or(rate);
-            Self { weight: f64::from(page.p_download), least_rate, rate, age: period.copy_age(page) }
+            // Optimism over the middle half of the rate's credible interval: a page that
+            // looks too fast to follow is fetched again as its copy ages, a slow one a
+            // little earlier, and a wrong rate is corrected.
+            let (least_rate, most_rate) = match page.middle_half_low_rate.get() {
+                Some(low) if low < rate => (low, rate * (rate / low)),
+                _ => (rate, rate),
+            };
+            Self { weight: f64::from(page.p_download), least_rate, most_rate, age: period.copy_age(page) }
         }
     }
 }
@@ -338,7 +342,7 @@ fn score_bound(page: &Page, period: &Period, settings: &PlanSettings) -> f64 {
     match settings.policy {
         Policy::Freshness => {
             let terms = FreshnessTerms::of(page, period, settings);
-            terms.weight * freshness_index_bound(terms.least_rate, terms.rate, terms.age)
+            terms.weight * freshness_index_bound(terms.least_rate, terms.most_rate, terms.age)
         }
         // Evaluated as the score is, so rounding cannot put the score above it.
         Policy::ChangeAware => paper_score(
@@ -486,7 +490,8 @@ mod tests {
         let (mut book, mut hosts) = (Book::default(), Hosts::default());
         for (url, p_download) in [("http://h/live", 1.0), ("http://h/condemned", 0.0)] {
             let mut e = estimate(url, 1, true, Some(true));
-            e.change_rate = Some(0.5);
+            // A point rate, no interval: both pages scored at 0.5.
+            (e.change_rate, e.change_rate_low, e.change_rate_high) = (Some(0.5), None, None);
             e.downloads.next = p_download;
             book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
         }
@@ -511,11 +516,12 @@ mod tests {
     }
 
     #[test]
-    fn freshness_scores_a_page_over_the_lower_part_of_its_credible_interval() {
+    fn freshness_scores_a_page_over_the_middle_half_of_its_credible_interval() {
         // Seen changed at each of a few visits, a page's mean rate is its posterior's
         // long tail, and even its central rate may look too fast to follow; the index
-        // takes the rate between the optimistic one and the centre that values a fetch
-        // most, so the page is fetched again and its rate corrected.
+        // takes the rate in the middle half of the interval (on the log scale) that values
+        // a fetch most, so the page is fetched again and its rate corrected. A slow page
+        // is scored at the half's high end.
         let (mut book, mut hosts) = (Book::default(), Hosts::default());
         for (url, mean, low, high) in
             [("http://h/seen-changed", 3.0, 0.05, 2.0), ("http://h/steady", 0.16, 0.155, 0.165)]
@@ -526,17 +532,29 @@ mod tests {
             book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
         }
         let caps = vec![10; hosts.len()];
-        let picks = choose(&[&book], &hosts, 9, 10.0, 1, &caps, &settings(Policy::Freshness));
-        assert_eq!(urls(&book, &picks), ["http://h/seen-changed"]);
+        let picks = choose(&[&book], &hosts, 9, 10.0, 2, &caps, &settings(Policy::Freshness));
+        assert_eq!(urls(&book, &picks), ["http://h/seen-changed", "http://h/steady"]);
         let age = 8.0; // downloaded in period 1, picked in 9
-        let (centre, optimistic) = ((0.05f64 * 2.0).sqrt(), (0.05f64 * (0.05f64 * 2.0).sqrt()).sqrt());
+                       // The middle half of [low, high] on the log scale: from low^¾·high^¼ to low^¼·high^¾.
+        let middle_half =
+            |low: f64, high: f64| (low.powf(0.75) * high.powf(0.25), low.powf(0.25) * high.powf(0.75));
+        let centre = (0.05f64 * 2.0).sqrt();
+        let (from, to) = middle_half(0.05, 2.0);
         let peak = PEAK_INDEX_RATE_TIMES_AGE / age;
-        assert!(optimistic < peak && peak < centre, "the case the rule is for");
+        assert!(from < peak && peak < centre, "the case the rule is for");
         let best = freshness_index(peak, age);
         assert!((picks[0].score / best - 1.0).abs() < 1e-3, "{} vs {best}", picks[0].score);
-        let steady = freshness_index(0.16, age);
-        assert!(freshness_index(centre, age) < steady, "at its centre alone the steady page wins");
-        assert!(freshness_index(3.0, age) < steady, "at its mean too");
+        assert!(freshness_index(to, age) < best);
+        let steady_high_end = middle_half(0.155, 0.165).1;
+        assert!(steady_high_end < peak);
+        let steady = freshness_index(steady_high_end, age);
+        // Within the two-byte rates' rounding, which central²/low compounds.
+        assert!((picks[1].score / steady - 1.0).abs() < 5e-3, "{} vs {steady}", picks[1].score);
+        assert!(
+            freshness_index(centre, age) < freshness_index(0.16, age),
+            "at its centre alone the steady page wins"
+        );
+        assert!(freshness_index(3.0, age) < freshness_index(0.16, age), "at its mean too");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 /// The policy the scheduler runs unless told otherwise: the best learned one on the
-/// simulated web from its first 300 periods on (BENCHMARKS.md, "The freshness index").
+/// simulated web at every budget (BENCHMARKS.md, "The freshness index").
 pub const DEFAULT_POLICY: Policy = Policy::Freshness;
 
 /// How the scheduler chooses which known pages to refresh.
@@ -35,8 +35,8 @@ pub enum Policy {
     /// change rates.
     LambdaCrawl,
     /// The marginal freshness a fetch buys now (the known-rate optimum's index, at the
-    /// centre of the estimated rate's credible interval or, where that values the fetch
-    /// more, lower in it), weighted by the chance the fetch downloads.
+    /// rate in the middle half of the estimate's credible interval that values the fetch
+    /// most), weighted by the chance the fetch downloads.
     Freshness,
 }
 

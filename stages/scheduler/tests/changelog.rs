@@ -15,7 +15,7 @@ use recrawl_schemas::frequency::FrequencyGroup;
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state.bin");
 /// The same state as version 1 wrote it, before `central_change_rate` was kept.
 const FIXTURE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v1.bin");
-/// As version 2 wrote it, before `optimistic_change_rate` was kept.
+/// As version 2 wrote it, before `middle_half_low_rate` was kept.
 const FIXTURE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v2.bin");
 
 fn sample() -> SchedulerState {
@@ -37,7 +37,7 @@ fn sample() -> SchedulerState {
         etag: Some("\"v2\"".to_owned()),
         last_modified: Some("Tue, 14 Nov 2023 22:13:20 GMT".to_owned()),
         central_change_rate: Some(0.0625),
-        optimistic_change_rate: Some(0.03125),
+        middle_half_low_rate: Some(0.03125),
     }
 }
 
@@ -49,7 +49,7 @@ fn a_changelog_record_of_this_layout_reads_back() {
 #[test]
 fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
-    let expected = SchedulerState { central_change_rate: None, optimistic_change_rate: None, ..sample() };
+    let expected = SchedulerState { central_change_rate: None, middle_half_low_rate: None, ..sample() };
     assert_eq!(old, expected);
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     let (book, skipped) =
@@ -69,16 +69,16 @@ fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
 #[test]
 fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V2).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { optimistic_change_rate: None, ..sample() });
+    assert_eq!(old, SchedulerState { middle_half_low_rate: None, ..sample() });
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     let (book, _) =
         Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
-    assert_eq!(book.page(0).optimistic_change_rate.get(), None);
+    assert_eq!(book.page(0).middle_half_low_rate.get(), None);
     let (current, _) = Book::restore(
         HashMap::from([("http://example.org/a.html".to_owned(), sample())]),
         &mut Hosts::default(),
         &BookSettings::default(),
     )
     .expect("restores");
-    assert_eq!(current.page(0).optimistic_change_rate.get(), Some(0.03125));
+    assert_eq!(current.page(0).middle_half_low_rate.get(), Some(0.03125));
 }
