@@ -581,7 +581,7 @@ impl Book {
     }
 
     /// Sets a tracked URL's 80 % credible interval of its change rate, as an estimate would
-    /// (the benches).
+    /// (the benches and tests).
     pub fn set_rate_interval(&mut self, slot: u32, low: f64, high: f64) {
         if let Some(page) = self.pages.get_mut(slot as usize) {
             page.keep_rate_interval(Some((low, high)));

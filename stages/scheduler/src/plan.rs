@@ -535,7 +535,8 @@ mod tests {
         let picks = choose(&[&book], &hosts, 9, 10.0, 2, &caps, &settings(Policy::Freshness));
         assert_eq!(urls(&book, &picks), ["http://h/seen-changed", "http://h/steady"]);
         let age = 8.0; // downloaded in period 1, picked in 9
-                       // The middle half of [low, high] on the log scale: from low^¾·high^¼ to low^¼·high^¾.
+
+        // The middle half of [low, high] on the log scale: from low^¾·high^¼ to low^¼·high^¾.
         let middle_half =
             |low: f64, high: f64| (low.powf(0.75) * high.powf(0.25), low.powf(0.25) * high.powf(0.75));
         let centre = (0.05f64 * 2.0).sqrt();
