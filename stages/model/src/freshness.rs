@@ -117,6 +117,7 @@ mod tests {
         assert_eq!(d_of_x(f64::INFINITY), 1.0);
         assert!((d_of_x(40.0) - 1.0).abs() < 1e-15);
     }
+
     #[test]
     fn the_index_of_a_copy_peaks_at_the_rate_x_star_over_its_age() {
         let x = PEAK_INDEX_RATE_TIMES_AGE;
@@ -149,6 +150,7 @@ mod tests {
         assert_eq!(best_freshness_index(0.5, 0.4, age), freshness_index(0.4, age));
         assert_eq!(best_freshness_index(0.1, 0.4, 0.0), 0.0);
     }
+
     #[test]
     fn the_bound_holds_every_index_and_is_tight_at_its_limits() {
         let x = PEAK_INDEX_RATE_TIMES_AGE;
