@@ -150,36 +150,6 @@ impl CoarseF32 {
     }
 }
 
-/// How many of a stream of numbers fall on each [`CoarseF32`] value: one counter per
-/// two-byte value, so that grouping millions of rates costs an increment each.
-#[derive(Debug, Clone)]
-pub struct CoarseCounts(Vec<u64>);
-
-impl Default for CoarseCounts {
-    fn default() -> Self {
-        Self(vec![0; 1 << u16::BITS])
-    }
-}
-
-impl CoarseCounts {
-    /// Counts `value` at its [`CoarseF32`]; one that holds none (not a finite positive
-    /// number) is not counted.
-    pub fn add(&mut self, value: f64) {
-        let CoarseF32(bits) = CoarseF32::new(Some(value));
-        if let Some(count) = self.0.get_mut(usize::from(bits)).filter(|_| bits != 0) {
-            *count = count.saturating_add(1);
-        }
-    }
-
-    /// Each value counted, as [`CoarseF32`] keeps it, with its count, in increasing order.
-    pub fn iter(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
-        self.0.iter().enumerate().filter(|&(_, &count)| count > 0).filter_map(|(bits, &count)| {
-            let value = CoarseF32(u16::try_from(bits).ok()?).get()?;
-            Some((value, count))
-        })
-    }
-}
-
 /// How estimates update the tables.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BookSettings {
@@ -927,19 +897,6 @@ pub(crate) mod tests {
         for none in [None, Some(0.0), Some(-1.0), Some(f64::NAN), Some(f64::INFINITY), Some(1e300)] {
             assert_eq!(CoarseF32::new(none).get(), None, "{none:?}");
         }
-    }
-
-    #[test]
-    fn coarse_counts_group_as_the_two_bytes_keep_and_skip_what_they_cannot_hold() {
-        let mut counts = CoarseCounts::default();
-        for value in [0.5, 0.5 * (1.0 + 1e-6), 0.02, 7.0, 0.0, -1.0, f64::NAN, f64::INFINITY] {
-            counts.add(value);
-        }
-        let grouped = |value: f64| f64::from(coarse(value as f32));
-        assert_eq!(
-            counts.iter().collect::<Vec<_>>(),
-            [(grouped(0.02), 1), (grouped(0.5), 2), (grouped(7.0), 1)]
-        );
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! host's cap. Pure: the stage, the `plan` command, the bench and the simulator call
 //! [`choose`].
 
+use std::collections::HashMap;
+
 use recrawl_model::freshness::{best_freshness_index, freshness_index_bound};
 use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
-use crate::book::{Book, CoarseCounts, Page};
+use crate::book::{coarse, Book, Page};
 use crate::hosts::{HostStats, Hosts};
 use crate::policy::{
     change_rate, expected_out_of_date, lambda_crawl_kappa, lambda_crawl_rate, paper_score, staleness,
@@ -363,13 +365,16 @@ fn lambda_kappa(
     budget: usize,
     settings: &PlanSettings,
 ) -> Option<f64> {
-    let mut rates = CoarseCounts::default();
+    let mut rates: HashMap<u64, u64> = HashMap::new();
     for (_, _, page) in eligible(books, host_caps, period.clock, settings, false) {
-        if !predicted_to_fail(page, settings) {
-            rates.add(change_rate(page.estimated_change_rate(), f64::from(page.p_change)));
+        if predicted_to_fail(page, settings) {
+            continue;
         }
+        let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;
+        let pages = rates.entry(f64::from(coarse(rate)).to_bits()).or_default();
+        *pages = pages.saturating_add(1);
     }
-    lambda_crawl_kappa(rates.iter(), budget as f64)
+    lambda_crawl_kappa(&rates, budget as f64)
 }
 
 #[cfg(test)]

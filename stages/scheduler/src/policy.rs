@@ -5,7 +5,7 @@
 //! period; [`TopK`] keeps the best k of a stream of scores without sorting them all.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::num::{NonZeroU32, NonZeroU64};
 use std::str::FromStr;
 
@@ -169,15 +169,15 @@ pub fn lambda_crawl_rate(rate: f64, kappa: f64) -> f64 {
     (-rate + (rate * rate + 4.0 * rate / kappa).sqrt()) / 2.0
 }
 
-/// The κ for which the LambdaCrawl rates of `rates` (change rate, number of pages with
+/// The κ for which the LambdaCrawl rates of `rates` (change rate → number of pages with
 /// it) sum to `budget` picks per period, by bisection on log κ. `None` when no page
 /// changes or the budget is not positive.
 ///
 /// Pages are grouped by rate so the bisection costs the distinct rates, not the pages.
-pub fn lambda_crawl_kappa(rates: impl IntoIterator<Item = (f64, u64)>, budget: f64) -> Option<f64> {
+pub fn lambda_crawl_kappa(rates: &HashMap<u64, u64>, budget: f64) -> Option<f64> {
     let rates: Vec<(f64, f64)> = rates
-        .into_iter()
-        .map(|(rate, count)| (rate, count as f64))
+        .iter()
+        .map(|(&bits, &count)| (f64::from_bits(bits), count as f64))
         .filter(|&(rate, _)| rate > 0.0 && rate.is_finite())
         .collect();
     if rates.is_empty() || budget <= 0.0 || !budget.is_finite() {
@@ -401,7 +401,11 @@ mod tests {
 
     #[test]
     fn lambda_crawl_rates_spend_the_budget() {
-        let kappa = lambda_crawl_kappa([(0.5, 10), (0.05, 100), (0.0, 50)], 20.0).unwrap();
+        let mut rates = HashMap::new();
+        rates.insert(0.5f64.to_bits(), 10);
+        rates.insert(0.05f64.to_bits(), 100);
+        rates.insert(0.0f64.to_bits(), 50);
+        let kappa = lambda_crawl_kappa(&rates, 20.0).unwrap();
         let spent = 10.0 * lambda_crawl_rate(0.5, kappa) + 100.0 * lambda_crawl_rate(0.05, kappa);
         assert!((spent - 20.0).abs() < 1e-6, "{spent}");
         // Every changing page gets crawled, the faster-changing more often.
@@ -409,9 +413,10 @@ mod tests {
         assert!(lambda_crawl_rate(0.05, kappa) > 0.0);
         assert_eq!(lambda_crawl_rate(0.0, kappa), 0.0);
         // When μ/λ is constant (one rate for all), ρ = R / n.
-        let kappa = lambda_crawl_kappa([(0.3, 40)], 8.0).unwrap();
+        let one: HashMap<u64, u64> = HashMap::from([(0.3f64.to_bits(), 40)]);
+        let kappa = lambda_crawl_kappa(&one, 8.0).unwrap();
         assert!((lambda_crawl_rate(0.3, kappa) - 0.2).abs() < 1e-9);
-        assert_eq!(lambda_crawl_kappa([(0.0, 3)], 1.0), None);
+        assert_eq!(lambda_crawl_kappa(&HashMap::from([(0.0f64.to_bits(), 3)]), 1.0), None);
     }
 
     proptest! {
