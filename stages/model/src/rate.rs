@@ -247,6 +247,16 @@ pub fn middle_half_low(low: f64, high: f64) -> Option<f64> {
     central_rate(low, central_rate(low, high)?)
 }
 
+/// The middle half around `central` from its low end as [`middle_half_low`] gave it: the
+/// high end is as far above the centre on the log scale, central²/low. Just the centre
+/// when there is no low end below it (no interval, or one rounded to a point).
+pub fn middle_half(central: f64, low_end: Option<f64>) -> (f64, f64) {
+    match low_end {
+        Some(low) if low < central => (low, central * (central / low)),
+        _ => (central, central),
+    }
+}
+
 /// The log-likelihood of each grid rate given `changes` changes in `comparisons`
 /// comparisons of downloads `spacing` periods apart; one evaluation serves every prior.
 #[derive(Debug, Clone, PartialEq)]
@@ -380,6 +390,13 @@ mod tests {
         assert!((low.ln() - (0.75 * 0.01f64.ln())).abs() < 1e-12, "{low}");
         assert_eq!(middle_half_low(0.0, 1.0), None);
         assert_eq!(middle_half_low(0.1, f64::NAN), None);
+
+        let central = central_rate(0.01, 1.0).expect("valid");
+        let (from, to) = middle_half(central, Some(low));
+        assert_eq!(from, low);
+        assert!((to.ln() - (0.25 * 0.01f64.ln())).abs() < 1e-12, "{to}");
+        assert_eq!(middle_half(central, None), (central, central));
+        assert_eq!(middle_half(0.1, Some(0.2)), (0.1, 0.1), "a low end above the centre");
     }
 
     /// `count` pages, each seen changed in `changes` of `comparisons` comparisons.

@@ -55,9 +55,9 @@ pub struct Page {
     /// The estimator's Poisson change rate per period; NaN before any comparison.
     pub change_rate: f32,
     /// The centre of the rate's credible interval on the log scale ([`central_rate`]) and
-    /// the low end of its middle half ([`middle_half_low`]; the high end is
-    /// central²/low), where the freshness index looks, in two bytes each so that a page
-    /// stays within 60.
+    /// the low end of its middle half ([`middle_half_low`]; the high end follows from both,
+    /// [`middle_half`](recrawl_model::rate::middle_half)), where the freshness index looks,
+    /// in two bytes each so that a page stays within 60.
     pub central_change_rate: CoarseF32,
     pub middle_half_low_rate: CoarseF32,
     /// Nutch's adaptive fetch interval, periods.

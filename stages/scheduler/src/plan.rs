@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use recrawl_model::freshness::{best_freshness_index, freshness_index_bound};
+use recrawl_model::rate::middle_half;
 use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
@@ -219,11 +220,7 @@ fn refresh_candidates(
 ) -> (Vec<Choice>, bool) {
     let mut top = TopK::<(u32, u32)>::new(k);
     for (book, slot, page) in eligible(books, host_caps, period.clock, settings, false) {
-        // Most pages cannot beat the k-th best: skip their exponentials.
-        if top.floor().is_some_and(|floor| score_bound(page, period, settings) < floor) {
-            continue;
-        }
-        if let Some(score) = refresh_score(page, period, settings) {
+        if let Some(score) = refresh_score_above(page, period, settings, top.floor()) {
             top.offer(score, (book, slot));
         }
     }
@@ -284,10 +281,7 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             let interval = f64::from(page.interval).max(f64::MIN_POSITIVE);
             (since >= interval).then_some(since / interval)
         }
-        Policy::Freshness => {
-            let terms = FreshnessTerms::of(page, period, settings);
-            Some(terms.weight * best_freshness_index(terms.least_rate, terms.most_rate, terms.age))
-        }
+        Policy::Freshness => Some(FreshnessTerms::of(page, period, settings).score()),
         Policy::LambdaCrawl => {
             // LambdaCrawl assumes every request downloads; a page predicted not to keeps
             // only its probe share.
@@ -326,31 +320,47 @@ impl FreshnessTerms {
             // Optimism over the middle half of the rate's credible interval: a page that
             // looks too fast to follow is fetched again as its copy ages, a slow one a
             // little earlier, and a wrong rate is corrected.
-            let (least_rate, most_rate) = match page.middle_half_low_rate.get() {
-                Some(low) if low < rate => (low, rate * (rate / low)),
-                _ => (rate, rate),
-            };
+            let (least_rate, most_rate) = middle_half(rate, page.middle_half_low_rate.get());
             Self { weight: f64::from(page.p_download), least_rate, most_rate, age: period.copy_age(page) }
         }
     }
+
+    fn score(&self) -> f64 {
+        self.weight * best_freshness_index(self.least_rate, self.most_rate, self.age)
+    }
+
+    /// At least [`Self::score`], without its exponential.
+    fn bound(&self) -> f64 {
+        self.weight * freshness_index_bound(self.least_rate, self.most_rate, self.age)
+    }
 }
 
-/// An upper bound of [`refresh_score`] that is cheap to compute: for `change-aware`, a
-/// copy is out of date for at most its whole age; for `freshness`, the index's bound
-/// without its exponential.
-fn score_bound(page: &Page, period: &Period, settings: &PlanSettings) -> f64 {
+/// The page's [`refresh_score`], or `None` also when a cheap upper bound of it is below
+/// `floor`, the k-th best so far: most pages cannot beat it, and skip their exponentials.
+fn refresh_score_above(
+    page: &Page,
+    period: &Period,
+    settings: &PlanSettings,
+    floor: Option<f64>,
+) -> Option<f64> {
+    let below_floor = |bound: f64| floor.is_some_and(|floor| bound < floor);
     match settings.policy {
         Policy::Freshness => {
             let terms = FreshnessTerms::of(page, period, settings);
-            terms.weight * freshness_index_bound(terms.least_rate, terms.most_rate, terms.age)
+            (!below_floor(terms.bound())).then(|| terms.score())
         }
-        // Evaluated as the score is, so rounding cannot put the score above it.
-        Policy::ChangeAware => paper_score(
-            period.remaining,
-            f64::from(page.p_download) * period.copy_age(page),
-            period.cost(page),
-        ),
-        _ => f64::INFINITY,
+        // A copy is out of date for at most its whole age; evaluated as the score is, so
+        // rounding cannot put the score above it.
+        Policy::ChangeAware
+            if below_floor(paper_score(
+                period.remaining,
+                f64::from(page.p_download) * period.copy_age(page),
+                period.cost(page),
+            )) =>
+        {
+            None
+        }
+        _ => refresh_score(page, period, settings),
     }
 }
 
