@@ -5,7 +5,7 @@
 //! period; [`TopK`] keeps the best k of a stream of scores without sorting them all.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::num::{NonZeroU32, NonZeroU64};
 use std::str::FromStr;
 
@@ -239,77 +239,65 @@ impl<K: Ord> Scored<K> {
     }
 }
 
-/// Heap order: the worst-ranked entry on top, so it is the one displaced.
-#[derive(Debug)]
-struct Worst<K>(Scored<K>);
-
-impl<K: Ord> PartialEq for Worst<K> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.rank(&other.0) == Ordering::Equal
-    }
-}
-
-impl<K: Ord> Eq for Worst<K> {}
-
-impl<K: Ord> PartialOrd for Worst<K> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<K: Ord> Ord for Worst<K> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.rank(&other.0)
-    }
-}
-
-/// The best `k` of a stream of candidates in O(n log k) time and O(k) memory: most
-/// candidates cost one comparison with the worst kept.
+/// The best `k` of a stream of candidates in O(n + k log k) time and O(k) memory. Kept
+/// candidates collect in a buffer; when it holds 2k, the best k are selected and the rest
+/// dropped, and the worst of those k becomes the threshold that turns most later candidates
+/// away with one comparison. Cheaper than a heap of k when k is a large share of n (a
+/// simulated period picks a fifth of the web): a heap pays log k on every candidate that
+/// beats its worst, and its sifts miss the cache.
 #[derive(Debug)]
 pub struct TopK<K> {
     k: usize,
-    heap: BinaryHeap<Worst<K>>,
-    overflowed: bool,
+    kept: Vec<Scored<K>>,
+    /// The worst of the best k at the last selection: a candidate ranked after it cannot
+    /// be among the best k.
+    threshold: Option<Scored<K>>,
+    offered: usize,
 }
 
 impl<K: Ord + Copy> TopK<K> {
     pub fn new(k: usize) -> Self {
-        Self { k, heap: BinaryHeap::with_capacity(k.min(1 << 20)), overflowed: false }
+        Self { k, kept: Vec::with_capacity(k.saturating_mul(2).min(1 << 21)), threshold: None, offered: 0 }
     }
 
     pub fn offer(&mut self, score: f64, key: K) {
+        self.offered = self.offered.saturating_add(1);
         let candidate = Scored { score, key };
-        if self.heap.len() < self.k {
-            self.heap.push(Worst(candidate));
+        if self.k == 0 || self.threshold.is_some_and(|threshold| candidate.rank(&threshold) != Ordering::Less)
+        {
             return;
         }
-        // k are held: this candidate or the worst kept is turned away.
-        self.overflowed = true;
-        if let Some(mut worst) = self.heap.peek_mut() {
-            if candidate.rank(&worst.0) == Ordering::Less {
-                *worst = Worst(candidate);
-            }
+        self.kept.push(candidate);
+        // The first selection as soon as k are held, so a floor exists from then on.
+        if self.kept.len() == self.k || self.kept.len() >= self.k.saturating_mul(2) {
+            self.select_best_k();
         }
     }
 
-    /// The score a candidate must reach to be kept, once k are held.
+    /// Keeps the best k of the buffer (it holds at least k) and their worst as the threshold.
+    fn select_best_k(&mut self) {
+        let Some(worst) = self.k.checked_sub(1) else { return };
+        self.kept.select_nth_unstable_by(worst, Scored::rank);
+        self.kept.truncate(self.k);
+        self.threshold = Some(self.kept[worst]);
+    }
+
+    /// A score the k-th best is known to reach, once k are held: a candidate whose score
+    /// cannot reach it need not be scored exactly.
     pub fn floor(&self) -> Option<f64> {
-        if self.heap.len() < self.k {
-            return None;
-        }
-        self.heap.peek().map(|worst| worst.0.score)
+        self.threshold.map(|threshold| threshold.score)
     }
 
     /// Whether candidates were turned away (more than k were offered).
     pub fn overflowed(&self) -> bool {
-        self.overflowed
+        self.offered > self.k
     }
 
     /// The kept candidates, best first.
-    pub fn into_sorted(self) -> Vec<Scored<K>> {
-        let mut kept: Vec<Scored<K>> = self.heap.into_iter().map(|w| w.0).collect();
-        kept.sort_unstable_by(Scored::rank);
-        kept
+    pub fn into_sorted(mut self) -> Vec<Scored<K>> {
+        self.kept.sort_unstable_by(Scored::rank);
+        self.kept.truncate(self.k);
+        self.kept
     }
 }
 
@@ -434,8 +422,12 @@ mod tests {
                 scores.iter().enumerate().map(|(key, &score)| (f64::from(score), key)).collect();
             all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             all.truncate(k);
+            // The floor may lag the k-th best (it is the k-th best at the last selection)
+            // but never passes it, nor falls below the worst of the first k offered.
             if let Some(floor) = floor {
-                prop_assert_eq!(Some(floor), all.last().map(|a| a.0));
+                prop_assert!(all.last().is_some_and(|a| floor <= a.0), "{} above {:?}", floor, all.last());
+                let first_k_worst = scores[..k].iter().min().map(|&score| f64::from(score));
+                prop_assert!(first_k_worst.is_some_and(|worst| floor >= worst), "{} below {:?}", floor, first_k_worst);
             }
             prop_assert_eq!(kept, all);
             prop_assert_eq!(overflowed, scores.len() > k);
