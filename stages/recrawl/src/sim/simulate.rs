@@ -378,8 +378,7 @@ pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> P
         // fetches host by host, each host's in time order, gives the figures of time order
         // (up to the rounding of the measures' sums), and a learned policy's scattered picks
         // touch the per-page arrays site by site (a site's pages are adjacent) instead of
-        // at random: lambda-crawl and `freshness` spent more on those cache misses than on
-        // their picks.
+        // at random (BENCHMARKS.md, the simulator's section).
         fetches.sort_by_key(|&(host, _, _)| host);
         for (_, at, page) in fetches {
             store.advance(page, at);
