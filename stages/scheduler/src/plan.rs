@@ -147,7 +147,7 @@ pub fn choose(
         take(&mut frontier, discovery_quota.min(quota), &mut choices);
         take(&mut refresh, quota, &mut choices);
         take(&mut frontier, quota, &mut choices);
-        // Host caps can turn away candidates the heaps never kept: widen and retry.
+        // Host caps can turn away candidates the top k never kept: widen and retry.
         if choices.len() == quota || !(frontier_overflowed || refresh_overflowed) {
             return choices;
         }
