@@ -295,8 +295,11 @@ impl<K: Ord + Copy> TopK<K> {
 
     /// The kept candidates, best first.
     pub fn into_sorted(mut self) -> Vec<Scored<K>> {
+        // Up to 2k − 1 are buffered: select the best k before sorting, not after.
+        if self.kept.len() > self.k {
+            self.select_best_k();
+        }
         self.kept.sort_unstable_by(Scored::rank);
-        self.kept.truncate(self.k);
         self.kept
     }
 }
