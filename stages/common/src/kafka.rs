@@ -14,6 +14,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientConfig;
 use rdkafka::ClientContext;
+use rdkafka::TopicPartitionList;
 use tokio::sync::Notify;
 
 use crate::config::{ClusterArgs, KafkaArgs, DEFAULT_SESSION_TIMEOUT_MS};
@@ -254,6 +255,10 @@ fn records_behind(partition: &rdkafka::statistics::Partition) -> i64 {
     partition.hi_offset.saturating_sub(position).max(0)
 }
 
+fn partitions_of(list: &TopicPartitionList) -> HashSet<(String, i32)> {
+    list.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect()
+}
+
 impl ClientContext for StageConsumerContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         forward_log(level, facility, message);
@@ -278,10 +283,24 @@ impl ConsumerContext for StageConsumerContext {
         // Incremental (cooperative) rebalances name only the partitions that moved; the
         // consumer's assignment is the whole of what it owns now.
         match consumer.assignment() {
-            Ok(list) => self.track_assignment(
-                list.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect(),
-            ),
-            Err(error) => tracing::warn!(%error, "cannot read the assignment for the lag gauges"),
+            Ok(list) => self.track_assignment(partitions_of(&list)),
+            // A closing consumer's group handler no longer answers (librdkafka's
+            // ERR__DESTROY) while its partitions are revoked: apply what the rebalance
+            // names. An eager revocation names every partition, so either protocol ends
+            // with what the consumer owns.
+            Err(error) => {
+                tracing::debug!(%error, "assignment unreadable; applying the rebalance's partitions");
+                let mut assigned = self.assigned.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                match rebalance {
+                    Rebalance::Assign(moved) => assigned.extend(partitions_of(moved)),
+                    Rebalance::Revoke(moved) => {
+                        let revoked = partitions_of(moved);
+                        assigned.retain(|p| !revoked.contains(p));
+                    }
+                    Rebalance::Error(_) => {}
+                }
+                self.track_assignment(assigned);
+            }
         }
         match rebalance {
             Rebalance::Assign(assigned) => {
@@ -368,6 +387,38 @@ mod tests {
         assert_eq!(series(), [line("e", 1, 0)]);
         context.export_lag([("e", 0, 5), ("e", 1, 2), ("l", 1, 7)].into_iter());
         assert_eq!(series(), [line("e", 1, 2), line("l", 1, 7)]);
+    }
+
+    /// A consumer closing at SIGTERM cannot read its assignment while librdkafka revokes
+    /// its partitions; the revocation itself still removes their series.
+    /// (A consumer with no group cannot read an assignment either: it stands in.)
+    #[test]
+    fn a_revocation_removes_series_when_the_assignment_is_unreadable() {
+        let metrics = StageMetrics::new("diff");
+        let consumer: BaseConsumer<StageConsumerContext> = ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .create_with_context(StageConsumerContext::new(metrics.clone(), Health::default()))
+            .expect("a consumer needs no broker to be created");
+        assert!(consumer.assignment().is_err(), "the stand-in must not read an assignment");
+        let context = consumer.context();
+        let list = |pairs: &[(&str, i32)]| {
+            let mut list = TopicPartitionList::new();
+            for (topic, partition) in pairs {
+                list.add_partition(topic, *partition);
+            }
+            list
+        };
+        context.post_rebalance(&consumer, &Rebalance::Assign(&list(&[("e", 0), ("e", 1)])));
+        context.post_rebalance(&consumer, &Rebalance::Assign(&list(&[("l", 0)])));
+        context.export_lag([("e", 0, 5), ("e", 1, 2), ("l", 0, 3)].into_iter());
+        let series =
+            || metrics.render().lines().filter(|l| l.starts_with("recrawl_consumer_lag_records{")).count();
+        assert_eq!(series(), 3);
+        context.post_rebalance(&consumer, &Rebalance::Revoke(&list(&[("e", 1), ("l", 0)])));
+        assert_eq!(series(), 1, "the revoked partitions' series are gone");
+        assert!(!context.has_joined());
+        context.post_rebalance(&consumer, &Rebalance::Revoke(&list(&[("e", 0)])));
+        assert_eq!(series(), 0);
     }
 
     #[test]
