@@ -206,17 +206,29 @@ fn sim_prints_every_policy_as_json() {
     let again: serde_json::Value = serde_json::from_slice(&again.stdout).expect("JSON");
     assert_eq!(again["policies"][0]["freshness"], policies[3]["freshness"]);
     // The report says how the web's servers date their pages, the table too.
-    assert_eq!(report["last_modified"], serde_json::json!({"truthful": 0.4, "response_time": 0.2}));
+    assert_eq!(
+        report["last_modified"],
+        serde_json::json!({"truthful": 0.4, "response_time": 0.2, "stuck": 0.0})
+    );
     let table = recrawl()
         .args(["sim", "--pages", "500", "--periods", "3", "--policies", "uniform"])
-        .args(["--truthful-dates-share", "0.5", "--response-dates-share", "0"])
+        .args(["--truthful-dates-share", "0.5", "--response-dates-share", "0", "--stuck-dates-share", "0.25"])
         .output()
         .expect("sim runs");
     let first_line = String::from_utf8_lossy(&table.stdout).lines().next().unwrap_or_default().to_owned();
     assert!(
-        first_line.contains("Last-Modified: 50 % of sites date changes, 0 % send the response time"),
+        first_line.contains(
+            "Last-Modified: 50 % of sites date changes, 0 % send the response time, 25 % a date that never moves"
+        ),
         "{first_line}"
     );
+    let too_many = recrawl()
+        .args(["sim", "--pages", "500", "--periods", "3", "--policies", "uniform"])
+        .args(["--truthful-dates-share", "0.6", "--stuck-dates-share", "0.5"])
+        .output()
+        .expect("sim runs");
+    let stderr = String::from_utf8_lossy(&too_many.stderr);
+    assert!(!too_many.status.success() && stderr.contains("--stuck-dates-share"), "{stderr}");
 }
 
 #[test]

@@ -67,9 +67,13 @@ pub struct SimArgs {
     #[arg(long, default_value_t = WebParams::default().truthful_dates_share, value_parser = parse_fraction)]
     pub truthful_dates_share: f64,
     /// Share of the simulated sites whose `Last-Modified` is the time of the response (the
-    /// estimator must find them out); the other sites send none.
+    /// estimator must find them out).
     #[arg(long, default_value_t = WebParams::default().response_dates_share, value_parser = parse_fraction)]
     pub response_dates_share: f64,
+    /// Share of the simulated sites whose `Last-Modified` never moves, whatever the page's
+    /// changes (the estimator must find them out); the other sites send none.
+    #[arg(long, default_value_t = WebParams::default().stuck_dates_share, value_parser = parse_fraction)]
+    pub stuck_dates_share: f64,
     /// Replay change histories in the `urlid_offset_history.txt` format instead of
     /// simulating a web: one period per day, every request downloads.
     #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed"])]
@@ -137,6 +141,7 @@ struct SimReport<'a> {
 struct ServerDatesShares {
     truthful: f64,
     response_time: f64,
+    stuck: f64,
 }
 
 /// The last JSON line of a run of several budgets.
@@ -166,8 +171,8 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
         }
         None => {
             anyhow::ensure!(
-                args.truthful_dates_share + args.response_dates_share <= 1.0,
-                "--truthful-dates-share and --response-dates-share add up to more than 1"
+                args.truthful_dates_share + args.response_dates_share + args.stuck_dates_share <= 1.0,
+                "--truthful-dates-share, --response-dates-share and --stuck-dates-share add up to more than 1"
             );
             let sites = args.pages.div_ceil(u64::from(args.pages_per_site));
             if sites > u64::from(u32::MAX) {
@@ -180,12 +185,14 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
                 period_minutes: args.period_minutes,
                 truthful_dates_share: args.truthful_dates_share,
                 response_dates_share: args.response_dates_share,
+                stuck_dates_share: args.stuck_dates_share,
                 ..WebParams::default()
             });
             let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };
             let dates = ServerDatesShares {
                 truthful: args.truthful_dates_share,
                 response_time: args.response_dates_share,
+                stuck: args.stuck_dates_share,
             };
             report_budgets(args, &world, &policies, args.periods, Some(dates))
         }
@@ -283,9 +290,10 @@ fn ratio(value: Option<f64>) -> String {
 fn table(report: &SimReport<'_>) -> String {
     let dates = report.last_modified.map_or_else(String::new, |shares| {
         format!(
-            "; Last-Modified: {:.0} % of sites date changes, {:.0} % send the response time",
+            "; Last-Modified: {:.0} % of sites date changes, {:.0} % send the response time, {:.0} % a date that never moves",
             100.0 * shares.truthful,
-            100.0 * shares.response_time
+            100.0 * shares.response_time,
+            100.0 * shares.stuck
         )
     });
     let mut out = format!(

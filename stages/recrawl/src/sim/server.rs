@@ -737,6 +737,9 @@ mod tests {
                     let header = header.expect("the response time");
                     assert!((asked_ms / 1000 * 1000..=unix_ms()).contains(&header), "{header}");
                 }
+                ServerDates::Stuck => {
+                    assert_eq!(header, Some(server.shared.unix_ms_at(web.made(page)) / 1000 * 1000));
+                }
                 ServerDates::Truthful => {
                     let changes = &server.truth(served.at + 1.0)[page as usize].changes;
                     let version = served.version.expect("a version") as usize;

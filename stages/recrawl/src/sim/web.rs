@@ -40,9 +40,12 @@ pub struct WebParams {
     pub change_rate_sigma: f64,
     /// Share of sites whose `Last-Modified` is the time of the page's latest change.
     pub truthful_dates_share: f64,
-    /// Share of sites whose `Last-Modified` is the time of the response; the rest send
-    /// none.
+    /// Share of sites whose `Last-Modified` is the time of the response.
     pub response_dates_share: f64,
+    /// Share of sites whose `Last-Modified` never moves: the date the page was made,
+    /// whatever changed since, as a date taken from a template or a file the page is
+    /// built from. The rest of the sites send none.
+    pub stuck_dates_share: f64,
 }
 
 impl Default for WebParams {
@@ -57,6 +60,7 @@ impl Default for WebParams {
             change_rate_sigma: 2.0,
             truthful_dates_share: 0.4,
             response_dates_share: 0.2,
+            stuck_dates_share: 0.0,
         }
     }
 }
@@ -109,6 +113,8 @@ pub enum ServerDates {
     Truthful,
     /// The time of the response, as servers of generated pages do.
     ResponseTime,
+    /// The date the page was made, whatever changed since.
+    Stuck,
     /// No header.
     Absent,
 }
@@ -196,6 +202,12 @@ impl Web {
                     x if x < params.truthful_dates_share => ServerDates::Truthful,
                     x if x < params.truthful_dates_share + params.response_dates_share => {
                         ServerDates::ResponseTime
+                    }
+                    x if x < params.truthful_dates_share
+                        + params.response_dates_share
+                        + params.stuck_dates_share =>
+                    {
+                        ServerDates::Stuck
                     }
                     _ => ServerDates::Absent,
                 };
@@ -322,15 +334,23 @@ impl Web {
     /// exponential wait at its mean rate), but not before the page was made, up to a year
     /// before; a page that never changes has been as it is since then.
     pub fn changed_before_start(&self, id: u32) -> f64 {
-        let year = 365.0 * 24.0 * 60.0 / self.params.period_minutes;
-        let stream = self.params.seed ^ 0xB1127 ^ u64::from(id) << 24;
-        let made = -year * unit_draw(stream, 0);
+        let made = self.made(id);
         let rate = f64::from(self.pages[id as usize].change_rate);
         if rate > 0.0 {
-            ((-unit_draw(stream, 1)).ln_1p() / rate).max(made)
+            ((-unit_draw(Self::age_stream(&self.params, id), 1)).ln_1p() / rate).max(made)
         } else {
             made
         }
+    }
+
+    /// When the page was made: up to a year before time 0.
+    pub fn made(&self, id: u32) -> f64 {
+        let year = 365.0 * 24.0 * 60.0 / self.params.period_minutes;
+        -year * unit_draw(Self::age_stream(&self.params, id), 0)
+    }
+
+    fn age_stream(params: &WebParams, id: u32) -> u64 {
+        params.seed ^ 0xB1127 ^ u64::from(id) << 24
     }
 
     /// The `Last-Modified` the page's server sends at `at` (a time in periods; `None`: no
@@ -339,6 +359,7 @@ impl Web {
         match self.site_of(id).dates {
             ServerDates::Truthful => Some(latest_change.unwrap_or_else(|| self.changed_before_start(id))),
             ServerDates::ResponseTime => Some(at),
+            ServerDates::Stuck => Some(self.made(id)),
             ServerDates::Absent => None,
         }
     }
@@ -513,17 +534,19 @@ mod tests {
 
     #[test]
     fn sites_date_their_pages_in_the_shares_asked_and_pages_were_made_within_a_year() {
-        let web = Web::generate(WebParams { sites: 2000, pages_per_site: 5, ..WebParams::default() });
+        let params = WebParams { stuck_dates_share: 0.1, ..WebParams::default() };
+        let web = Web::generate(WebParams { sites: 2000, pages_per_site: 5, ..params });
         let share = |dates: ServerDates| {
             web.sites().iter().filter(|site| site.dates == dates).count() as f64 / 2000.0
         };
-        let params = WebParams::default();
         assert!((share(ServerDates::Truthful) - params.truthful_dates_share).abs() < 0.04);
         assert!((share(ServerDates::ResponseTime) - params.response_dates_share).abs() < 0.04);
+        assert!((share(ServerDates::Stuck) - params.stuck_dates_share).abs() < 0.03);
         // The draws leave the rest of the web as it was generated before sites dated pages.
         let undated = Web::generate(WebParams {
             truthful_dates_share: 0.0,
             response_dates_share: 0.0,
+            stuck_dates_share: 0.0,
             ..WebParams { sites: 2000, pages_per_site: 5, ..WebParams::default() }
         });
         assert_eq!(web.pages(), undated.pages());
@@ -535,16 +558,19 @@ mod tests {
                 .expect("such a page")
         };
         for id in 0..web.len() as u32 {
-            let before = web.changed_before_start(id);
-            assert!((-year..=0.0).contains(&before), "{id}: {before}");
+            let (made, before) = (web.made(id), web.changed_before_start(id));
+            assert!((-year..=0.0).contains(&made) && (made..=0.0).contains(&before), "{id}: {made} {before}");
         }
         // A truthful server dates the latest change, or before any the one before time 0;
-        // the response time's server the response; the rest send nothing.
+        // the response time's server the response; a stuck one the page's making; the
+        // rest send nothing.
         let truthful = id_of(ServerDates::Truthful, true);
         assert_eq!(web.last_modified(truthful, Some(3.5), 7.0), Some(3.5));
         assert_eq!(web.last_modified(truthful, None, 7.0), Some(web.changed_before_start(truthful)));
         assert_eq!(web.last_modified(id_of(ServerDates::ResponseTime, true), Some(3.5), 7.0), Some(7.0));
         assert_eq!(web.last_modified(id_of(ServerDates::Absent, true), Some(3.5), 7.0), None);
+        let stuck = id_of(ServerDates::Stuck, true);
+        assert_eq!(web.last_modified(stuck, Some(3.5), 7.0), Some(web.made(stuck)));
         // Pages that change last changed, before time 0, about 1 / λ earlier.
         let ages: Vec<f64> = (0..web.len() as u32)
             .filter(|&id| web.page(id).change_rate > 0.05)
