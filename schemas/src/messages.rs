@@ -751,7 +751,7 @@ pub struct PageEstimate {
     /// Changes over the next comparisons.
     pub changes_forecast: Forecast,
     /// Change rate per period: the posterior mean given the URL's comparisons (or, once
-    /// its `Last-Modified` dates proved true, the changes they date and the time they show
+    /// its `Last-Modified` dates are believed, the changes they date and the time they show
     /// passed without one), with its partition's URLs of the group as the prior
     /// (`docs/algorithms/freshness-limits.md`, learning the rates, dated changes); the
     /// prior's mean before the first comparison. Null only in records read from schema 1.

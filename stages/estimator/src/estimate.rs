@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
 use recrawl_model::history::PageHistory;
+use recrawl_model::modified::DateTally;
 use recrawl_model::page::{BinMove, PageRate, PageState, RateSource, Request};
 use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
 use recrawl_model::rate::{RateCounts, RatePrior};
@@ -150,6 +151,9 @@ struct LivePartial {
     /// enough of a group's URLs for its own prior.
     rates: RateCounts,
     rate_prior: RatePrior,
+    /// The partition's URLs of the group by what their dates showed; settled with the
+    /// prior.
+    dates: DateTally,
 }
 
 /// The per-event work of the estimator.
@@ -197,9 +201,9 @@ impl Estimator {
                 let live = self.live.get(&(partition, entry.group.clone()));
                 let crawls = crawls(event.period, &view, live, history);
                 let flat = RatePrior::default();
-                let rate = entry
-                    .page
-                    .change_rate(live.map_or(&flat, |live| &live.rate_prior), self.settings.period_ms);
+                let (prior, trusted) =
+                    live.map_or((&flat, false), |live| (&live.rate_prior, live.dates.trusted()));
+                let rate = entry.page.change_rate(prior, self.settings.period_ms, trusted);
                 return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls, rate)));
             }
         }
@@ -217,6 +221,7 @@ impl Estimator {
                 BinMove { from: entry.page.download_bin.take(), to: None }.apply(&mut old.partial.download);
                 BinMove { from: entry.page.change_bin.take(), to: None }.apply(&mut old.partial.change);
                 old.rates.replace(entry.page.rate_evidence(self.settings.period_ms), None);
+                old.dates.replace(entry.page.date_verdict(), None);
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
@@ -225,6 +230,7 @@ impl Estimator {
         // A URL that just moved group is not yet counted in the new one's rates.
         let rate_evidence_before =
             if moved { None } else { entry.page.rate_evidence(self.settings.period_ms) };
+        let date_verdict_before = if moved { None } else { entry.page.date_verdict() };
         let off_pace = entry.page.history.first_and_last().is_some_and(|(_, last)| {
             let elapsed_ms = event.fetched_at_ms.saturating_sub(entry.page.last_fetched_at_ms);
             pace_disagrees(event.period.saturating_sub(last), elapsed_ms, self.settings.period_ms)
@@ -238,6 +244,7 @@ impl Estimator {
             // Rates in a period are estimated from the URLs as the earlier periods left
             // them, however the events were batched or the partitions shared out.
             live.rate_prior = RatePrior::new(&live.rates);
+            live.dates.settle();
         }
         if live.unpublished && live.partial.period < event.period {
             // The partition moves to a later period: what it holds now covers only the
@@ -252,8 +259,9 @@ impl Estimator {
         let partial = &mut live.partial;
         moves.download.apply(&mut partial.download);
         moves.change.apply(&mut partial.change);
-        let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms);
+        let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, live.dates.trusted());
         live.rates.replace(rate_evidence_before, entry.page.rate_evidence(self.settings.period_ms));
+        live.dates.replace(date_verdict_before, entry.page.date_verdict());
         partial.urls = partial.urls.saturating_add(u64::from(new_url));
         partial.requests = partial.requests.saturating_add(1);
         partial.period = partial.period.max(event.period);
@@ -372,6 +380,7 @@ impl Estimator {
             BinMove { from: None, to: page.download_bin }.apply(&mut partial.download);
             BinMove { from: None, to: page.change_bin }.apply(&mut partial.change);
             live.rates.replace(None, page.rate_evidence(self.settings.period_ms));
+            live.dates.replace(None, page.date_verdict());
             partial.urls = partial.urls.saturating_add(1);
             partial.requests = partial.requests.saturating_add(u64::from(page.history.requests));
             partial.period = partial.period.max(page.history.last_request);
@@ -380,6 +389,7 @@ impl Estimator {
         }
         for ((_, _), live) in self.live.iter_mut().filter(|((p, _), _)| *p == partition) {
             live.rate_prior = RatePrior::new(&live.rates);
+            live.dates.settle();
         }
     }
 
@@ -435,6 +445,7 @@ fn forecast_model(model: Model) -> ForecastModel {
 
 #[cfg(test)]
 mod tests {
+    use recrawl_model::modified::DateVerdict;
     use recrawl_schemas::{FetchOutcome, FrequencyGroup, RequestOutcome};
 
     use super::*;
@@ -482,14 +493,30 @@ mod tests {
     }
 
     #[test]
-    fn a_last_modified_date_that_holds_sets_the_rate_and_one_that_moves_is_ignored() {
-        // Daily periods, as the events' times are a day apart; three unchanged downloads.
+    fn a_last_modified_date_that_holds_sets_the_rate_where_its_server_dates_changes() {
+        // Daily periods, as the events' times are a day apart; three unchanged downloads
+        // of a/1. With `neighbour`, a/2 of the same host changes by period 2 and its date
+        // moves to an hour before that download: the host's server dates changes.
         let settings = Settings { period_ms: 86_400_000, ..Settings::default() };
-        let rate_after = |last_modified: &dyn Fn(u64) -> Option<String>| {
+        let http_date = |at_ms: i64| {
+            Some(httpdate::fmt_http_date(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms as u64),
+            ))
+        };
+        let rate_after = |last_modified: &dyn Fn(u64) -> Option<String>, neighbour: bool| {
             let mut estimator = Estimator::new(settings.clone());
             let mut state = StateStore::default();
             let mut rate = (None, RateSource::Prior);
             for period in 1..=3u64 {
+                if neighbour && period <= 2 {
+                    let changed = (period == 2).then_some(true);
+                    let at = event("x", period, true, None).fetched_at_ms;
+                    let event = ChangeEvent {
+                        last_modified: http_date(at - 3_600_000 * if period == 1 { 100 } else { 1 }),
+                        ..event("http://a/2", period, true, changed)
+                    };
+                    estimator.apply(&event, 0, &mut state, 0);
+                }
                 let changed = (period > 1).then_some(false);
                 let event = ChangeEvent {
                     last_modified: last_modified(period),
@@ -502,21 +529,21 @@ mod tests {
             }
             (rate.0.expect("a rate"), rate.1)
         };
-        let (undated, source) = rate_after(&|_| None);
+        let (undated, source) = rate_after(&|_| None, true);
         assert_eq!(source, RateSource::Comparisons);
-        // Dated two years before the first download, the date kept: quiet for two years.
-        let (dated, source) = rate_after(&|_| Some("Sun, 20 Nov 2022 10:00:00 GMT".to_owned()));
+        // Dated two years before the first download, the date kept: quiet for two years,
+        // where the server has shown it dates changes.
+        let two_years = |_| Some("Sun, 20 Nov 2022 10:00:00 GMT".to_owned());
+        let (dated, source) = rate_after(&two_years, true);
         assert_eq!(source, RateSource::Dates);
         assert!(dated < 0.01 && dated * 10.0 < undated, "{dated} against {undated}");
+        // Alone, the kept date could be one that never moves: not used.
+        assert_eq!(rate_after(&two_years, false).1, RateSource::Comparisons);
         // The time of each response: the date moves without a change, so it is not used.
-        let response_time = |period: u64| {
-            let at = std::time::UNIX_EPOCH
-                + std::time::Duration::from_millis(event("x", period, true, None).fetched_at_ms as u64);
-            Some(httpdate::fmt_http_date(at))
-        };
-        assert_eq!(rate_after(&response_time), (undated, RateSource::Comparisons));
+        let response_time = |period: u64| http_date(event("x", period, true, None).fetched_at_ms);
+        assert_eq!(rate_after(&response_time, true), (undated, RateSource::Comparisons));
         // Nor is a header that is not an HTTP date.
-        assert_eq!(rate_after(&|_| Some("yesterday".to_owned())), (undated, RateSource::Comparisons));
+        assert_eq!(rate_after(&|_| Some("yesterday".to_owned()), true), (undated, RateSource::Comparisons));
     }
 
     #[test]
@@ -693,6 +720,58 @@ mod tests {
         let mut restarted = by_site();
         restarted.restored(1, &state);
         assert_eq!(rates(&moved, "example.co.kr"), rates(&restarted, "example.co.kr"));
+    }
+
+    /// The group's date verdicts move with its URLs: rebuilt on restore, and a URL that
+    /// moves group takes its verdict along.
+    #[test]
+    fn date_verdicts_are_restored_and_move_with_their_urls() {
+        let dated = |url: &str, period: u64, changed: Option<bool>, hours_before: i64| {
+            let at = event("x", period, true, None).fetched_at_ms - hours_before * 3_600_000;
+            ChangeEvent {
+                last_modified: Some(httpdate::fmt_http_date(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(at as u64),
+                )),
+                ..event(url, period, true, changed)
+            }
+        };
+        let (mut by_host, mut state) = (Estimator::new(Settings::default()), StateStore::default());
+        // a/1 confirms its dates (a change dated an hour before the download); a/2's are
+        // the time of the response, refuted by an unchanged download.
+        for e in [dated("http://a/1", 1, None, 100), dated("http://a/2", 1, None, 0)] {
+            by_host.apply(&e, 1, &mut state, 0);
+        }
+        for e in [dated("http://a/1", 2, Some(true), 1), dated("http://a/2", 2, Some(false), 0)] {
+            by_host.apply(&e, 1, &mut state, 0);
+        }
+        let host = "news.example.co.kr:8080";
+        let tally = |e: &Estimator, group: &str| {
+            e.live.get(&(1, group.to_owned())).map(|live| {
+                let mut settled = live.dates;
+                settled.settle();
+                settled
+            })
+        };
+        let mut expected = DateTally::default();
+        expected.replace(None, Some(DateVerdict::Truthful));
+        expected.replace(None, Some(DateVerdict::False));
+        expected.settle();
+        assert_eq!(tally(&by_host, host), Some(expected));
+        let mut restarted = Estimator::new(Settings::default());
+        restarted.restored(1, &state);
+        assert_eq!(tally(&restarted, host), Some(expected));
+        let mut by_site = Estimator::new(Settings { group_by: GroupBy::Site, ..Settings::default() });
+        by_site.restored(1, &state);
+        // Unchanged, its date kept (an hour before the previous download, a day ago).
+        by_site.apply(&dated("http://a/1", 3, Some(false), 25), 1, &mut state, 0);
+        let mut left = DateTally::default();
+        left.replace(None, Some(DateVerdict::False));
+        left.settle();
+        assert_eq!(tally(&by_site, host), Some(left));
+        let mut arrived = DateTally::default();
+        arrived.replace(None, Some(DateVerdict::Truthful));
+        arrived.settle();
+        assert_eq!(tally(&by_site, "example.co.kr"), Some(arrived));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!   prior (the estimator's case: one per event, beside `predict_5_of_5/paper`);
 //!   `posterior_rate/flat`, the same under the flat prior; `posterior_rate/dated`, under
 //!   the group prior from 5 changes `Last-Modified` dated over 120 quiet periods (a URL
-//!   whose dates proved true).
+//!   whose dates are believed).
 //! - `fit_rate_prior/400_evidences`: fitting a group's rate prior to 400 distinct
 //!   evidences (a 1,000,000-page simulated web has about that many per group after 100
 //!   periods); the stage does it once per group and partition each period.

@@ -13,6 +13,14 @@
 //! the same date (proven), and never again after a date disagrees with the content
 //! (refuted): moved without a change, not moved past the previous download with one,
 //! absent with one, or past the fetch by more than the clocks' skew.
+//!
+//! A date that never moves passes that proof until the page changes, and then claims the
+//! page has been quiet since, say, a year: believed, it makes a page that changes hourly
+//! look static, so it is never fetched again and never found out. So a URL's dates are
+//! believed on their own only once they have also moved with a change to a time before
+//! the download ([`DateVerdict::Truthful`]); proven but not so confirmed (a page that has
+//! not changed while watched, as every static page), only while its group's server has
+//! shown it dates changes ([`DateTally`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -107,10 +115,84 @@ impl DatedChanges {
         })
     }
 
-    /// (changes dated, periods known quiet) once the dates are proven.
-    pub fn proven(&self, period_ms: u64) -> Option<(u32, f64)> {
-        (self.trust == DateTrust::Proven && period_ms > 0)
-            .then(|| (self.changes, self.quiet_ms as f64 / period_ms as f64))
+    /// (changes dated, periods known quiet) where the dates can be believed: confirmed on
+    /// the URL, or proven where `server_trusted` (its group's [`DateTally::trusted`]).
+    pub fn believed(&self, period_ms: u64, server_trusted: bool) -> Option<(u32, f64)> {
+        let believed = match self.verdict() {
+            Some(DateVerdict::Truthful) => true,
+            Some(DateVerdict::False) => false,
+            None => server_trusted && self.trust == DateTrust::Proven,
+        };
+        (believed && period_ms > 0).then(|| (self.changes, self.quiet_ms as f64 / period_ms as f64))
+    }
+
+    /// What the URL's dates have shown of its server, if anything yet: false once refuted;
+    /// truthful while not refuted, with a change dated after the first download, and the
+    /// latest date more than the clocks' skew before the latest download (a date that
+    /// never moves cannot show a second change, and the time of the response is the time
+    /// of the download).
+    pub fn verdict(&self) -> Option<DateVerdict> {
+        match self.trust {
+            DateTrust::Refuted => Some(DateVerdict::False),
+            _ if self.changes >= 2
+                && self.last_modified_ms < self.last_download_ms.saturating_sub(CLOCK_SKEW_MS) =>
+            {
+                Some(DateVerdict::Truthful)
+            }
+            DateTrust::Proven | DateTrust::Unproven => None,
+        }
+    }
+}
+
+/// What a URL's dates showed of its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DateVerdict {
+    /// They followed the content both ways.
+    Truthful,
+    /// They disagreed with it.
+    False,
+}
+
+/// A group's URLs by the verdict of their dates, kept as its URLs are observed, and
+/// whether the group's proven dates are believed, as of the last [`Self::settle`]: the
+/// estimator settles it as a period begins, with the rate prior, so a period's estimates
+/// do not depend on the order its requests are applied in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DateTally {
+    truthful: u32,
+    false_dates: u32,
+    trusted: bool,
+}
+
+impl DateTally {
+    /// Least share of a group's judged URLs whose dates must have been truthful for the
+    /// group's merely proven dates to be believed: a server dates all its pages alike, but
+    /// a host may serve a few pages another way.
+    pub const TRUSTED_SHARE: f64 = 0.9;
+
+    /// Moves one URL from verdict `before` to `after`.
+    pub fn replace(&mut self, before: Option<DateVerdict>, after: Option<DateVerdict>) {
+        for (verdict, step) in [(before, false), (after, true)] {
+            let count = match verdict {
+                Some(DateVerdict::Truthful) => &mut self.truthful,
+                Some(DateVerdict::False) => &mut self.false_dates,
+                None => continue,
+            };
+            *count = if step { count.saturating_add(1) } else { count.saturating_sub(1) };
+        }
+    }
+
+    /// Decides from the verdicts so far whether the group's proven dates are believed:
+    /// some of its URLs confirmed theirs, and at least [`Self::TRUSTED_SHARE`] of those
+    /// judged.
+    pub fn settle(&mut self) {
+        let judged = f64::from(self.truthful) + f64::from(self.false_dates);
+        self.trusted = self.truthful > 0 && f64::from(self.truthful) >= Self::TRUSTED_SHARE * judged;
+    }
+
+    /// Whether the group's proven dates were believed at the last [`Self::settle`].
+    pub fn trusted(&self) -> bool {
+        self.trusted
     }
 }
 
@@ -138,20 +220,66 @@ mod tests {
             (30, Some(27), Some(true)),
         ])
         .unwrap();
-        assert_eq!(evidence.trust, DateTrust::Proven);
+        assert_eq!((evidence.trust, evidence.verdict()), (DateTrust::Proven, Some(DateVerdict::Truthful)));
         // Dated: −100, 15, 27. Quiet: (−100, 10] = 110, (15, 20] = 5, (27, 30] = 3.
-        assert_eq!(evidence.proven(HOUR as u64), Some((3, 118.0)));
+        assert_eq!(evidence.believed(HOUR as u64, false), Some((3, 118.0)));
+    }
+
+    /// Kept by an unchanged download, a date may still be one that never moves: alone it
+    /// counts only where the URL's group has shown its server dates changes. Moved with a
+    /// change, to before the fetch, it is neither stuck nor the time of the response.
+    #[test]
+    fn a_kept_date_counts_only_where_the_server_is_trusted_and_a_moved_one_on_its_own() {
+        let held = run(&[(0, Some(-100), None), (10, Some(-100), Some(false))]).unwrap();
+        assert_eq!((held.trust, held.verdict()), (DateTrust::Proven, None));
+        assert_eq!(held.believed(HOUR as u64, false), None);
+        assert_eq!(held.believed(HOUR as u64, true), Some((1, 110.0)));
+        let moved = run(&[(0, Some(-5), None), (10, Some(8), Some(true))]).unwrap();
+        assert_eq!((moved.trust, moved.verdict()), (DateTrust::Unproven, Some(DateVerdict::Truthful)));
+        assert_eq!(moved.believed(HOUR as u64, false), Some((2, 5.0 + 2.0)));
+        // Kept later, it counts what came before.
+        let kept =
+            run(&[(0, Some(-5), None), (10, Some(8), Some(true)), (12, Some(8), Some(false))]).unwrap();
+        assert_eq!(kept.believed(HOUR as u64, false), Some((2, 5.0 + 2.0 + 2.0)));
+        // Not yet shown anything: the first download, a date moved to the fetch (the time
+        // of the response, a minute's skew allowed).
+        let first = run(&[(0, Some(-5), None)]).unwrap();
+        let at_the_fetch = run(&[(0, Some(0), None), (10, Some(10), Some(true))]).unwrap();
+        for silent in [first, at_the_fetch] {
+            assert_eq!(silent.verdict(), None);
+            assert_eq!(silent.believed(HOUR as u64, true), None, "{silent:?}");
+        }
     }
 
     #[test]
-    fn dates_count_only_once_an_unchanged_download_kept_its_date() {
-        let unproven = run(&[(0, Some(-5), None), (10, Some(8), Some(true))]).unwrap();
-        assert_eq!(unproven.trust, DateTrust::Unproven);
-        assert_eq!(unproven.proven(HOUR as u64), None);
-        // Proving it later counts what came before.
-        let proven =
-            run(&[(0, Some(-5), None), (10, Some(8), Some(true)), (12, Some(8), Some(false))]).unwrap();
-        assert_eq!(proven.proven(HOUR as u64), Some((2, 5.0 + 2.0 + 2.0)));
+    fn a_group_trusts_its_servers_dates_once_nine_in_ten_of_its_judged_urls_confirmed_theirs() {
+        use DateVerdict::{False, Truthful};
+        let mut tally = DateTally::default();
+        tally.settle();
+        assert!(!tally.trusted(), "nothing shown yet");
+        for _ in 0..9 {
+            tally.replace(None, Some(Truthful));
+        }
+        tally.replace(None, Some(False));
+        assert!(!tally.trusted(), "settled only when asked");
+        tally.settle();
+        assert!(tally.trusted(), "9 of 10");
+        tally.replace(None, Some(False));
+        tally.settle();
+        assert!(!tally.trusted(), "9 of 11");
+        // A URL refuted after it confirmed moves between the counts.
+        tally.replace(Some(False), None);
+        tally.replace(Some(Truthful), Some(False));
+        tally.settle();
+        assert!(!tally.trusted(), "8 of 10");
+        tally.replace(Some(False), Some(Truthful));
+        tally.settle();
+        assert!(tally.trusted());
+        // Removing from an empty count saturates.
+        let mut empty = DateTally::default();
+        empty.replace(Some(False), Some(Truthful));
+        empty.settle();
+        assert!(empty.trusted());
     }
 
     #[test]
@@ -166,7 +294,10 @@ mod tests {
         // Refuted stays refuted, whatever comes after.
         let after =
             run(&[(0, Some(0), None), (10, Some(10), Some(false)), (20, Some(10), Some(false))]).unwrap();
-        assert_eq!((after.trust, after.proven(HOUR as u64)), (DateTrust::Refuted, None));
+        assert_eq!((after.trust, after.believed(HOUR as u64, true)), (DateTrust::Refuted, None));
+        for refuted in [now, stuck, after] {
+            assert_eq!(refuted.verdict(), Some(DateVerdict::False));
+        }
         // A change without the header, or with a date in the future.
         let dropped =
             run(&[(0, Some(-3), None), (10, Some(-3), Some(false)), (20, None, Some(true))]).unwrap();
@@ -181,7 +312,7 @@ mod tests {
     fn an_unchanged_download_without_the_header_is_a_304_that_kept_the_date() {
         let evidence =
             run(&[(0, Some(-3), None), (10, None, Some(false)), (20, Some(-3), Some(false))]).unwrap();
-        assert_eq!(evidence.proven(HOUR as u64), Some((1, 23.0)));
+        assert_eq!(evidence.believed(HOUR as u64, true), Some((1, 23.0)));
     }
 
     #[test]
@@ -196,7 +327,7 @@ mod tests {
         // A download fetched before the previous one adds no quiet time.
         let earlier = DatedChanges::observe(Some(later), 0, Some(i64::MIN), Some(false)).unwrap();
         assert_eq!(earlier.quiet_ms, u64::MAX - 1);
-        assert_eq!(later.proven(0), None);
+        assert_eq!(later.believed(0, true), None);
     }
 
     proptest::proptest! {

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Observation, PageHistory};
-use crate::modified::{DateTrust, DatedChanges};
+use crate::modified::{DateTrust, DateVerdict, DatedChanges};
 use crate::prediction::{fine_bin, Eligibility, Kind, RateHistogram};
 use crate::rate::{RateEvidence, RateLikelihood, RatePrior};
 use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
@@ -228,11 +228,13 @@ impl PageState {
     }
 
     /// The URL's change rate per period under `prior`: from the changes its
-    /// `Last-Modified` headers dated once they proved true, else from its comparisons (the
-    /// prior alone before the first). `period_ms` turns the dates into periods.
-    pub fn change_rate(&self, prior: &RatePrior, period_ms: u64) -> PageRate {
+    /// `Last-Modified` headers dated where they are believed
+    /// ([`DatedChanges::believed`]; `server_trusted`: its group's dates are), else from
+    /// its comparisons (the prior alone before the first). `period_ms` turns the dates
+    /// into periods.
+    pub fn change_rate(&self, prior: &RatePrior, period_ms: u64, server_trusted: bool) -> PageRate {
         let history = &self.history;
-        let (likelihood, source) = match self.proven_dates(period_ms) {
+        let (likelihood, source) = match self.believed_dates(period_ms, server_trusted) {
             Some((changes, quiet)) => (RateLikelihood::dated(changes, quiet), RateSource::Dates),
             None => (
                 RateLikelihood::new(
@@ -255,18 +257,24 @@ impl PageState {
     }
 
     /// What the URL adds to its group's rate counts: a function of its history alone, so
-    /// the counts move exactly when it is observed again; `None` before the first
-    /// comparison or proven date.
+    /// the counts move exactly when it is observed again (its dates count only once
+    /// confirmed on the URL itself); `None` before the first comparison or confirmed date.
     pub fn rate_evidence(&self, period_ms: u64) -> Option<RateEvidence> {
-        if let Some((changes, quiet)) = self.proven_dates(period_ms) {
+        if let Some((changes, quiet)) = self.believed_dates(period_ms, false) {
             return Some(RateEvidence::dated(changes, quiet));
         }
         let spacing = self.comparison_spacing()?;
         Some(RateEvidence::new(self.history.comparisons, self.history.changes, spacing))
     }
 
-    fn proven_dates(&self, period_ms: u64) -> Option<(u32, f64)> {
-        self.dated.as_ref().and_then(|dated| dated.proven(period_ms))
+    /// What the URL's dates showed of its server, for its group's
+    /// [`DateTally`](crate::modified::DateTally).
+    pub fn date_verdict(&self) -> Option<DateVerdict> {
+        self.dated.as_ref().and_then(DatedChanges::verdict)
+    }
+
+    fn believed_dates(&self, period_ms: u64, server_trusted: bool) -> Option<(u32, f64)> {
+        self.dated.as_ref().and_then(|dated| dated.believed(period_ms, server_trusted))
     }
 
     /// Mean periods between the URL's compared downloads, at least 1 (`None` before the
@@ -476,10 +484,13 @@ mod tests {
         let compared = visits(None);
         // The same, its server dating the content a thousand days before the first.
         let dated = visits(Some(-999 * DAY_MS));
-        assert_eq!(dated.rate_evidence(day), Some(RateEvidence::dated(1, 1001.0)));
-        let (slow, unsure) = (dated.change_rate(&flat, day), compared.change_rate(&flat, day));
+        // Kept by an unchanged download, its date counts where the group's server is
+        // trusted, and, as it could be a date that never moves, not in the group's counts.
+        let (slow, unsure) = (dated.change_rate(&flat, day, true), compared.change_rate(&flat, day, true));
         assert_eq!((slow.source, unsure.source), (RateSource::Dates, RateSource::Comparisons));
-        assert_eq!(PageState::new(0).change_rate(&flat, day).source, RateSource::Prior);
+        assert_eq!(dated.change_rate(&flat, day, false), compared.change_rate(&flat, day, false));
+        assert_eq!(dated.rate_evidence(day), compared.rate_evidence(day));
+        assert_eq!(PageState::new(0).change_rate(&flat, day, true).source, RateSource::Prior);
         assert!(slow.high < 0.01 && unsure.rate > 10.0 * slow.rate, "{slow:?} against {unsure:?}");
         // A page changed at each of three daily visits, each time dated a tenth of a day
         // before it: comparisons say only "more than about one a day".
@@ -500,7 +511,7 @@ mod tests {
             &settings,
         );
         assert_eq!(fast.rate_evidence(day), Some(RateEvidence::dated(4, 1.4)));
-        let estimate = fast.change_rate(&flat, day);
+        let estimate = fast.change_rate(&flat, day, false);
         assert!((estimate.rate / (4.0 / 1.4) - 1.0).abs() < 0.05, "{estimate:?}");
     }
 

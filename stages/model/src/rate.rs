@@ -7,7 +7,7 @@
 //! Garcia-Molina's estimate, which is 0 after no change and infinite after all changed.
 //! The posterior over a grid of rates, with the prior fitted to the comparisons of the
 //! group's pages (empirical Bayes), stays finite and moves toward the group when a page
-//! has been seen only a few times. A page whose `Last-Modified` dates proved true is
+//! has been seen only a few times. A page whose `Last-Modified` dates are believed is
 //! judged by the changes they date instead, λ^K·e^{−λQ} (`crate::modified`).
 
 use std::collections::btree_map::{BTreeMap, Entry};
