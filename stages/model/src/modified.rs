@@ -9,18 +9,19 @@
 //! copy is old by a year says at its first download what many unchanged visits would.
 //!
 //! Servers also send the time of the response as `Last-Modified`, or a date that does not
-//! move when the content does. A URL's headers count only once an unchanged download kept
-//! the same date (proven), and never again after a date disagrees with the content
-//! (refuted): moved without a change, not moved past the previous download with one,
-//! absent with one, or past the fetch by more than the clocks' skew.
+//! move when the content does. A URL's headers never count after a date disagrees with
+//! the content (refuted): moved without a change, not moved past the previous download
+//! with one, absent with one, or past the fetch by more than the clocks' skew. Short of
+//! that, they count on their own once confirmed ([`DateVerdict::Truthful`]): a change
+//! dated after the first download, to a time before the download, which neither a date
+//! that never moves nor the time of the response can show.
 //!
-//! A date that never moves passes that proof until the page changes, and then claims the
-//! page has been quiet since, say, a year: believed, it makes a page that changes hourly
-//! look static, so it is never fetched again and never found out. So a URL's dates are
-//! believed on their own only once they have also moved with a change to a time before
-//! the download ([`DateVerdict::Truthful`]); proven but not so confirmed (a page that has
-//! not changed while watched, as every static page), only while its group's server has
-//! shown it dates changes ([`DateTally`]).
+//! An unchanged download that kept the date (proven) is not enough alone: a date that
+//! never moves passes it until the page changes, and then claims the page has been quiet
+//! since, say, a year; believed, it makes a page that changes hourly look static, so it is
+//! never fetched again and never found out. Proven but unconfirmed dates (a page that has
+//! not changed while watched, as every static page) count only while the URL's group has
+//! shown its server dates changes ([`DateTally`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -147,7 +148,7 @@ impl DatedChanges {
 /// What a URL's dates showed of its server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DateVerdict {
-    /// They followed the content both ways.
+    /// They dated a change after the first download, to a time before the download.
     Truthful,
     /// They disagreed with it.
     False,
