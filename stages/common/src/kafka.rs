@@ -289,7 +289,11 @@ impl ConsumerContext for StageConsumerContext {
             // names. An eager revocation names every partition, so either protocol ends
             // with what the consumer owns.
             Err(error) => {
-                tracing::debug!(%error, "assignment unreadable; applying the rebalance's partitions");
+                if matches!(error, KafkaError::MetadataFetch(RDKafkaErrorCode::BrokerDestroy)) {
+                    tracing::debug!(%error, "consumer closing; applying the rebalance's partitions");
+                } else {
+                    tracing::warn!(%error, "cannot read the assignment; applying the rebalance's partitions");
+                }
                 let mut assigned = self.assigned.lock().unwrap_or_else(PoisonError::into_inner).clone();
                 match rebalance {
                     Rebalance::Assign(moved) => assigned.extend(partitions_of(moved)),

@@ -155,7 +155,7 @@ impl EstimatorMetrics {
             )?,
             rate_sources: counter(
                 "estimator_rate_sources_total",
-                "New estimates by what their change rate rests on: dates (proven Last-Modified), comparisons, prior (nothing yet).",
+                "New estimates by what their change rate rests on: dates (believed Last-Modified), comparisons, prior (nothing yet).",
                 &["source"],
             )?,
             pace_disagreements: registered(

@@ -13,8 +13,11 @@
 //! the content (refuted): moved without a change, not moved past the previous download
 //! with one, absent with one, or past the fetch by more than the clocks' skew. Short of
 //! that, they count on their own once confirmed ([`DateVerdict::Truthful`]): a change
-//! dated after the first download, to a time before the download, which neither a date
-//! that never moves nor the time of the response can show.
+//! dated after the first download, to a time before the download, which a date that never
+//! moves cannot show, nor the time of the response while every download carries it. (A
+//! bare 304 after a changed download, or a server clock over a minute slow, can make the
+//! time of the response look confirmed; its changes then count as at each fetch, which
+//! overstates the rate, so the page is fetched more, not less.)
 //!
 //! An unchanged download that kept the date (proven) is not enough alone: a date that
 //! never moves passes it until the page changes, and then claims the page has been quiet

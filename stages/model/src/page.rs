@@ -82,7 +82,7 @@ pub enum RateSource {
     Prior,
     /// Its comparisons.
     Comparisons,
-    /// The changes its proven `Last-Modified` dates gave.
+    /// The changes its believed `Last-Modified` dates gave.
     Dates,
 }
 

@@ -229,6 +229,20 @@ fn sim_prints_every_policy_as_json() {
         .expect("sim runs");
     let stderr = String::from_utf8_lossy(&too_many.stderr);
     assert!(!too_many.status.success() && stderr.contains("--stuck-dates-share"), "{stderr}");
+    // Shares that add up to 1 are taken, whatever their sum rounds to (here just over 1).
+    let all = recrawl()
+        .args(["sim", "--pages", "500", "--periods", "3", "--policies", "uniform"])
+        .args([
+            "--truthful-dates-share",
+            "0.33",
+            "--response-dates-share",
+            "0.56",
+            "--stuck-dates-share",
+            "0.11",
+        ])
+        .output()
+        .expect("sim runs");
+    assert!(all.status.success(), "{}", String::from_utf8_lossy(&all.stderr));
 }
 
 #[test]

@@ -171,7 +171,8 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
         }
         None => {
             anyhow::ensure!(
-                args.truthful_dates_share + args.response_dates_share + args.stuck_dates_share <= 1.0,
+                // A little over 1 is the floats' rounding of shares that add up to 1.
+                args.truthful_dates_share + args.response_dates_share + args.stuck_dates_share <= 1.0 + 1e-9,
                 "--truthful-dates-share, --response-dates-share and --stuck-dates-share add up to more than 1"
             );
             let sites = args.pages.div_ceil(u64::from(args.pages_per_site));
