@@ -14,10 +14,10 @@
 //! with one, absent with one, or past the fetch by more than the clocks' skew. Short of
 //! that, they count on their own once confirmed ([`DateVerdict::Truthful`]): a change
 //! dated after the first download, to a time before the download, which a date that never
-//! moves cannot show, nor the time of the response while every download carries it. (A
-//! bare 304 after a changed download, or a server clock over a minute slow, can make the
-//! time of the response look confirmed; its changes then count as at each fetch, which
-//! overstates the rate, so the page is fetched more, not less.)
+//! moves cannot show, nor the time of the response (a 304 without a date does not move
+//! the download past a date at the previous one). A server clock over a minute slow can
+//! still make the time of the response look confirmed; its changes then count as at each
+//! fetch, which overstates the rate, so the page is fetched more, not less.
 //!
 //! An unchanged download that kept the date (proven) is not enough alone: a date that
 //! never moves passes it until the page changes, and then claims the page has been quiet
@@ -71,6 +71,17 @@ impl DatedChanges {
         let age = |at: i64| u64::try_from(fetched_at_ms.saturating_sub(at)).unwrap_or(0);
         let Some(modified) = last_modified_ms else {
             return before.and_then(|evidence| match changed {
+                // A date at the previous download may be the time of that response: a 304
+                // without one says nothing of it, and moving the download past it would
+                // make it look like a date before its download ([`Self::verdict`]). The
+                // next dated download counts the quiet time since.
+                Some(false)
+                    if evidence.trust != DateTrust::Refuted
+                        && evidence.last_modified_ms
+                            >= evidence.last_download_ms.saturating_sub(CLOCK_SKEW_MS) =>
+                {
+                    Some(evidence)
+                }
                 // A 304 need not repeat the date (RFC 9110 §15.4.5): the same content kept it.
                 Some(false) if evidence.trust != DateTrust::Refuted => Some(DatedChanges {
                     last_download_ms: fetched_at_ms.max(evidence.last_download_ms),
@@ -317,6 +328,13 @@ mod tests {
         let evidence =
             run(&[(0, Some(-3), None), (10, None, Some(false)), (20, Some(-3), Some(false))]).unwrap();
         assert_eq!(evidence.believed(HOUR as u64, true), Some((1, 23.0)));
+        // The time of the response, then a 304 without it: still no verdict, and the
+        // quiet time is counted at the next dated download.
+        let response_time = [(0, Some(0), None), (10, Some(10), Some(true)), (20, None, Some(false))];
+        let after_304 = run(&response_time).unwrap();
+        assert_eq!((after_304.verdict(), after_304.last_download_ms), (None, 10 * HOUR));
+        let kept = run(&[response_time.as_slice(), &[(30, Some(10), Some(false))]].concat()).unwrap();
+        assert_eq!(kept.quiet_ms, 20 * HOUR as u64);
     }
 
     #[test]
