@@ -146,14 +146,25 @@ struct LivePartial {
     /// Changed since it was last filed and published.
     unpublished: bool,
     /// The partition's URLs of the group by their rate evidence, and the prior fitted to
-    /// them for its rate estimates, rebuilt when the partition moves to a later
-    /// period (and on restore, from every restored URL). Local: each partition holds
-    /// enough of a group's URLs for its own prior.
+    /// them for its rate estimates, rebuilt as a period begins
+    /// ([`LivePartial::begin_period`]). Local: each partition holds enough of a group's
+    /// URLs for its own prior.
     rates: RateCounts,
     rate_prior: RatePrior,
     /// The partition's URLs of the group by what their dates showed; settled with the
     /// prior.
     dates: DateTally,
+}
+
+impl LivePartial {
+    /// Fits the rate prior and settles the date tally to the URLs as they stand: done when
+    /// the partition moves to a later period, and on restore from every restored URL, so
+    /// a period's estimates come from the URLs as the earlier periods left them, however
+    /// the events were batched or the partitions shared out.
+    fn begin_period(&mut self) {
+        self.rate_prior = RatePrior::new(&self.rates);
+        self.dates.settle();
+    }
 }
 
 /// The per-event work of the estimator.
@@ -241,10 +252,7 @@ impl Estimator {
         let key = (partition, group);
         let live = self.live.entry(key.clone()).or_default();
         if live.partial.period < event.period {
-            // Rates in a period are estimated from the URLs as the earlier periods left
-            // them, however the events were batched or the partitions shared out.
-            live.rate_prior = RatePrior::new(&live.rates);
-            live.dates.settle();
+            live.begin_period();
         }
         if live.unpublished && live.partial.period < event.period {
             // The partition moves to a later period: what it holds now covers only the
@@ -388,8 +396,7 @@ impl Estimator {
             live.unpublished = true;
         }
         for ((_, _), live) in self.live.iter_mut().filter(|((p, _), _)| *p == partition) {
-            live.rate_prior = RatePrior::new(&live.rates);
-            live.dates.settle();
+            live.begin_period();
         }
     }
 
@@ -450,6 +457,12 @@ mod tests {
 
     use super::*;
 
+    /// `at_ms` as a `Last-Modified` header.
+    fn http_date(at_ms: i64) -> Option<String> {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(at_ms).ok()?);
+        Some(httpdate::fmt_http_date(at))
+    }
+
     fn event(url: &str, period: u64, downloaded: bool, changed: Option<bool>) -> ChangeEvent {
         // 2026-11-20 (a Friday) 10:00 UTC plus a day per period.
         let fetched_at_ms = 1_795_687_200_000 + period as i64 * 86_400_000;
@@ -498,11 +511,6 @@ mod tests {
         // of a/1. With `neighbour`, a/2 of the same host changes by period 2 and its date
         // moves to an hour before that download: the host's server dates changes.
         let settings = Settings { period_ms: 86_400_000, ..Settings::default() };
-        let http_date = |at_ms: i64| {
-            Some(httpdate::fmt_http_date(
-                std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms as u64),
-            ))
-        };
         let rate_after = |last_modified: &dyn Fn(u64) -> Option<String>, neighbour: bool| {
             let mut estimator = Estimator::new(settings.clone());
             let mut state = StateStore::default();
@@ -728,12 +736,7 @@ mod tests {
     fn date_verdicts_are_restored_and_move_with_their_urls() {
         let dated = |url: &str, period: u64, changed: Option<bool>, hours_before: i64| {
             let at = event("x", period, true, None).fetched_at_ms - hours_before * 3_600_000;
-            ChangeEvent {
-                last_modified: Some(httpdate::fmt_http_date(
-                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(at as u64),
-                )),
-                ..event(url, period, true, changed)
-            }
+            ChangeEvent { last_modified: http_date(at), ..event(url, period, true, changed) }
         };
         let (mut by_host, mut state) = (Estimator::new(Settings::default()), StateStore::default());
         // a/1 confirms its dates (a change dated an hour before the download); a/2's are
