@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use recrawl::sim::server::{site_host, SimWebArgs, SimWebServer};
+use recrawl::sim::web::WebParams;
 use recrawl_common::unix_ms;
 
 use crate::binary;
@@ -241,6 +242,9 @@ pub async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeli
         epoch_unix_ms: Some(epoch),
         latency_scale: 0.0,
         hold_ms: 500,
+        truthful_dates_share: WebParams::default().truthful_dates_share,
+        response_dates_share: WebParams::default().response_dates_share,
+        stuck_dates_share: WebParams::default().stuck_dates_share,
         listen: "127.0.0.1:0".parse().expect("address"),
         truth_log: None,
     })

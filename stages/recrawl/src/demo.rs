@@ -32,7 +32,7 @@ use crate::observe::{Observed, Observer, PeriodTally, Tally};
 use crate::sim::measure::{CopyTracker, Measures};
 use crate::sim::server::{site_host, PageTruth, SimWebArgs, SimWebServer};
 use crate::sim::simulate::{run_policy, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
-use crate::sim::web::{Truth, Web};
+use crate::sim::web::{Truth, Web, WebParams};
 use recrawl_scheduler::policy::{Policy, DEFAULT_POLICY};
 
 pub const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
@@ -384,6 +384,9 @@ fn web_args(args: &DemoArgs, epoch_unix_ms: i64, log_dir: &Path) -> anyhow::Resu
         epoch_unix_ms: Some(epoch_unix_ms),
         latency_scale: 0.25,
         hold_ms: 30_000,
+        truthful_dates_share: WebParams::default().truthful_dates_share,
+        response_dates_share: WebParams::default().response_dates_share,
+        stuck_dates_share: WebParams::default().stuck_dates_share,
         listen: "127.0.0.1:0".parse()?,
         truth_log: Some(log_dir.join("truth.jsonl")),
     })

@@ -137,11 +137,38 @@ struct SimReport<'a> {
 
 /// Shares of a simulated web's sites by what they send as `Last-Modified`; the rest send
 /// none.
-#[derive(Debug, Clone, Copy, Serialize)]
-struct ServerDatesShares {
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct ServerDatesShares {
     truthful: f64,
     response_time: f64,
     stuck: f64,
+}
+
+impl ServerDatesShares {
+    pub(crate) fn applied_to(self, params: WebParams) -> WebParams {
+        WebParams {
+            truthful_dates_share: self.truthful,
+            response_dates_share: self.response_time,
+            stuck_dates_share: self.stuck,
+            ..params
+        }
+    }
+}
+
+/// The shares `--truthful-dates-share`, `--response-dates-share` and `--stuck-dates-share`
+/// give (of `recrawl sim` and `recrawl simweb`), each in [0, 1]; refused when they add up
+/// to more than 1.
+pub(crate) fn dates_shares(
+    truthful: f64,
+    response_time: f64,
+    stuck: f64,
+) -> anyhow::Result<ServerDatesShares> {
+    anyhow::ensure!(
+        // A little over 1 is the floats' rounding of shares that add up to 1.
+        truthful + response_time + stuck <= 1.0 + 1e-9,
+        "--truthful-dates-share, --response-dates-share and --stuck-dates-share add up to more than 1"
+    );
+    Ok(ServerDatesShares { truthful, response_time, stuck })
 }
 
 /// The last JSON line of a run of several budgets.
@@ -170,31 +197,20 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
             report_budgets(args, &world, &policies, periods, None)
         }
         None => {
-            anyhow::ensure!(
-                // A little over 1 is the floats' rounding of shares that add up to 1.
-                args.truthful_dates_share + args.response_dates_share + args.stuck_dates_share <= 1.0 + 1e-9,
-                "--truthful-dates-share, --response-dates-share and --stuck-dates-share add up to more than 1"
-            );
+            let dates =
+                dates_shares(args.truthful_dates_share, args.response_dates_share, args.stuck_dates_share)?;
             let sites = args.pages.div_ceil(u64::from(args.pages_per_site));
             if sites > u64::from(u32::MAX) {
                 bail!("--pages / --pages-per-site: too many sites");
             }
-            let web = Web::generate(WebParams {
+            let web = Web::generate(dates.applied_to(WebParams {
                 seed: args.seed,
                 sites: sites as u32,
                 pages_per_site: args.pages_per_site,
                 period_minutes: args.period_minutes,
-                truthful_dates_share: args.truthful_dates_share,
-                response_dates_share: args.response_dates_share,
-                stuck_dates_share: args.stuck_dates_share,
                 ..WebParams::default()
-            });
+            }));
             let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };
-            let dates = ServerDatesShares {
-                truthful: args.truthful_dates_share,
-                response_time: args.response_dates_share,
-                stuck: args.stuck_dates_share,
-            };
             report_budgets(args, &world, &policies, args.periods, Some(dates))
         }
     }

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::text::{apply_change, encode, initial_words, render_html, Charset, Language, Vocabulary};
 use super::web::{ChangeState, Failure, Web, WebParams};
-use super::{parse_fraction, parse_non_negative, parse_positive};
+use super::{dates_shares, parse_fraction, parse_non_negative, parse_positive};
 
 /// Every site's host name ends in this.
 pub const DOMAIN: &str = "sim.test";
@@ -92,6 +92,16 @@ pub struct SimWebArgs {
     /// How long a page that times out holds the request, ms.
     #[arg(long, env = "RECRAWL_SIMWEB_HOLD_MS", default_value_t = 30_000)]
     pub hold_ms: u64,
+    /// Share of the sites whose `Last-Modified` dates each page's latest change.
+    #[arg(long, env = "RECRAWL_SIMWEB_TRUTHFUL_DATES_SHARE", default_value_t = WebParams::default().truthful_dates_share, value_parser = parse_fraction)]
+    pub truthful_dates_share: f64,
+    /// Share of the sites whose `Last-Modified` is the time of the response.
+    #[arg(long, env = "RECRAWL_SIMWEB_RESPONSE_DATES_SHARE", default_value_t = WebParams::default().response_dates_share, value_parser = parse_fraction)]
+    pub response_dates_share: f64,
+    /// Share of the sites whose `Last-Modified` never moves, whatever the page's changes;
+    /// the other sites send none.
+    #[arg(long, env = "RECRAWL_SIMWEB_STUCK_DATES_SHARE", default_value_t = WebParams::default().stuck_dates_share, value_parser = parse_fraction)]
+    pub stuck_dates_share: f64,
     /// Address to serve on, host:port (port 0: any free port; the first line says which).
     #[arg(long, env = "RECRAWL_SIMWEB_LISTEN", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -102,8 +112,10 @@ pub struct SimWebArgs {
 }
 
 impl SimWebArgs {
-    pub fn web_params(&self) -> WebParams {
-        WebParams {
+    pub fn web_params(&self) -> anyhow::Result<WebParams> {
+        let dates =
+            dates_shares(self.truthful_dates_share, self.response_dates_share, self.stuck_dates_share)?;
+        Ok(dates.applied_to(WebParams {
             seed: self.seed,
             sites: self.sites,
             pages_per_site: self.pages_per_site,
@@ -111,7 +123,7 @@ impl SimWebArgs {
             median_change_rate: self.median_change_rate,
             korean_share: self.korean_share,
             ..WebParams::default()
-        }
+        }))
     }
 }
 
@@ -177,11 +189,11 @@ impl Drop for SimWebServer {
 
 impl SimWebServer {
     pub async fn start(args: &SimWebArgs) -> anyhow::Result<Self> {
+        let params = args.web_params()?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("--listen {}", args.listen))?;
         let addr = listener.local_addr()?;
-        let params = args.web_params();
         let seed = params.seed;
         let shared = Arc::new(Shared {
             web: Web::generate(params),
@@ -622,6 +634,9 @@ mod tests {
             epoch_unix_ms: Some(unix_ms() - 3_000),
             latency_scale: 0.0,
             hold_ms: 30_000,
+            truthful_dates_share: WebParams::default().truthful_dates_share,
+            response_dates_share: WebParams::default().response_dates_share,
+            stuck_dates_share: WebParams::default().stuck_dates_share,
             listen: "127.0.0.1:0".parse().expect("address"),
             truth_log: None,
         }
@@ -715,7 +730,8 @@ mod tests {
 
     #[tokio::test]
     async fn last_modified_is_sent_as_each_site_dates_its_pages() {
-        let server = SimWebServer::start(&args(9)).await.expect("server");
+        let server =
+            SimWebServer::start(&SimWebArgs { stuck_dates_share: 0.25, ..args(9) }).await.expect("server");
         let (client, web) = (client(&server), server.web());
         let mut kinds = Vec::new();
         for page in servable(web) {
@@ -749,7 +765,31 @@ mod tests {
                 }
             }
         }
-        assert_eq!(kinds.len(), 3, "every kind of server among the sites: {kinds:?}");
+        assert_eq!(kinds.len(), 4, "every kind of server among the sites: {kinds:?}");
+    }
+
+    #[tokio::test]
+    async fn dates_shares_over_one_are_refused_naming_the_flags() {
+        let args = SimWebArgs {
+            truthful_dates_share: 0.5,
+            response_dates_share: 0.3,
+            stuck_dates_share: 0.3,
+            ..args(9)
+        };
+        let Err(error) = SimWebServer::start(&args).await else { panic!("shares over 1 taken") };
+        let error = error.to_string();
+        assert!(error.contains("--stuck-dates-share") && error.contains("more than 1"), "{error}");
+        let args = SimWebArgs {
+            truthful_dates_share: 0.34,
+            response_dates_share: 0.56,
+            stuck_dates_share: 0.1,
+            ..args
+        };
+        // 1.0000000000000002 in floats.
+        assert!(
+            SimWebServer::start(&args).await.is_ok(),
+            "shares adding up to 1, but for the floats' rounding"
+        );
     }
 
     #[tokio::test]
