@@ -21,7 +21,7 @@ fn respond(uri: &Uri) -> Response {
         "/robots.txt" => "User-agent: *\nDisallow: /private/\n".into_response(),
         "/index.html" => html(r#"<a href="/a.html">a</a><a href="/img.jpg">img</a><a href="b/">b</a>"#),
         // Busy the first time it is asked, with a Retry-After longer than a batch's budget.
-        "/busy.html" => (StatusCode::SERVICE_UNAVAILABLE, [(RETRY_AFTER, "2")]).into_response(),
+        "/busy.html" => (StatusCode::SERVICE_UNAVAILABLE, [(RETRY_AFTER, "4")]).into_response(),
         _ => html("<p>page</p>"),
     }
 }
@@ -88,7 +88,7 @@ async fn the_fetch_stage_publishes_results_and_links_and_requeues_what_must_wait
     let (mut results, mut links, mut picks_of_after): (Vec<FetchResult>, Vec<DiscoveredLinks>, usize) =
         (Vec::new(), Vec::new(), 0);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    // `after` waits on the busy host's Retry-After (2 s) beyond the 0.5 s budget: it is
+    // `after` waits on the busy host's Retry-After (4 s) beyond the 0.5 s budget: it is
     // requeued at least once before it is fetched.
     while !results.iter().any(|r| r.url == after) {
         let observed = tokio::time::timeout_at(deadline, observer.next())
@@ -113,7 +113,7 @@ async fn the_fetch_stage_publishes_results_and_links_and_requeues_what_must_wait
     assert_eq!(outcome_of(&busy), Some(FetchOutcome::HttpStatus));
     assert_eq!(outcome_of(&after), Some(FetchOutcome::Downloaded));
     assert_eq!(outcome_of(&metadata), Some(FetchOutcome::BlockedAddress));
-    assert_eq!(results.iter().find(|r| r.url == busy).and_then(|r| r.retry_after_ms), Some(2_000));
+    assert_eq!(results.iter().find(|r| r.url == busy).and_then(|r| r.retry_after_ms), Some(4_000));
     assert!(picks_of_after >= 2, "requeued onto the fetch topic: seen {picks_of_after} times");
 
     let mut linked: Vec<(&str, u32, Option<&str>)> = links

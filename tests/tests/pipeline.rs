@@ -245,11 +245,12 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
             assert_eq!(events[i].changed, Some(site_changed), "{url} period {}", events[i].period);
             if site_changed {
                 detected += 1;
-                assert_eq!(
-                    events[i].period,
-                    events[i - 1].period + 1,
-                    "{url}: change detected a period late"
-                );
+                // Unless the scheduler's tick missed the next period altogether (a
+                // stalled machine), that is where the next download was.
+                let next_period = events[i - 1].period + 1;
+                if per_period.get(&next_period) == Some(&m) {
+                    assert_eq!(events[i].period, next_period, "{url}: change detected a period late");
+                }
             }
         }
         if *every == 0 {

@@ -820,10 +820,13 @@ mod tests {
             _ => html("<p>page</p>"),
         })
         .await;
-        // Retry-After honoured however long, so the pause itself is u64::MAX seconds.
+        // Retry-After honoured however long, so the pause itself is u64::MAX seconds. The
+        // budget is ample for the pages before busy.html on a loaded machine (each batch
+        // with the paused host lasts it: requeues wait for its end); nothing after
+        // busy.html fits in any budget.
         let settings = CrawlSettings {
             max_retry_after: Duration::MAX,
-            batch_budget: Duration::from_millis(300),
+            batch_budget: Duration::from_secs(2),
             ..no_delay()
         };
         let mut crawler = crawler(settings);
@@ -945,8 +948,9 @@ mod tests {
                 .route("/robots.txt", get(move || async move { robots }))
                 .fallback(|| async { html("<p>page</p>") });
             let address = serve(router).await;
-            let mut crawler =
-                crawler(CrawlSettings { batch_budget: Duration::from_millis(200), ..no_delay() });
+            // Ample for two pages on a loaded machine; a delay of a day fits in none.
+            let budget = if fetched { Duration::from_secs(5) } else { Duration::from_millis(200) };
+            let mut crawler = crawler(CrawlSettings { batch_budget: budget, ..no_delay() });
             let picks =
                 vec![pick(&format!("http://{address}/1.html")), pick(&format!("http://{address}/2.html"))];
             let output = crawler.crawl(picks).await;
