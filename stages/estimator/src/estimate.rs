@@ -17,7 +17,7 @@ use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView,
 use recrawl_model::history::PageHistory;
 use recrawl_model::modified::DateTally;
 use recrawl_model::page::{BinMove, PageRate, PageState, RateSource, Request};
-use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, Prior};
+use recrawl_model::prediction::{predict, predict_next, Eligibility, Kind, Model, PreparedPrior, Prior};
 use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
 use recrawl_model::DEFAULT_PERIOD_MS;
@@ -293,14 +293,8 @@ impl Estimator {
         let rates = history.rates(crawls);
         let forecast = |kind: Kind, prior: &PreparedPrior, (yes, no): (u32, u32)| {
             let over = predict(settings.model, kind, prior, yes, no, settings.future);
-            let next = predict(settings.model, kind, prior, yes, no, 1);
-            Forecast {
-                yes,
-                no,
-                next: next.probabilities.get(1).copied().unwrap_or(0.0),
-                probabilities: over.probabilities,
-                prior: forecast_prior(over.prior),
-            }
+            let next = predict_next(settings.model, kind, prior, yes, no);
+            Forecast { yes, no, next, probabilities: over.probabilities, prior: forecast_prior(over.prior) }
         };
         let downloads = forecast(Kind::Dr, &view.download_prior, page.recent(Kind::Dr, settings.window));
         let changes_forecast = forecast(Kind::Mr, &view.change_prior, page.recent(Kind::Mr, settings.window));

@@ -3,6 +3,9 @@
 //! - `predict_5_of_5/<model>`: one prediction of the next 5 requests after 4 successes and
 //!   1 failure, against the popular group of Table 1, prepared once (the stage's case:
 //!   a prediction per event).
+//! - `predict_next`: the chance of a success at the next request after the same history,
+//!   as the estimator and the simulator ask it at every request: `forecast_of_1` through
+//!   `predict(…, 1)`, `one_pass` with `predict_next`.
 //! - `prepare_prior`: preparing a group's prior from a fine histogram with every bin used
 //!   (the stage does it when a group's distribution changes).
 //! - `posterior_rate`: a URL's change rate from 12 comparisons, 5 changed, under a group
@@ -15,7 +18,9 @@
 //!   periods); the stage does it once per group and partition each period.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use recrawl_model::prediction::{predict, Kind, Model, PreparedPrior, RateHistogram, PAPER_POPULAR};
+use recrawl_model::prediction::{
+    predict, predict_next, Kind, Model, PreparedPrior, RateHistogram, PAPER_POPULAR,
+};
 use recrawl_model::rate::{posterior_rate, RateCounts, RateEvidence, RateLikelihood, RatePrior};
 use std::hint::black_box;
 
@@ -29,6 +34,20 @@ fn models(c: &mut Criterion) {
             b.iter(|| predict(black_box(model), Kind::Dr, black_box(&prior), black_box(4), black_box(1), 5))
         });
     }
+    group.finish();
+
+    // The chance of the next request alone, as the estimator and the simulator ask it at
+    // every request: through the one-step forecast, and the one-pass function.
+    let mut group = c.benchmark_group("predict_next");
+    group.bench_function("forecast_of_1/beta-binomial", |b| {
+        b.iter(|| {
+            predict(Model::BetaBinomial, Kind::Dr, black_box(&prior), black_box(4), black_box(1), 1)
+                .probabilities[1]
+        })
+    });
+    group.bench_function("one_pass/beta-binomial", |b| {
+        b.iter(|| predict_next(Model::BetaBinomial, Kind::Dr, black_box(&prior), black_box(4), black_box(1)))
+    });
     group.finish();
 
     let histogram = RateHistogram::from_counts(std::array::from_fn(|fine| (fine * 7 % 13) as u64 + 1));

@@ -489,6 +489,54 @@ pub fn predict(
     }
 }
 
+/// The chance of a success (change) at the next request (comparison): what
+/// `predict(model, kind, prior, yes, no, 1).probabilities[1]` gives, to the bit, in one
+/// pass for the beta-binomial model, as the estimator and the simulator ask it at every
+/// request.
+pub fn predict_next(model: Model, kind: Kind, prior: &PreparedPrior, yes: u32, no: u32) -> f64 {
+    let next = match model {
+        Model::BetaBinomial => (!prior.is_empty())
+            .then(|| beta_binomial_next(prior, &prior.theta_weights, yes, no))
+            .flatten()
+            .or_else(|| beta_binomial_next(prior, &UNIFORM_WEIGHTS, yes, no)),
+        Model::Paper | Model::Poisson => {
+            return predict(model, kind, prior, yes, no, 1).probabilities.get(1).copied().unwrap_or(0.0)
+        }
+    };
+    next.unwrap_or_else(|| Prediction::uniform(1).probabilities[1])
+}
+
+/// [`beta_binomial`]'s P(1) for `future` = 1: Σᵢ pᵢθᵢ / (Σᵢ pᵢ(1 − θᵢ) + Σᵢ pᵢθᵢ) with
+/// pᵢ = wᵢ θᵢ^a (1 − θᵢ)^b, each sum in [`triple_dot`]'s lanes and order, so the result is
+/// the same number.
+fn beta_binomial_next(prior: &PreparedPrior, weights: &[f64; FINE_BINS], yes: u32, no: u32) -> Option<f64> {
+    let table = &prior.powers;
+    let (theta, complement) = (table.theta(yes), table.complement(no));
+    let (theta_1, complement_1) = (table.theta(1), table.complement(1));
+    let (mut unchanged, mut changed) = ([0.0; 4], [0.0; 4]);
+    let rows = [weights, &*theta, &*complement, &*theta_1, &*complement_1].map(|row| row.chunks_exact(4));
+    let [w, t, c, t1, c1] = rows;
+    let (rest_w, rest_t, rest_c, rest_t1, rest_c1) =
+        (w.remainder(), t.remainder(), c.remainder(), t1.remainder(), c1.remainder());
+    for ((((w, t), c), t1), c1) in w.zip(t).zip(c).zip(t1).zip(c1) {
+        for lane in 0..4 {
+            let posterior = w[lane] * t[lane] * c[lane];
+            unchanged[lane] += posterior * c1[lane];
+            changed[lane] += posterior * t1[lane];
+        }
+    }
+    let (mut unchanged_rest, mut changed_rest) = (0.0, 0.0);
+    for i in 0..rest_w.len() {
+        let posterior = rest_w[i] * rest_t[i] * rest_c[i];
+        unchanged_rest += posterior * rest_c1[i];
+        changed_rest += posterior * rest_t1[i];
+    }
+    let unchanged = unchanged.iter().sum::<f64>() + unchanged_rest;
+    let changed = changed.iter().sum::<f64>() + changed_rest;
+    let total = [unchanged, changed].iter().sum::<f64>();
+    (total > 0.0 && total.is_finite()).then(|| changed / total)
+}
+
 /// §4: P(c) ∝ P(x = (a + c) / (a + b + future)).
 fn paper(prior: &PreparedPrior, yes: u32, no: u32, future: u32) -> Option<Vec<f64>> {
     // Sums of u32s are exact in f64.
@@ -782,6 +830,22 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_next_request_s_chance_is_the_one_step_forecast_s_to_the_bit(
+            histogram in histograms(),
+            model in models(),
+            dr in any::<bool>(),
+            yes in 0u32..=300,
+            no in 0u32..=300,
+        ) {
+            let kind = if dr { Kind::Dr } else { Kind::Mr };
+            for prior in [PreparedPrior::new(&histogram, 20), PreparedPrior::new(&RateHistogram::new(), 20)] {
+                let forecast = predict(model, kind, &prior, yes, no, 1).probabilities[1];
+                let next = predict_next(model, kind, &prior, yes, no);
+                prop_assert_eq!(next.to_bits(), forecast.to_bits(), "{} against {}", next, forecast);
+            }
+        }
+
         #[test]
         fn predictions_are_distributions(
             histogram in histograms(),
