@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use recrawl_model::modified::DateTally;
 use recrawl_model::page::{PageState, Request};
-use recrawl_model::prediction::{predict, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
+use recrawl_model::prediction::{predict_next, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
 use recrawl_model::rate::{RateCounts, RatePrior, LOWEST_RATE};
 use recrawl_model::refresh::RefreshSettings;
 use recrawl_scheduler::book::{Book, BookSettings, Learned};
@@ -525,11 +525,58 @@ enum Crawl {
 
 const WINDOW: u32 = 5;
 
+/// Histories (yes, no) of a window, indexed yes × (window + 1) + no.
+const WINDOW_HISTORIES: usize = (WINDOW as usize + 1) * (WINDOW as usize + 1);
+
 struct GroupPriors {
     histograms: [RateHistogram; 2],
     priors: [PreparedPrior; 2],
+    /// The chance of a success (DR) and a change (MR) at the next request for every
+    /// history of the window, under `priors`: they change only as a period ends, and
+    /// every request asks one of these.
+    next_chances: [[f64; WINDOW_HISTORIES]; 2],
     rate_counts: RateCounts,
     rate_prior: RatePrior,
+}
+
+impl GroupPriors {
+    fn new(model: Model) -> Self {
+        let empty = RateHistogram::new();
+        let mut group = Self {
+            priors: [PreparedPrior::new(&empty, 2 * WINDOW), PreparedPrior::new(&empty, 2 * WINDOW)],
+            histograms: [RateHistogram::new(), RateHistogram::new()],
+            next_chances: [[0.0; WINDOW_HISTORIES]; 2],
+            rate_counts: RateCounts::default(),
+            rate_prior: RatePrior::default(),
+        };
+        group.prepare(model);
+        group
+    }
+
+    /// Prepares the priors from the histograms as they stand, and their chances.
+    fn prepare(&mut self, model: Model) {
+        for (index, kind) in [Kind::Dr, Kind::Mr].into_iter().enumerate() {
+            let prior = PreparedPrior::new(&self.histograms[index], 2 * WINDOW);
+            self.next_chances[index] = std::array::from_fn(|history| {
+                let (yes, no) = (history / (WINDOW as usize + 1), history % (WINDOW as usize + 1));
+                predict_next(model, kind, &prior, yes as u32, no as u32)
+            });
+            self.priors[index] = prior;
+        }
+    }
+
+    /// [`predict_next`] under the group's prior for `kind`.
+    fn next_chance(&self, model: Model, kind: Kind, (yes, no): (u32, u32)) -> f64 {
+        let index = match kind {
+            Kind::Dr => 0,
+            Kind::Mr => 1,
+        };
+        let window = WINDOW as usize + 1;
+        match (yes as usize, no as usize) {
+            (yes, no) if yes < window && no < window => self.next_chances[index][yes * window + no],
+            _ => predict_next(model, kind, &self.priors[index], yes, no),
+        }
+    }
 }
 
 impl Learner {
@@ -554,17 +601,7 @@ impl Learner {
             pending_periods: 0,
             ..PlanSettings::default()
         };
-        let groups = (0..2)
-            .map(|_| {
-                let empty = RateHistogram::new();
-                GroupPriors {
-                    priors: [PreparedPrior::new(&empty, 2 * WINDOW), PreparedPrior::new(&empty, 2 * WINDOW)],
-                    histograms: [RateHistogram::new(), RateHistogram::new()],
-                    rate_counts: RateCounts::default(),
-                    rate_prior: RatePrior::default(),
-                }
-            })
-            .collect();
+        let groups = (0..2).map(|_| GroupPriors::new(config.model)).collect();
         let mut learner = Self {
             policy,
             host_caps: vec![u32::MAX; hosts.len()],
@@ -667,12 +704,8 @@ impl Learner {
         for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
             bin_move.apply(histogram);
         }
-        let next = |kind: Kind, prior: &PreparedPrior| {
-            let (yes, no) = state.recent(kind, WINDOW);
-            predict(self.model, kind, prior, yes, no, 1).probabilities.get(1).copied().unwrap_or(0.0)
-        };
-        let p_download = next(Kind::Dr, &group.priors[0]);
-        let p_change = next(Kind::Mr, &group.priors[1]);
+        let p_download = group.next_chance(self.model, Kind::Dr, state.recent(Kind::Dr, WINDOW));
+        let p_change = group.next_chance(self.model, Kind::Mr, state.recent(Kind::Mr, WINDOW));
         let schedule = (self.policy == Policy::Groups).then(|| {
             let plan = state.refresh(&self.refresh);
             CrawlSchedule::from_crawl_time(
@@ -706,9 +739,7 @@ impl Learner {
     /// The estimator files its partitions' shares once per batch; here, once a period.
     fn end_period(&mut self) {
         for group in &mut self.groups {
-            for kind in 0..2 {
-                group.priors[kind] = PreparedPrior::new(&group.histograms[kind], 2 * WINDOW);
-            }
+            group.prepare(self.model);
             group.rate_prior = RatePrior::new(&group.rate_counts);
         }
         for host in &mut self.host_dates {
