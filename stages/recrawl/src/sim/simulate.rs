@@ -498,7 +498,6 @@ struct Learner {
     plan: PlanSettings,
     book_settings: BookSettings,
     horizon: Horizon,
-    model: Model,
     /// Each page as the estimator keeps it, known from time 0.
     pages: Vec<PageState>,
     groups: Vec<GroupPriors>,
@@ -529,6 +528,8 @@ const WINDOW: u32 = 5;
 const WINDOW_HISTORIES: usize = (WINDOW as usize + 1) * (WINDOW as usize + 1);
 
 struct GroupPriors {
+    /// The estimator's model of both forecasts.
+    model: Model,
     histograms: [RateHistogram; 2],
     priors: [PreparedPrior; 2],
     /// The chance of a success (DR) and a change (MR) at the next request for every
@@ -543,30 +544,31 @@ impl GroupPriors {
     fn new(model: Model) -> Self {
         let empty = RateHistogram::new();
         let mut group = Self {
+            model,
             priors: [PreparedPrior::new(&empty, 2 * WINDOW), PreparedPrior::new(&empty, 2 * WINDOW)],
             histograms: [RateHistogram::new(), RateHistogram::new()],
             next_chances: [[0.0; WINDOW_HISTORIES]; 2],
             rate_counts: RateCounts::default(),
             rate_prior: RatePrior::default(),
         };
-        group.prepare(model);
+        group.prepare();
         group
     }
 
     /// Prepares the priors from the histograms as they stand, and their chances.
-    fn prepare(&mut self, model: Model) {
+    fn prepare(&mut self) {
         for (index, kind) in [Kind::Dr, Kind::Mr].into_iter().enumerate() {
             let prior = PreparedPrior::new(&self.histograms[index], 2 * WINDOW);
             self.next_chances[index] = std::array::from_fn(|history| {
                 let (yes, no) = (history / (WINDOW as usize + 1), history % (WINDOW as usize + 1));
-                predict_next(model, kind, &prior, yes as u32, no as u32)
+                predict_next(self.model, kind, &prior, yes as u32, no as u32)
             });
             self.priors[index] = prior;
         }
     }
 
     /// [`predict_next`] under the group's prior for `kind`.
-    fn next_chance(&self, model: Model, kind: Kind, (yes, no): (u32, u32)) -> f64 {
+    fn next_chance(&self, kind: Kind, (yes, no): (u32, u32)) -> f64 {
         let index = match kind {
             Kind::Dr => 0,
             Kind::Mr => 1,
@@ -574,7 +576,7 @@ impl GroupPriors {
         let window = WINDOW as usize + 1;
         match (yes as usize, no as usize) {
             (yes, no) if yes < window && no < window => self.next_chances[index][yes * window + no],
-            _ => predict_next(model, kind, &self.priors[index], yes, no),
+            _ => predict_next(self.model, kind, &self.priors[index], yes, no),
         }
     }
 }
@@ -610,7 +612,6 @@ impl Learner {
             plan,
             book_settings: BookSettings::default(),
             horizon: config.horizon,
-            model: config.model,
             pages: vec![PageState::new(0); n],
             groups,
             page_groups: (0..n as u32).map(|page| world.group(page).min(1) as u8).collect(),
@@ -704,8 +705,8 @@ impl Learner {
         for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
             bin_move.apply(histogram);
         }
-        let p_download = group.next_chance(self.model, Kind::Dr, state.recent(Kind::Dr, WINDOW));
-        let p_change = group.next_chance(self.model, Kind::Mr, state.recent(Kind::Mr, WINDOW));
+        let p_download = group.next_chance(Kind::Dr, state.recent(Kind::Dr, WINDOW));
+        let p_change = group.next_chance(Kind::Mr, state.recent(Kind::Mr, WINDOW));
         let schedule = (self.policy == Policy::Groups).then(|| {
             let plan = state.refresh(&self.refresh);
             CrawlSchedule::from_crawl_time(
@@ -739,7 +740,7 @@ impl Learner {
     /// The estimator files its partitions' shares once per batch; here, once a period.
     fn end_period(&mut self) {
         for group in &mut self.groups {
-            group.prepare(self.model);
+            group.prepare();
             group.rate_prior = RatePrior::new(&group.rate_counts);
         }
         for host in &mut self.host_dates {
@@ -755,6 +756,33 @@ mod tests {
     use crate::sim::measure::fixed_interval_freshness;
     use rand::{RngExt, SeedableRng};
     use rand_pcg::Pcg64;
+
+    #[test]
+    fn a_group_s_next_request_chances_are_the_model_s() {
+        for model in [Model::BetaBinomial, Model::Paper, Model::Poisson] {
+            let mut group = GroupPriors::new(model);
+            [90, 90, 95, 100, 100, 100, 40, 3].into_iter().for_each(|fine| group.histograms[0].add(fine));
+            [0, 0, 0, 5, 12, 50].into_iter().for_each(|fine| group.histograms[1].add(fine));
+            group.prepare();
+            // Every history of the window, and two beyond it.
+            let histories = (0..=WINDOW).flat_map(|yes| (0..=WINDOW - yes).map(move |no| (yes, no)));
+            for (yes, no) in histories.chain([(WINDOW + 1, 0), (3, 2 * WINDOW)]) {
+                for (index, kind) in [Kind::Dr, Kind::Mr].into_iter().enumerate() {
+                    let expected = predict_next(model, kind, &group.priors[index], yes, no);
+                    let found = group.next_chance(kind, (yes, no));
+                    assert_eq!(found.to_bits(), expected.to_bits(), "{model:?} {kind:?} ({yes}, {no})");
+                }
+            }
+            // Prepared from the histograms, not the empty priors it started with (the
+            // Poisson model has no prior).
+            let empty = PreparedPrior::new(&RateHistogram::new(), 2 * WINDOW);
+            if model != Model::Poisson {
+                let (found, alone) =
+                    (group.next_chance(Kind::Dr, (4, 0)), predict_next(model, Kind::Dr, &empty, 4, 0));
+                assert_ne!(found, alone, "{model:?}");
+            }
+        }
+    }
 
     /// Pages with Poisson changes of known rates; every request downloads.
     struct KnownRates(Truth);
