@@ -20,7 +20,7 @@ fn respond(uri: &Uri) -> Response {
     match uri.path() {
         "/robots.txt" => "User-agent: *\nDisallow: /private/\n".into_response(),
         "/index.html" => html(r#"<a href="/a.html">a</a><a href="/img.jpg">img</a><a href="b/">b</a>"#),
-        // Busy the first time it is asked, with a Retry-After longer than a batch's budget.
+        // Always busy, with a Retry-After longer than a batch's budget.
         "/busy.html" => (StatusCode::SERVICE_UNAVAILABLE, [(RETRY_AFTER, "4")]).into_response(),
         _ => html("<p>page</p>"),
     }
