@@ -4,7 +4,7 @@
 //!   1 failure, against the popular group of Table 1, prepared once (the stage's case:
 //!   a prediction per event).
 //! - `predict_next`: the chance of a success at the next request after the same history,
-//!   as the estimator and the simulator ask it at every request: `forecast_of_1` through
+//!   as the estimator asks it at every event (the simulator once a period per history): `forecast_of_1` through
 //!   `predict(…, 1)`, `one_pass` with `predict_next`.
 //! - `prepare_prior`: preparing a group's prior from a fine histogram with every bin used
 //!   (the stage does it when a group's distribution changes).
@@ -36,8 +36,8 @@ fn models(c: &mut Criterion) {
     }
     group.finish();
 
-    // The chance of the next request alone, as the estimator and the simulator ask it at
-    // every request: through the one-step forecast, and the one-pass function.
+    // The chance of the next request alone, as the estimator asks it at every event:
+    // through the one-step forecast, and the one-pass function.
     let mut group = c.benchmark_group("predict_next");
     group.bench_function("forecast_of_1/beta-binomial", |b| {
         b.iter(|| {

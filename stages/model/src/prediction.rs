@@ -491,8 +491,7 @@ pub fn predict(
 
 /// The chance of a success (change) at the next request (comparison): what
 /// `predict(model, kind, prior, yes, no, 1).probabilities[1]` gives, to the bit, in one
-/// pass for the beta-binomial model, as the estimator and the simulator ask it at every
-/// request.
+/// pass for the beta-binomial model: the estimator asks it at every event.
 pub fn predict_next(model: Model, kind: Kind, prior: &PreparedPrior, yes: u32, no: u32) -> f64 {
     let next = match model {
         Model::BetaBinomial => (!prior.is_empty())
@@ -755,6 +754,21 @@ mod tests {
         // A failure rules out θ = 1; only θ = 0.5 is left.
         let failed = predict(Model::BetaBinomial, Kind::Dr, &prior, 4, 1, 2);
         assert!((failed.probabilities[1] - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_next_request_s_chance_falls_back_as_the_forecast_does() {
+        // A group prior at θ = 0 and 1 only: a success and a failure leave it no weight,
+        // and the uniform prior answers.
+        let mut histogram = RateHistogram::new();
+        [0, 100, 100].into_iter().for_each(|fine| histogram.add(fine));
+        let prior = PreparedPrior::new(&histogram, 10);
+        for model in [Model::BetaBinomial, Model::Paper, Model::Poisson] {
+            let forecast = predict(model, Kind::Dr, &prior, 1, 1, 1);
+            let next = predict_next(model, Kind::Dr, &prior, 1, 1);
+            assert_eq!(next.to_bits(), forecast.probabilities[1].to_bits(), "{model:?}");
+        }
+        assert_eq!(predict(Model::BetaBinomial, Kind::Dr, &prior, 1, 1, 1).prior, Prior::Uniform);
     }
 
     #[test]

@@ -524,8 +524,17 @@ enum Crawl {
 
 const WINDOW: u32 = 5;
 
-/// Histories (yes, no) of a window, indexed yes × (window + 1) + no.
+/// Histories (yes, no) with yes, no ≤ the window, indexed yes × (window + 1) + no: a
+/// square holding every history of the window (yes + no ≤ it) for simple indexing.
 const WINDOW_HISTORIES: usize = (WINDOW as usize + 1) * (WINDOW as usize + 1);
+
+/// The index of `kind` in a group's pairs of histograms, priors and chances.
+fn kind_index(kind: Kind) -> usize {
+    match kind {
+        Kind::Dr => 0,
+        Kind::Mr => 1,
+    }
+}
 
 struct GroupPriors {
     /// The estimator's model of both forecasts.
@@ -557,7 +566,8 @@ impl GroupPriors {
 
     /// Prepares the priors from the histograms as they stand, and their chances.
     fn prepare(&mut self) {
-        for (index, kind) in [Kind::Dr, Kind::Mr].into_iter().enumerate() {
+        for kind in [Kind::Dr, Kind::Mr] {
+            let index = kind_index(kind);
             let prior = PreparedPrior::new(&self.histograms[index], 2 * WINDOW);
             self.next_chances[index] = std::array::from_fn(|history| {
                 let (yes, no) = (history / (WINDOW as usize + 1), history % (WINDOW as usize + 1));
@@ -569,10 +579,7 @@ impl GroupPriors {
 
     /// [`predict_next`] under the group's prior for `kind`.
     fn next_chance(&self, kind: Kind, (yes, no): (u32, u32)) -> f64 {
-        let index = match kind {
-            Kind::Dr => 0,
-            Kind::Mr => 1,
-        };
+        let index = kind_index(kind);
         let window = WINDOW as usize + 1;
         match (yes as usize, no as usize) {
             (yes, no) if yes < window && no < window => self.next_chances[index][yes * window + no],
