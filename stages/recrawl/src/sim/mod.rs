@@ -137,7 +137,7 @@ struct SimReport<'a> {
 
 /// Shares of a simulated web's sites by what they send as `Last-Modified`; the rest send
 /// none.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub(crate) struct ServerDatesShares {
     truthful: f64,
     response_time: f64,
@@ -156,13 +156,17 @@ impl ServerDatesShares {
 }
 
 /// The shares `--truthful-dates-share`, `--response-dates-share` and `--stuck-dates-share`
-/// give (of `recrawl sim` and `recrawl simweb`), each in [0, 1]; refused when they add up
-/// to more than 1.
+/// give (of `recrawl sim` and `recrawl simweb`): refused outside [0, 1] (arguments built
+/// in code skip the flags' parser) or when they add up to more than 1.
 pub(crate) fn dates_shares(
     truthful: f64,
     response_time: f64,
     stuck: f64,
 ) -> anyhow::Result<ServerDatesShares> {
+    anyhow::ensure!(
+        [truthful, response_time, stuck].iter().all(|share| (0.0..=1.0).contains(share)),
+        "--truthful-dates-share, --response-dates-share and --stuck-dates-share must each be in [0, 1]"
+    );
     anyhow::ensure!(
         // A little over 1 is the floats' rounding of shares that add up to 1.
         truthful + response_time + stuck <= 1.0 + 1e-9,

@@ -779,6 +779,10 @@ mod tests {
         let Err(error) = SimWebServer::start(&args).await else { panic!("shares over 1 taken") };
         let error = error.to_string();
         assert!(error.contains("--stuck-dates-share") && error.contains("more than 1"), "{error}");
+        // Arguments built in code skip the flags' parser: a share below 0 is refused too.
+        let negative = SimWebArgs { truthful_dates_share: 1.0, response_dates_share: -0.5, ..args.clone() };
+        let Err(error) = SimWebServer::start(&negative).await else { panic!("a negative share taken") };
+        assert!(error.to_string().contains("[0, 1]"), "{error}");
         let args = SimWebArgs {
             truthful_dates_share: 0.34,
             response_dates_share: 0.56,
