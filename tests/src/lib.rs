@@ -254,11 +254,6 @@ pub fn kafka_flags(brokers: &str, prefix: &str) -> Vec<String> {
         "3000",
         "--kafka-option",
         "session.timeout.ms=6000",
-        // librdkafka's mock broker answers a fetch only when its wait is over, even when
-        // records arrive sooner: at the default 500 ms each hop between stages could take
-        // half a test period.
-        "--kafka-option",
-        "fetch.wait.max.ms=50",
     ]
     .map(str::to_owned)
     .to_vec()
