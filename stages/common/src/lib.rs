@@ -30,10 +30,32 @@ pub fn http_date_ms(text: &str) -> Option<i64> {
     i64::try_from(since_epoch.as_millis()).ok()
 }
 
+/// Unix ms as an HTTP date (RFC 9110 §5.6.7, the IMF-fixdate form, to the second); `None`
+/// before 1970, which the form cannot say.
+pub fn format_http_date(unix_ms: i64) -> Option<String> {
+    let since_epoch = std::time::Duration::from_millis(u64::try_from(unix_ms).ok()?);
+    Some(httpdate::fmt_http_date(std::time::UNIX_EPOCH.checked_add(since_epoch)?))
+}
+
 /// Unix time in milliseconds.
 pub fn unix_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http_date_reads_back_to_the_second() {
+        let at_ms = 1_764_000_000_789;
+        let text = format_http_date(at_ms).expect("after 1970");
+        assert_eq!(text, "Mon, 24 Nov 2025 16:00:00 GMT");
+        assert_eq!(http_date_ms(&text), Some(at_ms - 789));
+        assert_eq!(format_http_date(-1), None);
+        assert_eq!(http_date_ms("yesterday"), None);
+    }
 }

@@ -446,16 +446,11 @@ fn forecast_model(model: Model) -> ForecastModel {
 
 #[cfg(test)]
 mod tests {
+    use recrawl_common::format_http_date;
     use recrawl_model::modified::DateVerdict;
     use recrawl_schemas::{FetchOutcome, FrequencyGroup, RequestOutcome};
 
     use super::*;
-
-    /// `at_ms` as a `Last-Modified` header.
-    fn http_date(at_ms: i64) -> Option<String> {
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(at_ms).ok()?);
-        Some(httpdate::fmt_http_date(at))
-    }
 
     fn event(url: &str, period: u64, downloaded: bool, changed: Option<bool>) -> ChangeEvent {
         // 2026-11-20 (a Friday) 10:00 UTC plus a day per period.
@@ -514,7 +509,7 @@ mod tests {
                     let changed = (period == 2).then_some(true);
                     let at = event("x", period, true, None).fetched_at_ms;
                     let event = ChangeEvent {
-                        last_modified: http_date(at - 3_600_000 * if period == 1 { 100 } else { 1 }),
+                        last_modified: format_http_date(at - 3_600_000 * if period == 1 { 100 } else { 1 }),
                         ..event("http://a/2", period, true, changed)
                     };
                     estimator.apply(&event, 0, &mut state, 0);
@@ -542,7 +537,7 @@ mod tests {
         // Alone, the kept date could be one that never moves: not used.
         assert_eq!(rate_after(&two_years, false).1, RateSource::Comparisons);
         // The time of each response: the date moves without a change, so it is not used.
-        let response_time = |period: u64| http_date(event("x", period, true, None).fetched_at_ms);
+        let response_time = |period: u64| format_http_date(event("x", period, true, None).fetched_at_ms);
         assert_eq!(rate_after(&response_time, true), (undated, RateSource::Comparisons));
         // Nor is a header that is not an HTTP date.
         assert_eq!(rate_after(&|_| Some("yesterday".to_owned()), true), (undated, RateSource::Comparisons));
@@ -730,7 +725,7 @@ mod tests {
     fn date_verdicts_are_restored_and_move_with_their_urls() {
         let dated = |url: &str, period: u64, changed: Option<bool>, hours_before: i64| {
             let at = event("x", period, true, None).fetched_at_ms - hours_before * 3_600_000;
-            ChangeEvent { last_modified: http_date(at), ..event(url, period, true, changed) }
+            ChangeEvent { last_modified: format_http_date(at), ..event(url, period, true, changed) }
         };
         let (mut by_host, mut state) = (Estimator::new(Settings::default()), StateStore::default());
         // a/1 confirms its dates (a change dated an hour before the download); a/2's are

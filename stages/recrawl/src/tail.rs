@@ -1,10 +1,11 @@
 //! `recrawl tail`: a topic's messages for people and their tools, as JSON lines or a table,
 //! filtered, up to the end of the topic (or on, with `--follow`).
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use recrawl_common::config::ClusterArgs;
+use recrawl_common::format_http_date;
 use recrawl_common::service::{print_line, stop_signal, StdoutError};
 
 use crate::observe::{ObserveError, Observed, Observer, Position, OBSERVABLE};
@@ -121,10 +122,7 @@ fn host_of(observed: &Observed) -> Option<&str> {
 
 /// One table line: when the message was written (HTTP date, UTC), its period, what it says.
 pub fn table_row(observed: &Observed, written_ms: Option<i64>) -> String {
-    let written = written_ms
-        .and_then(|ms| u64::try_from(ms).ok())
-        .and_then(|ms| UNIX_EPOCH.checked_add(Duration::from_millis(ms)))
-        .map_or_else(|| "-".to_owned(), httpdate::fmt_http_date);
+    let written = written_ms.and_then(format_http_date).unwrap_or_else(|| "-".to_owned());
     let (period, what) = match observed {
         Observed::Pick(m) => (Some(m.period), format!("pick {:?} {}", m.reason, m.url)),
         Observed::Result(m) => (

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::State;
@@ -26,7 +26,7 @@ use clap::Args;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use recrawl_common::service::print_line;
-use recrawl_common::{http_date_ms, unix_ms};
+use recrawl_common::{format_http_date, http_date_ms, unix_ms};
 use recrawl_diff::criteria::ChangeKind;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -446,10 +446,6 @@ fn etag(page: u32, version: u64) -> String {
     format!("\"{page}-{version}\"")
 }
 
-fn http_date(unix_ms: i64) -> String {
-    httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_millis(unix_ms.max(0) as u64))
-}
-
 /// Whether the request's validators still match the version served now (dated
 /// `last_modified_ms`, if the server dates it).
 fn not_modified(headers: &HeaderMap, tag: &str, last_modified_ms: Option<i64>) -> bool {
@@ -567,7 +563,7 @@ async fn serve_page(shared: &Shared, headers: &HeaderMap, page: u32, visit: &Vis
     let latest_change = (version > 0).then_some(changed_at);
     let modified_ms = shared.web.last_modified(page, latest_change, at).map(|t| shared.unix_ms_at(t));
     let validators: Vec<(header::HeaderName, String)> = std::iter::once((header::ETAG, tag.clone()))
-        .chain(modified_ms.map(|ms| (header::LAST_MODIFIED, http_date(ms))))
+        .chain(modified_ms.and_then(format_http_date).map(|date| (header::LAST_MODIFIED, date)))
         .collect();
     if not_modified(headers, &tag, modified_ms) {
         shared.record(visit.served(StatusCode::NOT_MODIFIED, Some(page), Some(version)));
