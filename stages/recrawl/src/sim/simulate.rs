@@ -551,30 +551,36 @@ struct GroupPriors {
 
 impl GroupPriors {
     fn new(model: Model) -> Self {
-        let empty = RateHistogram::new();
-        let mut group = Self {
+        let histograms = [RateHistogram::new(), RateHistogram::new()];
+        let (priors, next_chances) = Self::prepared(model, &histograms);
+        Self {
             model,
-            priors: [PreparedPrior::new(&empty, 2 * WINDOW), PreparedPrior::new(&empty, 2 * WINDOW)],
-            histograms: [RateHistogram::new(), RateHistogram::new()],
-            next_chances: [[0.0; WINDOW_HISTORIES]; 2],
+            histograms,
+            priors,
+            next_chances,
             rate_counts: RateCounts::default(),
             rate_prior: RatePrior::default(),
-        };
-        group.prepare();
-        group
+        }
     }
 
     /// Prepares the priors from the histograms as they stand, and their chances.
     fn prepare(&mut self) {
-        for kind in [Kind::Dr, Kind::Mr] {
-            let index = kind_index(kind);
-            let prior = PreparedPrior::new(&self.histograms[index], 2 * WINDOW);
-            self.next_chances[index] = std::array::from_fn(|history| {
+        (self.priors, self.next_chances) = Self::prepared(self.model, &self.histograms);
+    }
+
+    fn prepared(
+        model: Model,
+        histograms: &[RateHistogram; 2],
+    ) -> ([PreparedPrior; 2], [[f64; WINDOW_HISTORIES]; 2]) {
+        let priors = histograms.each_ref().map(|histogram| PreparedPrior::new(histogram, 2 * WINDOW));
+        let next_chances = [Kind::Dr, Kind::Mr].map(|kind| {
+            let prior = &priors[kind_index(kind)];
+            std::array::from_fn(|history| {
                 let (yes, no) = (history / (WINDOW as usize + 1), history % (WINDOW as usize + 1));
-                predict_next(self.model, kind, &prior, yes as u32, no as u32)
-            });
-            self.priors[index] = prior;
-        }
+                predict_next(model, kind, prior, yes as u32, no as u32)
+            })
+        });
+        (priors, next_chances)
     }
 
     /// [`predict_next`] under the group's prior for `kind`.
