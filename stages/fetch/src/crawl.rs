@@ -520,12 +520,12 @@ async fn page_links(
             && rules.allows(frame.as_str());
         let slot = fetchable.then(|| reserve(shared, gate, deadline, budget_end)).flatten();
         let Some(slot) = slot else {
-            links.record(frame.into(), filter, depth);
+            links.record(frame, filter, depth);
             continue;
         };
         fetched = fetched.saturating_add(1);
         if !wait_for(shared, slot).await {
-            links.record(frame.into(), filter, depth);
+            links.record(frame, filter, depth);
             continue;
         }
         let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };

@@ -27,7 +27,7 @@ use crate::address::{parse_allowed_network, parse_resolve, AddressPolicy, Guarde
 use crate::crawl::{CrawlSettings, Crawled, Crawler};
 pub use crate::http::RESULT_OVERHEAD_BYTES;
 use crate::http::{FetchConfig, Fetcher, MAX_REDIRECTS};
-use crate::links::LinkFilter;
+use crate::links::{LinkFilter, MAX_FRAMES};
 use crate::metrics::FetchMetrics;
 use crate::robots::RobotsLifetimes;
 
@@ -60,8 +60,10 @@ pub struct FetchArgs {
     /// Most distinct links published per page.
     #[arg(long, env = "RECRAWL_FETCH_MAX_LINKS", default_value_t = 1000)]
     pub max_links: usize,
-    /// Same-host `<frame>` documents fetched per page, whose links count as the page's.
-    #[arg(long, env = "RECRAWL_FETCH_MAX_FRAMES", default_value_t = 4)]
+    /// Same-host `<frame>` documents fetched per page, whose links count as the page's;
+    /// at most 64, the frames a page keeps.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_FRAMES", default_value_t = 4,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_FRAMES as u64))]
     pub max_frames: usize,
 }
 
@@ -244,6 +246,9 @@ impl Fetch {
         }
         self.metrics.links.with_label_values(&["too_long"]).inc_by(links.too_long);
         self.metrics.links.with_label_values(&["published"]).inc_by(links.links.len() as u64);
+        if links.cut_short {
+            self.metrics.links_cut_short.inc();
+        }
         let source = PageRef::new(&result.url, &result.host);
         for link in links.links {
             let Ok(page) = PageRef::of_url(&link.url) else { continue };
@@ -360,6 +365,9 @@ mod tests {
         assert_eq!(parse(&["--max-redirects", "10"]).unwrap().fetch_config().max_redirects, 10);
         let error = parse(&["--max-redirects", "11"]).unwrap_err().to_string();
         assert!(error.contains("--max-redirects"), "{error}");
+        assert_eq!(parse(&["--max-frames", "64"]).unwrap().crawl_settings().max_frames, MAX_FRAMES);
+        let error = parse(&["--max-frames", "65"]).unwrap_err().to_string();
+        assert!(error.contains("--max-frames"), "{error}");
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct FetchMetrics {
     pub links: IntCounterVec,
     /// Extra requests for the documents of `<frame>`s.
     pub frames: IntCounterVec,
+    /// Pages whose links were not all read: the page took its limit of URL text to resolve.
+    pub links_cut_short: IntCounter,
     /// The oldest period among the picks of the batch being fetched, or of the last one.
     pub oldest_period_in_flight: IntGauge,
 }
@@ -101,6 +103,13 @@ impl FetchMetrics {
                 IntCounterVec::new(
                     Opts::new("fetch_frames_total", "Frame documents fetched for their links, by outcome."),
                     &["outcome"],
+                )?,
+            )?,
+            links_cut_short: registered(
+                registry,
+                IntCounter::new(
+                    "fetch_links_cut_short_total",
+                    "Pages whose links were read only in part: they took the limit of URL text to resolve.",
                 )?,
             )?,
             oldest_period_in_flight: registered(
