@@ -84,6 +84,15 @@ async fn two_instances_publish_m_picks_per_period_together() {
             && first.union(&second).cloned().collect::<BTreeSet<_>>() == everything
     })
     .await;
+    // Each instance's state is per partition number over both inputs: it must own the
+    // same partitions of each.
+    for stage in &stages {
+        let owned = lag_series(stage);
+        let of = |topic: &String| -> BTreeSet<i32> {
+            owned.iter().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect()
+        };
+        assert_eq!(of(&estimates), of(&links), "co-partitioned inputs on one instance: {owned:?}");
+    }
     let frontier = |s: &RunningStage| metric(s, "recrawl_scheduler_frontier_urls{stage=\"scheduler\"}");
     wait_for("the instances did not file every seed", || {
         stages.iter().filter_map(frontier).sum::<f64>() == URLS as f64

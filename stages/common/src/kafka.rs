@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientConfig;
 use rdkafka::ClientContext;
 use rdkafka::TopicPartitionList;
@@ -181,6 +182,13 @@ impl ClientContext for ClusterContext {
 
 impl ConsumerContext for ClusterContext {}
 
+/// The context of a stage's group consumer. A stage keeps its state per partition number
+/// over all its input topics, so partition p of every input must be on one instance; no
+/// assignor of librdkafka's that rebalances cooperatively keeps that (with 4 members and 6
+/// partitions of two topics, cooperative-sticky gave one member estimates 0 and 4 and
+/// links 2). So the consumer subscribes to the first input only, and the context takes
+/// partition p of every other input (`followers`) with the first's partition p, in the
+/// same assign or unassign: the group balances one topic and the rest follow.
 #[derive(Debug)]
 pub struct StageConsumerContext {
     metrics: StageMetrics,
@@ -189,16 +197,30 @@ pub struct StageConsumerContext {
     joined: Arc<AtomicBool>,
     /// The (topic, partition)s assigned now: the only ones with a lag series.
     assigned: Mutex<HashSet<(String, i32)>>,
+    /// Input topics after the first, whose partitions follow the first's.
+    followers: Vec<String>,
 }
 
 impl StageConsumerContext {
-    pub fn new(metrics: StageMetrics, health: Health) -> Self {
+    /// `inputs`: the stage's input topics; the consumer must subscribe to the first only.
+    pub fn new(metrics: StageMetrics, health: Health, inputs: &[String]) -> Self {
         Self {
             metrics,
             health,
             rebalanced: Arc::new(Notify::new()),
             joined: Arc::new(AtomicBool::new(false)),
             assigned: Mutex::new(HashSet::new()),
+            followers: inputs.iter().skip(1).cloned().collect(),
+        }
+    }
+
+    /// Adds partition p of every follower for each partition p `list` names.
+    fn with_followers(&self, list: &mut TopicPartitionList) {
+        let led: Vec<i32> = list.elements().iter().map(|e| e.partition()).collect();
+        for follower in &self.followers {
+            for &partition in &led {
+                list.add_partition(follower, partition);
+            }
         }
     }
 
@@ -279,6 +301,43 @@ impl ClientContext for StageConsumerContext {
 }
 
 impl ConsumerContext for StageConsumerContext {
+    /// rdkafka's rebalance, with the followers' partitions added to what is assigned or
+    /// revoked. Their offsets come from the group's commits, as the led partitions' do.
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, list: &mut TopicPartitionList) {
+        let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        let applied = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.with_followers(list);
+                if cooperative {
+                    consumer.incremental_assign(list)
+                } else {
+                    consumer.assign(list)
+                }
+            }
+            _ => {
+                if err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS {
+                    self.with_followers(list);
+                } else {
+                    tracing::warn!(error = ?RDKafkaErrorCode::from(err), "rebalance error; giving up the partitions");
+                }
+                if cooperative {
+                    consumer.incremental_unassign(list)
+                } else {
+                    consumer.unassign()
+                }
+            }
+        };
+        if let Err(error) = applied {
+            tracing::warn!(%error, "applying a rebalance failed");
+        }
+        let rebalance = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => Rebalance::Assign(list),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => Rebalance::Revoke(list),
+            _ => Rebalance::Error(KafkaError::Rebalance(err.into())),
+        };
+        self.post_rebalance(consumer, &rebalance);
+    }
+
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         // Incremental (cooperative) rebalances name only the partitions that moved; the
         // consumer's assignment is the whole of what it owns now.
@@ -366,7 +425,7 @@ mod tests {
     #[test]
     fn lag_series_are_those_of_the_assigned_partitions() {
         let metrics = StageMetrics::new("scheduler");
-        let context = StageConsumerContext::new(metrics.clone(), Health::default());
+        let context = StageConsumerContext::new(metrics.clone(), Health::default(), &[]);
         let owned = |pairs: &[(&str, i32)]| pairs.iter().map(|(t, p)| ((*t).to_owned(), *p)).collect();
         let series = || {
             let mut found: Vec<String> = metrics
@@ -401,7 +460,7 @@ mod tests {
         let metrics = StageMetrics::new("diff");
         let consumer: BaseConsumer<StageConsumerContext> = ClientConfig::new()
             .set("bootstrap.servers", "127.0.0.1:1")
-            .create_with_context(StageConsumerContext::new(metrics.clone(), Health::default()))
+            .create_with_context(StageConsumerContext::new(metrics.clone(), Health::default(), &[]))
             .expect("a consumer needs no broker to be created");
         assert!(consumer.assignment().is_err(), "the stand-in must not read an assignment");
         let context = consumer.context();
@@ -423,6 +482,69 @@ mod tests {
         assert!(!context.has_joined());
         context.post_rebalance(&consumer, &Rebalance::Revoke(&list(&[("e", 0)])));
         assert_eq!(series(), 0);
+    }
+
+    /// Members join one by one and one leaves; at every settled assignment each member
+    /// owns the same partitions of both inputs, and every partition has one owner.
+    #[test]
+    fn the_inputs_partitions_stay_together_as_members_come_and_go() {
+        use std::collections::BTreeSet;
+        use std::time::{Duration, Instant};
+
+        const PARTITIONS: i32 = 6;
+        let mock = rdkafka::mocking::MockCluster::new(1).expect("mock cluster");
+        let inputs = ["estimates".to_owned(), "links".to_owned()];
+        for topic in &inputs {
+            mock.create_topic(topic, PARTITIONS, 1).expect("topic");
+        }
+        // The mock broker waits a session timeout less a second for members to rejoin.
+        let brokers = mock.bootstrap_servers();
+        let cli =
+            Cli::parse_from(["stage", "--brokers", &brokers, "--kafka-option", "session.timeout.ms=4000"]);
+        let member = || {
+            let consumer: BaseConsumer<StageConsumerContext> = consumer_config(&cli.kafka, "together")
+                .create_with_context(StageConsumerContext::new(
+                    StageMetrics::new("scheduler"),
+                    Health::default(),
+                    &inputs,
+                ))
+                .expect("consumer");
+            consumer.subscribe(&[inputs[0].as_str()]).expect("subscribe");
+            consumer
+        };
+        let owned = |consumer: &BaseConsumer<StageConsumerContext>, topic: &str| -> BTreeSet<i32> {
+            let assignment = consumer.assignment().expect("assignment");
+            assignment.elements().iter().filter(|e| e.topic() == topic).map(|e| e.partition()).collect()
+        };
+        let settled = |members: &[BaseConsumer<StageConsumerContext>]| {
+            let mut all = Vec::new();
+            for consumer in members {
+                let (led, followed) = (owned(consumer, &inputs[0]), owned(consumer, &inputs[1]));
+                if led.is_empty() && followed.is_empty() && members.len() <= PARTITIONS as usize {
+                    return false;
+                }
+                assert_eq!(led, followed, "a member owns different partitions of its inputs");
+                all.extend(led);
+            }
+            all.sort_unstable();
+            all == (0..PARTITIONS).collect::<Vec<_>>()
+        };
+        let settle = |members: &[BaseConsumer<StageConsumerContext>]| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !settled(members) {
+                assert!(Instant::now() < deadline, "the group did not settle");
+                for consumer in members {
+                    let _ = consumer.poll(Duration::from_millis(20));
+                }
+            }
+        };
+        let mut members = Vec::new();
+        for _ in 0..4 {
+            members.push(member());
+            settle(&members);
+        }
+        drop(members.remove(1));
+        settle(&members);
     }
 
     #[test]

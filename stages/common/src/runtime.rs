@@ -623,13 +623,17 @@ pub async fn run_stage<S: Stage>(
     let name = S::NAME;
     let topics = args.cluster.topics();
     let group = args.group_for(name);
+    let input_topics: Vec<String> = S::INPUTS.iter().map(|t| topics.name(t)).collect();
     let consumer: StreamConsumer<StageConsumerContext> = consumer_config(args, &group)
-        .create_with_context(StageConsumerContext::new(ctx.metrics.clone(), ctx.health.clone()))
+        .create_with_context(StageConsumerContext::new(
+            ctx.metrics.clone(),
+            ctx.health.clone(),
+            &input_topics,
+        ))
         .map_err(|source| RuntimeError::Client { client: "consumer", source })?;
     let consumer = Arc::new(consumer);
     let producer = create_producer(args)?;
 
-    let input_topics: Vec<String> = S::INPUTS.iter().map(|t| topics.name(t)).collect();
     let output_topics: Vec<String> = S::OUTPUTS.iter().map(|t| topics.name(t)).collect();
     let mut copartitioned = input_topics.clone();
     if stage.stateful() {
@@ -657,9 +661,10 @@ pub async fn run_stage<S: Stage>(
     }
     export_zeros(&ctx.metrics, &input_topics, &output_topics, stage.stateful().then(|| topics.state(name)));
     let total = input_topics.first().and_then(|t| counts.get(t)).copied().unwrap_or(0);
-    let topic_refs: Vec<&str> = input_topics.iter().map(String::as_str).collect();
+    // The first input only: the others follow its partitions (`StageConsumerContext`).
+    let led: Vec<&str> = input_topics.iter().take(1).map(String::as_str).collect();
     consumer
-        .subscribe(&topic_refs)
+        .subscribe(&led)
         .map_err(|source| RuntimeError::Subscribe { topics: input_topics.clone(), source })?;
     tracing::info!(stage = name, %group, instance = ?args.instance_id, inputs = ?input_topics, "consuming");
 
