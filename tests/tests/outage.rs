@@ -110,3 +110,38 @@ async fn a_topic_tail_rides_out_a_broker_outage() {
     stop.cancel();
     tail.task.await.expect("joined").expect("the tail ends without error");
 }
+
+/// Errors other than the cluster being out of reach (here: fetches refused as not
+/// authorised, as during a broker's restart with ACLs) do not end a side input's tail
+/// either: it reads on once they stop. Mock broker only: it injects the errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_tail_reads_on_through_other_consumer_errors() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+    let broker = Broker::start();
+    let Broker::Mock(mock) = &broker else {
+        eprintln!("injects errors with the mock broker; skipped on an external one");
+        return;
+    };
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("tail-errors"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, "tail-errors", stop.clone());
+    (&mut tail.caught_up).await.expect("the empty topic is read");
+
+    mock.request_errors(
+        RDKafkaApiKey::Fetch,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 4],
+    );
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let after = FetchResult::html_page("http://a.example/after.html", "a.example", 1, "<p>after</p>");
+    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &after).await;
+    let record = tokio::time::timeout(Duration::from_secs(60), tail.records.recv())
+        .await
+        .expect("the record produced after the errors reaches the tail")
+        .expect("the tail is still running");
+    assert_eq!(record.key.as_deref(), Some(after.url.as_bytes()));
+    stop.cancel();
+    tail.task.await.expect("joined").expect("the tail ends without error");
+}

@@ -601,6 +601,17 @@ impl SideInputs {
         }
     }
 
+    /// The error of a tail that stopped while the stage runs: a side input that no longer
+    /// arrives leaves the stage with a stale view and no sign of it.
+    async fn check_running(&mut self) -> Result<(), RuntimeError> {
+        let Some(index) = self.tails.iter().position(|(_, tail)| tail.task.is_finished()) else {
+            return Ok(());
+        };
+        let (input, tail) = self.tails.remove(index);
+        tail.task.await??;
+        Err(RuntimeError::Tail { topic: input.to_owned(), reason: "the reader stopped".to_owned() })
+    }
+
     /// Stops the tails; the first one's error, if any, is returned.
     async fn stop(self) -> Result<(), RuntimeError> {
         self.stop.cancel();
@@ -783,7 +794,10 @@ impl<S: Stage> Loop<S> {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return Ok(()),
-                _ = watchdog.tick() => self.check_outage()?,
+                _ = watchdog.tick() => {
+                    self.check_outage()?;
+                    self.side_inputs.check_running().await?;
+                }
                 _ = rebalanced.notified() => self.sync_assignment().await?,
                 _ = sleep_until(next_tick) => {
                     self.sync_assignment().await?;
@@ -1291,8 +1305,39 @@ async fn bounded<F: Future>(work: F, shutdown: &CancellationToken, drain: Durati
 mod tests {
     use recrawl_schemas::topics::FETCH;
     use recrawl_schemas::PagePick;
+    use tokio::sync::{mpsc, oneshot};
 
     use super::*;
+
+    /// A side input whose reader stops while the stage runs ends the run with its error.
+    #[tokio::test]
+    async fn a_stopped_side_input_ends_the_run() {
+        let (_sender, records) = mpsc::channel(1);
+        let (_caught_up_sender, caught_up) = oneshot::channel();
+        let (fail, failed) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = failed.await;
+            Err(RuntimeError::Tail { topic: "p.distributions".into(), reason: "fatal".into() })
+        });
+        let mut side_inputs = SideInputs {
+            tails: vec![("distributions", Tail { records, caught_up, task })],
+            stop: CancellationToken::new(),
+        };
+        assert!(side_inputs.check_running().await.is_ok(), "running");
+        fail.send(()).expect("the reader waits");
+        let ended = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match side_inputs.check_running().await {
+                    Ok(()) => tokio::task::yield_now().await,
+                    Err(error) => return error,
+                }
+            }
+        });
+        let error = ended.await.expect("the stopped reader is noticed");
+        assert!(matches!(&error, RuntimeError::Tail { reason, .. } if reason == "fatal"), "{error}");
+        assert!(side_inputs.tails.is_empty());
+        assert!(side_inputs.stop().await.is_ok(), "a noticed reader is not awaited again");
+    }
 
     fn input(payload: Option<Vec<u8>>) -> InputRecord {
         InputRecord {

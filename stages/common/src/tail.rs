@@ -155,6 +155,7 @@ pub fn tail_topic(
             .map_err(|e| fail(e.to_string()))?;
         reader.assign(&list).map_err(|e| fail(e.to_string()))?;
         let mut caught_up_sender = Some(caught_up_sender);
+        let mut last_error = String::new();
         // Also ends when the records are no longer wanted, e.g. the stage was dropped
         // without a shutdown: a runtime waits for its blocking threads before it exits.
         while !shutdown.is_cancelled() && !sender.is_closed() {
@@ -166,9 +167,19 @@ pub fn tail_topic(
             let Some(message) = reader.poll(POLL) else { continue };
             let message = match message {
                 Ok(message) => message,
+                Err(error @ KafkaError::MessageConsumptionFatal(_)) => return Err(fail(error.to_string())),
                 // librdkafka reconnects by itself: the tail goes on once the cluster is back.
                 Err(error) if brokers_unreachable(&error) => continue,
-                Err(error) => return Err(fail(error.to_string())),
+                // Others come and go with an outage too (a broker's name not resolving, a
+                // TLS handshake with a restarting broker): said once each, and read on.
+                Err(error) => {
+                    let error = error.to_string();
+                    if error != last_error {
+                        tracing::warn!(%topic, %error, "side input read error; reading on");
+                        last_error = error;
+                    }
+                    continue;
+                }
             };
             let record = InputRecord::from_message(&message, input);
             ends.passed(record.partition, record.offset);
