@@ -22,6 +22,10 @@ pub enum ConfigError {
     DrainTooLong { drain_ms: u64, session_ms: u64 },
     #[error("--kafka-option session.timeout.ms={0:?} is not a number")]
     SessionTimeout(String),
+    #[error("--kafka-option max.poll.interval.ms={0:?} is not a number")]
+    PollInterval(String),
+    #[error("--outage-timeout-ms {outage_ms} must be below max.poll.interval.ms ({poll_ms} ms): a stage retrying its outputs that long would leave its group and keep writing for partitions another instance took")]
+    OutageOutlastsPoll { outage_ms: u64, poll_ms: u64 },
     #[error("--batch-size must be at least 1")]
     BatchSize,
     #[error("--instance-id {0:?}: expected 1 to 200 characters of [A-Za-z0-9._-]")]
@@ -210,9 +214,17 @@ pub struct KafkaArgs {
     /// back-off, /readyz 503) before /healthz turns 503 and it exits non-zero,
     /// milliseconds.
     #[arg(long, env = "RECRAWL_OUTAGE_TIMEOUT_MS", default_value_t = 600_000,
-          value_parser = clap::value_parser!(u64).range(1_000..=86_400_000))]
+          value_parser = clap::value_parser!(u64).range(1_000..=MAX_OUTAGE_TIMEOUT_MS))]
     pub outage_timeout_ms: u64,
 }
+
+/// librdkafka's limit on max.poll.interval.ms, a day.
+const MOST_POLL_INTERVAL_MS: u64 = 86_400_000;
+/// How much longer than the outage timeout the consumer may go between polls by default:
+/// a batch's own work (fetch's budget, a restore) on top of its retries.
+const POLL_HEADROOM_MS: u64 = 300_000;
+/// The longest outage a stage rides out: its poll interval must still fit in a day.
+pub const MAX_OUTAGE_TIMEOUT_MS: u64 = MOST_POLL_INTERVAL_MS - POLL_HEADROOM_MS;
 
 impl ClusterArgs {
     pub fn topics(&self) -> recrawl_schemas::TopicNames {
@@ -257,6 +269,17 @@ impl KafkaArgs {
         Ok(args)
     }
 
+    /// The consumer's max.poll.interval.ms: `--kafka-option`'s, else the outage timeout
+    /// and [`POLL_HEADROOM_MS`]. The loop does not poll while it retries a batch's outputs
+    /// or restores state, for up to the outage timeout; past this interval librdkafka would
+    /// leave the group meanwhile.
+    pub fn max_poll_interval_ms(&self) -> Result<u64, ConfigError> {
+        match self.cluster.kafka_options.iter().rev().find(|(k, _)| k == "max.poll.interval.ms") {
+            Some((_, v)) => v.parse().map_err(|_| ConfigError::PollInterval(v.clone())),
+            None => Ok(self.outage_timeout_ms.saturating_add(POLL_HEADROOM_MS).min(MOST_POLL_INTERVAL_MS)),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.batch_size == 0 {
             return Err(ConfigError::BatchSize);
@@ -275,6 +298,10 @@ impl KafkaArgs {
             };
         if self.drain_timeout_ms >= session_ms {
             return Err(ConfigError::DrainTooLong { drain_ms: self.drain_timeout_ms, session_ms });
+        }
+        let poll_ms = self.max_poll_interval_ms()?;
+        if self.outage_timeout_ms >= poll_ms {
+            return Err(ConfigError::OutageOutlastsPoll { outage_ms: self.outage_timeout_ms, poll_ms });
         }
         self.cluster.check_kafka_options()
     }
@@ -364,6 +391,42 @@ mod tests {
         assert!(err.contains("--http-listen"), "{err}");
         let err = parse(&[]).unwrap_err();
         assert!(err.contains("--brokers"), "{err}");
+    }
+
+    /// The consumer may go without polling for the outage timeout while it retries
+    /// outputs: its poll interval follows, and a passed-through one must exceed it.
+    #[test]
+    fn the_poll_interval_outlasts_the_outage_timeout() {
+        let cli = parse(&["--brokers", "b:1"]).unwrap();
+        assert_eq!(cli.kafka.max_poll_interval_ms(), Ok(900_000));
+        let consumer = crate::kafka::consumer_config(&cli.kafka, "g");
+        assert_eq!(consumer.get("max.poll.interval.ms"), Some("900000"));
+        let most = format!("{MAX_OUTAGE_TIMEOUT_MS}");
+        let cli = parse(&["--brokers", "b:1", "--outage-timeout-ms", &most]).unwrap();
+        assert_eq!(cli.kafka.max_poll_interval_ms(), Ok(86_400_000), "librdkafka's limit");
+        assert!(cli.kafka.validate().is_ok());
+        assert!(parse(&["--brokers", "b:1", "--outage-timeout-ms", "86400000"]).is_err());
+        let cli = parse(&["--brokers", "b:1", "--kafka-option", "max.poll.interval.ms=300000"]).unwrap();
+        assert_eq!(
+            cli.kafka.validate(),
+            Err(ConfigError::OutageOutlastsPoll { outage_ms: 600_000, poll_ms: 300_000 })
+        );
+        let cli = parse(&["--brokers", "b:1", "--kafka-option", "max.poll.interval.ms=soon"]).unwrap();
+        assert_eq!(cli.kafka.validate(), Err(ConfigError::PollInterval("soon".into())));
+        let cli = parse(&[
+            "--brokers",
+            "b:1",
+            "--kafka-option",
+            "max.poll.interval.ms=300000",
+            "--outage-timeout-ms",
+            "240000",
+        ])
+        .unwrap();
+        assert!(cli.kafka.validate().is_ok());
+        assert_eq!(
+            crate::kafka::consumer_config(&cli.kafka, "g").get("max.poll.interval.ms"),
+            Some("300000")
+        );
     }
 
     #[test]

@@ -59,6 +59,8 @@ fn fetch_limits(args: &ClusterArgs, config: &mut ClientConfig) {
 /// once.
 pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
     let session = DEFAULT_SESSION_TIMEOUT_MS.to_string();
+    // A passed-through value that does not parse is refused by `KafkaArgs::validate`.
+    let poll_interval = args.max_poll_interval_ms().unwrap_or_default().to_string();
     let mut config = base_config(
         &args.cluster,
         &[
@@ -70,6 +72,7 @@ pub fn consumer_config(args: &KafkaArgs, group: &str) -> ClientConfig {
             ("statistics.interval.ms", "1000"),
             ("session.timeout.ms", &session),
             ("heartbeat.interval.ms", "1000"),
+            ("max.poll.interval.ms", &poll_interval),
         ],
     );
     config.set("group.id", group).set("enable.auto.offset.store", "false");

@@ -150,16 +150,13 @@ pub struct PolitenessArgs {
 pub enum FetchConfigError {
     #[error("--request-timeout-ms {request_ms} must be below --drain-timeout-ms {drain_ms}, so requests in flight at shutdown can finish")]
     RequestOutlastsDrain { request_ms: u64, drain_ms: u64 },
-    #[error("--batch-budget-ms {budget_ms} must be below max.poll.interval.ms ({poll_ms} ms), or the consumer leaves the group while a batch waits")]
+    #[error("--batch-budget-ms {budget_ms}, with a last request and --outage-timeout-ms of retrying the batch's outputs after it, must fit in max.poll.interval.ms ({poll_ms} ms), or the consumer leaves the group while a batch waits")]
     BudgetOutlastsPoll { budget_ms: u64, poll_ms: u64 },
-    #[error("--kafka-option max.poll.interval.ms={0:?} is not a number")]
-    PollInterval(String),
+    #[error(transparent)]
+    Kafka(#[from] recrawl_common::config::ConfigError),
     #[error("--max-body-bytes {body} leaves no room for the result's other fields in --max-record-bytes {record}: at most {most}")]
     BodyOutgrowsRecord { body: u64, record: usize, most: usize },
 }
-
-/// librdkafka's default max.poll.interval.ms.
-const DEFAULT_MAX_POLL_INTERVAL_MS: u64 = 300_000;
 
 impl FetchArgs {
     pub fn validate(&self) -> Result<(), FetchConfigError> {
@@ -177,14 +174,12 @@ impl FetchArgs {
         if request_ms >= drain_ms {
             return Err(FetchConfigError::RequestOutlastsDrain { request_ms, drain_ms });
         }
-        let poll_ms =
-            match self.kafka.cluster.kafka_options.iter().rev().find(|(k, _)| k == "max.poll.interval.ms") {
-                Some((_, v)) => v.parse().map_err(|_| FetchConfigError::PollInterval(v.clone()))?,
-                None => DEFAULT_MAX_POLL_INTERVAL_MS,
-            };
+        let poll_ms = self.kafka.max_poll_interval_ms()?;
         let budget_ms = self.politeness.batch_budget_ms;
-        // The last requests of a batch may start just before the budget ends.
-        if budget_ms.saturating_add(request_ms) >= poll_ms {
+        // The last requests of a batch may start just before the budget ends, and its
+        // outputs may then be retried for the outage timeout, all without a poll.
+        let between_polls = budget_ms.saturating_add(request_ms).saturating_add(self.kafka.outage_timeout_ms);
+        if between_polls >= poll_ms {
             return Err(FetchConfigError::BudgetOutlastsPoll { budget_ms, poll_ms });
         }
         Ok(())
@@ -389,13 +384,16 @@ mod tests {
         assert!(matches!(args.validate(), Err(FetchConfigError::BodyOutgrowsRecord { .. })));
         let args = parse(&["--max-body-bytes", "16777216", "--max-record-bytes", "33554432"]).unwrap();
         assert_eq!(args.validate(), Ok(()));
+        // max.poll.interval.ms is the outage timeout (600 s by default) and 300 s.
+        let args = parse(&["--batch-budget-ms", "294999"]).unwrap();
+        assert_eq!(args.validate(), Ok(()));
         let args = parse(&["--batch-budget-ms", "300000"]).unwrap();
         assert_eq!(
             args.validate(),
-            Err(FetchConfigError::BudgetOutlastsPoll { budget_ms: 300_000, poll_ms: 300_000 })
+            Err(FetchConfigError::BudgetOutlastsPoll { budget_ms: 300_000, poll_ms: 900_000 })
         );
-        let args =
-            parse(&["--batch-budget-ms", "300000", "--kafka-option", "max.poll.interval.ms=600000"]).unwrap();
+        let args = parse(&["--batch-budget-ms", "300000", "--kafka-option", "max.poll.interval.ms=1000000"])
+            .unwrap();
         assert_eq!(args.validate(), Ok(()));
     }
 }
