@@ -300,14 +300,7 @@ impl OutputRecord {
         max_record_bytes: usize,
     ) -> Self {
         let room = max_record_bytes.saturating_sub(DEAD_LETTER_HEADROOM);
-        let keep = |bytes: &[u8], limit: usize| bytes[..bytes.len().min(limit)].to_vec();
         let value = value.unwrap_or_default();
-        let truncated = value.len().saturating_add(key.len()) > room;
-        let (key, payload) = if truncated {
-            (keep(key, DEAD_LETTER_KEPT_BYTES), keep(value, DEAD_LETTER_KEPT_BYTES))
-        } else {
-            (key.to_vec(), value.to_vec())
-        };
         let mut headers = vec![
             (dead_letter_headers::REASON, truncate_text(reason, MAX_REASON_BYTES).into_bytes()),
             (dead_letter_headers::KIND, kind.as_str().as_bytes().to_vec()),
@@ -319,17 +312,34 @@ impl OutputRecord {
             headers.push((dead_letter_headers::PARTITION, partition.to_string().into_bytes()));
             headers.push((dead_letter_headers::OFFSET, offset.to_string().into_bytes()));
         }
-        if truncated {
-            headers.push((dead_letter_headers::TRUNCATED, b"true".to_vec()));
-        }
-        Self {
+        let kept = |bytes: &[u8]| bytes[..bytes.len().min(room)].to_vec();
+        let mut letter = Self {
             topic: names.name(DEAD_LETTER),
-            key,
-            payload: Some(payload),
+            key: kept(key),
+            payload: Some(kept(value)),
             headers,
             partition: None,
             dead_letter: Some((kind, topic.to_owned())),
+        };
+        if value.len().saturating_add(key.len()) > room {
+            letter.shorten();
         }
+        letter
+    }
+
+    /// Keeps only the first [`DEAD_LETTER_KEPT_BYTES`] of this dead letter's key and value
+    /// and says so in a header; false if it had no more than that.
+    fn shorten(&mut self) -> bool {
+        let payload_len = self.payload.as_ref().map_or(0, Vec::len);
+        if self.key.len().max(payload_len) <= DEAD_LETTER_KEPT_BYTES {
+            return false;
+        }
+        self.key.truncate(DEAD_LETTER_KEPT_BYTES);
+        if let Some(payload) = &mut self.payload {
+            payload.truncate(DEAD_LETTER_KEPT_BYTES);
+        }
+        self.headers.push((dead_letter_headers::TRUNCATED, b"true".to_vec()));
+        true
     }
 
     fn size(&self) -> usize {
@@ -1043,9 +1053,15 @@ impl<S: Stage> Loop<S> {
     }
 
     /// An output the broker will never take becomes a dead letter (its first bytes, if
-    /// too large); a dead letter it will never take is logged, counted and dropped.
-    fn refused(&self, record: OutputRecord, error: &KafkaError) -> Option<OutputRecord> {
+    /// too large); a dead letter it will never take is tried once more with its first
+    /// bytes only (the dead-letter topic may take smaller records than the others), then
+    /// logged, counted and dropped.
+    fn refused(&self, mut record: OutputRecord, error: &KafkaError) -> Option<OutputRecord> {
         if record.dead_letter.is_some() {
+            if record.shorten() {
+                tracing::warn!(%error, bytes = record.size(), "the broker refused a dead letter; retrying it with its first bytes");
+                return Some(record);
+            }
             self.ctx.metrics.errors.with_label_values(&[ErrorKind::DeadLetterRefused.as_str()]).inc();
             tracing::error!(%error, bytes = record.size(), "the broker refused a dead letter; skipping it");
             return None;
@@ -1407,6 +1423,17 @@ mod tests {
         out.dead_letter(&input(Some(vec![1; 1000])), DeadLetterKind::Invalid, "bad");
         assert_eq!(out.records[1].payload.as_ref().map(Vec::len), Some(1000));
         assert_eq!(header(&out.records[1], dead_letter_headers::TRUNCATED), None);
+        assert!(!out.records[1].shorten(), "nothing to cut");
+        // One that fits the stage's records but that the dead-letter topic refuses is
+        // tried again with its first bytes, once.
+        out.dead_letter(&input(Some(vec![2; 200 << 10])), DeadLetterKind::Invalid, "bad");
+        let letter = &mut out.records[2];
+        assert_eq!(header(letter, dead_letter_headers::TRUNCATED), None);
+        assert!(letter.shorten());
+        assert_eq!(letter.payload.as_ref().map(Vec::len), Some(DEAD_LETTER_KEPT_BYTES));
+        assert_eq!(header(letter, dead_letter_headers::ORIGINAL_BYTES), Some("204800"));
+        assert_eq!(header(letter, dead_letter_headers::TRUNCATED), Some("true"));
+        assert!(!letter.shorten(), "once");
     }
 
     #[test]
