@@ -342,10 +342,19 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
     let metrics = &shared.metrics;
     match answer {
         Ok(answer) => {
-            let body = answer.body.unwrap_or_default();
-            let body = if answer.truncated { whole_lines(&body) } else { &body };
-            let (rules, server_failure) =
-                RobotsRules::from_answer(answer.status.as_u16(), body, &shared.agent);
+            let (body, status, agent) =
+                (answer.body.unwrap_or_default(), answer.status.as_u16(), shared.agent.clone());
+            let truncated = answer.truncated;
+            // Off the async threads: a file of thousands of wildcard rules takes seconds
+            // to compile, and other hosts' requests must not wait for it.
+            let parsed = tokio::task::spawn_blocking(move || {
+                let body = if truncated { whole_lines(&body) } else { &body };
+                RobotsRules::from_answer(status, body, &agent)
+            })
+            .await;
+            let (rules, server_failure) = parsed.unwrap_or_else(|error| {
+                (RobotsRules::DisallowAll { reason: format!("reading robots.txt failed: {error}") }, true)
+            });
             let result = match (&rules, server_failure) {
                 (_, true) => "server_error",
                 (RobotsRules::Parsed(_), _) => "parsed",

@@ -38,17 +38,25 @@ impl RobotsRules {
     /// redirects.
     pub fn from_answer(status: u16, body: &[u8], agent: &str) -> (Self, bool) {
         match status {
-            200..=299 => match Robot::new(agent, body) {
-                Ok(robot) => (Self::Parsed(Box::new(robot)), false),
-                // The parser accepts nearly anything; what it cannot read has no rules
-                // that could apply, as with an empty file.
-                Err(_) => (Self::AllowAll, false),
-            },
+            200..=299 => (Self::parsed(agent, body), false),
             429 | 500..=599 => (Self::DisallowAll { reason: format!("robots.txt answered {status}") }, true),
             // 4xx: the site has no robots.txt. Anything else that gets here (a redirect
             // chain past the limit, 1xx) leaves no rules to follow either.
             _ => (Self::AllowAll, false),
         }
+    }
+
+    /// The rules of a robots.txt for `agent`. The parser refuses a whole file for one rule
+    /// it cannot compile (a pattern past its regex engine's size limit): such rules are
+    /// dropped and the rest parsed again, as RFC 9309 §2.2 asks of lines that do not
+    /// parse. A file it still refuses has no rules that could apply, as an empty one.
+    fn parsed(agent: &str, body: &[u8]) -> Self {
+        let robot = Robot::new(agent, body).or_else(|_| {
+            let kept: Vec<&[u8]> =
+                body.split(|&byte| byte == b'\n').filter(|line| !is_refused_rule(line)).collect();
+            Robot::new(agent, &kept.join(&b'\n'))
+        });
+        robot.map_or(Self::AllowAll, |robot| Self::Parsed(Box::new(robot)))
     }
 
     /// Whether `url` (of this origin) may be fetched.
@@ -75,6 +83,23 @@ impl RobotsRules {
             _ => "disallowed by robots.txt".to_owned(),
         }
     }
+}
+
+/// Rule lines shorter than this are not checked one by one: the parser's regex engine
+/// refuses only long patterns (of `a$` repeated, the first refused here was 4 KiB), and a
+/// file of thousands of short rules would otherwise be parsed once per rule.
+const SHORT_RULE_BYTES: usize = 512;
+
+/// Whether `line` is an Allow or Disallow rule the parser refuses on its own.
+fn is_refused_rule(line: &[u8]) -> bool {
+    if line.len() < SHORT_RULE_BYTES {
+        return false;
+    }
+    let field = line.trim_ascii_start();
+    let is_rule = [&b"allow"[..], b"disallow"]
+        .iter()
+        .any(|name| field.get(..name.len()).is_some_and(|start| start.eq_ignore_ascii_case(name)));
+    is_rule && Robot::new("*", &[&b"User-agent: *\n"[..], line].concat()).is_err()
 }
 
 /// The complete lines of a robots.txt cut at [`MAX_ROBOTS_BYTES`]: half a rule can mean
@@ -178,6 +203,20 @@ mod tests {
         let (others, _) = RobotsRules::from_answer(200, ROBOTS, "somebot");
         assert!(!others.allows("http://h/everyone-else/x.html"));
         assert_eq!(others.crawl_delay(), None);
+    }
+
+    /// A rule the parser refuses on its own (a pattern too large for its regex engine)
+    /// is dropped and the others still apply, as RFC 9309 §2.2 asks of unparsable lines.
+    #[test]
+    fn a_rule_the_parser_refuses_leaves_the_others_in_force() {
+        let huge = format!("/{}$", "a*b".repeat(20_000));
+        let file = format!("User-agent: *\nDisallow: /private/\nDisallow: {huge}\nAllow: /private/open\n");
+        assert!(Robot::new("recrawl", file.as_bytes()).is_err(), "the parser refuses the file as a whole");
+        let (rules, failure) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        assert!(!failure);
+        assert!(!rules.allows("http://h/private/secret.html"));
+        assert!(rules.allows("http://h/private/open.html"));
+        assert!(rules.allows("http://h/public.html"));
     }
 
     #[test]
