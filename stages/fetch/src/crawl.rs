@@ -12,6 +12,7 @@
 //! batch run as concurrent tasks.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -44,6 +45,9 @@ pub struct CrawlSettings {
     pub max_retry_after: Duration,
     /// How long one batch may hold its picks; the rest are requeued.
     pub batch_budget: Duration,
+    /// Body bytes one batch may hold before its picks not yet started are requeued: the
+    /// results are published together, after the last request.
+    pub batch_body_bytes: u64,
     /// Same-host `<frame>` documents fetched per page for their links.
     pub max_frames: usize,
     pub robots: RobotsLifetimes,
@@ -62,6 +66,7 @@ impl Default for CrawlSettings {
             overload_pause: Duration::from_secs(60),
             max_retry_after: Duration::from_secs(3600),
             batch_budget: Duration::from_secs(60),
+            batch_body_bytes: 256 << 20,
             max_frames: 4,
             robots: RobotsLifetimes {
                 ttl: Duration::from_secs(24 * 3600),
@@ -146,6 +151,8 @@ struct Shared {
     agent: String,
     robots: Mutex<RobotsCache>,
     permits: Semaphore,
+    /// Body bytes the batch's results hold so far.
+    batch_bytes: AtomicU64,
     metrics: FetchMetrics,
     shutdown: CancellationToken,
     /// The host whose task panics, to test that a panic costs only that host's picks.
@@ -187,6 +194,7 @@ impl Crawler {
             agent,
             robots,
             permits,
+            batch_bytes: AtomicU64::new(0),
             metrics,
             shutdown,
             #[cfg(test)]
@@ -200,6 +208,7 @@ impl Crawler {
     /// would replay the same picks into the same panic, over and over.
     pub async fn crawl(&mut self, picks: Vec<PagePick>) -> CrawlOutput {
         let budget_end = later(Instant::now(), self.shared.settings.batch_budget);
+        self.shared.batch_bytes.store(0, Ordering::Relaxed);
         let mut by_host: HashMap<String, Vec<Indexed>> = HashMap::new();
         let total = picks.len();
         for (index, pick) in picks.into_iter().enumerate() {
@@ -476,6 +485,11 @@ async fn serve_pick(
     if !rules.allows(&pick.url) {
         return not_requested(&pick, FetchOutcome::RobotsDenied, rules.denial(), crawl_delay);
     }
+    // The batch holds all it may: the next batch, right after this one is published,
+    // takes the pick.
+    if shared.batch_bytes.load(Ordering::Relaxed) >= shared.settings.batch_body_bytes {
+        return Served::Requeue(pick);
+    }
     let Some(slot) = reserve(shared, gate, deadline, budget_end) else {
         let next = lock(gate).earliest(now, shared.settings.min_host_delay);
         if deadline.is_some_and(|deadline| next > deadline) {
@@ -489,6 +503,7 @@ async fn serve_pick(
         return Served::Requeue(pick);
     }
     let mut result = request(shared, gate, || shared.fetcher.fetch(&pick)).await;
+    shared.batch_bytes.fetch_add(result.body.len() as u64, Ordering::Relaxed);
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     if matches!(result.http_status, Some(429 | 503)) {
         let pause = result.retry_after_ms.map_or(shared.settings.overload_pause, |ms| {
@@ -801,6 +816,30 @@ mod tests {
         let m1 = format!("http://{address}/m1.html");
         assert_eq!(links, [(own.as_str(), 2), (m1.as_str(), 1), ("http://elsewhere.test/x.html", 1)]);
         assert_eq!(paths(&log), ["/robots.txt", "/index.html", "/menu.html"]);
+    }
+
+    /// Once a batch holds its limit of body bytes, the picks not yet started go back to
+    /// the topic, and the next batch (with nothing held) fetches them.
+    #[tokio::test]
+    async fn a_batch_holding_its_body_limit_requeues_the_rest() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            _ => ([(CONTENT_TYPE, "text/html")], "x".repeat(60_000)).into_response(),
+        })
+        .await;
+        let settings = CrawlSettings { batch_body_bytes: 100_000, ..no_delay() };
+        let mut crawler = crawler(settings);
+        let picks: Vec<PagePick> = (0..5).map(|i| pick(&format!("http://{address}/p{i}.html"))).collect();
+        let output = crawler.crawl(picks.clone()).await;
+        assert_eq!(
+            outcomes(&output),
+            [("p0.html".into(), FetchOutcome::Downloaded), ("p1.html".into(), FetchOutcome::Downloaded)]
+        );
+        assert_eq!(output.requeued, picks[2..]);
+        assert_eq!(paths(&log), ["/robots.txt", "/p0.html", "/p1.html"]);
+        let next = crawler.crawl(output.requeued).await;
+        assert_eq!(next.crawled.len(), 2, "the next batch starts with nothing held");
+        assert_eq!(next.requeued, picks[4..]);
     }
 
     #[tokio::test]

@@ -134,6 +134,12 @@ pub struct PolitenessArgs {
     /// put back on the fetch topic, milliseconds; below max.poll.interval.ms.
     #[arg(long, env = "RECRAWL_FETCH_BATCH_BUDGET_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_budget_ms: u64,
+    /// Body bytes one input batch may hold before its picks not yet started are put back
+    /// on the fetch topic (its results are published together at its end). With up to
+    /// --concurrency requests of --max-body-bytes in flight on top, this bounds the
+    /// stage's memory: 256 MiB and 64 × 8 MiB fit the deploy files' 1 GiB.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_BATCH_BODY_BYTES", default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_batch_body_bytes: u64,
     /// How long a fetched robots.txt (or its absence) is trusted, milliseconds.
     #[arg(long, env = "RECRAWL_FETCH_ROBOTS_TTL_MS", default_value_t = 86_400_000)]
     pub robots_ttl_ms: u64,
@@ -211,6 +217,7 @@ impl FetchArgs {
             overload_pause: Duration::from_millis(p.overload_pause_ms),
             max_retry_after: Duration::from_millis(p.max_retry_after_ms),
             batch_budget: Duration::from_millis(p.batch_budget_ms),
+            batch_body_bytes: p.max_batch_body_bytes,
             max_frames: self.max_frames,
             robots: RobotsLifetimes {
                 ttl: Duration::from_millis(p.robots_ttl_ms),
