@@ -20,7 +20,7 @@ fn bench(c: &mut Criterion) {
     let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(86_400), error_ttl: Duration::from_secs(600) };
     let now = Instant::now();
     let full = || {
-        let mut cache = RobotsCache::new(lifetimes, CAPACITY);
+        let mut cache = RobotsCache::new(lifetimes, CAPACITY, usize::MAX);
         for origin in origins(CAPACITY, 0) {
             cache.insert(&origin, RobotsRules::AllowAll, false, now);
         }

@@ -53,6 +53,8 @@ pub struct CrawlSettings {
     pub robots: RobotsLifetimes,
     /// Origins whose robots.txt is kept.
     pub robots_capacity: usize,
+    /// About the memory the kept robots.txt rules may take.
+    pub robots_cache_bytes: usize,
     /// The User-Agent, whose product token selects the robots.txt group.
     pub user_agent: String,
 }
@@ -73,6 +75,7 @@ impl Default for CrawlSettings {
                 error_ttl: Duration::from_secs(3600),
             },
             robots_capacity: 100_000,
+            robots_cache_bytes: 128 << 20,
             user_agent: "recrawl/0.1".to_owned(),
         }
     }
@@ -184,7 +187,11 @@ impl Crawler {
         metrics: FetchMetrics,
         shutdown: CancellationToken,
     ) -> Self {
-        let robots = Mutex::new(RobotsCache::new(settings.robots, settings.robots_capacity));
+        let robots = Mutex::new(RobotsCache::new(
+            settings.robots,
+            settings.robots_capacity,
+            settings.robots_cache_bytes,
+        ));
         let agent = agent_token(&settings.user_agent).to_owned();
         let permits = Semaphore::new(settings.concurrency.max(1));
         let shared = Shared {
@@ -366,7 +373,7 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
             });
             let result = match (&rules, server_failure) {
                 (_, true) => "server_error",
-                (RobotsRules::Parsed(_), _) => "parsed",
+                (RobotsRules::Parsed { .. }, _) => "parsed",
                 _ => "absent",
             };
             metrics.robots.with_label_values(&[result]).inc();

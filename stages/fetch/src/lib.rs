@@ -149,6 +149,11 @@ pub struct PolitenessArgs {
     /// Origins whose robots.txt is kept in memory.
     #[arg(long, env = "RECRAWL_FETCH_ROBOTS_CACHE_ORIGINS", default_value_t = 100_000)]
     pub robots_cache_origins: usize,
+    /// About the memory the kept robots.txt rules may take, bytes (a file's text, and
+    /// 32 KiB for each of its at most 200 rules ending in `$`, which compile to regexes);
+    /// the least recently used origins go first.
+    #[arg(long, env = "RECRAWL_FETCH_ROBOTS_CACHE_BYTES", default_value_t = 128 << 20)]
+    pub robots_cache_bytes: usize,
 }
 
 /// A flag combination that cannot work.
@@ -224,6 +229,7 @@ impl FetchArgs {
                 error_ttl: Duration::from_millis(p.robots_error_ttl_ms),
             },
             robots_capacity: p.robots_cache_origins,
+            robots_cache_bytes: p.robots_cache_bytes,
             user_agent: self.http.user_agent.clone(),
         }
     }

@@ -2,6 +2,7 @@
 //! convention), and a per-origin cache with a lifetime, so a host's rules cost one request
 //! per `--robots-ttl-ms` rather than one per page.
 
+use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,9 +29,21 @@ pub enum RobotsRules {
     /// robots.txt could not be read because the server failed (5xx or 429): the site
     /// is treated as disallowed until the entry expires.
     DisallowAll { reason: String },
-    /// Parsed rules for our user-agent token.
-    Parsed(Box<Robot>),
+    /// Parsed rules for our user-agent token, and about the memory they take.
+    Parsed { robot: Box<Robot>, bytes: usize },
 }
+
+/// Rules ending in `$` compiled per robots.txt: the parser compiles each into a regex
+/// (13 to 30 KB each, measured), where other rules are prefix and substring checks, so a
+/// 500 KiB file of them held 260 MB and took 0.8 s to parse. Past these, a `Disallow` loses its `$` (it then covers
+/// more) and an `Allow` is dropped (it then permits less): never more than the file says.
+pub const MAX_END_ANCHORED_RULES: usize = 200;
+
+/// What one compiled `$` rule is counted as in the cache's budget.
+const END_ANCHORED_RULE_BYTES: usize = 32 << 10;
+
+/// What the cache counts for an entry besides its rules: the origin, the entry, the `Arc`.
+const ENTRY_BYTES: usize = 256;
 
 impl RobotsRules {
     /// The rules an answer for `/robots.txt` stands for, and whether it was a server
@@ -51,12 +64,23 @@ impl RobotsRules {
     /// dropped and the rest parsed again, as RFC 9309 §2.2 asks of lines that do not
     /// parse. A file it still refuses has no rules that could apply, as an empty one.
     fn parsed(agent: &str, body: &[u8]) -> Self {
-        let robot = Robot::new(agent, body).or_else(|_| {
+        let (body, anchored) = bound_end_anchored(body);
+        let robot = Robot::new(agent, &body).or_else(|_| {
             let kept: Vec<&[u8]> =
                 body.split(|&byte| byte == b'\n').filter(|line| !is_refused_rule(line)).collect();
             Robot::new(agent, &kept.join(&b'\n'))
         });
-        robot.map_or(Self::AllowAll, |robot| Self::Parsed(Box::new(robot)))
+        let bytes = body.len().saturating_add(anchored.saturating_mul(END_ANCHORED_RULE_BYTES));
+        robot.map_or(Self::AllowAll, |robot| Self::Parsed { robot: Box::new(robot), bytes })
+    }
+
+    /// About the memory these rules take, for the cache's budget.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Self::AllowAll => 0,
+            Self::DisallowAll { reason } => reason.len(),
+            Self::Parsed { bytes, .. } => *bytes,
+        }
     }
 
     /// Whether `url` (of this origin) may be fetched.
@@ -64,14 +88,14 @@ impl RobotsRules {
         match self {
             Self::AllowAll => true,
             Self::DisallowAll { .. } => false,
-            Self::Parsed(robot) => robot.allowed(url),
+            Self::Parsed { robot, .. } => robot.allowed(url),
         }
     }
 
     /// The Crawl-delay for our user-agent, at most [`MAX_CRAWL_DELAY`]; a negative or
     /// non-finite one is no delay at all.
     pub fn crawl_delay(&self) -> Option<Duration> {
-        let Self::Parsed(robot) = self else { return None };
+        let Self::Parsed { robot, .. } = self else { return None };
         let seconds = robot.delay.filter(|seconds| seconds.is_finite() && *seconds >= 0.0)?;
         Duration::try_from_secs_f32(seconds.min(MAX_CRAWL_DELAY.as_secs_f32())).ok()
     }
@@ -85,6 +109,51 @@ impl RobotsRules {
     }
 }
 
+/// `body` with the `Allow` and `Disallow` rules ending in `$` past the first
+/// [`MAX_END_ANCHORED_RULES`] made prefix rules or dropped, and how many it keeps.
+fn bound_end_anchored(body: &[u8]) -> (Cow<'_, [u8]>, usize) {
+    let anchored = |line: &[u8]| rule_field(line).is_some() && line.contains(&b'$');
+    let total = body.split(|&byte| byte == b'\n').filter(|line| anchored(line)).count();
+    if total <= MAX_END_ANCHORED_RULES {
+        return (Cow::Borrowed(body), total);
+    }
+    let mut seen = 0usize;
+    let mut bounded = Vec::with_capacity(body.len());
+    for line in body.split(|&byte| byte == b'\n') {
+        if anchored(line) {
+            seen = seen.saturating_add(1);
+            if seen > MAX_END_ANCHORED_RULES {
+                if let Some(RuleField::Disallow) = rule_field(line) {
+                    bounded.extend(line.iter().filter(|&&byte| byte != b'$'));
+                }
+                bounded.push(b'\n');
+                continue;
+            }
+        }
+        bounded.extend_from_slice(line);
+        bounded.push(b'\n');
+    }
+    (Cow::Owned(bounded), MAX_END_ANCHORED_RULES)
+}
+
+enum RuleField {
+    Allow,
+    Disallow,
+}
+
+/// Which rule `line` is, if it is one (field names are case-insensitive).
+fn rule_field(line: &[u8]) -> Option<RuleField> {
+    let field = line.trim_ascii_start();
+    let starts = |name: &[u8]| field.get(..name.len()).is_some_and(|start| start.eq_ignore_ascii_case(name));
+    if starts(b"allow") {
+        Some(RuleField::Allow)
+    } else if starts(b"disallow") {
+        Some(RuleField::Disallow)
+    } else {
+        None
+    }
+}
+
 /// Rule lines shorter than this are not checked one by one: the parser's regex engine
 /// refuses only long patterns (of `a$` repeated, the first refused here was 4 KiB), and a
 /// file of thousands of short rules would otherwise be parsed once per rule.
@@ -95,11 +164,7 @@ fn is_refused_rule(line: &[u8]) -> bool {
     if line.len() < SHORT_RULE_BYTES {
         return false;
     }
-    let field = line.trim_ascii_start();
-    let is_rule = [&b"allow"[..], b"disallow"]
-        .iter()
-        .any(|name| field.get(..name.len()).is_some_and(|start| start.eq_ignore_ascii_case(name)));
-    is_rule && Robot::new("*", &[&b"User-agent: *\n"[..], line].concat()).is_err()
+    rule_field(line).is_some() && Robot::new("*", &[&b"User-agent: *\n"[..], line].concat()).is_err()
 }
 
 /// The complete lines of a robots.txt cut at [`MAX_ROBOTS_BYTES`]: half a rule can mean
@@ -132,22 +197,27 @@ pub struct RobotsLifetimes {
 struct Entry {
     rules: Arc<RobotsRules>,
     expires: Instant,
+    /// What the entry counts in the cache's byte budget.
+    bytes: usize,
 }
 
 /// robots.txt rules by origin (`scheme://host:port`), each kept until it expires; at most
-/// `capacity` origins, the least recently used dropped first. Insert and lookup are O(1):
-/// a crawl over millions of hosts keeps the cache full, and the scan for the entry to drop
-/// it replaced cost O(capacity) per insert. An expired entry is dropped when looked up.
+/// `capacity` origins and about `budget_bytes` of rules, the least recently used dropped
+/// first. Insert and lookup are O(1): a crawl over millions of hosts keeps the cache full,
+/// and the scan for the entry to drop it replaced cost O(capacity) per insert. An expired
+/// entry is dropped when looked up.
 #[derive(Debug)]
 pub struct RobotsCache {
     entries: LruCache<String, Entry>,
     lifetimes: RobotsLifetimes,
+    budget_bytes: usize,
+    bytes: usize,
 }
 
 impl RobotsCache {
-    pub fn new(lifetimes: RobotsLifetimes, capacity: usize) -> Self {
+    pub fn new(lifetimes: RobotsLifetimes, capacity: usize, budget_bytes: usize) -> Self {
         let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
-        Self { entries: LruCache::new(capacity), lifetimes }
+        Self { entries: LruCache::new(capacity), lifetimes, budget_bytes, bytes: 0 }
     }
 
     /// The live rules of `origin`, if any; a lookup counts as a use.
@@ -155,7 +225,9 @@ impl RobotsCache {
         match self.entries.get(origin) {
             Some(entry) if entry.expires > now => Some(entry.rules.clone()),
             Some(_) => {
-                self.entries.pop(origin);
+                if let Some(entry) = self.entries.pop(origin) {
+                    self.bytes = self.bytes.saturating_sub(entry.bytes);
+                }
                 None
             }
             None => None,
@@ -171,13 +243,28 @@ impl RobotsCache {
         now: Instant,
     ) -> Arc<RobotsRules> {
         let lifetime = if server_failure { self.lifetimes.error_ttl } else { self.lifetimes.ttl };
+        let bytes = rules.bytes().saturating_add(origin.len()).saturating_add(ENTRY_BYTES);
         let rules = Arc::new(rules);
-        self.entries.put(origin.to_owned(), Entry { rules: rules.clone(), expires: later(now, lifetime) });
+        let entry = Entry { rules: rules.clone(), expires: later(now, lifetime), bytes };
+        // The entry it replaced, or the least recently used one when the cache was full.
+        if let Some((_, gone)) = self.entries.push(origin.to_owned(), entry) {
+            self.bytes = self.bytes.saturating_sub(gone.bytes);
+        }
+        self.bytes = self.bytes.saturating_add(bytes);
+        while self.bytes > self.budget_bytes && self.entries.len() > 1 {
+            let Some((_, gone)) = self.entries.pop_lru() else { break };
+            self.bytes = self.bytes.saturating_sub(gone.bytes);
+        }
         rules
     }
 
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// What the entries count in the byte budget.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     pub fn is_empty(&self) -> bool {
@@ -235,7 +322,7 @@ mod tests {
         for (value, expected) in cases {
             let file = format!("User-agent: *\nCrawl-delay: {value}\nDisallow: /x\n");
             let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
-            assert!(matches!(rules, RobotsRules::Parsed(_)), "{value}");
+            assert!(matches!(rules, RobotsRules::Parsed { .. }), "{value}");
             assert_eq!(rules.crawl_delay(), expected, "Crawl-delay: {value}");
         }
     }
@@ -263,7 +350,7 @@ mod tests {
     #[test]
     fn entries_expire_and_failures_expire_sooner() {
         let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(100), error_ttl: Duration::from_secs(10) };
-        let mut cache = RobotsCache::new(lifetimes, 10);
+        let mut cache = RobotsCache::new(lifetimes, 10, usize::MAX);
         let now = Instant::now();
         cache.insert("http://a", RobotsRules::AllowAll, false, now);
         cache.insert("http://b", RobotsRules::DisallowAll { reason: "503".into() }, true, now);
@@ -276,7 +363,7 @@ mod tests {
     #[test]
     fn a_full_cache_drops_the_least_recently_used() {
         let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(100), error_ttl: Duration::from_secs(10) };
-        let mut cache = RobotsCache::new(lifetimes, 2);
+        let mut cache = RobotsCache::new(lifetimes, 2, usize::MAX);
         let now = Instant::now();
         cache.insert("http://a", RobotsRules::AllowAll, false, now);
         cache.insert("http://b", RobotsRules::AllowAll, true, now);
@@ -287,10 +374,53 @@ mod tests {
         assert!(cache.get("http://a", now).is_some() && cache.get("http://c", now).is_some());
     }
 
+    /// Past the first rules ending in `$`, a Disallow covers more and an Allow goes: the
+    /// file never permits more than it says, and its compiled rules stay bounded.
+    #[test]
+    fn rules_ending_in_a_dollar_are_compiled_up_to_a_bound() {
+        let mut file = String::from("User-agent: *\nDisallow: /shop/\n");
+        for i in 0..MAX_END_ANCHORED_RULES + 50 {
+            file.push_str(&format!("Disallow: /d{i}.html$\nAllow: /shop/a{i}.html$\n"));
+        }
+        let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        let (first, last) = (0, MAX_END_ANCHORED_RULES + 49);
+        assert!(!rules.allows(&format!("http://h/d{first}.html")));
+        assert!(rules.allows(&format!("http://h/d{first}.html?page=2")), "the first rules keep their $");
+        assert!(!rules.allows(&format!("http://h/d{last}.html")));
+        assert!(!rules.allows(&format!("http://h/d{last}.html?page=2")), "a later Disallow covers more");
+        assert!(rules.allows("http://h/shop/a0.html"), "the first Allow rules hold");
+        assert!(!rules.allows(&format!("http://h/shop/a{last}.html")), "a later Allow is dropped");
+        let bytes = rules.bytes();
+        assert!(bytes >= MAX_END_ANCHORED_RULES * END_ANCHORED_RULE_BYTES);
+        assert!(bytes <= file.len() + MAX_END_ANCHORED_RULES * END_ANCHORED_RULE_BYTES);
+    }
+
+    #[test]
+    fn the_cache_keeps_its_rules_within_the_byte_budget() {
+        let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(100), error_ttl: Duration::from_secs(10) };
+        let file = "User-agent: *\nDisallow: /a$\nDisallow: /b$\n";
+        let (one, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        let entry = one.bytes() + "http://h0".len() + ENTRY_BYTES;
+        let mut cache = RobotsCache::new(lifetimes, 1000, 3 * entry);
+        let now = Instant::now();
+        for host in 0..5 {
+            let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+            cache.insert(&format!("http://h{host}"), rules, false, now);
+        }
+        assert_eq!(cache.len(), 3, "three entries fit the budget");
+        assert_eq!(cache.bytes(), 3 * entry);
+        assert!(cache.get("http://h1", now).is_none() && cache.get("http://h2", now).is_some());
+        let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        cache.insert("http://h2", rules, false, now);
+        assert_eq!((cache.len(), cache.bytes()), (3, 3 * entry), "a replaced entry is not counted twice");
+        assert!(cache.get("http://h2", now + Duration::from_secs(200)).is_none());
+        assert_eq!(cache.bytes(), 2 * entry, "an expired entry leaves the budget");
+    }
+
     #[test]
     fn an_expired_entry_is_not_served_and_leaves_the_cache() {
         let lifetimes = RobotsLifetimes { ttl: Duration::from_secs(100), error_ttl: Duration::from_secs(10) };
-        let mut cache = RobotsCache::new(lifetimes, 100_000);
+        let mut cache = RobotsCache::new(lifetimes, 100_000, usize::MAX);
         let now = Instant::now();
         for host in 0..100_000 {
             cache.insert(&format!("http://h{host}"), RobotsRules::AllowAll, host % 2 == 0, now);
