@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::http::{error_text, redacted, unanswered, Fetcher, Reading};
+use crate::http::{any_redirect, error_text, redacted, unanswered, Fetcher, Reading};
 use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
@@ -332,6 +332,19 @@ fn origin_of(url: &str) -> String {
     Url::parse(url).map(|u| u.origin().ascii_serialization()).unwrap_or_default()
 }
 
+/// Whether a request for a URL of `origin`, whose robots.txt says `rules`, may follow a
+/// redirect to `target`: the robots.txt of the target's origin decides where it is known
+/// (the same origin's, or one in the cache). A hop to an origin whose robots.txt is not
+/// known is followed, and that origin's hosts' delays do not apply to it.
+fn redirect_allowed(shared: &Shared, origin: &str, rules: &RobotsRules, target: &Url) -> bool {
+    let target_origin = target.origin().ascii_serialization();
+    if target_origin == origin {
+        return rules.allows(target.as_str());
+    }
+    let known = lock(&shared.robots).get(&target_origin, Instant::now());
+    known.is_none_or(|rules| rules.allows(target.as_str()))
+}
+
 /// robots.txt is read whatever its type, and one past [`MAX_ROBOTS_BYTES`] only that far,
 /// as RFC 9309 §2.5 allows.
 const ROBOTS_READING: Reading = Reading { cap: MAX_ROBOTS_BYTES, any_type: true, truncate: true };
@@ -353,8 +366,10 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
     if !wait_for(shared, slot).await {
         return Robots::NotYet;
     }
-    let answer =
-        request(shared, gate, || shared.fetcher.get_document(robots_url.clone(), ROBOTS_READING)).await;
+    let answer = request(shared, gate, || {
+        shared.fetcher.get_document(robots_url.clone(), ROBOTS_READING, &any_redirect)
+    })
+    .await;
     let metrics = &shared.metrics;
     match answer {
         Ok(answer) => {
@@ -509,7 +524,9 @@ async fn serve_pick(
     if !wait_for(shared, slot).await {
         return Served::Requeue(pick);
     }
-    let mut result = request(shared, gate, || shared.fetcher.fetch(&pick)).await;
+    let origin = origin_of(&pick.url);
+    let may_follow = |target: &Url| redirect_allowed(shared, &origin, &rules, target);
+    let mut result = request(shared, gate, || shared.fetcher.fetch(&pick, &may_follow)).await;
     shared.batch_bytes.fetch_add(result.body.len() as u64, Ordering::Relaxed);
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     if matches!(result.http_status, Some(429 | 503)) {
@@ -544,11 +561,13 @@ async fn page_links(
     };
     let (filter, depth) = (&shared.filter, result.depth.saturating_add(1));
     let mut links = extract_links(&page_url, &result.body, filter, depth);
+    // `rules` are the pick's origin's; a redirect may have brought the page elsewhere.
+    let origin = origin_of(&result.url);
     let mut fetched = 0;
     for frame in std::mem::take(&mut links.frames) {
         let fetchable = fetched < shared.settings.max_frames
             && frame.origin() == page_url.origin()
-            && rules.allows(frame.as_str());
+            && redirect_allowed(shared, &origin, rules, &frame);
         let slot = fetchable.then(|| reserve(shared, gate, deadline, budget_end)).flatten();
         let Some(slot) = slot else {
             links.record(frame, filter, depth);
@@ -560,7 +579,9 @@ async fn page_links(
             continue;
         }
         let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };
-        let answer = request(shared, gate, || shared.fetcher.get_document(frame.clone(), reading)).await;
+        let may_follow = |target: &Url| redirect_allowed(shared, &origin, rules, target);
+        let answer =
+            request(shared, gate, || shared.fetcher.get_document(frame.clone(), reading, &may_follow)).await;
         let frame_links = match answer {
             Ok(answer) if answer.status.is_success() => answer.body.map(|body| {
                 let frame_url = answer.redirects.last().unwrap_or(&frame);
@@ -590,7 +611,7 @@ mod tests {
 
     use axum::body::{Body, Bytes};
     use axum::extract::Request;
-    use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+    use axum::http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER};
     use axum::http::StatusCode;
     use axum::response::{IntoResponse, Response};
     use axum::routing::get;
@@ -725,6 +746,53 @@ mod tests {
             ["/robots.txt", "/open.html", "/open.html"],
             "one robots.txt, no private page"
         );
+    }
+
+    /// A redirect into a path the origin's robots.txt disallows is not followed: the pick
+    /// ends as denied, with the refused hop among its redirects.
+    #[tokio::test]
+    async fn a_redirect_into_a_disallowed_path_is_not_followed() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => html("User-agent: *\nDisallow: /private/\n"),
+            "/old.html" => (StatusCode::MOVED_PERMANENTLY, [(LOCATION, "/private/x.html")]).into_response(),
+            "/moved.html" => (StatusCode::MOVED_PERMANENTLY, [(LOCATION, "/new.html")]).into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let mut crawler = crawler(no_delay());
+        let picks = ["old.html", "moved.html"].map(|page| pick(&format!("http://{address}/{page}")));
+        let output = crawler.crawl(picks.to_vec()).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("old.html".into(), FetchOutcome::RobotsDenied),
+                ("moved.html".into(), FetchOutcome::Downloaded)
+            ]
+        );
+        let denied = &output.crawled[0].result;
+        assert_eq!(denied.redirects, [format!("http://{address}/private/x.html")]);
+        assert!(denied.error.as_deref().unwrap_or_default().contains("robots.txt"), "{:?}", denied.error);
+        assert_eq!(paths(&log), ["/robots.txt", "/old.html", "/moved.html", "/new.html"]);
+    }
+
+    /// A hop to another origin follows that origin's robots.txt where it is cached, and is
+    /// followed where it is not known.
+    #[test]
+    fn a_redirect_elsewhere_follows_the_robots_txt_known_there() {
+        let crawler = crawler(no_delay());
+        let (strict, _) = RobotsRules::from_answer(200, b"User-agent: *\nDisallow: /\n", "recrawl");
+        lock(&crawler.shared.robots).insert("http://b.test", strict, false, Instant::now());
+        let allowed = |target: &str| {
+            redirect_allowed(
+                &crawler.shared,
+                "http://a.test",
+                &RobotsRules::AllowAll,
+                &Url::parse(target).unwrap(),
+            )
+        };
+        assert!(allowed("http://a.test/x.html"), "the page's own origin: its rules");
+        assert!(!allowed("http://b.test/x.html"), "cached: disallowed there");
+        assert!(allowed("https://b.test/x.html"), "another origin, not known: followed");
     }
 
     #[tokio::test]

@@ -25,6 +25,14 @@ use crate::address::{
 
 pub use recrawl_schemas::messages::bounds::{MAX_REDIRECTS, MAX_URL_BYTES};
 
+/// Whether a redirect to a URL may be followed: robots.txt's say, which the caller knows.
+pub type MayFollow<'a> = dyn Fn(&Url) -> bool + Send + Sync + 'a;
+
+/// Every redirect may be followed (robots.txt itself, tests).
+pub fn any_redirect(_: &Url) -> bool {
+    true
+}
+
 /// Longest `Content-Type`, `ETag` or `Last-Modified` kept; a longer one is dropped.
 pub const MAX_HEADER_BYTES: usize = 1024;
 
@@ -155,10 +163,10 @@ impl Fetcher {
     /// how far it got, and it is 0 when an oversized `Content-Length` was refused before
     /// reading. Bodies of other answers are not read, so for those `latency_ms` ends at
     /// the response headers.
-    pub async fn fetch(&self, pick: &PagePick) -> FetchResult {
+    pub async fn fetch(&self, pick: &PagePick, may_follow: &MayFollow<'_>) -> FetchResult {
         let mut result = unanswered(pick, FetchOutcome::Other);
         let started = Instant::now();
-        result.outcome = match self.within_timeout(self.request(pick, &mut result)).await {
+        result.outcome = match self.within_timeout(self.request(pick, may_follow, &mut result)).await {
             Ok(outcome) => outcome,
             Err(failure) => {
                 let outcome = failure.outcome();
@@ -179,7 +187,12 @@ impl Fetcher {
         result
     }
 
-    async fn request(&self, pick: &PagePick, result: &mut FetchResult) -> Result<FetchOutcome, FetchFailure> {
+    async fn request(
+        &self,
+        pick: &PagePick,
+        may_follow: &MayFollow<'_>,
+        result: &mut FetchResult,
+    ) -> Result<FetchOutcome, FetchFailure> {
         let url = Url::parse(&pick.url)
             .map_err(|source| FetchFailure::UnparsableUrl { url: redacted(&pick.url), source })?;
         let mut conditions = HeaderMap::new();
@@ -191,7 +204,7 @@ impl Fetcher {
             }
         }
         let reading = Reading { cap: self.max_body_bytes, any_type: false, truncate: false };
-        let answer = self.get(url, conditions, reading, &mut result.size_bytes).await;
+        let answer = self.get(url, conditions, reading, may_follow, &mut result.size_bytes).await;
         let answer = match answer {
             Ok(answer) => answer,
             Err((failure, redirects)) => {
@@ -224,10 +237,17 @@ impl Fetcher {
 
     /// A plain GET of `url` within the request timeout, following redirects, for
     /// robots.txt and frame documents. The error is the outcome it would have as a pick's.
-    pub async fn get_document(&self, url: Url, reading: Reading) -> Result<Answer, (FetchOutcome, String)> {
+    pub async fn get_document(
+        &self,
+        url: Url,
+        reading: Reading,
+        may_follow: &MayFollow<'_>,
+    ) -> Result<Answer, (FetchOutcome, String)> {
         let mut received = 0;
         let get = async {
-            self.get(url, HeaderMap::new(), reading, &mut received).await.map_err(|(failure, _)| failure)
+            self.get(url, HeaderMap::new(), reading, may_follow, &mut received)
+                .await
+                .map_err(|(failure, _)| failure)
         };
         self.within_timeout(get).await.map_err(|failure| (failure.outcome(), failure.describe()))
     }
@@ -243,13 +263,15 @@ impl Fetcher {
     }
 
     /// GETs `url`, following up to `max_redirects` redirects, each hop checked against
-    /// the address policy. Reads the body of a 2xx answer as `reading` says, counting
-    /// into `received`. A failure comes with the redirects taken.
+    /// the address policy and `may_follow`. Reads the body of a 2xx answer as `reading`
+    /// says, counting into `received`. A failure comes with the redirects taken (and the
+    /// one refused).
     async fn get(
         &self,
         url: Url,
         headers: HeaderMap,
         reading: Reading,
+        may_follow: &MayFollow<'_>,
         received: &mut u64,
     ) -> Result<Answer, (FetchFailure, Vec<Url>)> {
         let mut redirects: Vec<Url> = Vec::new();
@@ -279,6 +301,9 @@ impl Fetcher {
                     return Err((FetchFailure::TooManyRedirects(self.max_redirects), redirects));
                 }
                 redirects.push(target.clone());
+                if !may_follow(&target) {
+                    return Err((FetchFailure::DisallowedRedirect(redacted(target.as_str())), redirects));
+                }
                 current = target;
                 continue;
             }
@@ -393,6 +418,8 @@ enum FetchFailure {
     RedirectLoop(String),
     #[error("a redirect to a URL of {0} bytes, past the limit of {MAX_URL_BYTES}")]
     LongRedirect(usize),
+    #[error("a redirect to {0}, which robots.txt disallows")]
+    DisallowedRedirect(String),
     #[error("no complete answer within {0:?}")]
     Timeout(Duration),
     #[error(transparent)]
@@ -410,6 +437,7 @@ impl FetchFailure {
             Self::TooManyRedirects(_) | Self::RedirectLoop(_) | Self::LongRedirect(_) => {
                 FetchOutcome::TooManyRedirects
             }
+            Self::DisallowedRedirect(_) => FetchOutcome::RobotsDenied,
             Self::Timeout(_) => FetchOutcome::Timeout,
             Self::Blocked(_) => FetchOutcome::BlockedAddress,
             Self::Transport(error) => transport_outcome(error),
@@ -593,7 +621,7 @@ pub(crate) mod tests {
     async fn fetch_from(router: Router, path: &str) -> FetchResult {
         let address = serve(router).await;
         let fetcher = Fetcher::new(test_config()).unwrap();
-        fetcher.fetch(&pick_for(&format!("http://{address}{path}"))).await
+        fetcher.fetch(&pick_for(&format!("http://{address}{path}")), &any_redirect).await
     }
 
     fn streamed_body(chunk_sizes: &'static [usize], then_stall: bool) -> Body {
@@ -624,7 +652,7 @@ pub(crate) mod tests {
         let address = serve(router).await;
         let pick = pick_for(&format!("http://{address}/page"));
         let before_ms = unix_ms();
-        let result = Fetcher::new(test_config()).unwrap().fetch(&pick).await;
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick, &any_redirect).await;
         let after_ms = unix_ms();
 
         assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
@@ -652,7 +680,7 @@ pub(crate) mod tests {
         let address = serve(router).await;
         let fetcher = Fetcher::new(test_config()).unwrap();
         for (path, status) in [("/missing", 404), ("/broken", 500)] {
-            let result = fetcher.fetch(&pick_for(&format!("http://{address}{path}"))).await;
+            let result = fetcher.fetch(&pick_for(&format!("http://{address}{path}")), &any_redirect).await;
             assert_eq!(result.outcome, FetchOutcome::HttpStatus, "{path}");
             assert_eq!(result.http_status, Some(status));
             assert!(result.body.is_empty());
@@ -690,8 +718,10 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn redirects_within_the_limit_are_followed() {
         let address = serve(redirect_chain()).await;
-        let result =
-            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/hop/2"))).await;
+        let result = Fetcher::new(test_config())
+            .unwrap()
+            .fetch(&pick_for(&format!("http://{address}/hop/2")), &any_redirect)
+            .await;
         assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
         assert_eq!(result.body, b"arrived");
         assert_eq!(result.final_url, Some(format!("http://{address}/hop/0")));
@@ -705,7 +735,7 @@ pub(crate) mod tests {
             .route("/pong", get(|| async { Redirect::temporary("/ping") }));
         let address = serve(router).await;
         let fetcher = Fetcher::new(FetchConfig { max_redirects: 10, ..test_config() }).unwrap();
-        let result = fetcher.fetch(&pick_for(&format!("http://{address}/ping"))).await;
+        let result = fetcher.fetch(&pick_for(&format!("http://{address}/ping")), &any_redirect).await;
         assert_eq!(result.outcome, FetchOutcome::TooManyRedirects);
         assert!(result.error.as_deref().unwrap_or_default().contains("loop"), "{:?}", result.error);
         assert_eq!(
@@ -757,12 +787,12 @@ pub(crate) mod tests {
             );
         let address = serve(router).await;
         let fetcher = Fetcher::new(test_config()).unwrap();
-        let away = fetcher.fetch(&pick_for(&format!("http://{address}/away"))).await;
+        let away = fetcher.fetch(&pick_for(&format!("http://{address}/away")), &any_redirect).await;
         assert_eq!(away.outcome, FetchOutcome::TooManyRedirects, "{:?}", away.error);
         assert!(away.redirects.is_empty() && away.final_url.is_none());
         let error = away.error.unwrap_or_default();
         assert!(error.contains("past the limit of 8192"), "{error}");
-        let headers = fetcher.fetch(&pick_for(&format!("http://{address}/headers"))).await;
+        let headers = fetcher.fetch(&pick_for(&format!("http://{address}/headers")), &any_redirect).await;
         assert_eq!(headers.outcome, FetchOutcome::Downloaded, "{:?}", headers.error);
         assert_eq!(headers.content_type.as_deref(), Some("text/html"));
         assert_eq!((headers.etag, headers.last_modified), (None, None));
@@ -805,18 +835,18 @@ pub(crate) mod tests {
         let address = serve(conditional_page()).await;
         let fetcher = Fetcher::new(test_config()).unwrap();
         let url = format!("http://{address}/page");
-        let first = fetcher.fetch(&pick_for(&url)).await;
+        let first = fetcher.fetch(&pick_for(&url), &any_redirect).await;
         assert_eq!((first.outcome, first.body.as_slice()), (FetchOutcome::Downloaded, &b"<p>v1</p>"[..]));
         let by_etag = PagePick { etag: first.etag.clone(), ..pick_for(&url) };
         let by_date = PagePick { last_modified: first.last_modified.clone(), ..pick_for(&url) };
         for pick in [by_etag, by_date] {
-            let again = fetcher.fetch(&pick).await;
+            let again = fetcher.fetch(&pick, &any_redirect).await;
             assert_eq!(again.outcome, FetchOutcome::NotModified, "{pick:?}");
             assert_eq!((again.http_status, again.size_bytes), (Some(304), 0));
             assert!(again.body.is_empty());
         }
         let stale = PagePick { etag: Some("\"v0\"".into()), ..pick_for(&url) };
-        assert_eq!(fetcher.fetch(&stale).await.outcome, FetchOutcome::Downloaded);
+        assert_eq!(fetcher.fetch(&stale, &any_redirect).await.outcome, FetchOutcome::Downloaded);
     }
 
     #[tokio::test]
@@ -834,7 +864,7 @@ pub(crate) mod tests {
         let address = serve(router).await;
         let request_timeout = Duration::from_millis(400);
         let fetcher = Fetcher::new(FetchConfig { request_timeout, ..test_config() }).unwrap();
-        let result = fetcher.fetch(&pick_for(&format!("http://{address}/trickle"))).await;
+        let result = fetcher.fetch(&pick_for(&format!("http://{address}/trickle")), &any_redirect).await;
         assert_eq!(result.outcome, FetchOutcome::Timeout, "{:?}", result.error);
         assert!(result.size_bytes > 0, "bytes arrived before the cut");
         assert!(result.body.is_empty());
@@ -891,10 +921,11 @@ pub(crate) mod tests {
             ..test_config()
         })
         .unwrap();
-        let loopback = refusing.fetch(&pick_for(&format!("http://{address}/"))).await;
+        let loopback = refusing.fetch(&pick_for(&format!("http://{address}/")), &any_redirect).await;
         assert_eq!(loopback.outcome, FetchOutcome::BlockedAddress, "{:?}", loopback.error);
         assert!(loopback.error.as_deref().unwrap_or_default().contains("loopback"));
-        let metadata = refusing.fetch(&pick_for("http://169.254.169.254/latest/meta-data/")).await;
+        let metadata =
+            refusing.fetch(&pick_for("http://169.254.169.254/latest/meta-data/"), &any_redirect).await;
         assert_eq!(metadata.outcome, FetchOutcome::BlockedAddress);
         assert!(metadata.error.as_deref().unwrap_or_default().contains("metadata"));
         // A name is judged by what it resolves to.
@@ -906,12 +937,14 @@ pub(crate) mod tests {
             ..test_config()
         })
         .unwrap();
-        let private = named.fetch(&pick_for("http://intranet.test/")).await;
+        let private = named.fetch(&pick_for("http://intranet.test/"), &any_redirect).await;
         assert_eq!(private.outcome, FetchOutcome::BlockedAddress);
         assert!(private.error.as_deref().unwrap_or_default().contains("private"));
         // The allow-list of the test config lets the same server through.
-        let allowed =
-            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        let allowed = Fetcher::new(test_config())
+            .unwrap()
+            .fetch(&pick_for(&format!("http://{address}/")), &any_redirect)
+            .await;
         assert_eq!(allowed.outcome, FetchOutcome::Downloaded);
     }
 
@@ -927,8 +960,10 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn unknown_names_are_dns_failures() {
-        let result =
-            Fetcher::new(test_config()).unwrap().fetch(&pick_for("http://nonexistent.invalid/")).await;
+        let result = Fetcher::new(test_config())
+            .unwrap()
+            .fetch(&pick_for("http://nonexistent.invalid/"), &any_redirect)
+            .await;
         assert_eq!(result.outcome, FetchOutcome::Dns, "{:?}", result.error);
     }
 
@@ -936,7 +971,7 @@ pub(crate) mod tests {
     async fn a_failed_handshake_is_a_tls_failure() {
         let address = serve(Router::new().route("/", get(|| async { "plain" }))).await;
         let fetcher = Fetcher::new(test_config()).unwrap();
-        let result = fetcher.fetch(&pick_for(&format!("https://{address}/"))).await;
+        let result = fetcher.fetch(&pick_for(&format!("https://{address}/")), &any_redirect).await;
         assert_eq!(result.outcome, FetchOutcome::Tls, "{:?}", result.error);
     }
 
@@ -945,7 +980,7 @@ pub(crate) mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let result = Fetcher::new(test_config())
             .unwrap()
-            .fetch(&pick_for(&format!("http://crawler:s3cret@{closed}/")))
+            .fetch(&pick_for(&format!("http://crawler:s3cret@{closed}/")), &any_redirect)
             .await;
         assert_eq!(result.outcome, FetchOutcome::Connect);
         let error = result.error.unwrap_or_default();
@@ -1016,7 +1051,7 @@ pub(crate) mod tests {
         let reading = Reading { cap: SMALL_CAP, any_type: true, truncate: true };
         for (path, byte) in [("/endless", b'x'), ("/announced", b'y')] {
             let url = Url::parse(&format!("http://{address}{path}")).unwrap();
-            let answer = fetcher.get_document(url, reading).await.unwrap();
+            let answer = fetcher.get_document(url, reading, &any_redirect).await.unwrap();
             assert!(answer.truncated, "{path}");
             assert_eq!(answer.body, Some(vec![byte; 1024]), "{path}");
         }
@@ -1092,13 +1127,15 @@ pub(crate) mod tests {
         );
         let address = serve(router).await;
         let url = format!("http://{address}/bomb");
-        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&url)).await;
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick_for(&url), &any_redirect).await;
         assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
         assert!(result.size_bytes < len as u64 / 10, "inflated {} of {len} bytes", result.size_bytes);
         // The bomb is valid gzip: read with room for it all, it inflates to every zero.
         let reading = Reading { cap: len as u64, any_type: false, truncate: false };
-        let answer =
-            Fetcher::new(test_config()).unwrap().get_document(Url::parse(&url).unwrap(), reading).await;
+        let answer = Fetcher::new(test_config())
+            .unwrap()
+            .get_document(Url::parse(&url).unwrap(), reading, &any_redirect)
+            .await;
         assert_eq!(answer.unwrap().body, Some(vec![0; len]));
     }
 
@@ -1125,8 +1162,10 @@ pub(crate) mod tests {
         let response =
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n<p>cut".to_vec();
         let address = raw_server(response).await;
-        let result =
-            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        let result = Fetcher::new(test_config())
+            .unwrap()
+            .fetch(&pick_for(&format!("http://{address}/")), &any_redirect)
+            .await;
         assert_eq!(result.outcome, FetchOutcome::Other, "{:?}", result.error);
         assert!(result.body.is_empty() && result.error.is_some());
     }
@@ -1140,8 +1179,10 @@ pub(crate) mod tests {
         response.extend_from_slice(b"Content-Length: 2\r\n\r\nok");
         assert!(response.len() > 100_000);
         let address = raw_server(response).await;
-        let result =
-            Fetcher::new(test_config()).unwrap().fetch(&pick_for(&format!("http://{address}/"))).await;
+        let result = Fetcher::new(test_config())
+            .unwrap()
+            .fetch(&pick_for(&format!("http://{address}/")), &any_redirect)
+            .await;
         assert_eq!(result.outcome, FetchOutcome::Other, "{:?}", result.error);
         assert_eq!(result.http_status, None);
     }
@@ -1161,7 +1202,7 @@ pub(crate) mod tests {
         let address = serve(router).await;
         let request_timeout = Duration::from_millis(200);
         let fetcher = Fetcher::new(FetchConfig { request_timeout, ..test_config() }).unwrap();
-        let result = fetcher.fetch(&pick_for(&format!("http://{address}/stall"))).await;
+        let result = fetcher.fetch(&pick_for(&format!("http://{address}/stall")), &any_redirect).await;
         assert_eq!(result.outcome, FetchOutcome::Timeout, "{:?}", result.error);
         assert_eq!(result.http_status, None);
         assert!(result.latency_ms >= request_timeout.as_secs_f64() * 1000.0, "{}", result.latency_ms);
@@ -1171,7 +1212,7 @@ pub(crate) mod tests {
     async fn closed_port_is_a_connect_error() {
         let closed_address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let fetcher = Fetcher::new(test_config()).unwrap();
-        let result = fetcher.fetch(&pick_for(&format!("http://{closed_address}/"))).await;
+        let result = fetcher.fetch(&pick_for(&format!("http://{closed_address}/")), &any_redirect).await;
         assert_eq!(result.outcome, FetchOutcome::Connect, "{:?}", result.error);
         assert_eq!(result.http_status, None);
         let error = result.error.unwrap_or_default();
@@ -1181,7 +1222,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn unparsable_pick_url_is_other_error() {
         let pick = PagePick { url: "not a url".to_owned(), ..pick_for("http://127.0.0.1/") };
-        let result = Fetcher::new(test_config()).unwrap().fetch(&pick).await;
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick, &any_redirect).await;
         assert_eq!(result.outcome, FetchOutcome::Other);
         assert_eq!(result.url, "not a url");
         assert!(result.error.unwrap_or_default().contains("not a url"));
