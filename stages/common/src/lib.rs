@@ -31,8 +31,12 @@ pub fn http_date_ms(text: &str) -> Option<i64> {
 }
 
 /// Unix ms as an HTTP date (RFC 9110 §5.6.7, the IMF-fixdate form, to the second); `None`
-/// before 1970, which the form cannot say.
+/// before 1970 or from the year 10000, which the form cannot say.
 pub fn format_http_date(unix_ms: i64) -> Option<String> {
+    // 10000-01-01T00:00:00Z: the formatter panics from there.
+    if unix_ms >= 253_402_300_800_000 {
+        return None;
+    }
     let since_epoch = std::time::Duration::from_millis(u64::try_from(unix_ms).ok()?);
     Some(httpdate::fmt_http_date(std::time::UNIX_EPOCH.checked_add(since_epoch)?))
 }
@@ -56,6 +60,9 @@ mod tests {
         assert_eq!(text, "Mon, 24 Nov 2025 16:00:00 GMT");
         assert_eq!(http_date_ms(&text), Some(at_ms - 789));
         assert_eq!(format_http_date(-1), None);
+        assert_eq!(format_http_date(253_402_300_799_999).as_deref(), Some("Fri, 31 Dec 9999 23:59:59 GMT"));
+        assert_eq!(format_http_date(253_402_300_800_000), None);
+        assert_eq!(format_http_date(i64::MAX), None);
         assert_eq!(http_date_ms("yesterday"), None);
     }
 }

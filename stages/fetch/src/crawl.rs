@@ -443,6 +443,11 @@ async fn request<T, F: std::future::Future<Output = T>>(
     answer
 }
 
+/// Whether the batch's results hold its limit of body bytes.
+fn batch_full(shared: &Shared) -> bool {
+    shared.batch_bytes.load(Ordering::Relaxed) >= shared.settings.batch_body_bytes
+}
+
 /// Requeues `pick` once the batch's budget is spent (at once on shutdown): a pick whose
 /// host is paused past the budget then comes back at most once per budget, rather than
 /// circling through the topic as fast as the stage can read it.
@@ -509,7 +514,7 @@ async fn serve_pick(
     }
     // The batch holds all it may: the next batch, right after this one is published,
     // takes the pick.
-    if shared.batch_bytes.load(Ordering::Relaxed) >= shared.settings.batch_body_bytes {
+    if batch_full(shared) {
         return Served::Requeue(pick);
     }
     let Some(slot) = reserve(shared, gate, deadline, budget_end) else {
@@ -526,8 +531,18 @@ async fn serve_pick(
     }
     let origin = origin_of(&pick.url);
     let may_follow = |target: &Url| redirect_allowed(shared, &origin, &rules, target);
-    let mut result = request(shared, gate, || shared.fetcher.fetch(&pick, &may_follow)).await;
-    shared.batch_bytes.fetch_add(result.body.len() as u64, Ordering::Relaxed);
+    // Checked again under the permit, and the body counted before it is let go: every
+    // host's task passed the check above while the batch held nothing.
+    let fetched = request(shared, gate, || async {
+        if batch_full(shared) {
+            return None;
+        }
+        let result = shared.fetcher.fetch(&pick, &may_follow).await;
+        shared.batch_bytes.fetch_add(result.body.len() as u64, Ordering::Relaxed);
+        Some(result)
+    })
+    .await;
+    let Some(mut result) = fetched else { return Served::Requeue(pick) };
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     if matches!(result.http_status, Some(429 | 503)) {
         let pause = result.retry_after_ms.map_or(shared.settings.overload_pause, |ms| {
@@ -915,6 +930,15 @@ mod tests {
         let next = crawler.crawl(output.requeued).await;
         assert_eq!(next.crawled.len(), 2, "the next batch starts with nothing held");
         assert_eq!(next.requeued, picks[4..]);
+
+        // Picks on five hosts start together; the limit holds across them.
+        let hosts = ["b0.test", "b1.test", "b2.test", "b3.test", "b4.test"];
+        let settings = CrawlSettings { batch_body_bytes: 100_000, concurrency: 1, ..no_delay() };
+        let mut crawler = crawler_with(settings, &hosts, CancellationToken::new());
+        let picks: Vec<PagePick> =
+            hosts.iter().map(|host| pick(&format!("http://{host}:{}/p.html", address.port()))).collect();
+        let output = crawler.crawl(picks).await;
+        assert_eq!((output.crawled.len(), output.requeued.len()), (2, 3));
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ use recrawl_schemas::FetchOutcome;
 #[derive(Debug, Clone)]
 pub struct FetchMetrics {
     /// Picks by outcome; `robots_denied` and `deferred` count the denials and the
-    /// deferred picks, which made no request.
+    /// deferred picks, which made no request for the page.
     pub picks: IntCounterVec,
     /// Wall time of requests by outcome.
     pub latency: HistogramVec,
@@ -43,7 +43,7 @@ impl FetchMetrics {
                 IntCounterVec::new(
                     Opts::new(
                         "fetch_picks_total",
-                        "Picks by outcome (robots_denied and deferred made no request).",
+                        "Picks by outcome (robots_denied and deferred made no request for the page).",
                     ),
                     &["outcome"],
                 )?,
@@ -68,7 +68,7 @@ impl FetchMetrics {
                 registry,
                 IntCounter::new(
                     "fetch_requeued_total",
-                    "Picks put back on the fetch topic at the end of a batch's time or at shutdown.",
+                    "Picks put back on the fetch topic at the end of a batch's time, at its limit of body bytes, or at shutdown.",
                 )?,
             )?,
             active_connections: registered(

@@ -35,8 +35,9 @@ pub enum RobotsRules {
 
 /// Rules ending in `$` compiled per robots.txt: the parser compiles each into a regex
 /// (13 to 30 KB each, measured), where other rules are prefix and substring checks, so a
-/// 500 KiB file of them held 260 MB and took 0.8 s to parse. Past these, a `Disallow` loses its `$` (it then covers
-/// more) and an `Allow` is dropped (it then permits less): never more than the file says.
+/// 500 KiB file of them held 260 MB and took 0.8 s to parse. Past these, a `Disallow`'s
+/// `$` becomes `*` (it then covers more, and keeps its length, by which matching rules
+/// rank) and an `Allow` is dropped (it then permits less): never more than the file says.
 pub const MAX_END_ANCHORED_RULES: usize = 200;
 
 /// What one compiled `$` rule is counted as in the cache's budget.
@@ -66,9 +67,13 @@ impl RobotsRules {
     fn parsed(agent: &str, body: &[u8]) -> Self {
         let (body, anchored) = bound_end_anchored(body);
         let robot = Robot::new(agent, &body).or_else(|_| {
-            let kept: Vec<&[u8]> =
-                body.split(|&byte| byte == b'\n').filter(|line| !is_refused_rule(line)).collect();
-            Robot::new(agent, &kept.join(&b'\n'))
+            let kept: Vec<u8> = lines(&body)
+                .filter(|(line, _)| !is_refused_rule(line))
+                .flat_map(|(line, end)| [line, end])
+                .flatten()
+                .copied()
+                .collect();
+            Robot::new(agent, &kept)
         });
         let bytes = body.len().saturating_add(anchored.saturating_mul(END_ANCHORED_RULE_BYTES));
         robot.map_or(Self::AllowAll, |robot| Self::Parsed { robot: Box::new(robot), bytes })
@@ -109,29 +114,38 @@ impl RobotsRules {
     }
 }
 
+/// The lines of a robots.txt, each with the end that follows it: as the parser reads
+/// them, a line ends at `\n`, `\r` or NUL.
+fn lines(body: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    body.split_inclusive(|&byte| matches!(byte, b'\n' | b'\r' | 0)).map(|segment| {
+        match segment.split_last() {
+            Some((b'\n' | b'\r' | 0, line)) => (line, &segment[line.len()..]),
+            _ => (segment, &segment[segment.len()..]),
+        }
+    })
+}
+
 /// `body` with the `Allow` and `Disallow` rules ending in `$` past the first
-/// [`MAX_END_ANCHORED_RULES`] made prefix rules or dropped, and how many it keeps.
+/// [`MAX_END_ANCHORED_RULES`] made substring rules of the same length (`$` becomes `*`, so
+/// the rule's rank among the matching ones stays) or dropped, and how many it keeps.
 fn bound_end_anchored(body: &[u8]) -> (Cow<'_, [u8]>, usize) {
     let anchored = |line: &[u8]| rule_field(line).is_some() && line.contains(&b'$');
-    let total = body.split(|&byte| byte == b'\n').filter(|line| anchored(line)).count();
+    let total = lines(body).filter(|(line, _)| anchored(line)).count();
     if total <= MAX_END_ANCHORED_RULES {
         return (Cow::Borrowed(body), total);
     }
     let mut seen = 0usize;
     let mut bounded = Vec::with_capacity(body.len());
-    for line in body.split(|&byte| byte == b'\n') {
+    for (line, end) in lines(body) {
         if anchored(line) {
             seen = seen.saturating_add(1);
-            if seen > MAX_END_ANCHORED_RULES {
-                if let Some(RuleField::Disallow) = rule_field(line) {
-                    bounded.extend(line.iter().filter(|&&byte| byte != b'$'));
-                }
-                bounded.push(b'\n');
-                continue;
-            }
         }
-        bounded.extend_from_slice(line);
-        bounded.push(b'\n');
+        if seen <= MAX_END_ANCHORED_RULES || !anchored(line) {
+            bounded.extend_from_slice(line);
+        } else if let Some(RuleField::Disallow) = rule_field(line) {
+            bounded.extend(line.iter().map(|&byte| if byte == b'$' { b'*' } else { byte }));
+        }
+        bounded.extend_from_slice(end);
     }
     (Cow::Owned(bounded), MAX_END_ANCHORED_RULES)
 }
@@ -141,30 +155,29 @@ enum RuleField {
     Disallow,
 }
 
-/// Which rule `line` is, if it is one (field names are case-insensitive).
+/// Which rule `line` is, if it is one: field names are case-insensitive, and the parser
+/// takes these misspellings of Disallow too.
 fn rule_field(line: &[u8]) -> Option<RuleField> {
+    const DISALLOW: [&[u8]; 6] =
+        [b"disallow", b"dissallow", b"dissalow", b"disalow", b"diasllow", b"disallaw"];
     let field = line.trim_ascii_start();
     let starts = |name: &[u8]| field.get(..name.len()).is_some_and(|start| start.eq_ignore_ascii_case(name));
     if starts(b"allow") {
         Some(RuleField::Allow)
-    } else if starts(b"disallow") {
+    } else if DISALLOW.iter().any(|name| starts(name)) {
         Some(RuleField::Disallow)
     } else {
         None
     }
 }
 
-/// Rule lines shorter than this are not checked one by one: the parser's regex engine
-/// refuses only long patterns (of `a$` repeated, the first refused here was 4 KiB), and a
-/// file of thousands of short rules would otherwise be parsed once per rule.
-const SHORT_RULE_BYTES: usize = 512;
-
-/// Whether `line` is an Allow or Disallow rule the parser refuses on its own.
+/// Whether `line` is an Allow or Disallow rule the parser refuses on its own. Only rules
+/// with a `$` are compiled into regexes, and a file keeps at most
+/// [`MAX_END_ANCHORED_RULES`] of them, so at most that many are tried alone.
 fn is_refused_rule(line: &[u8]) -> bool {
-    if line.len() < SHORT_RULE_BYTES {
-        return false;
-    }
-    rule_field(line).is_some() && Robot::new("*", &[&b"User-agent: *\n"[..], line].concat()).is_err()
+    rule_field(line).is_some()
+        && line.contains(&b'$')
+        && Robot::new("*", &[&b"User-agent: *\n"[..], line].concat()).is_err()
 }
 
 /// The complete lines of a robots.txt cut at [`MAX_ROBOTS_BYTES`]: half a rule can mean
@@ -304,6 +317,12 @@ mod tests {
         assert!(!rules.allows("http://h/private/secret.html"));
         assert!(rules.allows("http://h/private/open.html"));
         assert!(rules.allows("http://h/public.html"));
+        // A short one too (102 bytes): each `*` before a `$` compiles to a costly `.*`.
+        let short = format!("/{}$", "*a".repeat(50));
+        let file = format!("User-agent: *\nDisallow: /private/\nDisallow: {short}\n");
+        assert!(Robot::new("recrawl", file.as_bytes()).is_err());
+        let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        assert!(!rules.allows("http://h/private/secret.html"));
     }
 
     #[test]
@@ -393,6 +412,26 @@ mod tests {
         let bytes = rules.bytes();
         assert!(bytes >= MAX_END_ANCHORED_RULES * END_ANCHORED_RULE_BYTES);
         assert!(bytes <= file.len() + MAX_END_ANCHORED_RULES * END_ANCHORED_RULE_BYTES);
+
+        // A Disallow past the bound keeps its length, so it still outranks an Allow of
+        // the same path (a tie would go to the Allow).
+        let mut file = String::from("User-agent: *\nAllow: /page\n");
+        for i in 0..MAX_END_ANCHORED_RULES {
+            file.push_str(&format!("Disallow: /d{i}$\n"));
+        }
+        file.push_str("Disallow: /page$\n");
+        let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        assert!(!rules.allows("http://h/page"));
+
+        // Lines the parser reads as rules however they are spelled or ended count too.
+        let mut file = String::from("User-agent: *\r");
+        for i in 0..MAX_END_ANCHORED_RULES + 50 {
+            file.push_str(&format!("DISALOW: /d{i}$\r"));
+        }
+        let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        assert!(!rules.allows("http://h/d0") && rules.allows("http://h/d0.html"));
+        assert!(!rules.allows("http://h/d249.html"), "past the bound: a substring rule");
+        assert!(rules.bytes() <= file.len() + MAX_END_ANCHORED_RULES * END_ANCHORED_RULE_BYTES);
     }
 
     #[test]
