@@ -145,3 +145,37 @@ async fn a_topic_tail_reads_on_through_other_consumer_errors() {
     stop.cancel();
     tail.task.await.expect("joined").expect("the tail ends without error");
 }
+
+/// A side input the tail cannot read for the outage timeout (its topic deleted, a
+/// permission revoked: here, offset requests refused as not authorised) ends the tail
+/// with an error, which ends the stage, rather than leaving it on a stale view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_tail_unreadable_past_the_outage_timeout_ends() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+    let broker = Broker::start();
+    let Broker::Mock(mock) = &broker else {
+        eprintln!("injects errors with the mock broker; skipped on an external one");
+        return;
+    };
+    let mut flags = kafka_flags(&broker.bootstrap(), &unique_prefix("tail-unreadable"));
+    flags.extend(["--outage-timeout-ms".to_owned(), "1000".to_owned()]);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tail =
+        recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, "tail-unreadable", stop.clone());
+    (&mut tail.caught_up).await.expect("the empty topic is read");
+
+    mock.request_errors(
+        RDKafkaApiKey::ListOffsets,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 200],
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(60), &mut tail.task)
+        .await
+        .expect("the tail ends")
+        .expect("joined");
+    let error = ended.expect_err("an unreadable topic is an error").to_string();
+    assert!(error.contains("--outage-timeout-ms"), "{error}");
+    stop.cancel();
+}

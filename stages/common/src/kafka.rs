@@ -330,8 +330,15 @@ impl ConsumerContext for StageConsumerContext {
                 }
             }
         };
-        if let Err(error) = applied {
-            tracing::warn!(%error, "applying a rebalance failed");
+        match applied {
+            Ok(()) => {}
+            // librdkafka waits for the assignment that failed: the group is stuck for this
+            // member, so liveness fails and the instance is restarted.
+            Err(error) if err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                tracing::error!(%error, "assigning partitions failed; failing liveness");
+                self.health.set_failed();
+            }
+            Err(error) => tracing::warn!(%error, "giving up partitions failed"),
         }
         let rebalance = match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => Rebalance::Assign(list),

@@ -25,6 +25,12 @@ use crate::runtime::{InputRecord, RuntimeError};
 const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a poll may block, and so how late the reader notices shutdown.
 const POLL: Duration = Duration::from_millis(100);
+/// How often a tail asks for its topic's end offsets, to learn whether it can still read
+/// it: an idle topic sends no records, and librdkafka reports a deleted topic or a revoked
+/// permission rarely, if at all.
+const READABLE_CHECK: Duration = Duration::from_secs(30);
+/// How long that ask may take: the reader does not poll, nor see shutdown, meanwhile.
+const READABLE_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where each partition of a topic ended when reading began: a reader from the beginning
 /// has caught up once it has passed every one.
@@ -138,6 +144,8 @@ pub fn tail_topic(
 ) -> Tail {
     let topic = args.cluster.topics().name(input);
     let config = reader_config(&args.cluster, client_group);
+    let outage = Duration::from_millis(args.outage_timeout_ms);
+    let check_every = READABLE_CHECK.min(outage.checked_div(4).unwrap_or(outage));
     let brokers = args.cluster.brokers.clone();
     let (sender, records) = mpsc::channel(1024);
     let (caught_up_sender, caught_up) = oneshot::channel();
@@ -156,12 +164,31 @@ pub fn tail_topic(
         reader.assign(&list).map_err(|e| fail(e.to_string()))?;
         let mut caught_up_sender = Some(caught_up_sender);
         let mut last_error = String::new();
+        let mut last_check = Instant::now();
+        let mut unreadable_since: Option<Instant> = None;
         // Also ends when the records are no longer wanted, e.g. the stage was dropped
         // without a shutdown: a runtime waits for its blocking threads before it exits.
         while !shutdown.is_cancelled() && !sender.is_closed() {
             if ends.reached() {
                 if let Some(sender) = caught_up_sender.take() {
                     let _ = sender.send(());
+                }
+            }
+            // Past the outage timeout of not reaching the topic, the tail ends with an error
+            // and the stage with it, as when its own topics are out of reach.
+            if last_check.elapsed() >= check_every {
+                last_check = Instant::now();
+                match reader.fetch_watermarks(&topic, 0, READABLE_CHECK_TIMEOUT) {
+                    Ok(_) => unreadable_since = None,
+                    Err(error) => {
+                        let since = *unreadable_since.get_or_insert(last_check);
+                        if since.elapsed() > outage {
+                            let waited = since.elapsed();
+                            return Err(fail(format!(
+                                "not readable for {waited:?} (--outage-timeout-ms): {error}"
+                            )));
+                        }
+                    }
                 }
             }
             let Some(message) = reader.poll(POLL) else { continue };
