@@ -77,6 +77,40 @@ async fn the_diff_stage_rides_out_a_broker_outage_and_gives_up_past_its_timeout(
     broker.start_again().await;
 }
 
+/// A tail of `fetch-results` on `broker` (topics under `name`'s prefix), read to its end.
+async fn started_tail(
+    broker: &Broker,
+    name: &str,
+    extra_flags: &[&str],
+) -> (KafkaArgs, recrawl_common::tail::Tail, tokio_util::sync::CancellationToken) {
+    let mut flags = kafka_flags(&broker.bootstrap(), &unique_prefix(name));
+    flags.extend(extra_flags.iter().map(|flag| (*flag).to_owned()));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, name, stop.clone());
+    (&mut tail.caught_up).await.expect("the empty topic is read");
+    (kafka, tail, stop)
+}
+
+/// A record produced now reaches `tail`, which then ends without error when stopped.
+async fn tail_reads_on(
+    kafka: &KafkaArgs,
+    mut tail: recrawl_common::tail::Tail,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(kafka).create().expect("producer");
+    let after = FetchResult::html_page("http://a.example/after.html", "a.example", 1, "<p>after</p>");
+    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &after).await;
+    let record = tokio::time::timeout(Duration::from_secs(60), tail.records.recv())
+        .await
+        .expect("the record produced reaches the tail")
+        .expect("the tail is still running");
+    assert_eq!(record.key.as_deref(), Some(after.url.as_bytes()));
+    stop.cancel();
+    tail.task.await.expect("joined").expect("the tail ends without error");
+}
+
 /// A whole-topic tail (the estimator's distribution shares) rides out an outage too: it
 /// neither ends nor misses what arrives once the broker is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,29 +120,13 @@ async fn a_topic_tail_rides_out_a_broker_outage() {
         eprintln!("the outage test restarts its broker; skipped on an external one (set RECRAWL_TEST_TANSU)");
         return;
     }
-    let prefix = unique_prefix("tail-outage");
-    let flags = kafka_flags(&broker.bootstrap(), &prefix);
-    let kafka: KafkaArgs = parse_args(&flags);
-    broker.create_topics(&kafka, 2).await;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, "tail-outage", stop.clone());
-    (&mut tail.caught_up).await.expect("the empty topic is read");
-
+    let (kafka, tail, stop) = started_tail(&broker, "tail-outage", &[]).await;
     assert!(broker.stop());
     // The outage must outlast librdkafka's reconnect attempts for the tail to see the
     // brokers go; its length is the scenario.
     tokio::time::sleep(Duration::from_secs(5)).await;
     broker.start_again().await;
-    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let after = FetchResult::html_page("http://a.example/after.html", "a.example", 1, "<p>after</p>");
-    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &after).await;
-    let record = tokio::time::timeout(Duration::from_secs(60), tail.records.recv())
-        .await
-        .expect("the record produced after the outage reaches the tail")
-        .expect("the tail is still running");
-    assert_eq!(record.key.as_deref(), Some(after.url.as_bytes()));
-    stop.cancel();
-    tail.task.await.expect("joined").expect("the tail ends without error");
+    tail_reads_on(&kafka, tail, stop).await;
 }
 
 /// Errors other than the cluster being out of reach (here: fetches refused as not
@@ -123,27 +141,12 @@ async fn a_topic_tail_reads_on_through_other_consumer_errors() {
         eprintln!("injects errors with the mock broker; skipped on an external one");
         return;
     };
-    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("tail-errors"));
-    let kafka: KafkaArgs = parse_args(&flags);
-    broker.create_topics(&kafka, 2).await;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, "tail-errors", stop.clone());
-    (&mut tail.caught_up).await.expect("the empty topic is read");
-
+    let (kafka, tail, stop) = started_tail(&broker, "tail-errors", &[]).await;
     mock.request_errors(
         RDKafkaApiKey::Fetch,
         &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 4],
     );
-    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
-    let after = FetchResult::html_page("http://a.example/after.html", "a.example", 1, "<p>after</p>");
-    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &after).await;
-    let record = tokio::time::timeout(Duration::from_secs(60), tail.records.recv())
-        .await
-        .expect("the record produced after the errors reaches the tail")
-        .expect("the tail is still running");
-    assert_eq!(record.key.as_deref(), Some(after.url.as_bytes()));
-    stop.cancel();
-    tail.task.await.expect("joined").expect("the tail ends without error");
+    tail_reads_on(&kafka, tail, stop).await;
 }
 
 /// A side input the tail cannot read for the outage timeout (its topic deleted, a
@@ -158,15 +161,8 @@ async fn a_topic_tail_unreadable_past_the_outage_timeout_ends() {
         eprintln!("injects errors with the mock broker; skipped on an external one");
         return;
     };
-    let mut flags = kafka_flags(&broker.bootstrap(), &unique_prefix("tail-unreadable"));
-    flags.extend(["--outage-timeout-ms".to_owned(), "1000".to_owned()]);
-    let kafka: KafkaArgs = parse_args(&flags);
-    broker.create_topics(&kafka, 2).await;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let mut tail =
-        recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, "tail-unreadable", stop.clone());
-    (&mut tail.caught_up).await.expect("the empty topic is read");
-
+    let (_kafka, mut tail, stop) =
+        started_tail(&broker, "tail-unreadable", &["--outage-timeout-ms", "1000"]).await;
     mock.request_errors(
         RDKafkaApiKey::ListOffsets,
         &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 200],
