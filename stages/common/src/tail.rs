@@ -198,7 +198,8 @@ pub fn tail_topic(
                 // librdkafka reconnects by itself: the tail goes on once the cluster is back.
                 Err(error) if brokers_unreachable(&error) => continue,
                 // Others come and go with an outage too (a broker's name not resolving, a
-                // TLS handshake with a restarting broker): said once each, and read on.
+                // TLS handshake with a restarting broker): logged when one differs from the
+                // last, and read on.
                 Err(error) => {
                     let error = error.to_string();
                     if error != last_error {
