@@ -509,7 +509,7 @@ async fn serve_pick(
         Robots::Unreachable { outcome, error } => return not_requested(&pick, outcome, error, None),
         Robots::NotYet => return requeue_at_budget_end(shared, pick, budget_end).await,
     };
-    if !rules.allows(&pick.url) {
+    if !rules.allows_without_blocking(&pick.url).await {
         return not_requested(&pick, FetchOutcome::RobotsDenied, rules.denial(), crawl_delay);
     }
     // The batch holds all it may: the next batch, right after this one is published,
