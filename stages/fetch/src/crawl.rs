@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt;
 use recrawl_common::unix_ms;
 use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
 use tokio::sync::Semaphore;
@@ -24,7 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::http::{any_redirect, error_text, redacted, unanswered, Fetcher, Reading};
+use crate::http::{any_redirect, error_text, redacted, unanswered, Answer, Fetcher, Reading};
 use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
@@ -333,16 +334,37 @@ fn origin_of(url: &str) -> String {
 }
 
 /// Whether a request for a URL of `origin`, whose robots.txt says `rules`, may follow a
-/// redirect to `target`: the robots.txt of the target's origin decides where it is known
-/// (the same origin's, or one in the cache). A hop to an origin whose robots.txt is not
-/// known is followed, and that origin's hosts' delays do not apply to it.
-fn redirect_allowed(shared: &Shared, origin: &str, rules: &RobotsRules, target: &Url) -> bool {
+/// redirect to `target`: the robots.txt of the target's origin decides, fetched and cached
+/// when it is not known yet. When it cannot be fetched, the hop ends the request as a
+/// pick of that origin would end. The hop and that robots.txt request do not wait for the
+/// target host's delay: its gate belongs to its own host's task.
+async fn redirect_allowed(
+    shared: &Shared,
+    origin: &str,
+    rules: &Arc<RobotsRules>,
+    target: Url,
+) -> Result<bool, (FetchOutcome, String)> {
     let target_origin = target.origin().ascii_serialization();
-    if target_origin == origin {
-        return rules.allows(target.as_str());
-    }
-    let known = lock(&shared.robots).get(&target_origin, Instant::now());
-    known.is_none_or(|rules| rules.allows(target.as_str()))
+    let rules = if target_origin == origin {
+        Arc::clone(rules)
+    } else {
+        let cached = lock(&shared.robots).get(&target_origin, Instant::now());
+        match cached {
+            Some(rules) => rules,
+            None => {
+                let robots_url = robots_url(&target_origin).ok_or_else(|| {
+                    (FetchOutcome::Other, format!("no robots.txt URL for {target_origin:?}"))
+                })?;
+                let answer = shared.fetcher.get_document(robots_url, ROBOTS_READING, &any_redirect).await;
+                cache_robots(shared, &target_origin, answer).await?
+            }
+        }
+    };
+    Ok(rules.allows_without_blocking(target.as_str()).await)
+}
+
+fn robots_url(origin: &str) -> Option<Url> {
+    Url::parse(origin).and_then(|origin| origin.join("/robots.txt")).ok()
 }
 
 /// robots.txt is read whatever its type, and one past [`MAX_ROBOTS_BYTES`] only that far,
@@ -356,7 +378,7 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
         lock(gate).crawl_delay = rules.crawl_delay();
         return Robots::Rules(rules);
     }
-    let Ok(robots_url) = Url::parse(origin).and_then(|o| o.join("/robots.txt")) else {
+    let Some(robots_url) = robots_url(origin) else {
         return Robots::Unreachable {
             outcome: FetchOutcome::Other,
             error: format!("no robots.txt URL for {origin:?}"),
@@ -370,37 +392,47 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
         shared.fetcher.get_document(robots_url.clone(), ROBOTS_READING, &any_redirect)
     })
     .await;
-    let metrics = &shared.metrics;
-    match answer {
-        Ok(answer) => {
-            let (body, status, agent) =
-                (answer.body.unwrap_or_default(), answer.status.as_u16(), shared.agent.clone());
-            let truncated = answer.truncated;
-            // Off the async threads: a file of thousands of wildcard rules takes seconds
-            // to compile, and other hosts' requests must not wait for it.
-            let parsed = tokio::task::spawn_blocking(move || {
-                let body = if truncated { whole_lines(&body) } else { &body };
-                RobotsRules::from_answer(status, body, &agent)
-            })
-            .await;
-            let (rules, server_failure) = parsed.unwrap_or_else(|error| {
-                (RobotsRules::DisallowAll { reason: format!("reading robots.txt failed: {error}") }, true)
-            });
-            let result = match (&rules, server_failure) {
-                (_, true) => "server_error",
-                (RobotsRules::Parsed { .. }, _) => "parsed",
-                _ => "absent",
-            };
-            metrics.robots.with_label_values(&[result]).inc();
-            let rules = lock(&shared.robots).insert(origin, rules, server_failure, Instant::now());
+    match cache_robots(shared, origin, answer).await {
+        Ok(rules) => {
             lock(gate).crawl_delay = rules.crawl_delay();
             Robots::Rules(rules)
         }
-        Err((outcome, error)) => {
-            metrics.robots.with_label_values(&["unreachable"]).inc();
-            Robots::Unreachable { outcome, error: format!("robots.txt: {error}") }
-        }
+        Err((outcome, error)) => Robots::Unreachable { outcome, error },
     }
+}
+
+/// The rules an answer for `origin`'s robots.txt stands for, parsed and cached; or, when
+/// there was no answer, the outcome its pages get and why.
+async fn cache_robots(
+    shared: &Shared,
+    origin: &str,
+    answer: Result<Answer, (FetchOutcome, String)>,
+) -> Result<Arc<RobotsRules>, (FetchOutcome, String)> {
+    let metrics = &shared.metrics;
+    let answer = answer.map_err(|(outcome, error)| {
+        metrics.robots.with_label_values(&["unreachable"]).inc();
+        (outcome, format!("robots.txt: {error}"))
+    })?;
+    let (body, status, agent) =
+        (answer.body.unwrap_or_default(), answer.status.as_u16(), shared.agent.clone());
+    let truncated = answer.truncated;
+    // Off the async threads: a file of thousands of wildcard rules takes seconds to
+    // compile, and other hosts' requests must not wait for it.
+    let parsed = tokio::task::spawn_blocking(move || {
+        let body = if truncated { whole_lines(&body) } else { &body };
+        RobotsRules::from_answer(status, body, &agent)
+    })
+    .await;
+    let (rules, server_failure) = parsed.unwrap_or_else(|error| {
+        (RobotsRules::DisallowAll { reason: format!("reading robots.txt failed: {error}") }, true)
+    });
+    let result = match (&rules, server_failure) {
+        (_, true) => "server_error",
+        (RobotsRules::Parsed { .. }, _) => "parsed",
+        _ => "absent",
+    };
+    metrics.robots.with_label_values(&[result]).inc();
+    Ok(lock(&shared.robots).insert(origin, rules, server_failure, Instant::now()))
 }
 
 /// Reserves the host's next start; `None` when it would fall after `deadline` or the
@@ -530,7 +562,8 @@ async fn serve_pick(
         return Served::Requeue(pick);
     }
     let origin = origin_of(&pick.url);
-    let may_follow = |target: &Url| redirect_allowed(shared, &origin, &rules, target);
+    let (origin, pick_rules) = (origin.as_str(), &rules);
+    let may_follow = move |target: Url| redirect_allowed(shared, origin, pick_rules, target).boxed();
     // Checked again under the permit, and the body counted before it is let go: every
     // host's task passed the check above while the batch held nothing.
     let fetched = request(shared, gate, || async {
@@ -563,7 +596,7 @@ async fn serve_pick(
 async fn page_links(
     shared: &Shared,
     result: &FetchResult,
-    rules: &RobotsRules,
+    rules: &Arc<RobotsRules>,
     gate: &Mutex<HostGate>,
     deadline: Option<Instant>,
     budget_end: Instant,
@@ -578,11 +611,12 @@ async fn page_links(
     let mut links = extract_links(&page_url, &result.body, filter, depth);
     // `rules` are the pick's origin's; a redirect may have brought the page elsewhere.
     let origin = origin_of(&result.url);
+    let origin = origin.as_str();
     let mut fetched = 0;
     for frame in std::mem::take(&mut links.frames) {
         let fetchable = fetched < shared.settings.max_frames
             && frame.origin() == page_url.origin()
-            && redirect_allowed(shared, &origin, rules, &frame);
+            && redirect_allowed(shared, origin, rules, frame.clone()).await == Ok(true);
         let slot = fetchable.then(|| reserve(shared, gate, deadline, budget_end)).flatten();
         let Some(slot) = slot else {
             links.record(frame, filter, depth);
@@ -594,7 +628,7 @@ async fn page_links(
             continue;
         }
         let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };
-        let may_follow = |target: &Url| redirect_allowed(shared, &origin, rules, target);
+        let may_follow = move |target: Url| redirect_allowed(shared, origin, rules, target).boxed();
         let answer =
             request(shared, gate, || shared.fetcher.get_document(frame.clone(), reading, &may_follow)).await;
         let frame_links = match answer {
@@ -790,24 +824,61 @@ mod tests {
         assert_eq!(paths(&log), ["/robots.txt", "/old.html", "/moved.html", "/new.html"]);
     }
 
-    /// A hop to another origin follows that origin's robots.txt where it is cached, and is
-    /// followed where it is not known.
-    #[test]
-    fn a_redirect_elsewhere_follows_the_robots_txt_known_there() {
-        let crawler = crawler(no_delay());
-        let (strict, _) = RobotsRules::from_answer(200, b"User-agent: *\nDisallow: /\n", "recrawl");
-        lock(&crawler.shared.robots).insert("http://b.test", strict, false, Instant::now());
-        let allowed = |target: &str| {
-            redirect_allowed(
-                &crawler.shared,
-                "http://a.test",
-                &RobotsRules::AllowAll,
-                &Url::parse(target).unwrap(),
-            )
-        };
-        assert!(allowed("http://a.test/x.html"), "the page's own origin: its rules");
-        assert!(!allowed("http://b.test/x.html"), "cached: disallowed there");
-        assert!(allowed("https://b.test/x.html"), "another origin, not known: followed");
+    /// A hop to another origin follows that origin's robots.txt: the cached one, or one
+    /// fetched then, once, and cached; one that cannot be read ends the request as a pick
+    /// of that origin would end.
+    #[tokio::test]
+    async fn a_redirect_elsewhere_follows_the_robots_txt_there() {
+        let (elsewhere, elsewhere_log) = site(|path| match path {
+            "/robots.txt" => html("User-agent: *\nDisallow: /private\n"),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let (address, _) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            // `/page-port`: the handler cannot capture the other site's port.
+            _ => {
+                let (hop, port) = path.trim_start_matches('/').split_once('-').unwrap_or_default();
+                let target = format!("http://127.0.0.1:{port}/{hop}.html");
+                (StatusCode::FOUND, [(LOCATION, target)]).into_response()
+            }
+        })
+        .await;
+        let mut crawler = crawler(no_delay());
+        let port = elsewhere.port();
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/private-{port}"))]).await;
+        let denied = &output.crawled[0].result;
+        assert_eq!(denied.outcome, FetchOutcome::RobotsDenied, "{:?}", denied.error);
+        assert_eq!(denied.redirects, [format!("http://{elsewhere}/private.html")]);
+        assert_eq!(paths(&elsewhere_log), ["/robots.txt"], "the disallowed page is not requested");
+        let output = crawler.crawl(vec![pick(&format!("http://{address}/open-{port}"))]).await;
+        let followed = &output.crawled[0].result;
+        assert_eq!(followed.outcome, FetchOutcome::Downloaded, "{:?}", followed.error);
+        assert_eq!(paths(&elsewhere_log), ["/robots.txt", "/open.html"], "robots.txt is cached");
+
+        let unreadable = crawler_with(no_delay(), &[], CancellationToken::new());
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let target = Url::parse(&format!("http://{closed}/page.html")).unwrap();
+        let own = Arc::new(RobotsRules::AllowAll);
+        let unread = redirect_allowed(&unreadable.shared, "http://a.test", &own, target).await;
+        assert!(matches!(unread, Err((FetchOutcome::Connect, _))), "as a pick there would end: {unread:?}");
+        let same_origin = Url::parse("http://a.test/x.html").unwrap();
+        let own_rules = redirect_allowed(&unreadable.shared, "http://a.test", &own, same_origin).await;
+        assert_eq!(own_rules, Ok(true), "the origin's own rules");
+    }
+
+    /// A hop to a refused address ends as one, before its robots.txt is asked for.
+    #[tokio::test]
+    async fn a_redirect_to_a_refused_address_is_blocked_before_robots_txt() {
+        let (address, _) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            _ => (StatusCode::FOUND, [(LOCATION, "http://169.254.169.254/latest/")]).into_response(),
+        })
+        .await;
+        let output = crawler(no_delay()).crawl(vec![pick(&format!("http://{address}/meta"))]).await;
+        let result = &output.crawled[0].result;
+        assert_eq!(result.outcome, FetchOutcome::BlockedAddress, "{:?}", result.error);
+        assert!(!result.error.as_deref().unwrap_or_default().contains("robots.txt"), "{:?}", result.error);
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@
 use std::error::Error as StdError;
 use std::time::{Duration, SystemTime};
 
+use futures::future::BoxFuture;
 use recrawl_common::unix_ms;
 use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
 use reqwest::header::{
@@ -25,12 +26,14 @@ use crate::address::{
 
 pub use recrawl_schemas::messages::bounds::{MAX_REDIRECTS, MAX_URL_BYTES};
 
-/// Whether a redirect to a URL may be followed: robots.txt's say, which the caller knows.
-pub type MayFollow<'a> = dyn Fn(&Url) -> bool + Send + Sync + 'a;
+/// Whether a redirect to a URL may be followed: robots.txt's say, which the caller knows
+/// or fetches; when it cannot be read, the outcome the request ends with and why.
+pub type MayFollow<'a> =
+    dyn Fn(Url) -> BoxFuture<'a, Result<bool, (FetchOutcome, String)>> + Send + Sync + 'a;
 
 /// Every redirect may be followed (robots.txt itself, tests).
-pub fn any_redirect(_: &Url) -> bool {
-    true
+pub fn any_redirect<'a>(_: Url) -> BoxFuture<'a, Result<bool, (FetchOutcome, String)>> {
+    Box::pin(std::future::ready(Ok(true)))
 }
 
 /// Longest `Content-Type`, `ETag` or `Last-Modified` kept; a longer one is dropped.
@@ -301,8 +304,22 @@ impl Fetcher {
                     return Err((FetchFailure::TooManyRedirects(self.max_redirects), redirects));
                 }
                 redirects.push(target.clone());
-                if !may_follow(&target) {
-                    return Err((FetchFailure::DisallowedRedirect(redacted(target.as_str())), redirects));
+                // Before robots.txt is asked for: a refused address is the hop's outcome.
+                if let Err(blocked) = check_url_host(&self.policy, &target) {
+                    return Err((blocked.into(), redirects));
+                }
+                match may_follow(target.clone()).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Err((FetchFailure::DisallowedRedirect(redacted(target.as_str())), redirects))
+                    }
+                    Err((outcome, error)) => {
+                        let target = redacted(target.as_str());
+                        return Err((
+                            FetchFailure::UnreadableRedirectRobots { target, outcome, error },
+                            redirects,
+                        ));
+                    }
                 }
                 current = target;
                 continue;
@@ -420,6 +437,8 @@ enum FetchFailure {
     LongRedirect(usize),
     #[error("a redirect to {0}, which robots.txt disallows")]
     DisallowedRedirect(String),
+    #[error("a redirect to {target}, whose robots.txt could not be read: {error}")]
+    UnreadableRedirectRobots { target: String, outcome: FetchOutcome, error: String },
     #[error("no complete answer within {0:?}")]
     Timeout(Duration),
     #[error(transparent)]
@@ -438,6 +457,7 @@ impl FetchFailure {
                 FetchOutcome::TooManyRedirects
             }
             Self::DisallowedRedirect(_) => FetchOutcome::RobotsDenied,
+            Self::UnreadableRedirectRobots { outcome, .. } => *outcome,
             Self::Timeout(_) => FetchOutcome::Timeout,
             Self::Blocked(_) => FetchOutcome::BlockedAddress,
             Self::Transport(error) => transport_outcome(error),
