@@ -46,8 +46,8 @@ pub struct CrawlSettings {
     pub max_retry_after: Duration,
     /// How long one batch may hold its picks; the rest are requeued.
     pub batch_budget: Duration,
-    /// Body bytes one batch may hold before its picks not yet started are requeued: the
-    /// results are published together, after the last request.
+    /// Bytes of bodies and found links one batch may hold before its picks not yet started
+    /// are requeued: the results are published together, after the last request.
     pub batch_body_bytes: u64,
     /// Same-host `<frame>` documents fetched per page for their links.
     pub max_frames: usize,
@@ -155,7 +155,7 @@ struct Shared {
     agent: String,
     robots: Mutex<RobotsCache>,
     permits: Semaphore,
-    /// Body bytes the batch's results hold so far.
+    /// Bytes of bodies and links the batch's results hold so far.
     batch_bytes: AtomicU64,
     metrics: FetchMetrics,
     shutdown: CancellationToken,
@@ -586,7 +586,11 @@ async fn serve_pick(
     let outcome = result.outcome.as_str();
     metrics.latency.with_label_values(&[outcome]).observe(result.latency_ms / 1000.0);
     metrics.bytes.inc_by(result.size_bytes);
-    let links = page_links(shared, &result, &rules, gate, deadline, budget_end).await;
+    let mut links = page_links(shared, &result, &rules, gate, deadline, budget_end).await;
+    links.finish();
+    // Held until the batch is published, as the body is: 1,000 links of 8 KiB found on a
+    // page of 16 KB take 8 MB.
+    shared.batch_bytes.fetch_add(links.held_bytes() as u64, Ordering::Relaxed);
     Served::Done(Box::new(Crawled { result, links }))
 }
 
@@ -1010,6 +1014,30 @@ mod tests {
             hosts.iter().map(|host| pick(&format!("http://{host}:{}/p.html", address.port()))).collect();
         let output = crawler.crawl(picks).await;
         assert_eq!((output.crawled.len(), output.requeued.len()), (2, 3));
+    }
+
+    /// A page's links count toward the batch's limit with its body: a small page can
+    /// link to a thousand URLs of 8 KiB.
+    #[tokio::test]
+    async fn links_count_toward_the_batch_limit() {
+        fn many_long_links(path: &str) -> Response {
+            if path == "/robots.txt" {
+                return not_found();
+            }
+            let base = format!("<base href=\"/{}/\">", "b".repeat(7_000));
+            let links: String = (0..200).map(|n| format!("<a href={n}>")).collect();
+            ([(CONTENT_TYPE, "text/html")], format!("{base}{links}")).into_response()
+        }
+        let (address, _) = site(many_long_links).await;
+        let settings = CrawlSettings { batch_body_bytes: 1_000_000, ..no_delay() };
+        let mut crawler = crawler(settings);
+        let picks: Vec<PagePick> = (0..3).map(|i| pick(&format!("http://{address}/p{i}.html"))).collect();
+        let output = crawler.crawl(picks.clone()).await;
+        let [crawled] = &output.crawled[..] else { panic!("{:?}", outcomes(&output)) };
+        assert!(crawled.result.body.len() < 10_000);
+        assert_eq!(crawled.links.links.len(), 200);
+        assert!(crawled.links.held_bytes() > 1_400_000, "{}", crawled.links.held_bytes());
+        assert_eq!(output.requeued, picks[1..]);
     }
 
     #[tokio::test]

@@ -135,8 +135,8 @@ pub struct PolitenessArgs {
     /// of retrying its outputs, below max.poll.interval.ms.
     #[arg(long, env = "RECRAWL_FETCH_BATCH_BUDGET_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_budget_ms: u64,
-    /// Body bytes one input batch may hold before its picks not yet started are put back
-    /// on the fetch topic (its results are published together at its end). With up to
+    /// Bytes of bodies and found links one input batch may hold before its picks not yet
+    /// started are put back on the fetch topic (its results are published together at its end). With up to
     /// --concurrency requests of --max-body-bytes in flight on top, this bounds the
     /// stage's memory: 256 MiB and 64 × 8 MiB fit the deploy files' 1 GiB.
     #[arg(long, env = "RECRAWL_FETCH_MAX_BATCH_BODY_BYTES", default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1..))]

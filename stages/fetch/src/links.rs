@@ -122,6 +122,23 @@ impl PageLinks {
         }
     }
 
+    /// Lets go of what telling new URLs from seen ones takes (the kept URLs a second time,
+    /// a hash per rejected one): a page's links wait for the whole batch to be published.
+    /// Links added after this are not deduplicated.
+    pub fn finish(&mut self) {
+        self.kept = HashMap::new();
+        self.sighted = HashSet::new();
+        self.framed = HashSet::new();
+    }
+
+    /// About the memory these links hold once finished, for the batch's budget.
+    pub fn held_bytes(&self) -> usize {
+        let links = self.links.iter().map(|link| link.url.len().saturating_add(size_of::<ExtractedLink>()));
+        let frames = self.frames.iter().map(|frame| frame.as_str().len().saturating_add(size_of::<Url>()));
+        let rejected = self.rejected.len().saturating_mul(size_of::<Rejection>());
+        links.chain(frames).fold(rejected, usize::saturating_add)
+    }
+
     /// Whether `url` is seen here first.
     fn first_sighting(&mut self, url: &str) -> bool {
         self.sighted.insert(self.hasher.hash_one(url))
