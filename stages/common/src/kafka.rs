@@ -332,10 +332,16 @@ impl ConsumerContext for StageConsumerContext {
         };
         match applied {
             Ok(()) => {}
-            // librdkafka waits for the assignment that failed: the group is stuck for this
-            // member, so liveness fails and the instance is restarted.
-            Err(error) if err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                tracing::error!(%error, "assigning partitions failed; failing liveness");
+            // librdkafka waits for the assignment or revocation that failed: the group is
+            // stuck for this member, so liveness fails and the instance is restarted.
+            Err(error)
+                if matches!(
+                    err,
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS
+                        | RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS
+                ) =>
+            {
+                tracing::error!(%error, ?err, "applying the rebalance failed; failing liveness");
                 self.health.set_failed();
             }
             Err(error) => tracing::warn!(%error, "giving up partitions failed"),

@@ -626,9 +626,11 @@ impl SideInputs {
     async fn stop(self) -> Result<(), RuntimeError> {
         self.stop.cancel();
         let mut result = Ok(());
-        for (_, tail) in self.tails {
-            let tailed = tail.task.await?;
-            result = result.and(tailed);
+        for (_, Tail { records, task, .. }) in self.tails {
+            // A reader blocked on its full channel sees the cancel only once the channel
+            // closes.
+            drop(records);
+            result = result.and(task.await?);
         }
         result
     }
@@ -1353,6 +1355,32 @@ mod tests {
         assert!(matches!(&error, RuntimeError::Tail { reason, .. } if reason == "fatal"), "{error}");
         assert!(side_inputs.tails.is_empty());
         assert!(side_inputs.stop().await.is_ok(), "a noticed reader is not awaited again");
+    }
+
+    /// Stopping does not wait forever on a reader blocked on its full channel.
+    #[tokio::test]
+    async fn stopping_releases_a_reader_blocked_on_its_full_channel() {
+        let (sender, records) = mpsc::channel(1);
+        let (_caught_up_sender, caught_up) = oneshot::channel();
+        let stop = CancellationToken::new();
+        let (full, filled) = oneshot::channel();
+        // As the tail's thread: it sends until the channel is closed, blind to the cancel
+        // while a send blocks.
+        let task = tokio::task::spawn_blocking(move || {
+            let mut full = Some(full);
+            loop {
+                if sender.capacity() == 0 {
+                    full.take().map(|full| full.send(()));
+                }
+                if sender.blocking_send(input(None)).is_err() {
+                    return Ok(());
+                }
+            }
+        });
+        let side_inputs = SideInputs { tails: vec![("distributions", Tail { records, caught_up, task })], stop };
+        filled.await.expect("the channel fills");
+        let stopped = tokio::time::timeout(Duration::from_secs(30), side_inputs.stop()).await;
+        assert!(matches!(stopped, Ok(Ok(()))), "{stopped:?}");
     }
 
     fn input(payload: Option<Vec<u8>>) -> InputRecord {

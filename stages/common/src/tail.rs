@@ -193,7 +193,12 @@ pub fn tail_topic(
             }
             let Some(message) = reader.poll(POLL) else { continue };
             let message = match message {
-                Ok(message) => message,
+                // A record read is the topic reached: however long the stage then takes
+                // to take it, a check failing after is not an outage that began before.
+                Ok(message) => {
+                    unreadable_since = None;
+                    message
+                }
                 Err(error @ KafkaError::MessageConsumptionFatal(_)) => return Err(fail(error.to_string())),
                 // librdkafka reconnects by itself: the tail goes on once the cluster is back.
                 Err(error) if brokers_unreachable(&error) => continue,
