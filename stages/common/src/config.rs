@@ -270,9 +270,9 @@ impl KafkaArgs {
     }
 
     /// The consumer's max.poll.interval.ms: `--kafka-option`'s, else the outage timeout
-    /// and [`POLL_HEADROOM_MS`]. The loop does not poll while it retries a batch's outputs
-    /// or restores state, for up to the outage timeout; past this interval librdkafka would
-    /// leave the group meanwhile.
+    /// and [`POLL_HEADROOM_MS`]. The loop does not poll while it restores state and
+    /// retries a batch's outputs, which together stop at the outage timeout after the last
+    /// poll; past this interval librdkafka would leave the group meanwhile.
     pub fn max_poll_interval_ms(&self) -> Result<u64, ConfigError> {
         match self.cluster.kafka_options.iter().rev().find(|(k, _)| k == "max.poll.interval.ms") {
             Some((_, v)) => v.parse().map_err(|_| ConfigError::PollInterval(v.clone())),

@@ -810,10 +810,11 @@ impl<S: Stage> Loop<S> {
                     self.check_outage()?;
                     self.side_inputs.check_running().await?;
                 }
-                _ = rebalanced.notified() => self.sync_assignment().await?,
+                _ = rebalanced.notified() => self.sync_assignment(Instant::now()).await?,
                 _ = sleep_until(next_tick) => {
-                    self.sync_assignment().await?;
-                    let work = self.tick();
+                    let polled = Instant::now();
+                    self.sync_assignment(polled).await?;
+                    let work = self.tick(polled);
                     match bounded(work, &shutdown, drain).await {
                         Some(result) => result?,
                         None => return Err(RuntimeError::DrainTimeout(drain)),
@@ -832,8 +833,9 @@ impl<S: Stage> Loop<S> {
                         }
                     };
                     let batch = self.fill_batch(first).await;
-                    self.sync_assignment().await?;
-                    let work = self.process(batch);
+                    let polled = Instant::now();
+                    self.sync_assignment(polled).await?;
+                    let work = self.process(batch, polled);
                     match bounded(work, &shutdown, drain).await {
                         Some(result) => result?,
                         None => return Err(RuntimeError::DrainTimeout(drain)),
@@ -897,7 +899,8 @@ impl<S: Stage> Loop<S> {
         batch
     }
 
-    async fn process(&mut self, batch: Vec<InputRecord>) -> Result<(), RuntimeError> {
+    /// Handles `batch`, read from the consumer at `polled`.
+    async fn process(&mut self, batch: Vec<InputRecord>, polled: Instant) -> Result<(), RuntimeError> {
         let started = Instant::now();
         let mut offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
         // Records of partitions revoked since they were fetched belong to their new owner.
@@ -917,7 +920,7 @@ impl<S: Stage> Loop<S> {
         self.side_inputs.drain(&mut self.stage);
         self.stage.handle(batch, &mut self.store, &mut out).await?;
         let dead_lettered = out.records.iter().any(|record| record.dead_letter.is_some());
-        self.publish(out).await?;
+        self.publish(out, polled).await?;
         self.store_offsets(&offsets);
         if dead_lettered {
             // A replay of this batch (a crash, a lost session) would dead-letter the same
@@ -934,11 +937,11 @@ impl<S: Stage> Loop<S> {
         Emitter::new(self.topics.clone(), S::NAME, self.args.cluster.max_record_bytes)
     }
 
-    async fn tick(&mut self) -> Result<(), RuntimeError> {
+    async fn tick(&mut self, polled: Instant) -> Result<(), RuntimeError> {
         let mut out = self.emitter();
         self.side_inputs.drain(&mut self.stage);
         self.stage.tick(&mut self.store, &self.assignment, &mut out).await?;
-        self.publish(out).await
+        self.publish(out, polled).await
     }
 
     /// Produces `out`, then the changelog records of every key the stage touched, and
@@ -946,13 +949,14 @@ impl<S: Stage> Loop<S> {
     /// letter, counted and skipped. The changelog goes only once the outputs are
     /// acknowledged: it is what makes a replay a no-op, so a changelog ahead of its
     /// outputs would, after a crash between the two, have the replay skip outputs the
-    /// broker never took.
-    async fn publish(&mut self, out: Emitter) -> Result<(), RuntimeError> {
-        let started = Instant::now();
-        self.deliver_all(out.records, started).await?;
+    /// broker never took. Failures are retried until the outage timeout has passed since
+    /// the consumer was `polled`: the retries of a restore before count, so the loop
+    /// polls again within the outage timeout and its work (max.poll.interval.ms).
+    async fn publish(&mut self, out: Emitter, polled: Instant) -> Result<(), RuntimeError> {
+        self.deliver_all(out.records, polled).await?;
         if self.stage.stateful() {
             let changelog = self.changelog_records()?;
-            self.deliver_all(changelog, started).await?;
+            self.deliver_all(changelog, polled).await?;
         }
         self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
         Ok(())
@@ -986,12 +990,8 @@ impl<S: Stage> Loop<S> {
 
     /// Produces `records` and waits until each is acknowledged, dead-lettered or, for a
     /// refused dead letter, counted and skipped; transient failures are retried with
-    /// back-off until the outage timeout has passed since `started`.
-    async fn deliver_all(
-        &mut self,
-        records: Vec<OutputRecord>,
-        started: Instant,
-    ) -> Result<(), RuntimeError> {
+    /// back-off until the outage timeout has passed since `polled`.
+    async fn deliver_all(&mut self, records: Vec<OutputRecord>, polled: Instant) -> Result<(), RuntimeError> {
         let mut backoff = Backoff::new();
         let mut retried = false;
         let mut said = String::new();
@@ -1025,10 +1025,10 @@ impl<S: Stage> Loop<S> {
                 return Ok(());
             }
             if let Some((topic, error)) = last_error {
-                if started.elapsed() > self.outage {
+                if polled.elapsed() > self.outage {
                     return Err(RuntimeError::Outage {
                         doing: format!("producing to {topic}"),
-                        waited: started.elapsed(),
+                        waited: polled.elapsed(),
                         last_error: error.to_string(),
                     });
                 }
@@ -1116,8 +1116,9 @@ impl<S: Stage> Loop<S> {
     }
 
     /// Makes the state match the consumer's assignment. A restore that fails (the
-    /// cluster unreachable) is retried until it succeeds or the outage timeout passes.
-    async fn sync_assignment(&mut self) -> Result<(), RuntimeError> {
+    /// cluster unreachable) is retried until it succeeds or the outage timeout has passed
+    /// since the consumer was `polled`.
+    async fn sync_assignment(&mut self, polled: Instant) -> Result<(), RuntimeError> {
         let assigned = match self.consumer.assignment() {
             Ok(assigned) => assigned,
             Err(error) => {
@@ -1146,7 +1147,7 @@ impl<S: Stage> Loop<S> {
                 self.ctx.health.set_ready(false);
                 let started = Instant::now();
                 self.ctx.metrics.restore_started.set(crate::unix_ms() / 1000);
-                let restored = self.restore_with_retries(missing).await;
+                let restored = self.restore_with_retries(missing, polled).await;
                 self.ctx.metrics.restore_started.set(0);
                 let restored = restored?;
                 let elapsed = started.elapsed();
@@ -1174,13 +1175,13 @@ impl<S: Stage> Loop<S> {
     async fn restore_with_retries(
         &self,
         partitions: Vec<i32>,
+        polled: Instant,
     ) -> Result<Vec<(i32, HashMap<String, S::State>)>, RuntimeError> {
-        let started = Instant::now();
         let mut backoff = Backoff::new();
         loop {
             match self.restore(partitions.clone()).await {
                 Ok(restored) => return Ok(restored),
-                Err(error) if started.elapsed() < self.outage && !self.ctx.shutdown.is_cancelled() => {
+                Err(error) if polled.elapsed() < self.outage && !self.ctx.shutdown.is_cancelled() => {
                     self.ctx.metrics.errors.with_label_values(&[ErrorKind::Restore.as_str()]).inc();
                     tracing::warn!(%error, "restore failed; retrying");
                     tokio::time::sleep(backoff.next()).await;
@@ -1377,7 +1378,8 @@ mod tests {
                 }
             }
         });
-        let side_inputs = SideInputs { tails: vec![("distributions", Tail { records, caught_up, task })], stop };
+        let side_inputs =
+            SideInputs { tails: vec![("distributions", Tail { records, caught_up, task })], stop };
         filled.await.expect("the channel fills");
         let stopped = tokio::time::timeout(Duration::from_secs(30), side_inputs.stop()).await;
         assert!(matches!(stopped, Ok(Ok(()))), "{stopped:?}");
