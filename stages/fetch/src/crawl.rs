@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::http::{any_redirect, error_text, redacted, unanswered, Answer, Fetcher, Reading};
+use crate::http::{any_redirect, error_text, redacted, unanswered, Answer, Fetcher, Hop, Reading};
 use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
@@ -125,6 +125,9 @@ impl HostGate {
     }
 }
 
+/// A host's gate, held by its task and taken from by redirects to the host.
+type SharedGate = Arc<Mutex<HostGate>>;
+
 /// A pick's place in its batch.
 type Indexed = (usize, PagePick);
 
@@ -154,6 +157,9 @@ struct Shared {
     filter: LinkFilter,
     agent: String,
     robots: Mutex<RobotsCache>,
+    /// Each host's gate, kept across batches: a host's task holds its own, and a redirect
+    /// to a host takes a slot of that host's.
+    gates: Mutex<HashMap<String, SharedGate>>,
     permits: Semaphore,
     /// Bytes of bodies and links the batch's results hold so far.
     batch_bytes: AtomicU64,
@@ -168,13 +174,12 @@ struct Shared {
 /// batches.
 pub struct Crawler {
     shared: Arc<Shared>,
-    gates: HashMap<String, HostGate>,
     prune_at: usize,
 }
 
 impl std::fmt::Debug for Crawler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Crawler").field("hosts", &self.gates.len()).finish_non_exhaustive()
+        f.debug_struct("Crawler").field("hosts", &lock(&self.shared.gates).len()).finish_non_exhaustive()
     }
 }
 
@@ -201,6 +206,7 @@ impl Crawler {
             filter,
             agent,
             robots,
+            gates: Mutex::default(),
             permits,
             batch_bytes: AtomicU64::new(0),
             metrics,
@@ -208,7 +214,7 @@ impl Crawler {
             #[cfg(test)]
             panic_on_host: None,
         };
-        Self { shared: Arc::new(shared), gates: HashMap::new(), prune_at: MIN_PRUNE_AT }
+        Self { shared: Arc::new(shared), prune_at: MIN_PRUNE_AT }
     }
 
     /// Serves `picks`; the hosts run concurrently, each host's picks in order. A host
@@ -224,19 +230,20 @@ impl Crawler {
         }
         let mut tasks = JoinSet::new();
         // What each task was given, to answer for its picks should it panic.
-        let mut running: HashMap<task::Id, (String, HostGate, Vec<Indexed>)> = HashMap::new();
+        let mut running: HashMap<task::Id, (String, SharedGate, Vec<Indexed>)> = HashMap::new();
         for (host, picks) in by_host {
             self.shared.metrics.host_queue_depth.observe(picks.len() as f64);
-            let gate = self.gates.remove(&host).unwrap_or_default();
+            let gate = gate_of(&self.shared, &host);
             let shared = self.shared.clone();
             let given = picks.clone();
             #[cfg(test)]
             let panics = shared.panic_on_host.as_deref() == Some(host.as_str());
+            let task_gate = Arc::clone(&gate);
             let id = tasks
                 .spawn(async move {
                     #[cfg(test)]
                     assert!(!panics, "the test's host task panics");
-                    serve_host(&shared, picks, &Mutex::new(gate), budget_end).await
+                    serve_host(&shared, picks, &task_gate, budget_end).await
                 })
                 .id();
             running.insert(id, (host, gate, given));
@@ -244,19 +251,16 @@ impl Crawler {
         let mut slots: Vec<Option<Served>> = (0..total).map(|_| None).collect();
         while let Some(joined) = tasks.join_next_with_id().await {
             let served = match joined {
-                Ok((id, (gate, served))) => {
-                    if let Some((host, ..)) = running.remove(&id) {
-                        self.gates.insert(host, gate);
-                    }
+                Ok((id, served)) => {
+                    running.remove(&id);
                     served
                 }
                 Err(error) => {
-                    let Some((host, mut gate, given)) = running.remove(&error.id()) else { continue };
+                    let Some((host, gate, given)) = running.remove(&error.id()) else { continue };
                     tracing::error!(%host, picks = given.len(), %error, "a host task failed; its picks end as other");
                     // What the task sent before it failed is unknown: count a request as
                     // having just ended, so the host still gets its delay.
-                    gate.last_end = Some(Instant::now());
-                    self.gates.insert(host, gate);
+                    lock(&gate).last_end = Some(Instant::now());
                     given.iter().map(|(index, pick)| (*index, internal_error(pick))).collect()
                 }
             };
@@ -279,14 +283,16 @@ impl Crawler {
     }
 
     /// Forgets hosts whose gates no longer constrain anything, once their number doubles.
+    /// Between batches, so no task holds a gate.
     fn prune_gates(&mut self) {
-        if self.gates.len() < self.prune_at {
+        let mut gates = lock(&self.shared.gates);
+        if gates.len() < self.prune_at {
             return;
         }
         let now = Instant::now();
         let min_delay = self.shared.settings.min_host_delay;
-        self.gates.retain(|_, gate| !gate.is_spent(now, min_delay));
-        self.prune_at = self.gates.len().saturating_mul(2).max(MIN_PRUNE_AT);
+        gates.retain(|_, gate| !lock(gate).is_spent(now, min_delay));
+        self.prune_at = gates.len().saturating_mul(2).max(MIN_PRUNE_AT);
     }
 }
 
@@ -297,7 +303,7 @@ async fn serve_host(
     picks: Vec<Indexed>,
     gate: &Mutex<HostGate>,
     budget_end: Instant,
-) -> (HostGate, Vec<(usize, Served)>) {
+) -> Vec<(usize, Served)> {
     let mut robots: HashMap<String, Robots> = HashMap::new();
     for (_, pick) in &picks {
         let origin = origin_of(&pick.url);
@@ -318,8 +324,12 @@ async fn serve_host(
         }
         served
     });
-    let served = futures::future::join_all(lanes).await.into_iter().flatten().collect();
-    (*lock(gate), served)
+    futures::future::join_all(lanes).await.into_iter().flatten().collect()
+}
+
+/// `host`'s gate, a new one if it has none.
+fn gate_of(shared: &Shared, host: &str) -> SharedGate {
+    Arc::clone(lock(&shared.gates).entry(host.to_owned()).or_default())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -333,34 +343,101 @@ fn origin_of(url: &str) -> String {
     Url::parse(url).map(|u| u.origin().ascii_serialization()).unwrap_or_default()
 }
 
-/// Whether a request for a URL of `origin`, whose robots.txt says `rules`, may follow a
-/// redirect to `target`: the robots.txt of the target's origin decides, fetched and cached
-/// when it is not known yet. When it cannot be fetched, the hop ends the request as a
-/// pick of that origin would end. The hop and that robots.txt request do not wait for the
-/// target host's delay: its gate belongs to its own host's task.
-async fn redirect_allowed(
-    shared: &Shared,
-    origin: &str,
-    rules: &Arc<RobotsRules>,
-    target: Url,
-) -> Result<bool, (FetchOutcome, String)> {
+/// Where a request stands, for deciding on its redirects: the pick's host, whose slot it
+/// holds, and the origin it asked, whose robots.txt says `rules`.
+struct Asked<'a> {
+    shared: &'a Shared,
+    host: &'a str,
+    origin: &'a str,
+    rules: &'a Arc<RobotsRules>,
+    deadline: Option<Instant>,
+    budget_end: Instant,
+}
+
+/// What becomes of a redirect to `target`. The robots.txt of the target's origin decides,
+/// fetched and cached when not known yet; one that cannot be fetched ends the request as
+/// a pick of that origin would end. A hop within the host is part of the request. A hop to
+/// another host waits for that host's next polite slot, as its own picks do, if it comes
+/// within half the request timeout (`deferred` otherwise), and so does the robots.txt
+/// request before it; the host then counts the request as its own until it ends. Hosts
+/// are known to this instance only: another fetch instance may own the target host.
+async fn redirect_verdict(asked: &Asked<'_>, target: Url) -> Hop {
+    let shared = asked.shared;
     let target_origin = target.origin().ascii_serialization();
-    let rules = if target_origin == origin {
-        Arc::clone(rules)
+    let target_host = recrawl_schemas::host_of(target.as_str()).unwrap_or_default();
+    let elsewhere = (target_host != asked.host).then(|| gate_of(shared, &target_host));
+    let slot_by = later(Instant::now(), shared.fetcher.request_timeout().checked_div(2).unwrap_or_default());
+    let slot_by = asked.deadline.map_or(slot_by, |deadline| deadline.min(slot_by));
+    let take_slot = async |gate: &Mutex<HostGate>| {
+        let Some(slot) = reserve(shared, gate, Some(slot_by), asked.budget_end) else {
+            let next = lock(gate).earliest(Instant::now(), shared.settings.min_host_delay);
+            let wait = next.saturating_duration_since(Instant::now());
+            let reason = format!("{target_host}'s next polite slot is in {wait:?}");
+            return Err(Hop::Refused { outcome: FetchOutcome::Deferred, reason });
+        };
+        if !wait_for(shared, slot).await {
+            let reason = "the stage is shutting down".to_owned();
+            return Err(Hop::Refused { outcome: FetchOutcome::Deferred, reason });
+        }
+        Ok(())
+    };
+    let cached = || lock(&shared.robots).get(&target_origin, Instant::now());
+    // Whether the next slot of the other host is already this hop's.
+    let mut slot_taken = false;
+    let rules = if target_origin == asked.origin {
+        Arc::clone(asked.rules)
+    } else if let Some(rules) = cached() {
+        rules
     } else {
-        let cached = lock(&shared.robots).get(&target_origin, Instant::now());
-        match cached {
+        if let Some(gate) = &elsewhere {
+            if let Err(refused) = take_slot(gate).await {
+                return refused;
+            }
+            slot_taken = true;
+        }
+        // Another hop there may have fetched it while this one waited for the slot.
+        match cached() {
             Some(rules) => rules,
             None => {
-                let robots_url = robots_url(&target_origin).ok_or_else(|| {
-                    (FetchOutcome::Other, format!("no robots.txt URL for {target_origin:?}"))
-                })?;
+                let Some(robots_url) = robots_url(&target_origin) else {
+                    let reason = format!("no robots.txt URL for {target_origin:?}");
+                    return Hop::Refused { outcome: FetchOutcome::Other, reason };
+                };
                 let answer = shared.fetcher.get_document(robots_url, ROBOTS_READING, &any_redirect).await;
-                cache_robots(shared, &target_origin, answer).await?
+                if let Some(gate) = &elsewhere {
+                    lock(gate).last_end = Some(Instant::now());
+                    slot_taken = false;
+                }
+                match cache_robots(shared, &target_origin, answer).await {
+                    Ok(rules) => rules,
+                    Err((outcome, reason)) => return Hop::Refused { outcome, reason },
+                }
             }
         }
     };
-    Ok(rules.allows_without_blocking(target.as_str()).await)
+    if !rules.allows_without_blocking(target.as_str()).await {
+        return Hop::Disallowed;
+    }
+    let Some(gate) = elsewhere else { return Hop::Follow(None) };
+    {
+        let mut gate = lock(&gate);
+        gate.crawl_delay = gate.crawl_delay.max(rules.crawl_delay());
+    }
+    if !slot_taken {
+        if let Err(refused) = take_slot(&gate).await {
+            return refused;
+        }
+    }
+    Hop::Follow(Some(Box::new(HopToHost(gate))))
+}
+
+/// A hop's host's gate while the request goes on: the request's end is the host's last.
+struct HopToHost(SharedGate);
+
+impl Drop for HopToHost {
+    fn drop(&mut self) {
+        lock(&self.0).last_end = Some(Instant::now());
+    }
 }
 
 fn robots_url(origin: &str) -> Option<Url> {
@@ -562,8 +639,9 @@ async fn serve_pick(
         return Served::Requeue(pick);
     }
     let origin = origin_of(&pick.url);
-    let (origin, pick_rules) = (origin.as_str(), &rules);
-    let may_follow = move |target: Url| redirect_allowed(shared, origin, pick_rules, target).boxed();
+    let asked = Asked { shared, host: &pick.host, origin: &origin, rules: &rules, deadline, budget_end };
+    let asked = &asked;
+    let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
     // Checked again under the permit, and the body counted before it is let go: every
     // host's task passed the check above while the batch held nothing.
     let fetched = request(shared, gate, || async {
@@ -594,9 +672,10 @@ async fn serve_pick(
     Served::Done(Box::new(Crawled { result, links }))
 }
 
-/// The links of a downloaded HTML page, with those of its same-origin frames, which
-/// count as the page's own (`docs/algorithms/in-degree-first.md` §2). A frame that is not fetched
-/// (another origin, disallowed, past `max_frames`, or no time left) is a plain link.
+/// The links of a downloaded HTML page, with those of its same-origin frames on the
+/// pick's host, which count as the page's own (`docs/algorithms/in-degree-first.md` §2). A frame
+/// that is not fetched (another origin or host, disallowed, past `max_frames`, or no time
+/// left) is a plain link.
 async fn page_links(
     shared: &Shared,
     result: &FetchResult,
@@ -614,13 +693,17 @@ async fn page_links(
     let (filter, depth) = (&shared.filter, result.depth.saturating_add(1));
     let mut links = extract_links(&page_url, &result.body, filter, depth);
     // `rules` are the pick's origin's; a redirect may have brought the page elsewhere.
+    // Frames are fetched in the pick's host's slots, so only those on its host.
     let origin = origin_of(&result.url);
-    let origin = origin.as_str();
+    let asked = Asked { shared, host: &result.host, origin: &origin, rules, deadline, budget_end };
+    let asked = &asked;
     let mut fetched = 0;
     for frame in std::mem::take(&mut links.frames) {
+        let on_the_host = recrawl_schemas::host_of(frame.as_str()).is_ok_and(|host| host == result.host);
         let fetchable = fetched < shared.settings.max_frames
             && frame.origin() == page_url.origin()
-            && redirect_allowed(shared, origin, rules, frame.clone()).await == Ok(true);
+            && on_the_host
+            && matches!(redirect_verdict(asked, frame.clone()).await, Hop::Follow(_));
         let slot = fetchable.then(|| reserve(shared, gate, deadline, budget_end)).flatten();
         let Some(slot) = slot else {
             links.record(frame, filter, depth);
@@ -632,7 +715,7 @@ async fn page_links(
             continue;
         }
         let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };
-        let may_follow = move |target: Url| redirect_allowed(shared, origin, rules, target).boxed();
+        let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
         let answer =
             request(shared, gate, || shared.fetcher.get_document(frame.clone(), reading, &may_follow)).await;
         let frame_links = match answer {
@@ -864,11 +947,77 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let target = Url::parse(&format!("http://{closed}/page.html")).unwrap();
         let own = Arc::new(RobotsRules::AllowAll);
-        let unread = redirect_allowed(&unreadable.shared, "http://a.test", &own, target).await;
-        assert!(matches!(unread, Err((FetchOutcome::Connect, _))), "as a pick there would end: {unread:?}");
+        let asked = Asked {
+            shared: &unreadable.shared,
+            host: "a.test",
+            origin: "http://a.test",
+            rules: &own,
+            deadline: None,
+            budget_end: later(Instant::now(), Duration::from_secs(60)),
+        };
+        let unread = redirect_verdict(&asked, target).await;
+        assert!(
+            matches!(unread, Hop::Refused { outcome: FetchOutcome::Connect, .. }),
+            "as a pick there would end: {unread:?}"
+        );
         let same_origin = Url::parse("http://a.test/x.html").unwrap();
-        let own_rules = redirect_allowed(&unreadable.shared, "http://a.test", &own, same_origin).await;
-        assert_eq!(own_rules, Ok(true), "the origin's own rules");
+        let own_rules = redirect_verdict(&asked, same_origin).await;
+        assert!(matches!(own_rules, Hop::Follow(None)), "the origin's own rules, no slot: {own_rules:?}");
+    }
+
+    /// A site whose every page `/page-port` redirects to 127.0.0.1:port/page.html.
+    fn redirect_to_port(path: &str) -> Response {
+        if path == "/robots.txt" {
+            return not_found();
+        }
+        let (page, port) = path.trim_start_matches('/').split_once('-').unwrap_or_default();
+        (StatusCode::FOUND, [(LOCATION, format!("http://127.0.0.1:{port}/{page}.html"))]).into_response()
+    }
+
+    /// Hops from two hosts to a third wait for its delay as its own picks would: its
+    /// requests, robots.txt first, arrive the delay apart; a hop whose slot would come
+    /// past half the request timeout is deferred.
+    #[tokio::test]
+    async fn redirects_to_another_host_keep_to_its_delay() {
+        let (target, target_log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let (a, _) = site(redirect_to_port).await;
+        let (b, _) = site(redirect_to_port).await;
+        let delay = Duration::from_millis(300);
+        let mut crawler = crawler(CrawlSettings { min_host_delay: delay, ..CrawlSettings::default() });
+        let port = target.port();
+        let picks: Vec<PagePick> =
+            (0..4).map(|i| pick(&format!("http://{}/p{i}-{port}", [a, b][i % 2]))).collect();
+        let output = crawler.crawl(picks).await;
+        let all_downloaded = output.crawled.iter().all(|c| c.result.outcome == FetchOutcome::Downloaded);
+        assert!(all_downloaded, "{:?}", outcomes(&output));
+        let arrived = paths(&target_log);
+        assert_eq!(arrived.len(), 5, "robots.txt once and four pages: {arrived:?}");
+        assert_eq!(arrived[0], "/robots.txt");
+        // Starts are the delay apart on the crawler's clock; arrivals add each connection's
+        // latency. Without the target's gate the two hosts' hops arrive together.
+        let latency = Duration::from_millis(50);
+        for gap in gaps(&target_log) {
+            assert!(gap + latency >= delay, "{gap:?} < {delay:?}: {arrived:?}");
+        }
+
+        // The target host's delay is now past half the request timeout (1.5 s here), and
+        // its robots.txt known: the first hop takes its slot, the second is deferred.
+        let slow = CrawlSettings { min_host_delay: Duration::from_secs(2), ..CrawlSettings::default() };
+        let mut slow_crawler = super::tests::crawler(slow);
+        let known = RobotsRules::AllowAll;
+        lock(&slow_crawler.shared.robots).insert(&format!("http://{target}"), known, false, Instant::now());
+        let picks = vec![pick(&format!("http://{a}/q0-{port}")), pick(&format!("http://{b}/q1-{port}"))];
+        let output = slow_crawler.crawl(picks).await;
+        let mut outcomes: Vec<FetchOutcome> = output.crawled.iter().map(|c| c.result.outcome).collect();
+        outcomes.sort_by_key(|outcome| outcome.as_str());
+        assert_eq!(outcomes, [FetchOutcome::Deferred, FetchOutcome::Downloaded], "{:?}", output.crawled);
+        let deferred = output.crawled.iter().find(|c| c.result.outcome == FetchOutcome::Deferred);
+        let error = deferred.and_then(|c| c.result.error.as_deref()).unwrap_or_default();
+        assert!(error.contains("next polite slot"), "{error}");
     }
 
     /// A hop to a refused address ends as one, before its robots.txt is asked for.
@@ -1124,7 +1273,7 @@ mod tests {
         let error = output.crawled[0].result.error.as_deref().unwrap_or_default();
         assert!(error.contains("internal error"), "{error}");
         assert_eq!(output.crawled[0].result.host, boom);
-        assert!(crawler.gates.contains_key(&boom), "the host keeps its gate");
+        assert!(lock(&crawler.shared.gates).contains_key(&boom), "the host keeps its gate");
         assert_eq!(paths(&log), ["/robots.txt", "/b.html"]);
     }
 
@@ -1200,7 +1349,8 @@ mod tests {
             let picks =
                 vec![pick(&format!("http://{address}/1.html")), pick(&format!("http://{address}/2.html"))];
             let output = crawler.crawl(picks).await;
-            assert_eq!(crawler.gates[&address.to_string()].crawl_delay.map(duration_ms), delay_ms, "{value}");
+            let gate = gate_of(&crawler.shared, &address.to_string());
+            assert_eq!(lock(&gate).crawl_delay.map(duration_ms), delay_ms, "{value}");
             let downloaded = output
                 .crawled
                 .iter()

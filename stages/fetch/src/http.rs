@@ -26,14 +26,39 @@ use crate::address::{
 
 pub use recrawl_schemas::messages::bounds::{MAX_REDIRECTS, MAX_URL_BYTES};
 
-/// Whether a redirect to a URL may be followed: robots.txt's say, which the caller knows
-/// or fetches; when it cannot be read, the outcome the request ends with and why.
-pub type MayFollow<'a> =
-    dyn Fn(Url) -> BoxFuture<'a, Result<bool, (FetchOutcome, String)>> + Send + Sync + 'a;
+/// Whether a redirect to a URL may be followed: robots.txt's say, and the target host's
+/// politeness, which the caller knows.
+pub type MayFollow<'a> = dyn Fn(Url) -> BoxFuture<'a, Hop> + Send + Sync + 'a;
+
+/// Held while a request goes on after a hop: its drop tells the hop's host the request
+/// has ended.
+pub type HopGuard = Box<dyn Send + Sync>;
+
+/// What may become of a redirect.
+pub enum Hop {
+    /// Follow it, holding the guard until the request ends.
+    Follow(Option<HopGuard>),
+    /// robots.txt disallows the target.
+    Disallowed,
+    /// Not followed: the request ends with `outcome`, for `reason`.
+    Refused { outcome: FetchOutcome, reason: String },
+}
+
+impl std::fmt::Debug for Hop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Follow(guard) => f.debug_tuple("Follow").field(&guard.as_ref().map(|_| "guard")).finish(),
+            Self::Disallowed => f.write_str("Disallowed"),
+            Self::Refused { outcome, reason } => {
+                f.debug_struct("Refused").field("outcome", outcome).field("reason", reason).finish()
+            }
+        }
+    }
+}
 
 /// Every redirect may be followed (robots.txt itself, tests).
-pub fn any_redirect<'a>(_: Url) -> BoxFuture<'a, Result<bool, (FetchOutcome, String)>> {
-    Box::pin(std::future::ready(Ok(true)))
+pub fn any_redirect<'a>(_: Url) -> BoxFuture<'a, Hop> {
+    Box::pin(std::future::ready(Hop::Follow(None)))
 }
 
 /// Longest `Content-Type`, `ETag` or `Last-Modified` kept; a longer one is dropped.
@@ -129,6 +154,11 @@ pub struct Fetcher {
 }
 
 impl Fetcher {
+    /// How long one request may take, redirects included.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
     /// Builds the HTTP client; fails on an unusable configuration, such as a user agent that
     /// is not a valid header value.
     pub fn new(config: FetchConfig) -> Result<Self, FetchSetupError> {
@@ -278,6 +308,8 @@ impl Fetcher {
         received: &mut u64,
     ) -> Result<Answer, (FetchFailure, Vec<Url>)> {
         let mut redirects: Vec<Url> = Vec::new();
+        // Dropped when the request ends: the hosts hopped to count it as theirs until then.
+        let mut hops_held: Vec<HopGuard> = Vec::new();
         let mut current = url.clone();
         loop {
             let sent = self.send(&current, &headers).await;
@@ -309,14 +341,14 @@ impl Fetcher {
                     return Err((blocked.into(), redirects));
                 }
                 match may_follow(target.clone()).await {
-                    Ok(true) => {}
-                    Ok(false) => {
+                    Hop::Follow(guard) => hops_held.extend(guard),
+                    Hop::Disallowed => {
                         return Err((FetchFailure::DisallowedRedirect(redacted(target.as_str())), redirects))
                     }
-                    Err((outcome, error)) => {
+                    Hop::Refused { outcome, reason } => {
                         let target = redacted(target.as_str());
                         return Err((
-                            FetchFailure::UnreadableRedirectRobots { target, outcome, error },
+                            FetchFailure::RedirectNotFollowed { target, outcome, reason },
                             redirects,
                         ));
                     }
@@ -437,8 +469,8 @@ enum FetchFailure {
     LongRedirect(usize),
     #[error("a redirect to {0}, which robots.txt disallows")]
     DisallowedRedirect(String),
-    #[error("a redirect to {target}, whose robots.txt could not be read: {error}")]
-    UnreadableRedirectRobots { target: String, outcome: FetchOutcome, error: String },
+    #[error("a redirect to {target}, not followed: {reason}")]
+    RedirectNotFollowed { target: String, outcome: FetchOutcome, reason: String },
     #[error("no complete answer within {0:?}")]
     Timeout(Duration),
     #[error(transparent)]
@@ -457,7 +489,7 @@ impl FetchFailure {
                 FetchOutcome::TooManyRedirects
             }
             Self::DisallowedRedirect(_) => FetchOutcome::RobotsDenied,
-            Self::UnreadableRedirectRobots { outcome, .. } => *outcome,
+            Self::RedirectNotFollowed { outcome, .. } => *outcome,
             Self::Timeout(_) => FetchOutcome::Timeout,
             Self::Blocked(_) => FetchOutcome::BlockedAddress,
             Self::Transport(error) => transport_outcome(error),
