@@ -150,11 +150,11 @@ pub struct PolitenessArgs {
     /// Origins whose robots.txt is kept in memory.
     #[arg(long, env = "RECRAWL_FETCH_ROBOTS_CACHE_ORIGINS", default_value_t = 100_000)]
     pub robots_cache_origins: usize,
-    /// About the memory the kept robots.txt rules may take, bytes (twice a file's text,
-    /// 160 bytes a rule or sitemap line, and 32 KiB for each of its at most 200 rules
-    /// ending in `$`, which compile to regexes); the least recently used origins go first.
-    /// Whichever of this and --robots-cache-origins is reached first binds: a file of
-    /// 1 KiB and 20 rules counts 5 KiB, so 128 MiB holds some 25,000 such origins.
+    /// About the memory the kept robots.txt rules may take, bytes (192 a rule besides its
+    /// pattern, 64 a sitemap line besides its URL, and 32 KiB for each of a file's at most
+    /// 200 rules ending in `$`, which compile to regexes); the least recently used origins
+    /// go first. Whichever of this and --robots-cache-origins is reached first binds: a
+    /// file of 20 rules counts about 5 KiB, so 128 MiB holds some 25,000 such origins.
     #[arg(long, env = "RECRAWL_FETCH_ROBOTS_CACHE_BYTES", default_value_t = 128 << 20,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range((1 << 20)..))]
     pub robots_cache_bytes: usize,

@@ -47,12 +47,11 @@ const RULES_CHECKED_OFF_THREAD_BYTES: usize = 64 << 10;
 /// What one compiled `$` rule is counted as in the cache's budget.
 const END_ANCHORED_RULE_BYTES: usize = 32 << 10;
 
-/// What the parser holds per rule or sitemap line besides its text, and per byte of the
-/// file (a wildcard rule's text is kept twice), counted in the cache's budget. Measured
-/// with a counting allocator on 500 KiB files of one line shape: up to 152 bytes a rule
-/// besides its text (`Disallow:*a*`), 22 a sitemap line.
-const RULE_BYTES: usize = 160;
-const BYTES_PER_FILE_BYTE: usize = 2;
+/// What the parser holds per rule and per sitemap line besides their text, counted in the
+/// cache's budget: a rule's entry takes 80 bytes, a sitemap's 24, in vectors up to twice
+/// as long as they are full (tests/robots_memory.rs measures them).
+const RULE_BYTES: usize = 192;
+const SITEMAP_BYTES: usize = 64;
 
 /// What the cache counts for an entry besides its rules: the origin, the entry, the `Arc`.
 const ENTRY_BYTES: usize = 256;
@@ -153,15 +152,28 @@ fn lines(body: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     })
 }
 
-/// About the memory the parser's rules for `body` hold, `anchored` of them compiled.
+/// About the memory the parser's rules for `body` hold, `anchored` of them compiled: each
+/// rule's pattern percent-encoded as the parser does (a control, space, `"<>` or backtick,
+/// or a byte past ASCII, takes three), twice for a wildcard rule (kept as written and as
+/// matched), and sitemap URLs as they are; [`RULE_BYTES`] or [`SITEMAP_BYTES`] besides.
 fn held_bytes(body: &[u8], anchored: usize) -> usize {
-    let is_sitemap =
-        |line: &[u8]| line.trim_ascii_start().get(..7).is_some_and(|f| f.eq_ignore_ascii_case(b"sitemap"));
-    let rules = lines(body).filter(|(line, _)| rule_field(line).is_some() || is_sitemap(line)).count();
-    body.len()
-        .saturating_mul(BYTES_PER_FILE_BYTE)
-        .saturating_add(rules.saturating_mul(RULE_BYTES))
-        .saturating_add(anchored.saturating_mul(END_ANCHORED_RULE_BYTES))
+    let encoded = |value: &[u8]| {
+        value
+            .iter()
+            .map(|&byte| if !(0x21..0x7f).contains(&byte) || b"\"<>`".contains(&byte) { 3 } else { 1 })
+            .fold(0usize, usize::saturating_add)
+    };
+    let per_line = |line: &[u8]| match field_of(line) {
+        Some((Field::Allow | Field::Disallow, pattern)) => {
+            let copies = if pattern.contains(&b'*') { 2 } else { 1 };
+            encoded(pattern).saturating_mul(copies).saturating_add(RULE_BYTES)
+        }
+        Some((Field::Sitemap, url)) => url.len().saturating_add(SITEMAP_BYTES),
+        None => 0,
+    };
+    lines(body)
+        .map(|(line, _)| per_line(line))
+        .fold(anchored.saturating_mul(END_ANCHORED_RULE_BYTES), usize::saturating_add)
 }
 
 /// A rule made one that permits no more than it, and compiles to no regex: a Disallow's
@@ -170,30 +182,36 @@ fn held_bytes(body: &[u8], anchored: usize) -> usize {
 /// the parser ends a group of user-agents only at a rule, so dropping the group's one
 /// rule would join it to the next group).
 fn stricter(line: &[u8]) -> Cow<'_, [u8]> {
-    match rule_field(line) {
-        Some(RuleField::Disallow) => {
+    match field_of(line) {
+        Some((Field::Disallow, _)) => {
             Cow::Owned(line.iter().map(|&byte| if byte == b'$' { b'*' } else { byte }).collect())
         }
-        Some(RuleField::Allow) => Cow::Borrowed(b"Allow:"),
-        None => Cow::Borrowed(line),
+        Some((Field::Allow, _)) => Cow::Borrowed(b"Allow:"),
+        _ => Cow::Borrowed(line),
     }
+}
+
+/// Whether `line` is an Allow or Disallow rule ending in `$`, which the parser compiles
+/// into a regex.
+fn is_end_anchored(line: &[u8]) -> bool {
+    matches!(field_of(line), Some((Field::Allow | Field::Disallow, pattern)) if pattern.contains(&b'$'))
 }
 
 /// `body` with the `Allow` and `Disallow` rules ending in `$` past the first
 /// [`MAX_END_ANCHORED_RULES`] made [`stricter`], and how many it keeps.
 fn bound_end_anchored(body: &[u8]) -> (Cow<'_, [u8]>, usize) {
-    let anchored = |line: &[u8]| rule_field(line).is_some() && line.contains(&b'$');
-    let total = lines(body).filter(|(line, _)| anchored(line)).count();
+    let total = lines(body).filter(|(line, _)| is_end_anchored(line)).count();
     if total <= MAX_END_ANCHORED_RULES {
         return (Cow::Borrowed(body), total);
     }
     let mut seen = 0usize;
     let mut bounded = Vec::with_capacity(body.len());
     for (line, end) in lines(body) {
-        if anchored(line) {
+        let anchored = is_end_anchored(line);
+        if anchored {
             seen = seen.saturating_add(1);
         }
-        if seen <= MAX_END_ANCHORED_RULES || !anchored(line) {
+        if seen <= MAX_END_ANCHORED_RULES || !anchored {
             bounded.extend_from_slice(line);
         } else {
             bounded.extend_from_slice(&stricter(line));
@@ -203,34 +221,52 @@ fn bound_end_anchored(body: &[u8]) -> (Cow<'_, [u8]>, usize) {
     (Cow::Owned(bounded), MAX_END_ANCHORED_RULES)
 }
 
-enum RuleField {
+#[derive(Clone, Copy)]
+enum Field {
     Allow,
     Disallow,
+    Sitemap,
 }
 
-/// Which rule `line` is, if it is one: field names are case-insensitive, and the parser
-/// takes these misspellings of Disallow too.
-fn rule_field(line: &[u8]) -> Option<RuleField> {
-    const DISALLOW: [&[u8]; 6] =
-        [b"disallow", b"dissallow", b"dissalow", b"disalow", b"diasllow", b"disallaw"];
-    let field = line.trim_ascii_start();
-    let starts = |name: &[u8]| field.get(..name.len()).is_some_and(|start| start.eq_ignore_ascii_case(name));
-    if starts(b"allow") {
-        Some(RuleField::Allow)
-    } else if DISALLOW.iter().any(|name| starts(name)) {
-        Some(RuleField::Disallow)
-    } else {
-        None
-    }
+/// The field of `line` and its value up to any comment, as the parser reads them: a name,
+/// case-insensitive, after spaces or tabs, then a colon or a space. The parser takes these
+/// misspellings of Disallow and spellings of Sitemap too.
+fn field_of(line: &[u8]) -> Option<(Field, &[u8])> {
+    const NAMES: [(&[u8], Field); 10] = [
+        (b"allow", Field::Allow),
+        (b"disallow", Field::Disallow),
+        (b"dissallow", Field::Disallow),
+        (b"dissalow", Field::Disallow),
+        (b"disalow", Field::Disallow),
+        (b"diasllow", Field::Disallow),
+        (b"disallaw", Field::Disallow),
+        (b"sitemap", Field::Sitemap),
+        (b"site-map", Field::Sitemap),
+        (b"site map", Field::Sitemap),
+    ];
+    let blank = |byte: &u8| matches!(byte, b' ' | b'\t');
+    let text = line.get(line.iter().position(|byte| !blank(byte))?..)?;
+    NAMES.iter().find_map(|&(name, field)| {
+        let (start, rest) = text.split_at_checked(name.len())?;
+        if !start.eq_ignore_ascii_case(name) {
+            return None;
+        }
+        let spaced = rest.get(rest.iter().position(|byte| !blank(byte)).unwrap_or(rest.len())..)?;
+        let value = match spaced.strip_prefix(b":") {
+            Some(value) => value,
+            None if spaced.len() < rest.len() => spaced,
+            None => return None,
+        };
+        let value = value.split(|&byte| byte == b'#').next().unwrap_or_default();
+        Some((field, value.trim_ascii()))
+    })
 }
 
 /// Whether `line` is an Allow or Disallow rule the parser refuses on its own. Only rules
 /// with a `$` are compiled into regexes, and a file keeps at most
 /// [`MAX_END_ANCHORED_RULES`] of them, so at most that many are tried alone.
 fn is_refused_rule(line: &[u8]) -> bool {
-    rule_field(line).is_some()
-        && line.contains(&b'$')
-        && Robot::new("*", &[&b"User-agent: *\n"[..], line].concat()).is_err()
+    is_end_anchored(line) && Robot::new("*", &[&b"User-agent: *\n"[..], line].concat()).is_err()
 }
 
 /// The complete lines of a robots.txt cut at [`MAX_ROBOTS_BYTES`]: half a rule can mean
@@ -510,6 +546,30 @@ mod tests {
         assert!(!rules.allows("http://h/d249.html"), "past the bound: a substring rule");
     }
 
+    /// Fields are read as the parser reads them: other lines that start like a rule do
+    /// not count toward the `$` bound, are not rewritten and cannot join groups.
+    #[test]
+    fn lines_are_rules_only_where_the_parser_reads_rules() {
+        for (line, rule) in [
+            ("Allow: /x$", true),
+            ("  dIsAlLoW\t:/x$", true),
+            ("Disallow /x$", true),
+            ("Allowances: see /terms$", false),
+            ("\x0cAllow: /x$", false),
+            ("Disallow: /x # ends in $", false),
+        ] {
+            assert_eq!(is_end_anchored(line.as_bytes()), rule, "{line:?}");
+        }
+        let mut file = String::from("User-agent: *\n");
+        for i in 0..MAX_END_ANCHORED_RULES {
+            file.push_str(&format!("Disallow: /d{i}$\n"));
+        }
+        file.push_str("User-agent: recrawl\nAllowances: see /terms$\n");
+        file.push_str("User-agent: otherbot\nDisallow: /private/\n");
+        let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        assert!(!rules.allows("http://h/private/a"), "the parser's groups are unchanged");
+    }
+
     /// A file cut at the size limit keeps its whole lines however they end: a file of
     /// `\r` lines cut at the last `\n` would be empty, so allow everything.
     #[test]
@@ -523,10 +583,10 @@ mod tests {
         assert_eq!(whole_lines(b"Disallow: /"), b"", "no whole line");
     }
 
-    /// Large rules are checked on a blocking thread, small ones in place: the verdicts
-    /// are the parser's either way.
+    /// Large rules are checked on a blocking thread, small ones in place (which of the two
+    /// is not visible here): the verdicts are the parser's either way.
     #[tokio::test]
-    async fn large_rules_give_the_same_verdicts_off_the_async_threads() {
+    async fn checks_without_blocking_give_the_parsers_verdicts_for_large_and_small_rules() {
         let wildcards: String = (0..10_000).map(|n| format!("Disallow: /*x{n}*y\n")).collect();
         let large = format!("User-agent: *\nAllow: /*x7*y/open\n{wildcards}");
         for (file, small) in [(large.as_bytes(), false), (ROBOTS, true)] {
