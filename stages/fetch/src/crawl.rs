@@ -664,11 +664,7 @@ async fn serve_pick(
     let outcome = result.outcome.as_str();
     metrics.latency.with_label_values(&[outcome]).observe(result.latency_ms / 1000.0);
     metrics.bytes.inc_by(result.size_bytes);
-    let mut links = page_links(shared, &result, &rules, gate, deadline, budget_end).await;
-    links.finish();
-    // Held until the batch is published, as the body is: 1,000 links of 8 KiB found on a
-    // page of 16 KB take 8 MB.
-    shared.batch_bytes.fetch_add(links.held_bytes() as u64, Ordering::Relaxed);
+    let links = page_links(shared, &result, &rules, gate, deadline, budget_end).await;
     Served::Done(Box::new(Crawled { result, links }))
 }
 
@@ -692,6 +688,11 @@ async fn page_links(
     };
     let (filter, depth) = (&shared.filter, result.depth.saturating_add(1));
     let mut links = extract_links(&page_url, &result.body, filter, depth);
+    // Held until the batch is published, as the body is (1,000 links of 8 KiB found on a
+    // page of 16 KB take 8 MB), and counted now: frames wait for the host's slots, while
+    // other hosts' picks check the batch's limit.
+    let counted = links.held_bytes();
+    shared.batch_bytes.fetch_add(counted as u64, Ordering::Relaxed);
     // `rules` are the pick's origin's; a redirect may have brought the page elsewhere.
     // Frames are fetched in the pick's host's slots, so only those on its host.
     let origin = origin_of(&result.url);
@@ -735,6 +736,9 @@ async fn page_links(
             links.merge(frame_links, filter.max_links);
         }
     }
+    links.finish();
+    let grown = links.held_bytes().saturating_sub(counted);
+    shared.batch_bytes.fetch_add(grown as u64, Ordering::Relaxed);
     links
 }
 
@@ -1175,7 +1179,8 @@ mod tests {
             }
             let base = format!("<base href=\"/{}/\">", "b".repeat(7_000));
             let links: String = (0..200).map(|n| format!("<a href={n}>")).collect();
-            ([(CONTENT_TYPE, "text/html")], format!("{base}{links}")).into_response()
+            ([(CONTENT_TYPE, "text/html")], format!("{base}{links}<frame src=\"/frame.html\">"))
+                .into_response()
         }
         let (address, _) = site(many_long_links).await;
         let settings = CrawlSettings { batch_body_bytes: 1_000_000, ..no_delay() };
@@ -1187,6 +1192,21 @@ mod tests {
         assert_eq!(crawled.links.links.len(), 200);
         assert!(crawled.links.held_bytes() > 1_400_000, "{}", crawled.links.held_bytes());
         assert_eq!(output.requeued, picks[1..]);
+
+        // Counted before the page's frame waits for its host's slot, when the permit is
+        // free for other hosts' picks.
+        let hosts = ["b0.test", "b1.test", "b2.test", "b3.test", "b4.test"];
+        let settings = CrawlSettings {
+            batch_body_bytes: 1_000_000,
+            concurrency: 1,
+            min_host_delay: Duration::from_millis(200),
+            ..CrawlSettings::default()
+        };
+        let mut crawler = crawler_with(settings, &hosts, CancellationToken::new());
+        let picks: Vec<PagePick> =
+            hosts.iter().map(|host| pick(&format!("http://{host}:{}/p.html", address.port()))).collect();
+        let output = crawler.crawl(picks).await;
+        assert_eq!((output.crawled.len(), output.requeued.len()), (1, 4), "{:?}", outcomes(&output));
     }
 
     #[tokio::test]

@@ -56,8 +56,9 @@ pub struct PageLinks {
     /// longer than [`MAX_HOST_BYTES`] (which no DNS name is, and no record may carry): a
     /// rule of this stage's, not one of [`LinkRules`].
     pub too_long: u64,
-    /// Position of each kept URL in `links`.
-    kept: HashMap<String, usize>,
+    /// Position of each kept URL in `links`, by the URL's hash (as `sighted`), so the
+    /// URLs' text is held once.
+    kept: HashMap<u64, usize>,
     /// Hashes of the URLs rejected or too long: only whether one is new matters, and their
     /// text would let a page of short links resolved against a long URL hold gigabytes.
     /// The hasher's keys are random per page, so no server can aim collisions.
@@ -114,29 +115,36 @@ impl PageLinks {
     /// Counts `url` as kept, or keeps it while fewer than `max_links` are; a URL past the
     /// cap is not remembered, as the cap never lets it in later.
     fn add(&mut self, url: String, occurrences: u32, max_links: usize) {
-        if let Some(link) = self.kept.get(&url).and_then(|&index| self.links.get_mut(index)) {
+        let hash = self.hasher.hash_one(&url);
+        if let Some(link) = self.kept.get(&hash).and_then(|&index| self.links.get_mut(index)) {
             link.occurrences = link.occurrences.saturating_add(occurrences);
         } else if self.links.len() < max_links {
-            self.kept.insert(url.clone(), self.links.len());
+            self.kept.insert(hash, self.links.len());
             self.links.push(ExtractedLink { url, occurrences });
         }
     }
 
-    /// Lets go of what telling new URLs from seen ones takes (the kept URLs a second time,
-    /// a hash per rejected one): a page's links wait for the whole batch to be published.
-    /// Links added after this are not deduplicated.
+    /// Lets go of what telling new URLs from seen ones takes (a hash per URL seen): a
+    /// page's links wait for the whole batch to be published. Links added after this are
+    /// not deduplicated.
     pub fn finish(&mut self) {
         self.kept = HashMap::new();
         self.sighted = HashSet::new();
         self.framed = HashSet::new();
     }
 
-    /// About the memory these links hold once finished, for the batch's budget.
+    /// About the memory these links hold, for the batch's budget.
     pub fn held_bytes(&self) -> usize {
+        // A hash set's or map's entry with its control byte, at its fullest load.
+        const HASHED_BYTES: usize = 2 * size_of::<(u64, usize)>();
         let links = self.links.iter().map(|link| link.url.len().saturating_add(size_of::<ExtractedLink>()));
         let frames = self.frames.iter().map(|frame| frame.as_str().len().saturating_add(size_of::<Url>()));
         let rejected = self.rejected.len().saturating_mul(size_of::<Rejection>());
-        links.chain(frames).fold(rejected, usize::saturating_add)
+        let hashed = [self.kept.len(), self.sighted.len(), self.framed.len()]
+            .into_iter()
+            .fold(0usize, usize::saturating_add)
+            .saturating_mul(HASHED_BYTES);
+        links.chain(frames).fold(rejected.saturating_add(hashed), usize::saturating_add)
     }
 
     /// Whether `url` is seen here first.
