@@ -636,6 +636,11 @@ impl SideInputs {
     }
 }
 
+/// `polled` moved on by the time the stage's work, started at `work_started`, has taken.
+fn after_work(polled: Instant, work_started: Instant) -> Instant {
+    polled.checked_add(work_started.elapsed()).unwrap_or(polled)
+}
+
 /// Runs `stage` until `ctx.shutdown` is cancelled or an unrecoverable error occurs.
 pub async fn run_stage<S: Stage>(
     mut stage: S,
@@ -918,9 +923,10 @@ impl<S: Stage> Loop<S> {
         }
         let mut out = self.emitter();
         self.side_inputs.drain(&mut self.stage);
+        let handling = Instant::now();
         self.stage.handle(batch, &mut self.store, &mut out).await?;
         let dead_lettered = out.records.iter().any(|record| record.dead_letter.is_some());
-        self.publish(out, polled).await?;
+        self.publish(out, after_work(polled, handling)).await?;
         self.store_offsets(&offsets);
         if dead_lettered {
             // A replay of this batch (a crash, a lost session) would dead-letter the same
@@ -940,8 +946,9 @@ impl<S: Stage> Loop<S> {
     async fn tick(&mut self, polled: Instant) -> Result<(), RuntimeError> {
         let mut out = self.emitter();
         self.side_inputs.drain(&mut self.stage);
+        let ticking = Instant::now();
         self.stage.tick(&mut self.store, &self.assignment, &mut out).await?;
-        self.publish(out, polled).await
+        self.publish(out, after_work(polled, ticking)).await
     }
 
     /// Produces `out`, then the changelog records of every key the stage touched, and
@@ -950,8 +957,10 @@ impl<S: Stage> Loop<S> {
     /// acknowledged: it is what makes a replay a no-op, so a changelog ahead of its
     /// outputs would, after a crash between the two, have the replay skip outputs the
     /// broker never took. Failures are retried until the outage timeout has passed since
-    /// the consumer was `polled`: the retries of a restore before count, so the loop
-    /// polls again within the outage timeout and its work (max.poll.interval.ms).
+    /// `polled`, the consumer's last poll with the stage's work since left out: the
+    /// retries of a restore before count, so the loop polls again within the outage
+    /// timeout and the work (max.poll.interval.ms, which the stages check their work's
+    /// bounds against).
     async fn publish(&mut self, out: Emitter, polled: Instant) -> Result<(), RuntimeError> {
         self.deliver_all(out.records, polled).await?;
         if self.stage.stateful() {
@@ -1356,6 +1365,16 @@ mod tests {
         assert!(matches!(&error, RuntimeError::Tail { reason, .. } if reason == "fatal"), "{error}");
         assert!(side_inputs.tails.is_empty());
         assert!(side_inputs.stop().await.is_ok(), "a noticed reader is not awaited again");
+    }
+
+    /// The retries' clock leaves the stage's work out: a fetch batch's minute of requests
+    /// does not use up the outage timeout of its outputs' retries.
+    #[test]
+    fn the_retries_clock_leaves_the_work_out() {
+        let polled = Instant::now();
+        let work_started = Instant::now().checked_sub(Duration::from_secs(1)).unwrap_or(polled);
+        let since = after_work(polled, work_started);
+        assert!(since.duration_since(polled) >= Duration::from_secs(1), "{:?}", since.duration_since(polled));
     }
 
     /// Stopping does not wait forever on a reader blocked on its full channel.
