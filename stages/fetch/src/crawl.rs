@@ -103,6 +103,8 @@ struct HostGate {
     last_end: Option<Instant>,
     paused_until: Option<Instant>,
     crawl_delay: Option<Duration>,
+    /// Requests to the host under way, redirects to it from other hosts' picks included.
+    in_flight: usize,
 }
 
 impl HostGate {
@@ -121,7 +123,7 @@ impl HostGate {
 
     /// Nothing here constrains a future request any more.
     fn is_spent(&self, now: Instant, min_delay: Duration) -> bool {
-        self.earliest(now, min_delay) <= now
+        self.in_flight == 0 && self.earliest(now, min_delay) <= now
     }
 }
 
@@ -351,49 +353,52 @@ struct Asked<'a> {
     origin: &'a str,
     rules: &'a Arc<RobotsRules>,
     deadline: Option<Instant>,
-    budget_end: Instant,
+    /// About when the request began: a hop waits for a slot for at most half its timeout.
+    started: Instant,
+    /// Other hosts the request has hopped to, whose slots it holds.
+    hopped: Mutex<Vec<String>>,
+}
+
+impl<'a> Asked<'a> {
+    fn new(
+        shared: &'a Shared,
+        host: &'a str,
+        origin: &'a str,
+        rules: &'a Arc<RobotsRules>,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Self { shared, host, origin, rules, deadline, started: Instant::now(), hopped: Mutex::default() }
+    }
 }
 
 /// What becomes of a redirect to `target`. The robots.txt of the target's origin decides,
 /// fetched and cached when not known yet; one that cannot be fetched ends the request as
-/// a pick of that origin would end. A hop within the host is part of the request. A hop to
-/// another host waits for that host's next polite slot, as its own picks do, if it comes
-/// within half the request timeout (`deferred` otherwise), and so does the robots.txt
-/// request before it; the host then counts the request as its own until it ends. Hosts
+/// a pick of that origin would end. A hop within the pick's host, or to a host the request
+/// already hopped to, is part of the request. A hop to another host takes that host's next
+/// polite slot, as its own picks do, if it comes within half the request timeout and the
+/// host has a connection free (`deferred` otherwise); the slot covers the robots.txt
+/// request and the hop, and the host counts the request as its own until it ends. Hosts
 /// are known to this instance only: another fetch instance may own the target host.
 async fn redirect_verdict(asked: &Asked<'_>, target: Url) -> Hop {
     let shared = asked.shared;
-    let target_origin = target.origin().ascii_serialization();
-    let target_host = recrawl_schemas::host_of(target.as_str()).unwrap_or_default();
-    let elsewhere = (target_host != asked.host).then(|| gate_of(shared, &target_host));
-    let slot_by = later(Instant::now(), shared.fetcher.request_timeout().checked_div(2).unwrap_or_default());
-    let slot_by = asked.deadline.map_or(slot_by, |deadline| deadline.min(slot_by));
-    let take_slot = async |gate: &Mutex<HostGate>| {
-        let Some(slot) = reserve(shared, gate, Some(slot_by), asked.budget_end) else {
-            let next = lock(gate).earliest(Instant::now(), shared.settings.min_host_delay);
-            let wait = next.saturating_duration_since(Instant::now());
-            let reason = format!("{target_host}'s next polite slot is in {wait:?}");
-            return Err(Hop::Refused { outcome: FetchOutcome::Deferred, reason });
-        };
-        if !wait_for(shared, slot).await {
-            let reason = "the stage is shutting down".to_owned();
-            return Err(Hop::Refused { outcome: FetchOutcome::Deferred, reason });
-        }
-        Ok(())
+    let Ok(target_host) = recrawl_schemas::host_of(target.as_str()) else {
+        return Hop::Refused { outcome: FetchOutcome::Other, reason: "the target names no host".to_owned() };
     };
+    let target_origin = target.origin().ascii_serialization();
+    let elsewhere = (target_host != asked.host && !lock(&asked.hopped).contains(&target_host))
+        .then(|| gate_of(shared, &target_host));
     let cached = || lock(&shared.robots).get(&target_origin, Instant::now());
-    // Whether the next slot of the other host is already this hop's.
-    let mut slot_taken = false;
+    let mut under_way = None;
     let rules = if target_origin == asked.origin {
         Arc::clone(asked.rules)
     } else if let Some(rules) = cached() {
         rules
     } else {
         if let Some(gate) = &elsewhere {
-            if let Err(refused) = take_slot(gate).await {
-                return refused;
+            match take_slot(asked, gate, &target_host).await {
+                Ok(taken) => under_way = Some(taken),
+                Err(refused) => return refused,
             }
-            slot_taken = true;
         }
         // Another hop there may have fetched it while this one waited for the slot.
         match cached() {
@@ -404,10 +409,6 @@ async fn redirect_verdict(asked: &Asked<'_>, target: Url) -> Hop {
                     return Hop::Refused { outcome: FetchOutcome::Other, reason };
                 };
                 let answer = shared.fetcher.get_document(robots_url, ROBOTS_READING, &any_redirect).await;
-                if let Some(gate) = &elsewhere {
-                    lock(gate).last_end = Some(Instant::now());
-                    slot_taken = false;
-                }
                 match cache_robots(shared, &target_origin, answer).await {
                     Ok(rules) => rules,
                     Err((outcome, reason)) => return Hop::Refused { outcome, reason },
@@ -423,21 +424,38 @@ async fn redirect_verdict(asked: &Asked<'_>, target: Url) -> Hop {
         let mut gate = lock(&gate);
         gate.crawl_delay = gate.crawl_delay.max(rules.crawl_delay());
     }
-    if !slot_taken {
-        if let Err(refused) = take_slot(&gate).await {
-            return refused;
-        }
-    }
-    Hop::Follow(Some(Box::new(HopToHost(gate))))
+    let under_way = match under_way {
+        Some(taken) => taken,
+        None => match take_slot(asked, &gate, &target_host).await {
+            Ok(taken) => taken,
+            Err(refused) => return refused,
+        },
+    };
+    lock(&asked.hopped).push(target_host);
+    Hop::Follow(Some(Box::new(under_way)))
 }
 
-/// A hop's host's gate while the request goes on: the request's end is the host's last.
-struct HopToHost(SharedGate);
-
-impl Drop for HopToHost {
-    fn drop(&mut self) {
-        lock(&self.0).last_end = Some(Instant::now());
+/// `host`'s next polite slot for a hop, waited for, with the request then under way there.
+async fn take_slot(asked: &Asked<'_>, gate: &SharedGate, host: &str) -> Result<UnderWay<SharedGate>, Hop> {
+    let shared = asked.shared;
+    let deferred = |reason: String| Hop::Refused { outcome: FetchOutcome::Deferred, reason };
+    let shutting_down = || deferred("the stage is shutting down".to_owned());
+    if shared.shutdown.is_cancelled() {
+        return Err(shutting_down());
     }
+    let half_timeout = shared.fetcher.request_timeout().checked_div(2).unwrap_or_default();
+    let by = later(asked.started, half_timeout);
+    let by = asked.deadline.map_or(by, |deadline| deadline.min(by));
+    let Some(slot) = reserve(shared, gate, Some(by), by) else {
+        let next = lock(gate).earliest(Instant::now(), shared.settings.min_host_delay);
+        let wait = next.saturating_duration_since(Instant::now());
+        return Err(deferred(format!("{host}'s next polite slot is in {wait:?}")));
+    };
+    if !wait_for(shared, slot).await {
+        return Err(shutting_down());
+    }
+    UnderWay::start_if_free(Arc::clone(gate), shared.settings.connections_per_host.max(1))
+        .ok_or_else(|| deferred(format!("{host} has all its connections under way")))
 }
 
 fn robots_url(origin: &str) -> Option<Url> {
@@ -461,8 +479,7 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
             error: format!("no robots.txt URL for {origin:?}"),
         };
     };
-    let Some(slot) = reserve(shared, gate, None, budget_end) else { return Robots::NotYet };
-    if !wait_for(shared, slot).await {
+    if next_slot(shared, gate, None, budget_end).await != Some(true) {
         return Robots::NotYet;
     }
     let answer = request(shared, gate, || {
@@ -529,6 +546,27 @@ fn reserve(
     Some(at)
 }
 
+/// Reserves the host's next start and waits for it, again while the host has all the
+/// connections it may (a redirect from another host's pick may hold one): `None` when the
+/// start would fall after `deadline` or the batch's budget, `Some(false)` when shutdown
+/// began first.
+async fn next_slot(
+    shared: &Shared,
+    gate: &Mutex<HostGate>,
+    deadline: Option<Instant>,
+    budget_end: Instant,
+) -> Option<bool> {
+    loop {
+        let slot = reserve(shared, gate, deadline, budget_end)?;
+        if !wait_for(shared, slot).await {
+            return Some(false);
+        }
+        if lock(gate).in_flight < shared.settings.connections_per_host.max(1) {
+            return Some(true);
+        }
+    }
+}
+
 /// Waits until `at`; false when shutdown began first.
 async fn wait_for(shared: &Shared, at: Instant) -> bool {
     tokio::select! {
@@ -546,10 +584,42 @@ async fn request<T, F: std::future::Future<Output = T>>(
     // The semaphore is never closed, so acquiring fails only if it were.
     let _permit = shared.permits.acquire().await.ok();
     shared.metrics.active_connections.inc();
+    let under_way = UnderWay::start(gate);
     let answer = send().await;
     shared.metrics.active_connections.dec();
-    lock(gate).last_end = Some(Instant::now());
+    drop(under_way);
     answer
+}
+
+/// A request to a host under way; its end, however it ends, is the host's last.
+struct UnderWay<G: std::ops::Deref<Target = Mutex<HostGate>>>(G);
+
+impl<G: std::ops::Deref<Target = Mutex<HostGate>>> UnderWay<G> {
+    fn start(gate: G) -> Self {
+        let mut host = lock(&gate);
+        host.in_flight = host.in_flight.saturating_add(1);
+        drop(host);
+        Self(gate)
+    }
+
+    /// [`Self::start`] if fewer than `connections` requests to the host are under way.
+    fn start_if_free(gate: G, connections: usize) -> Option<Self> {
+        let mut host = lock(&gate);
+        if host.in_flight >= connections {
+            return None;
+        }
+        host.in_flight = host.in_flight.saturating_add(1);
+        drop(host);
+        Some(Self(gate))
+    }
+}
+
+impl<G: std::ops::Deref<Target = Mutex<HostGate>>> Drop for UnderWay<G> {
+    fn drop(&mut self) {
+        let mut host = lock(&self.0);
+        host.in_flight = host.in_flight.saturating_sub(1);
+        host.last_end = Some(Instant::now());
+    }
 }
 
 /// Whether the batch's results hold its limit of body bytes.
@@ -626,34 +696,37 @@ async fn serve_pick(
     if batch_full(shared) {
         return Served::Requeue(pick);
     }
-    let Some(slot) = reserve(shared, gate, deadline, budget_end) else {
-        let next = lock(gate).earliest(now, shared.settings.min_host_delay);
-        if deadline.is_some_and(|deadline| next > deadline) {
-            let wait = next.saturating_duration_since(now);
-            let error = format!("the host's next polite slot, in {wait:?}, is after the pick's period");
-            return not_requested(&pick, FetchOutcome::Deferred, error, crawl_delay);
+    match next_slot(shared, gate, deadline, budget_end).await {
+        Some(true) => {}
+        Some(false) => return Served::Requeue(pick),
+        None => {
+            let next = lock(gate).earliest(now, shared.settings.min_host_delay);
+            if deadline.is_some_and(|deadline| next > deadline) {
+                let wait = next.saturating_duration_since(now);
+                let error = format!("the host's next polite slot, in {wait:?}, is after the pick's period");
+                return not_requested(&pick, FetchOutcome::Deferred, error, crawl_delay);
+            }
+            return requeue_at_budget_end(shared, pick, budget_end).await;
         }
-        return requeue_at_budget_end(shared, pick, budget_end).await;
-    };
-    if !wait_for(shared, slot).await {
-        return Served::Requeue(pick);
     }
     let origin = origin_of(&pick.url);
-    let asked = Asked { shared, host: &pick.host, origin: &origin, rules: &rules, deadline, budget_end };
+    let asked = Asked::new(shared, &pick.host, &origin, &rules, deadline);
     let asked = &asked;
     let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
-    // Checked again under the permit, and the body counted before it is let go: every
-    // host's task passed the check above while the batch held nothing.
+    // Checked again under the permit, and the body and links counted before it is let go:
+    // every host's task passed the check above while the batch held nothing.
     let fetched = request(shared, gate, || async {
         if batch_full(shared) {
             return None;
         }
         let result = shared.fetcher.fetch(&pick, &may_follow).await;
-        shared.batch_bytes.fetch_add(result.body.len() as u64, Ordering::Relaxed);
-        Some(result)
+        let links = page_links_of(shared, &result);
+        let held = links.as_ref().map_or(0, |(_, links)| links.held_bytes());
+        shared.batch_bytes.fetch_add(result.body.len().saturating_add(held) as u64, Ordering::Relaxed);
+        Some((result, links))
     })
     .await;
-    let Some(mut result) = fetched else { return Served::Requeue(pick) };
+    let Some((mut result, links)) = fetched else { return Served::Requeue(pick) };
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     if matches!(result.http_status, Some(429 | 503)) {
         let pause = result.retry_after_ms.map_or(shared.settings.overload_pause, |ms| {
@@ -664,57 +737,61 @@ async fn serve_pick(
     let outcome = result.outcome.as_str();
     metrics.latency.with_label_values(&[outcome]).observe(result.latency_ms / 1000.0);
     metrics.bytes.inc_by(result.size_bytes);
-    let links = page_links(shared, &result, &rules, gate, deadline, budget_end).await;
+    let links = match links {
+        Some(page) => with_frames(shared, &result, page, &rules, gate, deadline, budget_end).await,
+        None => PageLinks::default(),
+    };
     Served::Done(Box::new(Crawled { result, links }))
 }
 
-/// The links of a downloaded HTML page, with those of its same-origin frames on the
-/// pick's host, which count as the page's own (`docs/algorithms/in-degree-first.md` §2). A frame
-/// that is not fetched (another origin or host, disallowed, past `max_frames`, or no time
-/// left) is a plain link.
-async fn page_links(
+/// The links of a downloaded HTML page and the URL they were resolved against; links are
+/// held until the batch is published, as the body is (1,000 links of 8 KiB found on a page
+/// of 16 KB take 8 MB).
+fn page_links_of(shared: &Shared, result: &FetchResult) -> Option<(Url, PageLinks)> {
+    if result.outcome != FetchOutcome::Downloaded || !is_html(result.content_type.as_deref()) {
+        return None;
+    }
+    let page_url = Url::parse(result.final_url.as_deref().unwrap_or(&result.url)).ok()?;
+    let links = extract_links(&page_url, &result.body, &shared.filter, result.depth.saturating_add(1));
+    Some((page_url, links))
+}
+
+/// The links of a downloaded page (counted in the batch), resolved against its URL, with
+/// those of its same-origin frames on the pick's host, which count as the page's own
+/// (`docs/algorithms/in-degree-first.md` §2). A frame that is not fetched (another origin
+/// or host, disallowed, past `max_frames`, or no time left) is a plain link.
+async fn with_frames(
     shared: &Shared,
     result: &FetchResult,
+    (page_url, mut links): (Url, PageLinks),
     rules: &Arc<RobotsRules>,
     gate: &Mutex<HostGate>,
     deadline: Option<Instant>,
     budget_end: Instant,
 ) -> PageLinks {
-    if result.outcome != FetchOutcome::Downloaded || !is_html(result.content_type.as_deref()) {
-        return PageLinks::default();
-    }
-    let Ok(page_url) = Url::parse(result.final_url.as_deref().unwrap_or(&result.url)) else {
-        return PageLinks::default();
-    };
-    let (filter, depth) = (&shared.filter, result.depth.saturating_add(1));
-    let mut links = extract_links(&page_url, &result.body, filter, depth);
-    // Held until the batch is published, as the body is (1,000 links of 8 KiB found on a
-    // page of 16 KB take 8 MB), and counted now: frames wait for the host's slots, while
-    // other hosts' picks check the batch's limit.
     let counted = links.held_bytes();
-    shared.batch_bytes.fetch_add(counted as u64, Ordering::Relaxed);
+    let (filter, depth) = (&shared.filter, result.depth.saturating_add(1));
     // `rules` are the pick's origin's; a redirect may have brought the page elsewhere.
     // Frames are fetched in the pick's host's slots, so only those on its host.
     let origin = origin_of(&result.url);
-    let asked = Asked { shared, host: &result.host, origin: &origin, rules, deadline, budget_end };
-    let asked = &asked;
     let mut fetched = 0;
     for frame in std::mem::take(&mut links.frames) {
+        let asked = Asked::new(shared, &result.host, &origin, rules, deadline);
+        let asked = &asked;
         let on_the_host = recrawl_schemas::host_of(frame.as_str()).is_ok_and(|host| host == result.host);
         let fetchable = fetched < shared.settings.max_frames
             && frame.origin() == page_url.origin()
             && on_the_host
             && matches!(redirect_verdict(asked, frame.clone()).await, Hop::Follow(_));
-        let slot = fetchable.then(|| reserve(shared, gate, deadline, budget_end)).flatten();
-        let Some(slot) = slot else {
-            links.record(frame, filter, depth);
-            continue;
-        };
-        fetched = fetched.saturating_add(1);
-        if !wait_for(shared, slot).await {
+        if !fetchable {
             links.record(frame, filter, depth);
             continue;
         }
+        if next_slot(shared, gate, deadline, budget_end).await != Some(true) {
+            links.record(frame, filter, depth);
+            continue;
+        }
+        fetched = fetched.saturating_add(1);
         let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };
         let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
         let answer =
@@ -951,14 +1028,7 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let target = Url::parse(&format!("http://{closed}/page.html")).unwrap();
         let own = Arc::new(RobotsRules::AllowAll);
-        let asked = Asked {
-            shared: &unreadable.shared,
-            host: "a.test",
-            origin: "http://a.test",
-            rules: &own,
-            deadline: None,
-            budget_end: later(Instant::now(), Duration::from_secs(60)),
-        };
+        let asked = Asked::new(&unreadable.shared, "a.test", "http://a.test", &own, None);
         let unread = redirect_verdict(&asked, target).await;
         assert!(
             matches!(unread, Hop::Refused { outcome: FetchOutcome::Connect, .. }),
@@ -979,8 +1049,8 @@ mod tests {
     }
 
     /// Hops from two hosts to a third wait for its delay as its own picks would: its
-    /// requests, robots.txt first, arrive the delay apart; a hop whose slot would come
-    /// past half the request timeout is deferred.
+    /// pages arrive the delay apart, the first right after its robots.txt, in one slot; a
+    /// hop whose slot would come past half the request timeout is deferred.
     #[tokio::test]
     async fn redirects_to_another_host_keep_to_its_delay() {
         let (target, target_log) = site(|path| match path {
@@ -1001,10 +1071,11 @@ mod tests {
         let arrived = paths(&target_log);
         assert_eq!(arrived.len(), 5, "robots.txt once and four pages: {arrived:?}");
         assert_eq!(arrived[0], "/robots.txt");
-        // Starts are the delay apart on the crawler's clock; arrivals add each connection's
-        // latency. Without the target's gate the two hosts' hops arrive together.
+        // One slot covers robots.txt and the hop after it; the other hops wait for slots of
+        // their own. Starts are the delay apart on the crawler's clock; arrivals add each
+        // connection's latency. Without the target's gate the two hosts' hops arrive together.
         let latency = Duration::from_millis(50);
-        for gap in gaps(&target_log) {
+        for gap in gaps(&target_log).into_iter().skip(1) {
             assert!(gap + latency >= delay, "{gap:?} < {delay:?}: {arrived:?}");
         }
 
@@ -1022,6 +1093,25 @@ mod tests {
         let deferred = output.crawled.iter().find(|c| c.result.outcome == FetchOutcome::Deferred);
         let error = deferred.and_then(|c| c.result.error.as_deref()).unwrap_or_default();
         assert!(error.contains("next polite slot"), "{error}");
+    }
+
+    /// A slot of the target host covers its robots.txt and the hop, and hops within it
+    /// after that are part of the request: a chain A → B → B goes through even where B's
+    /// delay is past half the request timeout.
+    #[tokio::test]
+    async fn one_slot_covers_a_hosts_robots_txt_and_the_hops_within_it() {
+        let (target, target_log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            "/first.html" => (StatusCode::FOUND, [(LOCATION, "/second.html")]).into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let (a, _) = site(redirect_to_port).await;
+        let slow = CrawlSettings { min_host_delay: Duration::from_secs(2), ..CrawlSettings::default() };
+        let output = crawler(slow).crawl(vec![pick(&format!("http://{a}/first-{}", target.port()))]).await;
+        let result = &output.crawled[0].result;
+        assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
+        assert_eq!(paths(&target_log), ["/robots.txt", "/first.html", "/second.html"]);
     }
 
     /// A hop to a refused address ends as one, before its robots.txt is asked for.
