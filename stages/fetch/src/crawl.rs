@@ -121,6 +121,16 @@ impl HostGate {
             .fold(now, Instant::max)
     }
 
+    /// Whether a request may start now: fewer than `connections` under way, and none
+    /// ended or paused the host less than its delay ago (a slot booked while a request
+    /// was under way could not know its end).
+    fn is_free(&self, now: Instant, min_delay: Duration, connections: usize) -> bool {
+        let delay = self.delay(min_delay);
+        self.in_flight < connections
+            && self.last_end.is_none_or(|end| later(end, delay) <= now)
+            && self.paused_until.is_none_or(|until| until <= now)
+    }
+
     /// Nothing here constrains a future request any more.
     fn is_spent(&self, now: Instant, min_delay: Duration) -> bool {
         self.in_flight == 0 && self.earliest(now, min_delay) <= now
@@ -353,8 +363,8 @@ struct Asked<'a> {
     origin: &'a str,
     rules: &'a Arc<RobotsRules>,
     deadline: Option<Instant>,
-    /// About when the request began: a hop waits for a slot for at most half its timeout.
-    started: Instant,
+    /// When the request began: a hop waits for a slot for at most half its timeout.
+    started: Mutex<Instant>,
     /// Other hosts the request has hopped to, whose slots it holds.
     hopped: Mutex<Vec<String>>,
 }
@@ -367,7 +377,13 @@ impl<'a> Asked<'a> {
         rules: &'a Arc<RobotsRules>,
         deadline: Option<Instant>,
     ) -> Self {
-        Self { shared, host, origin, rules, deadline, started: Instant::now(), hopped: Mutex::default() }
+        let started = Mutex::new(Instant::now());
+        Self { shared, host, origin, rules, deadline, started, hopped: Mutex::default() }
+    }
+
+    /// The request begins now.
+    fn begin(&self) {
+        *lock(&self.started) = Instant::now();
     }
 }
 
@@ -444,18 +460,17 @@ async fn take_slot(asked: &Asked<'_>, gate: &SharedGate, host: &str) -> Result<U
         return Err(shutting_down());
     }
     let half_timeout = shared.fetcher.request_timeout().checked_div(2).unwrap_or_default();
-    let by = later(asked.started, half_timeout);
+    let by = later(*lock(&asked.started), half_timeout);
     let by = asked.deadline.map_or(by, |deadline| deadline.min(by));
-    let Some(slot) = reserve(shared, gate, Some(by), by) else {
-        let next = lock(gate).earliest(Instant::now(), shared.settings.min_host_delay);
-        let wait = next.saturating_duration_since(Instant::now());
-        return Err(deferred(format!("{host}'s next polite slot is in {wait:?}")));
-    };
-    if !wait_for(shared, slot).await {
-        return Err(shutting_down());
+    match claim_slot(shared, Arc::clone(gate), Some(by), by).await {
+        Slot::Claimed(under_way) => Ok(under_way),
+        Slot::Missed => {
+            let next = lock(gate).earliest(Instant::now(), shared.settings.min_host_delay);
+            let wait = next.saturating_duration_since(Instant::now());
+            Err(deferred(format!("{host}'s next polite slot is in {wait:?}, or it is busy")))
+        }
+        Slot::ShuttingDown => Err(shutting_down()),
     }
-    UnderWay::start_if_free(Arc::clone(gate), shared.settings.connections_per_host.max(1))
-        .ok_or_else(|| deferred(format!("{host} has all its connections under way")))
 }
 
 fn robots_url(origin: &str) -> Option<Url> {
@@ -479,10 +494,10 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budge
             error: format!("no robots.txt URL for {origin:?}"),
         };
     };
-    if next_slot(shared, gate, None, budget_end).await != Some(true) {
+    let Slot::Claimed(claimed) = claim_slot(shared, gate, None, budget_end).await else {
         return Robots::NotYet;
-    }
-    let answer = request(shared, gate, || {
+    };
+    let answer = request(shared, claimed, || {
         shared.fetcher.get_document(robots_url.clone(), ROBOTS_READING, &any_redirect)
     })
     .await;
@@ -546,23 +561,48 @@ fn reserve(
     Some(at)
 }
 
-/// Reserves the host's next start and waits for it, again while the host has all the
-/// connections it may (a redirect from another host's pick may hold one): `None` when the
-/// start would fall after `deadline` or the batch's budget, `Some(false)` when shutdown
-/// began first.
-async fn next_slot(
+/// How a wait for a host's slot ended.
+enum Slot<G: std::ops::Deref<Target = Mutex<HostGate>>> {
+    /// The request may start, and is under way on the host until this is dropped.
+    Claimed(UnderWay<G>),
+    /// The host has no slot before the deadline or the batch's budget.
+    Missed,
+    ShuttingDown,
+}
+
+/// How long a wait for a busy host's slot lasts before the slot is booked again.
+const BUSY_HOST_RECHECK: Duration = Duration::from_millis(50);
+
+/// Books the host's next polite start, waits for it and claims it, booked again while the
+/// host has all its connections under way (a redirect from another host's pick may hold
+/// one) or one ended less than its delay ago.
+async fn claim_slot<G: std::ops::Deref<Target = Mutex<HostGate>>>(
     shared: &Shared,
-    gate: &Mutex<HostGate>,
+    gate: G,
     deadline: Option<Instant>,
     budget_end: Instant,
-) -> Option<bool> {
+) -> Slot<G> {
+    let connections = shared.settings.connections_per_host.max(1);
     loop {
-        let slot = reserve(shared, gate, deadline, budget_end)?;
-        if !wait_for(shared, slot).await {
-            return Some(false);
+        let Some(at) = reserve(shared, &gate, deadline, budget_end) else { return Slot::Missed };
+        if !wait_for(shared, at).await {
+            return Slot::ShuttingDown;
         }
-        if lock(gate).in_flight < shared.settings.connections_per_host.max(1) {
-            return Some(true);
+        let now = Instant::now();
+        let claimed = {
+            let mut host = lock(&gate);
+            let free = host.is_free(now, shared.settings.min_host_delay, connections);
+            if free {
+                host.in_flight = host.in_flight.saturating_add(1);
+            }
+            free
+        };
+        if claimed {
+            return Slot::Claimed(UnderWay(gate));
+        }
+        // Not at once: with no delay the booking would be now again.
+        if !wait_for(shared, later(now, BUSY_HOST_RECHECK)).await {
+            return Slot::ShuttingDown;
         }
     }
 }
@@ -575,44 +615,25 @@ async fn wait_for(shared: &Shared, at: Instant) -> bool {
     }
 }
 
-/// Runs one request to the host under a global permit, then records its end on the gate.
-async fn request<T, F: std::future::Future<Output = T>>(
+/// Runs one request to the host, whose slot `claimed` holds, under a global permit; its
+/// end is then the host's last.
+async fn request<T, F: std::future::Future<Output = T>, G: std::ops::Deref<Target = Mutex<HostGate>>>(
     shared: &Shared,
-    gate: &Mutex<HostGate>,
+    claimed: UnderWay<G>,
     send: impl FnOnce() -> F,
 ) -> T {
     // The semaphore is never closed, so acquiring fails only if it were.
     let _permit = shared.permits.acquire().await.ok();
     shared.metrics.active_connections.inc();
-    let under_way = UnderWay::start(gate);
     let answer = send().await;
     shared.metrics.active_connections.dec();
-    drop(under_way);
+    drop(claimed);
     answer
 }
 
-/// A request to a host under way; its end, however it ends, is the host's last.
+/// A request to a host under way, from the claim of its slot ([`claim_slot`]); its end,
+/// however it ends, is the host's last.
 struct UnderWay<G: std::ops::Deref<Target = Mutex<HostGate>>>(G);
-
-impl<G: std::ops::Deref<Target = Mutex<HostGate>>> UnderWay<G> {
-    fn start(gate: G) -> Self {
-        let mut host = lock(&gate);
-        host.in_flight = host.in_flight.saturating_add(1);
-        drop(host);
-        Self(gate)
-    }
-
-    /// [`Self::start`] if fewer than `connections` requests to the host are under way.
-    fn start_if_free(gate: G, connections: usize) -> Option<Self> {
-        let mut host = lock(&gate);
-        if host.in_flight >= connections {
-            return None;
-        }
-        host.in_flight = host.in_flight.saturating_add(1);
-        drop(host);
-        Some(Self(gate))
-    }
-}
 
 impl<G: std::ops::Deref<Target = Mutex<HostGate>>> Drop for UnderWay<G> {
     fn drop(&mut self) {
@@ -696,10 +717,10 @@ async fn serve_pick(
     if batch_full(shared) {
         return Served::Requeue(pick);
     }
-    match next_slot(shared, gate, deadline, budget_end).await {
-        Some(true) => {}
-        Some(false) => return Served::Requeue(pick),
-        None => {
+    let claimed = match claim_slot(shared, gate, deadline, budget_end).await {
+        Slot::Claimed(claimed) => claimed,
+        Slot::ShuttingDown => return Served::Requeue(pick),
+        Slot::Missed => {
             let next = lock(gate).earliest(now, shared.settings.min_host_delay);
             if deadline.is_some_and(|deadline| next > deadline) {
                 let wait = next.saturating_duration_since(now);
@@ -708,17 +729,18 @@ async fn serve_pick(
             }
             return requeue_at_budget_end(shared, pick, budget_end).await;
         }
-    }
+    };
     let origin = origin_of(&pick.url);
     let asked = Asked::new(shared, &pick.host, &origin, &rules, deadline);
     let asked = &asked;
     let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
     // Checked again under the permit, and the body and links counted before it is let go:
     // every host's task passed the check above while the batch held nothing.
-    let fetched = request(shared, gate, || async {
+    let fetched = request(shared, claimed, || async {
         if batch_full(shared) {
             return None;
         }
+        asked.begin();
         let result = shared.fetcher.fetch(&pick, &may_follow).await;
         let links = page_links_of(shared, &result);
         let held = links.as_ref().map_or(0, |(_, links)| links.held_bytes());
@@ -787,15 +809,18 @@ async fn with_frames(
             links.record(frame, filter, depth);
             continue;
         }
-        if next_slot(shared, gate, deadline, budget_end).await != Some(true) {
+        let Slot::Claimed(claimed) = claim_slot(shared, gate, deadline, budget_end).await else {
             links.record(frame, filter, depth);
             continue;
-        }
+        };
         fetched = fetched.saturating_add(1);
         let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };
         let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
-        let answer =
-            request(shared, gate, || shared.fetcher.get_document(frame.clone(), reading, &may_follow)).await;
+        let answer = request(shared, claimed, || {
+            asked.begin();
+            shared.fetcher.get_document(frame.clone(), reading, &may_follow)
+        })
+        .await;
         let frame_links = match answer {
             Ok(answer) if answer.status.is_success() => answer.body.map(|body| {
                 let frame_url = answer.redirects.last().unwrap_or(&frame);
@@ -1093,6 +1118,25 @@ mod tests {
         let deferred = output.crawled.iter().find(|c| c.result.outcome == FetchOutcome::Deferred);
         let error = deferred.and_then(|c| c.result.error.as_deref()).unwrap_or_default();
         assert!(error.contains("next polite slot"), "{error}");
+    }
+
+    /// A request starts only with a connection free and the delay passed since the last
+    /// one ended: a slot booked while another was under way could not know that end.
+    #[test]
+    fn a_host_is_free_with_a_connection_and_its_delay_since_the_last_end() {
+        let now = Instant::now();
+        let delay = Duration::from_millis(300);
+        let ended = |ago: u64| HostGate {
+            last_end: now.checked_sub(Duration::from_millis(ago)),
+            ..HostGate::default()
+        };
+        assert!(HostGate::default().is_free(now, delay, 1));
+        assert!(ended(300).is_free(now, delay, 1));
+        assert!(!ended(100).is_free(now, delay, 1), "ended 100 ms ago");
+        let busy = HostGate { in_flight: 1, ..HostGate::default() };
+        assert!(!busy.is_free(now, delay, 1) && busy.is_free(now, delay, 2));
+        let paused = HostGate { paused_until: Some(later(now, delay)), ..HostGate::default() };
+        assert!(!paused.is_free(now, delay, 1));
     }
 
     /// A slot of the target host covers its robots.txt and the hop, and hops within it
