@@ -517,13 +517,10 @@ mod tests {
         assert!((compiled..=compiled + 2 * file.len()).contains(&rules.bytes()), "{}", rules.bytes());
 
         // An Allow past the bound still ends its group: the next group's rules are not ours.
-        let mut file = String::from("User-agent: *\n");
-        for i in 0..MAX_END_ANCHORED_RULES {
-            file.push_str(&format!("Disallow: /d{i}$\n"));
-        }
-        file.push_str("User-agent: recrawl\nDisallow: /private/\n\nUser-agent: recrawl\nAllow: /x$\n\n");
-        file.push_str("User-agent: otherbot\nAllow: /private/\n");
-        let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        let rules = past_the_bound(
+            "User-agent: recrawl\nDisallow: /private/\n\nUser-agent: recrawl\nAllow: /x$\n\n\
+             User-agent: otherbot\nAllow: /private/\n",
+        );
         assert!(!rules.allows("http://h/private/a"));
 
         // A Disallow past the bound keeps its length, so it still outranks an Allow of
@@ -546,6 +543,16 @@ mod tests {
         assert!(!rules.allows("http://h/d249.html"), "past the bound: a substring rule");
     }
 
+    /// The rules of `groups` after as many `$` rules as a file keeps compiled.
+    fn past_the_bound(groups: &str) -> RobotsRules {
+        let mut file = String::from("User-agent: *\n");
+        for i in 0..MAX_END_ANCHORED_RULES {
+            file.push_str(&format!("Disallow: /d{i}$\n"));
+        }
+        file.push_str(groups);
+        RobotsRules::from_answer(200, file.as_bytes(), "recrawl").0
+    }
+
     /// Fields are read as the parser reads them: other lines that start like a rule do
     /// not count toward the `$` bound, are not rewritten and cannot join groups.
     #[test]
@@ -560,13 +567,9 @@ mod tests {
         ] {
             assert_eq!(is_end_anchored(line.as_bytes()), rule, "{line:?}");
         }
-        let mut file = String::from("User-agent: *\n");
-        for i in 0..MAX_END_ANCHORED_RULES {
-            file.push_str(&format!("Disallow: /d{i}$\n"));
-        }
-        file.push_str("User-agent: recrawl\nAllowances: see /terms$\n");
-        file.push_str("User-agent: otherbot\nDisallow: /private/\n");
-        let (rules, _) = RobotsRules::from_answer(200, file.as_bytes(), "recrawl");
+        let rules = past_the_bound(
+            "User-agent: recrawl\nAllowances: see /terms$\nUser-agent: otherbot\nDisallow: /private/\n",
+        );
         assert!(!rules.allows("http://h/private/a"), "the parser's groups are unchanged");
     }
 
