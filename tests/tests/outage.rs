@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use rdkafka::producer::FutureProducer;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::runtime::RuntimeError;
 use recrawl_common::KafkaArgs;
@@ -93,6 +94,25 @@ async fn started_tail(
     (kafka, tail, stop)
 }
 
+/// A tail started as [`started_tail`] on the mock broker, which then refuses the next
+/// `count` requests of `api` as not authorised; `None` on an external broker, which
+/// cannot inject errors.
+async fn tail_refused(
+    broker: &Broker,
+    name: &str,
+    extra_flags: &[&str],
+    api: RDKafkaApiKey,
+    count: usize,
+) -> Option<(KafkaArgs, recrawl_common::tail::Tail, tokio_util::sync::CancellationToken)> {
+    let Broker::Mock(mock) = broker else {
+        eprintln!("injects errors with the mock broker; skipped on an external one");
+        return None;
+    };
+    let started = started_tail(broker, name, extra_flags).await;
+    mock.request_errors(api, &vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; count]);
+    Some(started)
+}
+
 /// A record produced now reaches `tail`, which then ends without error when stopped.
 async fn tail_reads_on(
     kafka: &KafkaArgs,
@@ -134,18 +154,11 @@ async fn a_topic_tail_rides_out_a_broker_outage() {
 /// either: it reads on once they stop. Mock broker only: it injects the errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_tail_reads_on_through_other_consumer_errors() {
-    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-
     let broker = Broker::start();
-    let Broker::Mock(mock) = &broker else {
-        eprintln!("injects errors with the mock broker; skipped on an external one");
+    let Some((kafka, tail, stop)) = tail_refused(&broker, "tail-errors", &[], RDKafkaApiKey::Fetch, 4).await
+    else {
         return;
     };
-    let (kafka, tail, stop) = started_tail(&broker, "tail-errors", &[]).await;
-    mock.request_errors(
-        RDKafkaApiKey::Fetch,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 4],
-    );
     tail_reads_on(&kafka, tail, stop).await;
 }
 
@@ -154,19 +167,13 @@ async fn a_topic_tail_reads_on_through_other_consumer_errors() {
 /// with an error, which ends the stage, rather than leaving it on a stale view.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_tail_unreadable_past_the_outage_timeout_ends() {
-    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-
     let broker = Broker::start();
-    let Broker::Mock(mock) = &broker else {
-        eprintln!("injects errors with the mock broker; skipped on an external one");
+    let flags = ["--outage-timeout-ms", "1000"];
+    let Some((_kafka, mut tail, stop)) =
+        tail_refused(&broker, "tail-unreadable", &flags, RDKafkaApiKey::ListOffsets, 200).await
+    else {
         return;
     };
-    let (_kafka, mut tail, stop) =
-        started_tail(&broker, "tail-unreadable", &["--outage-timeout-ms", "1000"]).await;
-    mock.request_errors(
-        RDKafkaApiKey::ListOffsets,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 200],
-    );
     let ended = tokio::time::timeout(Duration::from_secs(60), &mut tail.task)
         .await
         .expect("the tail ends")

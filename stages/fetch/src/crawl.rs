@@ -313,7 +313,7 @@ impl Crawler {
 async fn serve_host(
     shared: &Shared,
     picks: Vec<Indexed>,
-    gate: &Mutex<HostGate>,
+    gate: &SharedGate,
     budget_end: Instant,
 ) -> Vec<(usize, Served)> {
     let mut robots: HashMap<String, Robots> = HashMap::new();
@@ -452,7 +452,7 @@ async fn redirect_verdict(asked: &Asked<'_>, target: Url) -> Hop {
 }
 
 /// `host`'s next polite slot for a hop, waited for, with the request then under way there.
-async fn take_slot(asked: &Asked<'_>, gate: &SharedGate, host: &str) -> Result<UnderWay<SharedGate>, Hop> {
+async fn take_slot(asked: &Asked<'_>, gate: &SharedGate, host: &str) -> Result<UnderWay, Hop> {
     let shared = asked.shared;
     let deferred = |reason: String| Hop::Refused { outcome: FetchOutcome::Deferred, reason };
     let shutting_down = || deferred("the stage is shutting down".to_owned());
@@ -462,7 +462,7 @@ async fn take_slot(asked: &Asked<'_>, gate: &SharedGate, host: &str) -> Result<U
     let half_timeout = shared.fetcher.request_timeout().checked_div(2).unwrap_or_default();
     let by = later(*lock(&asked.started), half_timeout);
     let by = asked.deadline.map_or(by, |deadline| deadline.min(by));
-    match claim_slot(shared, Arc::clone(gate), Some(by), by).await {
+    match claim_slot(shared, gate, Some(by), by).await {
         Slot::Claimed(under_way) => Ok(under_way),
         Slot::Missed => {
             let next = lock(gate).earliest(Instant::now(), shared.settings.min_host_delay);
@@ -482,7 +482,7 @@ fn robots_url(origin: &str) -> Option<Url> {
 const ROBOTS_READING: Reading = Reading { cap: MAX_ROBOTS_BYTES, any_type: true, truncate: true };
 
 /// The cached rules of `origin`, or fetches its robots.txt in the host's next slot.
-async fn robots_for(shared: &Shared, origin: &str, gate: &Mutex<HostGate>, budget_end: Instant) -> Robots {
+async fn robots_for(shared: &Shared, origin: &str, gate: &SharedGate, budget_end: Instant) -> Robots {
     let cached = lock(&shared.robots).get(origin, Instant::now());
     if let Some(rules) = cached {
         lock(gate).crawl_delay = rules.crawl_delay();
@@ -548,7 +548,7 @@ async fn cache_robots(
 /// batch's budget, or shutdown has begun.
 fn reserve(
     shared: &Shared,
-    gate: &Mutex<HostGate>,
+    gate: &SharedGate,
     deadline: Option<Instant>,
     budget_end: Instant,
 ) -> Option<Instant> {
@@ -562,9 +562,9 @@ fn reserve(
 }
 
 /// How a wait for a host's slot ended.
-enum Slot<G: std::ops::Deref<Target = Mutex<HostGate>>> {
+enum Slot {
     /// The request may start, and is under way on the host until this is dropped.
-    Claimed(UnderWay<G>),
+    Claimed(UnderWay),
     /// The host has no slot before the deadline or the batch's budget.
     Missed,
     ShuttingDown,
@@ -576,21 +576,21 @@ const BUSY_HOST_RECHECK: Duration = Duration::from_millis(50);
 /// Books the host's next polite start, waits for it and claims it, booked again while the
 /// host has all its connections under way (a redirect from another host's pick may hold
 /// one) or one ended less than its delay ago.
-async fn claim_slot<G: std::ops::Deref<Target = Mutex<HostGate>>>(
+async fn claim_slot(
     shared: &Shared,
-    gate: G,
+    gate: &SharedGate,
     deadline: Option<Instant>,
     budget_end: Instant,
-) -> Slot<G> {
+) -> Slot {
     let connections = shared.settings.connections_per_host.max(1);
     loop {
-        let Some(at) = reserve(shared, &gate, deadline, budget_end) else { return Slot::Missed };
+        let Some(at) = reserve(shared, gate, deadline, budget_end) else { return Slot::Missed };
         if !wait_for(shared, at).await {
             return Slot::ShuttingDown;
         }
         let now = Instant::now();
         let claimed = {
-            let mut host = lock(&gate);
+            let mut host = lock(gate);
             let free = host.is_free(now, shared.settings.min_host_delay, connections);
             if free {
                 host.in_flight = host.in_flight.saturating_add(1);
@@ -598,7 +598,7 @@ async fn claim_slot<G: std::ops::Deref<Target = Mutex<HostGate>>>(
             free
         };
         if claimed {
-            return Slot::Claimed(UnderWay(gate));
+            return Slot::Claimed(UnderWay(Arc::clone(gate)));
         }
         // Not at once: with no delay the booking would be now again.
         if !wait_for(shared, later(now, BUSY_HOST_RECHECK)).await {
@@ -617,9 +617,9 @@ async fn wait_for(shared: &Shared, at: Instant) -> bool {
 
 /// Runs one request to the host, whose slot `claimed` holds, under a global permit; its
 /// end is then the host's last.
-async fn request<T, F: std::future::Future<Output = T>, G: std::ops::Deref<Target = Mutex<HostGate>>>(
+async fn request<T, F: std::future::Future<Output = T>>(
     shared: &Shared,
-    claimed: UnderWay<G>,
+    claimed: UnderWay,
     send: impl FnOnce() -> F,
 ) -> T {
     // The semaphore is never closed, so acquiring fails only if it were.
@@ -633,9 +633,9 @@ async fn request<T, F: std::future::Future<Output = T>, G: std::ops::Deref<Targe
 
 /// A request to a host under way, from the claim of its slot ([`claim_slot`]); its end,
 /// however it ends, is the host's last.
-struct UnderWay<G: std::ops::Deref<Target = Mutex<HostGate>>>(G);
+struct UnderWay(SharedGate);
 
-impl<G: std::ops::Deref<Target = Mutex<HostGate>>> Drop for UnderWay<G> {
+impl Drop for UnderWay {
     fn drop(&mut self) {
         let mut host = lock(&self.0);
         host.in_flight = host.in_flight.saturating_sub(1);
@@ -689,7 +689,7 @@ async fn serve_pick(
     shared: &Shared,
     pick: PagePick,
     robots: Robots,
-    gate: &Mutex<HostGate>,
+    gate: &SharedGate,
     budget_end: Instant,
 ) -> Served {
     let metrics = &shared.metrics;
@@ -787,7 +787,7 @@ async fn with_frames(
     result: &FetchResult,
     (page_url, mut links): (Url, PageLinks),
     rules: &Arc<RobotsRules>,
-    gate: &Mutex<HostGate>,
+    gate: &SharedGate,
     deadline: Option<Instant>,
     budget_end: Instant,
 ) -> PageLinks {
@@ -1027,16 +1027,7 @@ mod tests {
             _ => html("<p>page</p>"),
         })
         .await;
-        let (address, _) = site(|path| match path {
-            "/robots.txt" => not_found(),
-            // `/page-port`: the handler cannot capture the other site's port.
-            _ => {
-                let (hop, port) = path.trim_start_matches('/').split_once('-').unwrap_or_default();
-                let target = format!("http://127.0.0.1:{port}/{hop}.html");
-                (StatusCode::FOUND, [(LOCATION, target)]).into_response()
-            }
-        })
-        .await;
+        let (address, _) = site(redirect_to_port).await;
         let mut crawler = crawler(no_delay());
         let port = elsewhere.port();
         let output = crawler.crawl(vec![pick(&format!("http://{address}/private-{port}"))]).await;
@@ -1064,7 +1055,8 @@ mod tests {
         assert!(matches!(own_rules, Hop::Follow(None)), "the origin's own rules, no slot: {own_rules:?}");
     }
 
-    /// A site whose every page `/page-port` redirects to 127.0.0.1:port/page.html.
+    /// A site whose every page `/page-port` redirects to 127.0.0.1:port/page.html (a
+    /// handler cannot capture the other site's port).
     fn redirect_to_port(path: &str) -> Response {
         if path == "/robots.txt" {
             return not_found();
