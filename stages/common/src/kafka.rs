@@ -6,9 +6,12 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
+use rdkafka::consumer::{
+    BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol, StreamConsumer,
+};
 use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaErrorCode;
@@ -262,6 +265,34 @@ impl StageConsumerContext {
     pub fn has_joined(&self) -> bool {
         self.joined.load(Ordering::Relaxed)
     }
+
+    /// Whether any partition of any input is assigned to the consumer now.
+    pub fn holds_partitions(&self) -> bool {
+        !self.assigned.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+    }
+}
+
+/// Gives up the consumer's partitions and leaves the group, within `timeout`; false if
+/// partitions are still held then. Call it before the consumer is dropped: unsubscribing
+/// revokes the partitions through the rebalance callback while the group still runs.
+/// Left to the close, the revocation's unassign call can reach librdkafka's group queue
+/// just as the group terminates, which drops the call unanswered, and the caller (the
+/// close) waits for the answer forever (librdkafka issue 4884). Records read meanwhile
+/// are not processed and their offsets not stored: the partitions' next owner reads them.
+pub async fn leave_group(consumer: &StreamConsumer<StageConsumerContext>, timeout: Duration) -> bool {
+    consumer.unsubscribe();
+    let context = consumer.context();
+    let rebalanced = context.rebalanced();
+    let revoked = async {
+        while context.holds_partitions() {
+            // The rebalance callback runs inside `recv`, which returns only with a record.
+            tokio::select! {
+                _ = consumer.recv() => {}
+                () = rebalanced.notified() => {}
+            }
+        }
+    };
+    tokio::time::timeout(timeout, revoked).await.is_ok()
 }
 
 /// Records between the consumer and the end of `partition`: librdkafka's lag from the
@@ -501,13 +532,18 @@ mod tests {
     }
 
     /// Members join one by one and one leaves; at every settled assignment each member
-    /// owns the same partitions of both inputs, and every partition has one owner.
+    /// owns the same partitions of both inputs, and every partition has one owner. Members
+    /// leave as a stopping stage does, and their close then ends (it could hang when the
+    /// close itself revoked the partitions).
     #[test]
     fn the_inputs_partitions_stay_together_as_members_come_and_go() {
         use std::collections::BTreeSet;
-        use std::time::{Duration, Instant};
+        use std::mem::ManuallyDrop;
+        use std::time::Instant;
 
+        type Member = ManuallyDrop<StreamConsumer<StageConsumerContext>>;
         const PARTITIONS: i32 = 6;
+        const SETTLING: Duration = Duration::from_secs(60);
         let mock = rdkafka::mocking::MockCluster::new(1).expect("mock cluster");
         let inputs = ["estimates".to_owned(), "links".to_owned()];
         for topic in &inputs {
@@ -517,8 +553,12 @@ mod tests {
         let brokers = mock.bootstrap_servers();
         let cli =
             Cli::parse_from(["stage", "--brokers", &brokers, "--kafka-option", "session.timeout.ms=4000"]);
-        let member = || {
-            let consumer: BaseConsumer<StageConsumerContext> = consumer_config(&cli.kafka, "together")
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+        let _within = runtime.enter();
+        // A member still in the group when an assertion fails is leaked rather than
+        // closed, so the test fails instead of risking the hang it checks for.
+        let member = || -> Member {
+            let consumer: StreamConsumer<StageConsumerContext> = consumer_config(&cli.kafka, "together")
                 .create_with_context(StageConsumerContext::new(
                     StageMetrics::new("scheduler"),
                     Health::default(),
@@ -526,13 +566,13 @@ mod tests {
                 ))
                 .expect("consumer");
             consumer.subscribe(&[inputs[0].as_str()]).expect("subscribe");
-            consumer
+            ManuallyDrop::new(consumer)
         };
-        let owned = |consumer: &BaseConsumer<StageConsumerContext>, topic: &str| -> BTreeSet<i32> {
+        let owned = |consumer: &Member, topic: &str| -> BTreeSet<i32> {
             let assignment = consumer.assignment().expect("assignment");
             assignment.elements().iter().filter(|e| e.topic() == topic).map(|e| e.partition()).collect()
         };
-        let settled = |members: &[BaseConsumer<StageConsumerContext>]| {
+        let settled = |members: &[Member]| {
             let mut all = Vec::new();
             for consumer in members {
                 let (led, followed) = (owned(consumer, &inputs[0]), owned(consumer, &inputs[1]));
@@ -545,22 +585,32 @@ mod tests {
             all.sort_unstable();
             all == (0..PARTITIONS).collect::<Vec<_>>()
         };
-        let settle = |members: &[BaseConsumer<StageConsumerContext>]| {
-            let deadline = Instant::now() + Duration::from_secs(60);
+        // Rebalance callbacks run while a member is polled.
+        let settle = |members: &[Member]| {
+            let deadline = Instant::now() + SETTLING;
             while !settled(members) {
                 assert!(Instant::now() < deadline, "the group did not settle");
                 for consumer in members {
-                    let _ = consumer.poll(Duration::from_millis(20));
+                    let _ =
+                        runtime.block_on(tokio::time::timeout(Duration::from_millis(20), consumer.recv()));
                 }
             }
+        };
+        let leave = |consumer: Member| {
+            assert!(runtime.block_on(leave_group(&consumer, SETTLING)), "a member kept its partitions");
+            assert!(!consumer.context().has_joined());
+            drop(ManuallyDrop::into_inner(consumer));
         };
         let mut members = Vec::new();
         for _ in 0..4 {
             members.push(member());
             settle(&members);
         }
-        drop(members.remove(1));
+        leave(members.remove(1));
         settle(&members);
+        for consumer in members {
+            leave(consumer);
+        }
     }
 
     #[test]

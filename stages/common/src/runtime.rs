@@ -47,7 +47,7 @@ use crate::admin::{self, AdminError};
 use crate::config::{ConfigError, KafkaArgs};
 use crate::http::Health;
 use crate::kafka::{
-    brokers_unreachable, consumer_config, producer_config, reader_config, ClusterContext,
+    brokers_unreachable, consumer_config, leave_group, producer_config, reader_config, ClusterContext,
     StageConsumerContext,
 };
 use crate::metrics::StageMetrics;
@@ -715,6 +715,9 @@ pub async fn run_stage<S: Stage>(
     }
     event_loop.ctx.health.set_ready(false);
     let closed = event_loop.close().await;
+    if !leave_group(&event_loop.consumer, CLOSE_TIMEOUT).await {
+        tracing::warn!(?CLOSE_TIMEOUT, "partitions not given up in time; closing the consumer with them");
+    }
     let tailed = std::mem::take(&mut event_loop.side_inputs).stop().await;
     // Destroying the Kafka clients waits on the brokers (leaving the group, the
     // producer's last requests): done off the async threads, and not waited on past the
