@@ -30,7 +30,7 @@ pub enum AdminError {
     Metadata { topic: String, source: KafkaError },
     #[error("topic {0} does not exist: create the topics with `recrawl topics create --brokers …` (deploy/topics.toml)")]
     Missing(String),
-    #[error("topic {topic} has {found} partitions but {other} has {expected}: a stage keeps partition p's state in changelog partition p, so they must match")]
+    #[error("topic {topic} has {found} partitions but {other} has {expected}: a stage handles partition p of each input and of its changelog together, so they must match")]
     NotCopartitioned { topic: String, found: i32, other: String, expected: i32 },
 }
 

@@ -3,7 +3,7 @@
 //! outage, not once a second), rebalances → a notification the loop turns into state
 //! restores.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -205,6 +205,11 @@ pub struct StageConsumerContext {
     assigned: Mutex<HashSet<(String, i32)>>,
     /// Input topics after the first, whose partitions follow the first's.
     followers: Vec<String>,
+    /// Every input topic, the first one included.
+    inputs: Vec<String>,
+    /// Partitions of each input topic in librdkafka's latest statistics, which list every
+    /// partition a known topic has in the brokers' metadata, assigned or not.
+    input_partitions: Mutex<HashMap<String, i32>>,
 }
 
 impl StageConsumerContext {
@@ -217,6 +222,8 @@ impl StageConsumerContext {
             joined: Arc::new(AtomicBool::new(false)),
             assigned: Mutex::new(HashSet::new()),
             followers: inputs.iter().skip(1).cloned().collect(),
+            inputs: inputs.to_vec(),
+            input_partitions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -264,6 +271,24 @@ impl StageConsumerContext {
     /// the next revocation.
     pub fn has_joined(&self) -> bool {
         self.joined.load(Ordering::Relaxed)
+    }
+
+    /// The partition count of each input topic the client has metadata for: those the
+    /// consumer reads, so all of them once it holds partitions.
+    pub fn input_partitions(&self) -> HashMap<String, i32> {
+        self.input_partitions.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Records each input topic's partition count from statistics. A partition assigned
+    /// to a follower that its topic lacks is listed too, as unknown: it is not counted.
+    fn record_input_partitions(&self, statistics: &Statistics) {
+        let counts = self.inputs.iter().filter_map(|topic| {
+            let known =
+                statistics.topics.get(topic)?.partitions.values().filter(|p| p.partition >= 0 && !p.unknown);
+            let count = i32::try_from(known.count()).unwrap_or(i32::MAX);
+            (count > 0).then(|| (topic.clone(), count))
+        });
+        *self.input_partitions.lock().unwrap_or_else(PoisonError::into_inner) = counts.collect();
     }
 
     /// Whether any partition of any input is assigned to the consumer now.
@@ -324,6 +349,7 @@ impl ClientContext for StageConsumerContext {
         if any_broker_up(&statistics) {
             self.health.kafka_up();
         }
+        self.record_input_partitions(&statistics);
         self.export_lag(statistics.topics.iter().flat_map(|(topic, stats)| {
             stats.partitions.values().map(move |p| (topic.as_str(), p.partition, records_behind(p)))
         }));
@@ -611,6 +637,46 @@ mod tests {
         for consumer in members {
             leave(consumer);
         }
+    }
+
+    /// librdkafka's statistics give each input's partition count, leaving out the
+    /// partitions a follower was assigned that its topic lacks, so inputs whose counts
+    /// differ are told apart.
+    #[test]
+    fn statistics_give_each_input_s_partition_count() {
+        use std::mem::ManuallyDrop;
+        use std::time::Instant;
+
+        let mock = rdkafka::mocking::MockCluster::new(1).expect("mock cluster");
+        mock.create_topic("estimates", 6, 1).expect("topic");
+        mock.create_topic("links", 4, 1).expect("topic");
+        let inputs = ["estimates".to_owned(), "links".to_owned()];
+        let brokers = mock.bootstrap_servers();
+        let cli = Cli::parse_from(["stage", "--brokers", &brokers]);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+        let _within = runtime.enter();
+        let consumer: StreamConsumer<StageConsumerContext> = consumer_config(&cli.kafka, "apart")
+            .create_with_context(StageConsumerContext::new(
+                StageMetrics::new("scheduler"),
+                Health::default(),
+                &inputs,
+            ))
+            .expect("consumer");
+        // Leaked, not closed, if an assertion fails (see `leave_group`).
+        let consumer = ManuallyDrop::new(consumer);
+        consumer.subscribe(&[inputs[0].as_str()]).expect("subscribe");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while consumer.context().input_partitions().len() < inputs.len() {
+            assert!(Instant::now() < deadline, "no statistics for both inputs");
+            let _ = runtime.block_on(tokio::time::timeout(Duration::from_millis(100), consumer.recv()));
+        }
+        assert!(consumer.context().holds_partitions());
+        let counts = consumer.context().input_partitions();
+        assert_eq!(counts, HashMap::from([(inputs[0].clone(), 6), (inputs[1].clone(), 4)]));
+        let error = crate::admin::check_copartitioned(&counts, &inputs).expect_err("6 and 4 partitions");
+        assert!(error.to_string().contains("links"), "{error}");
+        assert!(runtime.block_on(leave_group(&consumer, Duration::from_secs(60))));
+        drop(ManuallyDrop::into_inner(consumer));
     }
 
     #[test]

@@ -60,6 +60,9 @@ const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
 const SIDE_INPUT_CATCH_UP: Duration = Duration::from_secs(60);
 /// Each shutdown step (final commit, producer flush, client teardown) gets this long.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the inputs' partition counts may differ while running before the stage stops.
+const INPUTS_APART_GRACE: Duration = Duration::from_secs(60);
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A batch also ends once its payloads reach this size, so batches of large records do
@@ -549,6 +552,43 @@ struct Loop<S: Stage> {
     side_inputs: SideInputs,
     assignment: Assignment,
     outage: Duration,
+    inputs_apart: InputsApart,
+}
+
+/// Partitions added to one input while running (start-up checks the counts) would leave
+/// partition p of another input unread wherever that input has fewer. Once the counts
+/// have differed for [`INPUTS_APART_GRACE`], time to grow every input, the stage stops
+/// with the start-up check's error, which it then gives at each start until they match.
+#[derive(Debug, Default)]
+struct InputsApart {
+    since: Option<Instant>,
+}
+
+impl InputsApart {
+    /// `counts`: the inputs' partition counts as the consumer knows them at `now`.
+    fn observe(
+        &mut self,
+        counts: &HashMap<String, i32>,
+        inputs: &[String],
+        now: Instant,
+    ) -> Result<(), AdminError> {
+        let apart = match admin::check_copartitioned(counts, inputs) {
+            Err(error @ AdminError::NotCopartitioned { .. }) => error,
+            // A topic without metadata yet is no evidence either way.
+            Ok(()) | Err(_) => {
+                self.since = None;
+                return Ok(());
+            }
+        };
+        let since = *self.since.get_or_insert_with(|| {
+            tracing::warn!(%apart, grace = ?INPUTS_APART_GRACE, "input partition counts differ; stopping unless they match again");
+            now
+        });
+        if now.saturating_duration_since(since) < INPUTS_APART_GRACE {
+            return Ok(());
+        }
+        Err(apart)
+    }
 }
 
 /// The tails of a stage's side inputs, read in full by every instance outside the group.
@@ -708,6 +748,7 @@ pub async fn run_stage<S: Stage>(
         side_inputs,
         assignment: Assignment { partitions: Vec::new(), total },
         outage: Duration::from_millis(args.outage_timeout_ms),
+        inputs_apart: InputsApart::default(),
     };
     let result = event_loop.run().await;
     if result.is_err() {
@@ -816,6 +857,7 @@ impl<S: Stage> Loop<S> {
                 _ = shutdown.cancelled() => return Ok(()),
                 _ = watchdog.tick() => {
                     self.check_outage()?;
+                    self.check_inputs_together()?;
                     self.side_inputs.check_running().await?;
                 }
                 _ = rebalanced.notified() => self.sync_assignment(Instant::now()).await?,
@@ -872,6 +914,11 @@ impl<S: Stage> Loop<S> {
             }),
             _ => Ok(()),
         }
+    }
+
+    fn check_inputs_together(&mut self) -> Result<(), RuntimeError> {
+        let counts = self.consumer.context().input_partitions();
+        Ok(self.inputs_apart.observe(&counts, &self.input_topics, Instant::now())?)
     }
 
     fn consume_failed(&self, error: &KafkaError) {
@@ -1372,6 +1419,31 @@ mod tests {
 
     /// The retries' clock leaves the stage's work out: a fetch batch's minute of requests
     /// does not use up the outage timeout of its outputs' retries.
+    /// Inputs whose partition counts differ stop the stage only once they have differed
+    /// for the grace; counts that match again, or a topic not known yet, reset it.
+    #[test]
+    fn inputs_apart_past_the_grace_stop_the_stage() {
+        let inputs = ["estimates".to_owned(), "links".to_owned()];
+        let counts = |links: Option<i32>| {
+            let mut counts = HashMap::from([(inputs[0].clone(), 6)]);
+            counts.extend(links.map(|n| (inputs[1].clone(), n)));
+            counts
+        };
+        let start = Instant::now();
+        let at = |seconds: u64| start + Duration::from_secs(seconds);
+        let mut apart = InputsApart::default();
+        assert!(apart.observe(&counts(Some(6)), &inputs, at(0)).is_ok());
+        assert!(apart.observe(&counts(Some(8)), &inputs, at(1)).is_ok(), "the grace starts");
+        assert!(apart.observe(&counts(Some(8)), &inputs, at(60)).is_ok());
+        let error = apart.observe(&counts(Some(8)), &inputs, at(61)).expect_err("past the grace");
+        assert!(error.to_string().contains("links has 8 partitions but estimates has 6"), "{error}");
+        assert!(apart.observe(&counts(None), &inputs, at(62)).is_ok(), "links unknown: no evidence");
+        assert!(apart.observe(&counts(Some(8)), &inputs, at(63)).is_ok(), "the grace starts again");
+        assert!(apart.observe(&counts(Some(6)), &inputs, at(200)).is_ok(), "matching again");
+        assert!(apart.observe(&counts(Some(8)), &inputs, at(201)).is_ok(), "and again");
+        assert!(apart.observe(&counts(Some(8)), &inputs, at(262)).is_err());
+    }
+
     #[test]
     fn the_retries_clock_leaves_the_work_out() {
         let polled = Instant::now();
