@@ -41,6 +41,24 @@ pub fn binary(name: &str) -> std::path::PathBuf {
     path
 }
 
+/// Waits for `child`, spawned as `what`, and returns its output (what it was given pipes
+/// for), as `Command::output` does; past `limit` it is killed and the test fails. A
+/// command waiting on a broker that never answers must fail the test, not hang CI.
+pub fn output_within(child: std::process::Child, what: &str, limit: Duration) -> std::process::Output {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid fits an i32"));
+    let (sender, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait_with_output());
+    });
+    match ended.recv_timeout(limit) {
+        Ok(output) => output.unwrap_or_else(|e| panic!("{what}: {e}")),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            panic!("{what} did not end within {limit:?}: killed");
+        }
+    }
+}
+
 /// The broker a test runs against. The mock cluster is `!Send`: keep this on the test's
 /// own task.
 pub enum Broker {

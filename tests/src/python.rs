@@ -5,8 +5,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::output_within;
 
 pub const REQUIRE_PYTHON_TOOLS_ENV: &str = "RECRAWL_REQUIRE_PYTHON_TOOLS";
+
+/// Longest a tool may run: a recipe's consumer waits for its group's assignment, which
+/// tansu takes ~20 s to give.
+const COMMAND_LIMIT: Duration = Duration::from_secs(300);
 
 /// Whether python3 imports every one of `modules`; if not, `what` was not tested.
 pub fn python_imports(modules: &[&str], what: &str) -> bool {
@@ -31,9 +38,16 @@ pub fn python_imports(modules: &[&str], what: &str) -> bool {
 
 /// Runs `python3 args…` in `dir` and returns its standard output; fails on a non-zero exit.
 pub fn python(args: &[&str], dir: &Path) -> String {
-    let output = Command::new("python3").args(args).current_dir(dir).stdin(Stdio::null()).output();
-    let output = output.unwrap_or_else(|e| panic!("python3 {args:?}: {e}"));
-    succeeded(&format!("python3 {args:?}"), output)
+    let what = format!("python3 {args:?}");
+    let child = Command::new("python3")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let child = child.unwrap_or_else(|e| panic!("{what}: {e}"));
+    succeeded(&what, output_within(child, &what, COMMAND_LIMIT))
 }
 
 /// Validates each of `instances` (JSON files) against the JSON Schema `schema`, as
@@ -42,14 +56,17 @@ pub fn check_jsonschema(schema: &Path, instances: &[PathBuf]) -> bool {
     if !python_imports(&["check_jsonschema"], "validation of the records against their schemas") {
         return false;
     }
-    let output = Command::new("python3")
+    let what = format!("check-jsonschema --schemafile {}", schema.display());
+    let child = Command::new("python3")
         .args(["-m", "check_jsonschema", "--schemafile"])
         .arg(schema)
         .args(instances)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("check-jsonschema runs");
-    succeeded(&format!("check-jsonschema --schemafile {}", schema.display()), output);
+    succeeded(&what, output_within(child, &what, COMMAND_LIMIT));
     true
 }
 

@@ -11,7 +11,8 @@ use recrawl::observe::{Observed, Observer};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::python::{python, python_imports};
 use recrawl_e2e::{
-    binary, kafka_flags, parse_args, produce, repository_file, unique_prefix, Broker, RunningStage,
+    binary, kafka_flags, output_within, parse_args, produce, repository_file, unique_prefix, Broker,
+    RunningStage,
 };
 use recrawl_schemas::topics::{CHANGE_EVENTS, FETCH_RESULTS};
 use recrawl_schemas::FetchResult;
@@ -35,12 +36,15 @@ fn page(site: usize, period: u64) -> FetchResult {
 
 /// Runs `recrawl tail change-events` with `extra` flags; it must end by itself.
 fn tail(broker: &Broker, prefix: &str, extra: &[&str]) -> Vec<String> {
-    let output = Command::new(binary("recrawl"))
+    let child = Command::new(binary("recrawl"))
         .args(["tail", "change-events", "--brokers", &broker.bootstrap(), "--topic-prefix", prefix])
         .args(extra)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("recrawl tail runs");
+    let output = output_within(child, &format!("recrawl tail {extra:?}"), Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{extra:?}: {}\n{stderr}", output.status);
     String::from_utf8(output.stdout).expect("UTF-8").lines().map(str::to_owned).collect()

@@ -5,7 +5,7 @@
 //! record the stage accepts now (here: one an older build had refused, written as a stage
 //! writes it) becomes a change event once replayed.
 
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -13,12 +13,19 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{binary, kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
+use recrawl_e2e::{binary, kafka_flags, output_within, parse_args, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{dead_letter_headers, CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
 use recrawl_schemas::{encode, FetchResult};
 
 fn recrawl(args: &[String]) -> Output {
-    Command::new(binary("recrawl")).args(args).output().expect("recrawl runs")
+    let child = Command::new(binary("recrawl"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("recrawl runs");
+    output_within(child, &format!("recrawl {args:?}"), Duration::from_secs(120))
 }
 
 /// `recrawl dlq …`'s JSON lines.

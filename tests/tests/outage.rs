@@ -90,7 +90,10 @@ async fn started_tail(
     broker.create_topics(&kafka, 2).await;
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, name, stop.clone());
-    (&mut tail.caught_up).await.expect("the empty topic is read");
+    tokio::time::timeout(Duration::from_secs(60), &mut tail.caught_up)
+        .await
+        .expect("the empty topic is read within a minute")
+        .expect("the empty topic is read");
     (kafka, tail, stop)
 }
 
@@ -128,7 +131,11 @@ async fn tail_reads_on(
         .expect("the tail is still running");
     assert_eq!(record.key.as_deref(), Some(after.url.as_bytes()));
     stop.cancel();
-    tail.task.await.expect("joined").expect("the tail ends without error");
+    tokio::time::timeout(Duration::from_secs(60), tail.task)
+        .await
+        .expect("the tail ends within a minute")
+        .expect("joined")
+        .expect("the tail ends without error");
 }
 
 /// A whole-topic tail (the estimator's distribution shares) rides out an outage too: it

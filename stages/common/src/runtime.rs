@@ -41,6 +41,7 @@ use recrawl_schemas::envelope::{
 use recrawl_schemas::topics::{dead_letter_headers, Topic, DEAD_LETTER, DEAD_LETTER_KINDS};
 use recrawl_schemas::{decode, encode, Message, TopicNames};
 use thiserror::Error;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, AdminError};
@@ -553,6 +554,42 @@ struct Loop<S: Stage> {
     assignment: Assignment,
     outage: Duration,
     inputs_apart: InputsApart,
+    /// The last reference to the consumer, so that it is destroyed on a detached thread
+    /// even when the loop is dropped mid-run. Declared last: fields drop in order.
+    last_consumer: DestroyDetached<Arc<StreamConsumer<StageConsumerContext>>>,
+}
+
+/// Runs `work` on a detached thread of its own; its result comes on the receiver, which
+/// errs if the thread could not start. Calls that wait on the brokers (destroying a
+/// consumer, a synchronous commit) can wait without end (a consumer's close, librdkafka
+/// issue 4884): on a detached thread they hold neither an async worker nor the runtime's
+/// shutdown, which waits for its blocking pool's threads however long they take.
+fn run_detached<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> oneshot::Receiver<R> {
+    let (answer, answered) = oneshot::channel();
+    let _detached = std::thread::Builder::new().name("kafka-wait".to_owned()).spawn(move || {
+        let _unwanted = answer.send(work());
+    });
+    answered
+}
+
+/// Holds a Kafka client whose destruction, wherever it comes (a stage's future dropped
+/// mid-run, a test unwinding), runs on a detached thread: see [`run_detached`].
+#[derive(Debug)]
+struct DestroyDetached<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> DestroyDetached<T> {
+    /// The client, for the caller to destroy where it chooses.
+    fn take(&mut self) -> Option<T> {
+        self.0.take()
+    }
+}
+
+impl<T: Send + 'static> Drop for DestroyDetached<T> {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(run_detached(move || drop(client)));
+        }
+    }
 }
 
 /// Partitions added to one input while running (start-up checks the counts) would leave
@@ -741,7 +778,7 @@ pub async fn run_stage<S: Stage>(
         args: args.clone(),
         ctx,
         topics,
-        consumer,
+        consumer: consumer.clone(),
         producer,
         store: StateStore::default(),
         input_topics,
@@ -749,6 +786,7 @@ pub async fn run_stage<S: Stage>(
         assignment: Assignment { partitions: Vec::new(), total },
         outage: Duration::from_millis(args.outage_timeout_ms),
         inputs_apart: InputsApart::default(),
+        last_consumer: DestroyDetached(Some(consumer)),
     };
     let result = event_loop.run().await;
     if result.is_err() {
@@ -761,9 +799,10 @@ pub async fn run_stage<S: Stage>(
     }
     let tailed = std::mem::take(&mut event_loop.side_inputs).stop().await;
     // Destroying the Kafka clients waits on the brokers (leaving the group, the
-    // producer's last requests): done off the async threads, and not waited on past the
-    // close timeout, since an unreachable broker can hold it for minutes.
-    let destroyed = tokio::task::spawn_blocking(move || drop(event_loop));
+    // producer's last requests): not waited on past the close timeout, since an
+    // unreachable broker can hold it for minutes. The consumer goes last.
+    let consumer = event_loop.last_consumer.take();
+    let destroyed = run_detached(move || drop((event_loop, consumer)));
     if tokio::time::timeout(CLOSE_TIMEOUT, destroyed).await.is_err() {
         tracing::warn!(?CLOSE_TIMEOUT, "Kafka clients still closing; leaving them behind");
     }
@@ -1313,7 +1352,7 @@ impl<S: Stage> Loop<S> {
     /// either failing is an error, so the process does not exit 0 with work unconfirmed.
     async fn close(&mut self) -> Result<(), RuntimeError> {
         let consumer = self.consumer.clone();
-        let committed = tokio::task::spawn_blocking(move || consumer.commit_consumer_state(CommitMode::Sync));
+        let committed = run_detached(move || consumer.commit_consumer_state(CommitMode::Sync));
         let mut failures = Vec::new();
         match tokio::time::timeout(CLOSE_TIMEOUT, committed).await {
             Ok(Ok(Ok(()))) => tracing::info!("offsets committed"),
@@ -1326,7 +1365,7 @@ impl<S: Stage> Loop<S> {
                 | RDKafkaErrorCode::UnknownMemberId,
             )))) => tracing::info!("final commit skipped: the group is rebalancing; the new owner replays"),
             Ok(Ok(Err(error))) => failures.push(format!("final commit failed: {error}")),
-            Ok(Err(error)) => failures.push(format!("final commit panicked: {error}")),
+            Ok(Err(_)) => failures.push("final commit ended without an answer".to_owned()),
             Err(_) => failures.push(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}")),
         }
         let producer = self.producer.clone();
@@ -1383,7 +1422,7 @@ async fn bounded<F: Future>(work: F, shutdown: &CancellationToken, drain: Durati
 mod tests {
     use recrawl_schemas::topics::FETCH;
     use recrawl_schemas::PagePick;
-    use tokio::sync::{mpsc, oneshot};
+    use tokio::sync::mpsc;
 
     use super::*;
 
@@ -1419,6 +1458,27 @@ mod tests {
 
     /// The retries' clock leaves the stage's work out: a fetch batch's minute of requests
     /// does not use up the outage timeout of its outputs' retries.
+    /// A client held for destruction elsewhere is destroyed on a thread of its own, not
+    /// on the one dropping it; a client taken out is destroyed where its taker drops it.
+    #[test]
+    fn a_held_client_is_destroyed_on_a_detached_thread() {
+        struct Client(std::sync::mpsc::Sender<Option<String>>);
+        impl Drop for Client {
+            fn drop(&mut self) {
+                let _ = self.0.send(std::thread::current().name().map(str::to_owned));
+            }
+        }
+        let (sender, destroyed_on) = std::sync::mpsc::channel();
+        let wait = Duration::from_secs(10);
+        drop(DestroyDetached(Some(Client(sender.clone()))));
+        assert_eq!(destroyed_on.recv_timeout(wait), Ok(Some("kafka-wait".to_owned())));
+        let mut held = DestroyDetached(Some(Client(sender)));
+        let taken = held.take();
+        drop(held);
+        drop(taken);
+        assert_eq!(destroyed_on.recv_timeout(wait), Ok(std::thread::current().name().map(str::to_owned)));
+    }
+
     /// Inputs whose partition counts differ stop the stage only once they have differed
     /// for the grace; counts that match again, or a topic not known yet, reset it.
     #[test]
