@@ -41,10 +41,19 @@ pub fn binary(name: &str) -> std::path::PathBuf {
     path
 }
 
+/// Runs `command` with no input and returns its output, as `Command::output` does, but
+/// past `limit` it is killed and the test fails: see [`wait_within`].
+pub fn output_within(command: &mut std::process::Command, limit: Duration) -> std::process::Output {
+    use std::process::Stdio;
+    let what = format!("{command:?}");
+    let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    wait_within(child.unwrap_or_else(|e| panic!("{what}: {e}")), &what, limit)
+}
+
 /// Waits for `child`, spawned as `what`, and returns its output (what it was given pipes
-/// for), as `Command::output` does; past `limit` it is killed and the test fails. A
-/// command waiting on a broker that never answers must fail the test, not hang CI.
-pub fn output_within(child: std::process::Child, what: &str, limit: Duration) -> std::process::Output {
+/// for); past `limit` it is killed and the test fails. A command waiting on a broker
+/// that never answers must fail the test, not hang CI.
+pub fn wait_within(child: std::process::Child, what: &str, limit: Duration) -> std::process::Output {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid fits an i32"));
     let (sender, ended) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -38,16 +38,8 @@ pub fn python_imports(modules: &[&str], what: &str) -> bool {
 
 /// Runs `python3 args…` in `dir` and returns its standard output; fails on a non-zero exit.
 pub fn python(args: &[&str], dir: &Path) -> String {
-    let what = format!("python3 {args:?}");
-    let child = Command::new("python3")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let child = child.unwrap_or_else(|e| panic!("{what}: {e}"));
-    succeeded(&what, output_within(child, &what, COMMAND_LIMIT))
+    let output = output_within(Command::new("python3").args(args).current_dir(dir), COMMAND_LIMIT);
+    succeeded(&format!("python3 {args:?}"), output)
 }
 
 /// Validates each of `instances` (JSON files) against the JSON Schema `schema`, as
@@ -56,17 +48,10 @@ pub fn check_jsonschema(schema: &Path, instances: &[PathBuf]) -> bool {
     if !python_imports(&["check_jsonschema"], "validation of the records against their schemas") {
         return false;
     }
-    let what = format!("check-jsonschema --schemafile {}", schema.display());
-    let child = Command::new("python3")
-        .args(["-m", "check_jsonschema", "--schemafile"])
-        .arg(schema)
-        .args(instances)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("check-jsonschema runs");
-    succeeded(&what, output_within(child, &what, COMMAND_LIMIT));
+    let mut command = Command::new("python3");
+    command.args(["-m", "check_jsonschema", "--schemafile"]).arg(schema).args(instances);
+    let output = output_within(&mut command, COMMAND_LIMIT);
+    succeeded(&format!("check-jsonschema --schemafile {}", schema.display()), output);
     true
 }
 

@@ -3,7 +3,7 @@
 //! the recipes of `docs/analysts.md` (Python with confluent-kafka, DuckDB, Kafka Connect's
 //! converter settings), run as written.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use rdkafka::producer::FutureProducer;
@@ -36,15 +36,11 @@ fn page(site: usize, period: u64) -> FetchResult {
 
 /// Runs `recrawl tail change-events` with `extra` flags; it must end by itself.
 fn tail(broker: &Broker, prefix: &str, extra: &[&str]) -> Vec<String> {
-    let child = Command::new(binary("recrawl"))
+    let mut command = Command::new(binary("recrawl"));
+    command
         .args(["tail", "change-events", "--brokers", &broker.bootstrap(), "--topic-prefix", prefix])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("recrawl tail runs");
-    let output = output_within(child, &format!("recrawl tail {extra:?}"), Duration::from_secs(120));
+        .args(extra);
+    let output = output_within(&mut command, Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{extra:?}: {}\n{stderr}", output.status);
     String::from_utf8(output.stdout).expect("UTF-8").lines().map(str::to_owned).collect()

@@ -5,7 +5,7 @@
 //! record the stage accepts now (here: one an older build had refused, written as a stage
 //! writes it) becomes a change event once replayed.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -18,14 +18,7 @@ use recrawl_schemas::topics::{dead_letter_headers, CHANGE_EVENTS, DEAD_LETTER, F
 use recrawl_schemas::{encode, FetchResult};
 
 fn recrawl(args: &[String]) -> Output {
-    let child = Command::new(binary("recrawl"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("recrawl runs");
-    output_within(child, &format!("recrawl {args:?}"), Duration::from_secs(120))
+    output_within(Command::new(binary("recrawl")).args(args), Duration::from_secs(120))
 }
 
 /// `recrawl dlq …`'s JSON lines.

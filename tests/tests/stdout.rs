@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{binary, kafka_flags, output_within, parse_args, repository_file, unique_prefix, Broker};
+use recrawl_e2e::{binary, kafka_flags, parse_args, repository_file, unique_prefix, wait_within, Broker};
 
 /// Runs `command` with a standard output whose reader is already gone, so its first write
 /// fails, whenever it comes.
@@ -16,7 +16,7 @@ fn run_with_closed_stdout(mut command: Command) -> Output {
     drop(reader);
     let child =
         command.stdin(Stdio::null()).stdout(writer).stderr(Stdio::piped()).spawn().expect("the command runs");
-    output_within(child, &format!("{command:?}"), Duration::from_secs(120))
+    wait_within(child, &format!("{command:?}"), Duration::from_secs(120))
 }
 
 fn assert_quiet_success(what: &str, output: &Output) {

@@ -458,11 +458,41 @@ impl ConsumerContext for StageConsumerContext {
 
 #[cfg(test)]
 mod tests {
+    use std::mem::ManuallyDrop;
+
     use clap::Parser;
     use rdkafka::producer::BaseProducer;
 
     use super::*;
     use crate::config::TestCli as Cli;
+
+    /// A scheduler-like group member of `group` reading `inputs`, subscribed to the first.
+    /// Leaked rather than closed if a test fails while it is in the group, so a failure
+    /// cannot turn into the close's hang (see `leave_group`): `leave` it instead.
+    fn group_member(
+        cli: &Cli,
+        group: &str,
+        inputs: &[String],
+    ) -> ManuallyDrop<StreamConsumer<StageConsumerContext>> {
+        let context = StageConsumerContext::new(StageMetrics::new("scheduler"), Health::default(), inputs);
+        let consumer: StreamConsumer<StageConsumerContext> =
+            consumer_config(&cli.kafka, group).create_with_context(context).expect("consumer");
+        consumer.subscribe(&[inputs[0].as_str()]).expect("subscribe");
+        ManuallyDrop::new(consumer)
+    }
+
+    /// Leaves the group as a stopping stage does, then closes the consumer.
+    fn leave(
+        runtime: &tokio::runtime::Runtime,
+        consumer: ManuallyDrop<StreamConsumer<StageConsumerContext>>,
+    ) {
+        assert!(
+            runtime.block_on(leave_group(&consumer, Duration::from_secs(60))),
+            "a member kept its partitions"
+        );
+        assert!(!consumer.context().has_joined());
+        drop(ManuallyDrop::into_inner(consumer));
+    }
 
     /// librdkafka refuses these settings at client creation when it was built without
     /// OpenSSL (TLS, SASL SCRAM) or zstd, so creating the client proves the build has them.
@@ -564,7 +594,6 @@ mod tests {
     #[test]
     fn the_inputs_partitions_stay_together_as_members_come_and_go() {
         use std::collections::BTreeSet;
-        use std::mem::ManuallyDrop;
         use std::time::Instant;
 
         type Member = ManuallyDrop<StreamConsumer<StageConsumerContext>>;
@@ -581,19 +610,7 @@ mod tests {
             Cli::parse_from(["stage", "--brokers", &brokers, "--kafka-option", "session.timeout.ms=4000"]);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
         let _within = runtime.enter();
-        // A member still in the group when an assertion fails is leaked rather than
-        // closed, so the test fails instead of risking the hang it checks for.
-        let member = || -> Member {
-            let consumer: StreamConsumer<StageConsumerContext> = consumer_config(&cli.kafka, "together")
-                .create_with_context(StageConsumerContext::new(
-                    StageMetrics::new("scheduler"),
-                    Health::default(),
-                    &inputs,
-                ))
-                .expect("consumer");
-            consumer.subscribe(&[inputs[0].as_str()]).expect("subscribe");
-            ManuallyDrop::new(consumer)
-        };
+        let member = || group_member(&cli, "together", &inputs);
         let owned = |consumer: &Member, topic: &str| -> BTreeSet<i32> {
             let assignment = consumer.assignment().expect("assignment");
             assignment.elements().iter().filter(|e| e.topic() == topic).map(|e| e.partition()).collect()
@@ -622,20 +639,15 @@ mod tests {
                 }
             }
         };
-        let leave = |consumer: Member| {
-            assert!(runtime.block_on(leave_group(&consumer, SETTLING)), "a member kept its partitions");
-            assert!(!consumer.context().has_joined());
-            drop(ManuallyDrop::into_inner(consumer));
-        };
         let mut members = Vec::new();
         for _ in 0..4 {
             members.push(member());
             settle(&members);
         }
-        leave(members.remove(1));
+        leave(&runtime, members.remove(1));
         settle(&members);
         for consumer in members {
-            leave(consumer);
+            leave(&runtime, consumer);
         }
     }
 
@@ -644,7 +656,6 @@ mod tests {
     /// differ are told apart.
     #[test]
     fn statistics_give_each_input_s_partition_count() {
-        use std::mem::ManuallyDrop;
         use std::time::Instant;
 
         let mock = rdkafka::mocking::MockCluster::new(1).expect("mock cluster");
@@ -655,16 +666,7 @@ mod tests {
         let cli = Cli::parse_from(["stage", "--brokers", &brokers]);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
         let _within = runtime.enter();
-        let consumer: StreamConsumer<StageConsumerContext> = consumer_config(&cli.kafka, "apart")
-            .create_with_context(StageConsumerContext::new(
-                StageMetrics::new("scheduler"),
-                Health::default(),
-                &inputs,
-            ))
-            .expect("consumer");
-        // Leaked, not closed, if an assertion fails (see `leave_group`).
-        let consumer = ManuallyDrop::new(consumer);
-        consumer.subscribe(&[inputs[0].as_str()]).expect("subscribe");
+        let consumer = group_member(&cli, "apart", &inputs);
         let deadline = Instant::now() + Duration::from_secs(60);
         while consumer.context().input_partitions().len() < inputs.len() {
             assert!(Instant::now() < deadline, "no statistics for both inputs");
@@ -675,8 +677,7 @@ mod tests {
         assert_eq!(counts, HashMap::from([(inputs[0].clone(), 6), (inputs[1].clone(), 4)]));
         let error = crate::admin::check_copartitioned(&counts, &inputs).expect_err("6 and 4 partitions");
         assert!(error.to_string().contains("links"), "{error}");
-        assert!(runtime.block_on(leave_group(&consumer, Duration::from_secs(60))));
-        drop(ManuallyDrop::into_inner(consumer));
+        leave(&runtime, consumer);
     }
 
     #[test]
