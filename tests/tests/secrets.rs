@@ -3,10 +3,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use recrawl_e2e::binary;
+use recrawl_e2e::{binary, output_within};
 
 const SECRET: &str = "hunter2-do-not-print";
 const STAGES: [&str; 4] = ["recrawl-fetch", "recrawl-diff", "recrawl-estimator", "recrawl-scheduler"];
@@ -22,7 +23,7 @@ fn run(program: &str, args: &[&str], options_env: Option<&str>) -> (Option<i32>,
     if let Some(options) = options_env {
         command.env("RECRAWL_KAFKA_OPTIONS", options);
     }
-    let output = command.output().expect("runs");
+    let output = output_within(&mut command, Duration::from_secs(120));
     let text =
         String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
     (output.status.code(), text)

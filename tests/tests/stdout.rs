@@ -133,7 +133,7 @@ fn demo_stops_its_stages_when_stdout_is_closed_mid_run() {
         }
     }
     drop(lines);
-    let output = demo.wait_with_output().expect("demo exits");
+    let output = wait_within(demo, "recrawl demo", Duration::from_secs(120));
     assert_quiet_success("recrawl demo", &output);
     for stage in ["fetch", "diff", "estimator", "scheduler"] {
         let log = std::fs::read_to_string(logs.path().join(format!("{stage}.log"))).expect("stage log");

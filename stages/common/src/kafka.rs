@@ -304,21 +304,33 @@ impl StageConsumerContext {
 /// just as the group terminates, which drops the call unanswered, and the caller (the
 /// close) waits for the answer forever (librdkafka issue 4884). Records read meanwhile
 /// are not processed and their offsets not stored: the partitions' next owner reads them.
+///
+/// Not for a static member (`group.instance.id`): unsubscribing makes it leave the group,
+/// so its restart would cost two rebalances instead of none.
 pub async fn leave_group(consumer: &StreamConsumer<StageConsumerContext>, timeout: Duration) -> bool {
     consumer.unsubscribe();
     let context = consumer.context();
     let rebalanced = context.rebalanced();
+    // librdkafka can give up partitions without the callback (after a fatal error).
+    let holds = || context.holds_partitions() && consumer.assignment().map_or(true, |list| list.count() > 0);
     let revoked = async {
-        while context.holds_partitions() {
-            // The rebalance callback runs inside `recv`, which returns only with a record.
+        loop {
+            // The rebalance callback runs inside `recv`, which returns only with a record
+            // or an error. A rebalance queued while nobody polled (an assignment during the
+            // final commit) is served before the quiet period ends.
             tokio::select! {
                 _ = consumer.recv() => {}
                 () = rebalanced.notified() => {}
+                () = tokio::time::sleep(LEAVE_QUIET), if !holds() => break,
             }
         }
     };
     tokio::time::timeout(timeout, revoked).await.is_ok()
 }
+
+/// How long a consumer that gave up its partitions goes on serving rebalances it may still
+/// have queued before it is closed.
+const LEAVE_QUIET: Duration = Duration::from_millis(200);
 
 /// Records between the consumer and the end of `partition`: librdkafka's lag from the
 /// committed offset, or, before the group's first commit there (librdkafka says -1), from
@@ -491,7 +503,12 @@ mod tests {
             "a member kept its partitions"
         );
         assert!(!consumer.context().has_joined());
-        drop(ManuallyDrop::into_inner(consumer));
+        let (closed, close_ended) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(ManuallyDrop::into_inner(consumer));
+            let _ = closed.send(());
+        });
+        assert!(close_ended.recv_timeout(Duration::from_secs(60)).is_ok(), "the member's close did not end");
     }
 
     /// librdkafka refuses these settings at client creation when it was built without
@@ -655,7 +672,7 @@ mod tests {
     /// partitions a follower was assigned that its topic lacks, so inputs whose counts
     /// differ are told apart.
     #[test]
-    fn statistics_give_each_input_s_partition_count() {
+    fn statistics_count_the_partitions_of_each_input() {
         use std::time::Instant;
 
         let mock = rdkafka::mocking::MockCluster::new(1).expect("mock cluster");

@@ -566,9 +566,12 @@ struct Loop<S: Stage> {
 /// shutdown, which waits for its blocking pool's threads however long they take.
 fn run_detached<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> oneshot::Receiver<R> {
     let (answer, answered) = oneshot::channel();
-    let _detached = std::thread::Builder::new().name("kafka-wait".to_owned()).spawn(move || {
+    let spawned = std::thread::Builder::new().name("kafka-wait".to_owned()).spawn(move || {
         let _unwanted = answer.send(work());
     });
+    if let Err(error) = spawned {
+        tracing::error!(%error, "no thread for a Kafka call: not made, and what it held is dropped here");
+    }
     answered
 }
 
@@ -594,8 +597,9 @@ impl<T: Send + 'static> Drop for DestroyDetached<T> {
 
 /// Partitions added to one input while running (start-up checks the counts) would leave
 /// partition p of another input unread wherever that input has fewer. Once the counts
-/// have differed for [`INPUTS_APART_GRACE`], time to grow every input, the stage stops
-/// with the start-up check's error, which it then gives at each start until they match.
+/// have differed for [`INPUTS_APART_GRACE`], time to grow every input, and the brokers'
+/// metadata confirms it, the stage stops with the start-up check's error, which it then
+/// gives at each start until they match. The changelog is checked at start only.
 #[derive(Debug, Default)]
 struct InputsApart {
     since: Option<Instant>,
@@ -794,13 +798,15 @@ pub async fn run_stage<S: Stage>(
     }
     event_loop.ctx.health.set_ready(false);
     let closed = event_loop.close().await;
-    if !leave_group(&event_loop.consumer, CLOSE_TIMEOUT).await {
+    // A static member keeps its place in the group across a restart: it does not leave.
+    if args.instance_id.is_none() && !leave_group(&event_loop.consumer, CLOSE_TIMEOUT).await {
         tracing::warn!(?CLOSE_TIMEOUT, "partitions not given up in time; closing the consumer with them");
     }
     let tailed = std::mem::take(&mut event_loop.side_inputs).stop().await;
     // Destroying the Kafka clients waits on the brokers (leaving the group, the
     // producer's last requests): not waited on past the close timeout, since an
-    // unreachable broker can hold it for minutes. The consumer goes last.
+    // unreachable broker can hold it for minutes. The consumer goes last, since its
+    // close may never end (see `leave_group`) and nothing after it would be destroyed.
     let consumer = event_loop.last_consumer.take();
     let destroyed = run_detached(move || drop((event_loop, consumer)));
     if tokio::time::timeout(CLOSE_TIMEOUT, destroyed).await.is_err() {
@@ -896,7 +902,7 @@ impl<S: Stage> Loop<S> {
                 _ = shutdown.cancelled() => return Ok(()),
                 _ = watchdog.tick() => {
                     self.check_outage()?;
-                    self.check_inputs_together()?;
+                    self.check_inputs_together().await?;
                     self.side_inputs.check_running().await?;
                 }
                 _ = rebalanced.notified() => self.sync_assignment(Instant::now()).await?,
@@ -955,9 +961,23 @@ impl<S: Stage> Loop<S> {
         }
     }
 
-    fn check_inputs_together(&mut self) -> Result<(), RuntimeError> {
+    async fn check_inputs_together(&mut self) -> Result<(), RuntimeError> {
+        let now = Instant::now();
         let counts = self.consumer.context().input_partitions();
-        Ok(self.inputs_apart.observe(&counts, &self.input_topics, Instant::now())?)
+        if self.inputs_apart.observe(&counts, &self.input_topics, now).is_ok() {
+            return Ok(());
+        }
+        // librdkafka refreshes a topic it holds no partition of only every few minutes
+        // (`topic.metadata.refresh.interval.ms`): the brokers' counts decide. A failed
+        // request is no evidence either way.
+        let (consumer, topics) = (self.consumer.clone(), self.input_topics.clone());
+        let (brokers, timeout) =
+            (self.args.cluster.brokers.clone(), Duration::from_millis(self.args.cluster.startup_timeout_ms));
+        let asked = tokio::task::spawn_blocking(move || {
+            admin::topic_partitions(consumer.client(), &brokers, &topics, timeout)
+        });
+        let fresh = asked.await.ok().and_then(Result::ok).unwrap_or_default();
+        Ok(self.inputs_apart.observe(&fresh, &self.input_topics, now)?)
     }
 
     fn consume_failed(&self, error: &KafkaError) {
@@ -1456,8 +1476,6 @@ mod tests {
         assert!(side_inputs.stop().await.is_ok(), "a noticed reader is not awaited again");
     }
 
-    /// The retries' clock leaves the stage's work out: a fetch batch's minute of requests
-    /// does not use up the outage timeout of its outputs' retries.
     /// A client held for destruction elsewhere is destroyed on a thread of its own, not
     /// on the one dropping it; a client taken out is destroyed where its taker drops it.
     #[test]
@@ -1504,6 +1522,8 @@ mod tests {
         assert!(apart.observe(&counts(Some(8)), &inputs, at(262)).is_err());
     }
 
+    /// The retries' clock leaves the stage's work out: a fetch batch's minute of requests
+    /// does not use up the outage timeout of its outputs' retries.
     #[test]
     fn the_retries_clock_leaves_the_work_out() {
         let polled = Instant::now();
