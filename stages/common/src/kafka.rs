@@ -193,7 +193,7 @@ impl ConsumerContext for ClusterContext {}
 /// assignor of librdkafka's that rebalances cooperatively keeps that (with 4 members and 6
 /// partitions of two topics, cooperative-sticky gave one member estimates 0 and 4 and
 /// links 2). So the consumer subscribes to the first input only, and the context takes
-/// partition p of every other input (`followers`) with the first's partition p, in the
+/// partition p of every other input (the followers) with the first's partition p, in the
 /// same assign or unassign: the group balances one topic and the rest follow.
 #[derive(Debug)]
 pub struct StageConsumerContext {
@@ -203,9 +203,7 @@ pub struct StageConsumerContext {
     joined: Arc<AtomicBool>,
     /// The (topic, partition)s assigned now: the only ones with a lag series.
     assigned: Mutex<HashSet<(String, i32)>>,
-    /// Input topics after the first, whose partitions follow the first's.
-    followers: Vec<String>,
-    /// Every input topic, the first one included.
+    /// The input topics: the first is subscribed to, the others' partitions follow its.
     inputs: Vec<String>,
     /// Partitions of each input topic in librdkafka's latest statistics, which list every
     /// partition a known topic has in the brokers' metadata, assigned or not.
@@ -221,7 +219,6 @@ impl StageConsumerContext {
             rebalanced: Arc::new(Notify::new()),
             joined: Arc::new(AtomicBool::new(false)),
             assigned: Mutex::new(HashSet::new()),
-            followers: inputs.iter().skip(1).cloned().collect(),
             inputs: inputs.to_vec(),
             input_partitions: Mutex::new(HashMap::new()),
         }
@@ -230,7 +227,7 @@ impl StageConsumerContext {
     /// Adds partition p of every follower for each partition p `list` names.
     fn with_followers(&self, list: &mut TopicPartitionList) {
         let led: Vec<i32> = list.elements().iter().map(|e| e.partition()).collect();
-        for follower in &self.followers {
+        for follower in self.inputs.iter().skip(1) {
             for &partition in &led {
                 list.add_partition(follower, partition);
             }

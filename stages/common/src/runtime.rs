@@ -752,17 +752,8 @@ pub async fn run_stage<S: Stage>(
     to_check.extend(output_topics.iter().cloned());
     to_check.extend(S::SIDE_INPUTS.iter().map(|t| topics.name(t)));
     to_check.push(topics.name(DEAD_LETTER));
-    let counts = {
-        let consumer = consumer.clone();
-        let brokers = args.cluster.brokers.clone();
-        let timeout = Duration::from_millis(args.cluster.startup_timeout_ms);
-        tokio::task::spawn_blocking(move || {
-            let counts = admin::topic_partitions(consumer.client(), &brokers, &to_check, timeout)?;
-            admin::check_copartitioned(&counts, &copartitioned)?;
-            Ok::<_, AdminError>(counts)
-        })
-        .await??
-    };
+    let counts = partition_counts(&consumer, args, to_check).await?;
+    admin::check_copartitioned(&counts, &copartitioned)?;
     let mut side_inputs = SideInputs::start::<S>(args, &ctx.shutdown);
     if let Err(error) = side_inputs.catch_up(&mut stage, &ctx.shutdown).await {
         side_inputs.stop.cancel();
@@ -813,6 +804,22 @@ pub async fn run_stage<S: Stage>(
         tracing::warn!(?CLOSE_TIMEOUT, "Kafka clients still closing; leaving them behind");
     }
     result.and(closed).and(tailed)
+}
+
+/// The partition count of each of `topics`, from the brokers' metadata, within the
+/// start-up timeout; the request blocks, so it runs off the async threads.
+async fn partition_counts(
+    consumer: &Arc<StreamConsumer<StageConsumerContext>>,
+    args: &KafkaArgs,
+    topics: Vec<String>,
+) -> Result<HashMap<String, i32>, RuntimeError> {
+    let consumer = consumer.clone();
+    let brokers = args.cluster.brokers.clone();
+    let timeout = Duration::from_millis(args.cluster.startup_timeout_ms);
+    let asked = tokio::task::spawn_blocking(move || {
+        admin::topic_partitions(consumer.client(), &brokers, &topics, timeout)
+    });
+    Ok(asked.await??)
 }
 
 fn create_producer(args: &KafkaArgs) -> Result<FutureProducer<ClusterContext>, RuntimeError> {
@@ -970,13 +977,8 @@ impl<S: Stage> Loop<S> {
         // librdkafka refreshes a topic it holds no partition of only every few minutes
         // (`topic.metadata.refresh.interval.ms`): the brokers' counts decide. A failed
         // request is no evidence either way.
-        let (consumer, topics) = (self.consumer.clone(), self.input_topics.clone());
-        let (brokers, timeout) =
-            (self.args.cluster.brokers.clone(), Duration::from_millis(self.args.cluster.startup_timeout_ms));
-        let asked = tokio::task::spawn_blocking(move || {
-            admin::topic_partitions(consumer.client(), &brokers, &topics, timeout)
-        });
-        let fresh = asked.await.ok().and_then(Result::ok).unwrap_or_default();
+        let fresh =
+            partition_counts(&self.consumer, &self.args, self.input_topics.clone()).await.unwrap_or_default();
         Ok(self.inputs_apart.observe(&fresh, &self.input_topics, now)?)
     }
 
