@@ -42,29 +42,101 @@ pub fn binary(name: &str) -> std::path::PathBuf {
 }
 
 /// Runs `command` with no input and returns its output, as `Command::output` does, but
-/// past `limit` it is killed and the test fails: see [`wait_within`].
+/// past `limit` it is stopped and the test fails: see [`BoundedChild`].
 pub fn output_within(command: &mut std::process::Command, limit: Duration) -> std::process::Output {
     use std::process::Stdio;
-    let what = format!("{command:?}");
-    let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
-    wait_within(child.unwrap_or_else(|e| panic!("{what}: {e}")), &what, limit)
+    BoundedChild::spawn(command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()), limit)
+        .wait_with_output()
 }
 
-/// Waits for `child`, spawned as `what`, and returns its output (what it was given pipes
-/// for); past `limit` it is killed and the test fails. A command waiting on a broker
-/// that never answers must fail the test, not hang CI.
-pub fn wait_within(child: std::process::Child, what: &str, limit: Duration) -> std::process::Output {
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid fits an i32"));
-    let (sender, ended) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(child.wait_with_output());
-    });
-    match ended.recv_timeout(limit) {
-        Ok(output) => output.unwrap_or_else(|e| panic!("{what}: {e}")),
-        Err(_) => {
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            panic!("{what} did not end within {limit:?}: killed");
+/// How long a child stopped by [`BoundedChild`] has after SIGTERM before SIGKILL: the demo
+/// drains and stops its four stages in that time.
+const CHILD_STOP_GRACE: Duration = Duration::from_secs(60);
+
+/// A child process its test cannot leak or wait on for good. Past its time limit it gets
+/// SIGTERM (so the demo stops its own stages), and SIGKILL [`CHILD_STOP_GRACE`] later:
+/// a read of its output that would have blocked then ends, and the test fails on what it
+/// read. Dropped while still running, as when an assertion fails, it is stopped the same
+/// way. A command waiting on a broker that never answers must fail the test, not hang CI.
+#[derive(Debug)]
+pub struct BoundedChild {
+    child: Option<std::process::Child>,
+    what: String,
+    limit: Duration,
+    expired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Dropped once the child is reaped, which ends the watchdog: the pid is not signalled
+    /// after that.
+    reaped: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl BoundedChild {
+    pub fn spawn(command: &mut std::process::Command, limit: Duration) -> Self {
+        let what = format!("{command:?}");
+        let child = command.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid fits an i32"));
+        let expired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (reaped, watched) = std::sync::mpsc::channel::<()>();
+        let (watchdog_what, watchdog_expired) = (what.clone(), std::sync::Arc::clone(&expired));
+        std::thread::spawn(move || {
+            use std::sync::mpsc::RecvTimeoutError::Timeout;
+            if watched.recv_timeout(limit) == Err(Timeout) {
+                watchdog_expired.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!("{watchdog_what} still running after {limit:?}: stopping it");
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                if watched.recv_timeout(CHILD_STOP_GRACE) == Err(Timeout) {
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+        });
+        Self { child: Some(child), what, limit, expired, reaped: Some(reaped) }
+    }
+
+    /// Waits for the exit and returns the output (what the child was given pipes for);
+    /// the test fails if the child had to be stopped.
+    pub fn wait_with_output(mut self) -> std::process::Output {
+        let child = self.child.take().expect("a child not yet waited for");
+        let output = child.wait_with_output();
+        self.reaped.take();
+        let output = output.unwrap_or_else(|e| panic!("{}: {e}", self.what));
+        assert!(
+            !self.expired.load(std::sync::atomic::Ordering::SeqCst),
+            "{} did not end within {:?}: stopped ({})",
+            self.what,
+            self.limit,
+            output.status
+        );
+        output
+    }
+}
+
+impl std::ops::Deref for BoundedChild {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        self.child.as_ref().expect("a child not yet waited for")
+    }
+}
+
+impl std::ops::DerefMut for BoundedChild {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.child.as_mut().expect("a child not yet waited for")
+    }
+}
+
+impl Drop for BoundedChild {
+    fn drop(&mut self) {
+        let Some(child) = self.child.as_mut() else { return };
+        if matches!(child.try_wait(), Ok(None)) {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let stop_by = std::time::Instant::now() + CHILD_STOP_GRACE;
+            // An exit is only observable by looking again.
+            while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < stop_by {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
         }
+        self.reaped.take();
     }
 }
 
@@ -375,4 +447,50 @@ pub fn metric(stage: &RunningStage, series: &str) -> Option<f64> {
         let (name, value) = line.rsplit_once(' ')?;
         (name == series).then(|| value.parse().ok()).flatten()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use super::BoundedChild;
+
+    fn alive(pid: u32) -> bool {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("a pid fits an i32"));
+        nix::sys::signal::kill(pid, None).is_ok()
+    }
+
+    #[test]
+    fn a_child_past_its_limit_is_stopped_and_fails_the_wait() {
+        let child = BoundedChild::spawn(
+            Command::new("sleep").arg("600").stdout(Stdio::piped()),
+            Duration::from_millis(200),
+        );
+        let pid = child.id();
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| child.wait_with_output()));
+        let message = waited.expect_err("the wait fails").downcast::<String>().expect("a message");
+        assert!(message.contains("did not end within 200ms"), "{message}");
+        assert!(!alive(pid), "the child is gone");
+    }
+
+    #[test]
+    fn a_child_dropped_while_running_is_stopped_and_reaped() {
+        let child = BoundedChild::spawn(Command::new("sleep").arg("600"), Duration::from_secs(600));
+        let pid = child.id();
+        assert!(alive(pid));
+        drop(child);
+        assert!(!alive(pid), "the child is stopped and reaped, not left a zombie");
+    }
+
+    #[test]
+    fn a_child_within_its_limit_gives_its_output() {
+        let output = BoundedChild::spawn(
+            Command::new("echo").arg("done").stdout(Stdio::piped()),
+            Duration::from_secs(60),
+        )
+        .wait_with_output();
+        assert!(output.status.success());
+        assert_eq!(output.stdout, b"done\n");
+    }
 }

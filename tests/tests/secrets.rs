@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use recrawl_e2e::{binary, output_within};
+use recrawl_e2e::{binary, output_within, BoundedChild};
 
 const SECRET: &str = "hunter2-do-not-print";
 const STAGES: [&str; 4] = ["recrawl-fetch", "recrawl-diff", "recrawl-estimator", "recrawl-scheduler"];
@@ -84,23 +84,24 @@ fn a_refused_kafka_option_is_reported_once_without_its_secret_value() {
 #[test]
 fn the_demo_keeps_secrets_off_its_stages_command_lines() {
     let option = format!("sasl.password={SECRET}");
-    let mut demo = Command::new(binary("recrawl"))
-        .args([
-            "demo",
-            "--periods",
-            "1000",
-            "--sites",
-            "2",
-            "--pages-per-site",
-            "3",
-            "--kafka-option",
-            &option,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("recrawl demo");
+    let mut demo = BoundedChild::spawn(
+        Command::new(binary("recrawl"))
+            .args([
+                "demo",
+                "--periods",
+                "1000",
+                "--sites",
+                "2",
+                "--pages-per-site",
+                "3",
+                "--kafka-option",
+                &option,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+        Duration::from_secs(180),
+    );
     let mut pids: Vec<i32> = Vec::new();
     // "stages: fetch pid N http://…, …", then the table's header once every stage owns its
     // partitions: by then each has long been running its own program.

@@ -11,7 +11,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::processes::{start_pipeline, Pipeline};
-use recrawl_e2e::{binary, kafka_flags, parse_args, unique_prefix, Broker};
+use recrawl_e2e::{binary, kafka_flags, parse_args, unique_prefix, BoundedChild, Broker};
 
 /// The test flags' drain timeout (3 s), the final commit's and the clients' teardown's
 /// bounds (10 s each) and the runtime's 1 s: past this a stopped stage hangs.
@@ -75,13 +75,24 @@ async fn each_stage_binary_stops_on_sigterm_and_sigint_with_the_broker_up_and_go
 /// its four stage processes and waits for them, as Ctrl-C does.
 #[test]
 fn the_demo_forwards_sigterm_to_its_stages() {
-    let mut demo = Command::new(binary("recrawl"))
-        .args(["demo", "--periods", "1000", "--period-ms", "500", "--sites", "2", "--pages-per-site", "5"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("recrawl demo");
+    let mut demo = BoundedChild::spawn(
+        Command::new(binary("recrawl"))
+            .args([
+                "demo",
+                "--periods",
+                "1000",
+                "--period-ms",
+                "500",
+                "--sites",
+                "2",
+                "--pages-per-site",
+                "5",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+        Duration::from_secs(180),
+    );
     let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines();
     let mut pids = Vec::new();
     // "stages: fetch pid N http://…, diff pid N …", then the table once period 0 began.
@@ -111,14 +122,24 @@ fn the_demo_forwards_sigterm_to_its_stages() {
 fn simweb_writes_its_truth_log_on_sigterm() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let truth = dir.path().join("truth.jsonl");
-    let mut simweb = Command::new(binary("recrawl"))
-        .args(["simweb", "--listen", "127.0.0.1:0", "--sites", "2", "--pages-per-site", "3", "--truth-log"])
-        .arg(&truth)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("recrawl simweb");
+    let mut simweb = BoundedChild::spawn(
+        Command::new(binary("recrawl"))
+            .args([
+                "simweb",
+                "--listen",
+                "127.0.0.1:0",
+                "--sites",
+                "2",
+                "--pages-per-site",
+                "3",
+                "--truth-log",
+            ])
+            .arg(&truth)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+        Duration::from_secs(60),
+    );
     let mut lines = BufReader::new(simweb.stdout.take().expect("stdout")).lines();
     let first = lines.next().expect("a first line").expect("simweb output");
     assert!(first.starts_with("simulated web:"), "simweb serves: {first}");
@@ -134,21 +155,22 @@ async fn tail_stops_on_sigterm() {
     let prefix = unique_prefix("signals-tail");
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     broker.create_topics(&parse_args::<KafkaArgs>(&flags), 2).await;
-    let mut tail = Command::new(binary("recrawl"))
-        .args([
-            "tail",
-            "change-events",
-            "--follow",
-            "--brokers",
-            &broker.bootstrap(),
-            "--topic-prefix",
-            &prefix,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("recrawl tail");
+    let mut tail = BoundedChild::spawn(
+        Command::new(binary("recrawl"))
+            .args([
+                "tail",
+                "change-events",
+                "--follow",
+                "--brokers",
+                &broker.bootstrap(),
+                "--topic-prefix",
+                &prefix,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+        Duration::from_secs(60),
+    );
     // Its first line says it is reading: the handler is installed by then.
     let first = BufReader::new(tail.stderr.take().expect("stderr")).lines().next();
     let first = first.expect("a first line").expect("tail output");

@@ -7,16 +7,18 @@ use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{binary, kafka_flags, parse_args, repository_file, unique_prefix, wait_within, Broker};
+use recrawl_e2e::{binary, kafka_flags, parse_args, repository_file, unique_prefix, BoundedChild, Broker};
 
 /// Runs `command` with a standard output whose reader is already gone, so its first write
 /// fails, whenever it comes.
 fn run_with_closed_stdout(mut command: Command) -> Output {
     let (reader, writer) = std::io::pipe().expect("pipe");
     drop(reader);
-    let child =
-        command.stdin(Stdio::null()).stdout(writer).stderr(Stdio::piped()).spawn().expect("the command runs");
-    wait_within(child, &format!("{command:?}"), Duration::from_secs(120))
+    BoundedChild::spawn(
+        command.stdin(Stdio::null()).stdout(writer).stderr(Stdio::piped()),
+        Duration::from_secs(120),
+    )
+    .wait_with_output()
 }
 
 fn assert_quiet_success(what: &str, output: &Output) {
@@ -115,15 +117,14 @@ fn demo_stops_its_stages_when_stdout_is_closed_mid_run() {
             command.env_remove(key);
         }
     }
-    let mut demo = command
+    command
         .args(["demo", "--periods", "3", "--period-ms", "1000", "--sites", "1", "--pages-per-site", "5"])
         .arg("--log-dir")
         .arg(logs.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("demo");
+        .stderr(Stdio::piped());
+    let mut demo = BoundedChild::spawn(&mut command, Duration::from_secs(120));
     let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines();
     // Up to the line that says the four stages run; then the reader goes.
     loop {
@@ -133,7 +134,7 @@ fn demo_stops_its_stages_when_stdout_is_closed_mid_run() {
         }
     }
     drop(lines);
-    let output = wait_within(demo, "recrawl demo", Duration::from_secs(120));
+    let output = demo.wait_with_output();
     assert_quiet_success("recrawl demo", &output);
     for stage in ["fetch", "diff", "estimator", "scheduler"] {
         let log = std::fs::read_to_string(logs.path().join(format!("{stage}.log"))).expect("stage log");
