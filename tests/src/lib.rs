@@ -140,6 +140,22 @@ impl Drop for BoundedChild {
     }
 }
 
+/// The pids of the demo's four stage processes, read from its output up to the table's
+/// header, which it prints once every stage owns its partitions ("stages: fetch pid N
+/// http://…, diff pid N …", then "period …").
+pub fn demo_stage_pids(lines: &mut impl Iterator<Item = String>) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for line in lines {
+        if let Some(stages) = line.strip_prefix("stages: ") {
+            pids = stages.split(", ").filter_map(|stage| stage.split(' ').nth(2)?.parse().ok()).collect();
+        }
+        if line.trim_start().starts_with("period") {
+            break;
+        }
+    }
+    pids
+}
+
 /// The broker a test runs against. The mock cluster is `!Send`: keep this on the test's
 /// own task.
 pub enum Broker {

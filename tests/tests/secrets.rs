@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use recrawl_e2e::{binary, output_within, BoundedChild};
+use recrawl_e2e::{binary, demo_stage_pids, output_within, BoundedChild};
 
 const SECRET: &str = "hunter2-do-not-print";
 const STAGES: [&str; 4] = ["recrawl-fetch", "recrawl-diff", "recrawl-estimator", "recrawl-scheduler"];
@@ -102,18 +102,9 @@ fn the_demo_keeps_secrets_off_its_stages_command_lines() {
             .stderr(Stdio::null()),
         Duration::from_secs(180),
     );
-    let mut pids: Vec<i32> = Vec::new();
-    // "stages: fetch pid N http://…, …", then the table's header once every stage owns its
-    // partitions: by then each has long been running its own program.
     let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines().map_while(Result::ok);
-    for line in lines.by_ref() {
-        if let Some(stages) = line.strip_prefix("stages: ") {
-            pids = stages.split(", ").filter_map(|stage| stage.split(' ').nth(2)?.parse().ok()).collect();
-        }
-        if line.trim_start().starts_with("period") {
-            break;
-        }
-    }
+    // By the table's header each stage has long been running its own program.
+    let pids = demo_stage_pids(&mut lines);
     assert_eq!(pids.len(), 4);
     for pid in pids {
         let command_line =

@@ -1,6 +1,7 @@
 //! Every long-running command stops on SIGTERM as on Ctrl-C, within a bound, broker or no
 //! broker: the four stage binaries, `recrawl demo` (which stops its stages), `recrawl
-//! simweb` (which writes its truth log) and `recrawl tail`.
+//! simweb` (which writes its truth log) and `recrawl tail`. A demo killed outright leaves
+//! no stage running.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -11,7 +12,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::processes::{start_pipeline, Pipeline};
-use recrawl_e2e::{binary, kafka_flags, parse_args, unique_prefix, BoundedChild, Broker};
+use recrawl_e2e::{binary, demo_stage_pids, kafka_flags, parse_args, unique_prefix, BoundedChild, Broker};
 
 /// The test flags' drain timeout (3 s), the final commit's and the clients' teardown's
 /// bounds (10 s each) and the runtime's 1 s: past this a stopped stage hangs.
@@ -93,28 +94,76 @@ fn the_demo_forwards_sigterm_to_its_stages() {
             .stderr(Stdio::null()),
         Duration::from_secs(180),
     );
-    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines();
-    let mut pids = Vec::new();
-    // "stages: fetch pid N http://…, diff pid N …", then the table once period 0 began.
-    for line in lines.by_ref() {
-        let line = line.expect("demo output");
-        if let Some(stages) = line.strip_prefix("stages: ") {
-            pids =
-                stages.split(", ").filter_map(|stage| stage.split(' ').nth(2)?.parse::<i32>().ok()).collect();
-        }
-        if line.trim_start().starts_with("period") {
-            break;
-        }
-    }
+    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines().map_while(Result::ok);
+    let pids = demo_stage_pids(&mut lines);
     assert_eq!(pids.len(), 4, "the demo named its four stage processes");
     assert!(pids.iter().all(|&pid| alive(pid)), "the stages run");
     let (code, took) = stop(&mut demo, "recrawl demo", Signal::SIGTERM, Duration::from_secs(60));
     eprintln!("demo after SIGTERM: exit {code:?} in {took:?}");
     assert_eq!(code, Some(0), "an interrupted demo still prints its summary and exits 0");
-    let summary: Vec<String> = lines.map_while(Result::ok).collect();
+    let summary: Vec<String> = lines.collect();
     assert!(summary.iter().any(|line| line.contains("fetch exit 0")), "the stages drained: {summary:?}");
     for pid in pids {
         assert!(!alive(pid), "stage process {pid} outlived the demo");
+    }
+}
+
+/// Whether `pid` runs: an exited process that nobody has reaped yet (a zombie) does not.
+fn running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // "pid (command) state …": the command may hold spaces and parentheses.
+    stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+}
+
+/// `recrawl demo` killed outright (SIGKILL, the out-of-memory killer) cannot stop its
+/// stages, and a stage outlives a broker outage by design: each stage sees its parent go
+/// (`--parent-pid`) and stops on its own.
+#[test]
+fn the_stages_of_a_demo_killed_outright_stop_on_their_own() {
+    let logs = tempfile::tempdir().expect("temporary directory");
+    let mut demo = BoundedChild::spawn(
+        Command::new(binary("recrawl"))
+            .args([
+                "demo",
+                "--periods",
+                "1000",
+                "--period-ms",
+                "500",
+                "--sites",
+                "2",
+                "--pages-per-site",
+                "5",
+            ])
+            .arg("--log-dir")
+            .arg(logs.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+        Duration::from_secs(180),
+    );
+    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines().map_while(Result::ok);
+    let pids = demo_stage_pids(&mut lines);
+    assert_eq!(pids.len(), 4, "the demo named its four stage processes");
+    let (code, _) = stop(&mut demo, "recrawl demo", Signal::SIGKILL, Duration::from_secs(10));
+    assert_eq!(code, None, "the demo was killed");
+    // The parent check's second, then a drain with the broker gone.
+    let bound = STAGE_EXIT_BOUND + Duration::from_secs(2);
+    let started = Instant::now();
+    while pids.iter().any(|&pid| running(pid)) {
+        if started.elapsed() > bound {
+            let left: Vec<i32> = pids.iter().copied().filter(|&pid| running(pid)).collect();
+            for &pid in &left {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            panic!("stage processes {left:?} still ran {bound:?} after the demo was killed");
+        }
+        // An exit is only observable by looking again.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("the stages stopped {:?} after the demo was killed", started.elapsed());
+    for stage in ["fetch", "diff", "estimator", "scheduler"] {
+        let log = std::fs::read_to_string(logs.path().join(format!("{stage}.log"))).expect("stage log");
+        assert!(log.contains("the parent process ended: draining"), "{stage}:\n{log}");
     }
 }
 

@@ -329,6 +329,11 @@ pub struct ServiceArgs {
     /// Log filter, tracing-subscriber EnvFilter syntax.
     #[arg(long, env = "RECRAWL_LOG", default_value = "info")]
     pub log: String,
+    /// Stop, as on SIGTERM, once the process PID is no longer this one's parent: a
+    /// supervisor killed outright (SIGKILL, out of memory) leaves no stage behind. `recrawl
+    /// demo` sets it for its stages.
+    #[arg(long, env = "RECRAWL_PARENT_PID", value_name = "PID")]
+    pub parent_pid: Option<u32>,
 }
 
 /// A stage's shared flags as a command line, for the crate's tests.

@@ -41,6 +41,30 @@ pub fn cancel_on_signal(token: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How often a stage started with `--parent-pid` looks at its parent: an ended parent
+/// gives no signal.
+const PARENT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Cancels `token` once `parent` is no longer this process's parent: it ended, and this
+/// process was handed to another (init or a subreaper). A parent that ended before this
+/// began is caught at the first check.
+pub fn cancel_when_orphaned(parent: u32, token: CancellationToken) {
+    tokio::spawn(async move {
+        let mut checks = tokio::time::interval(PARENT_CHECK_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = checks.tick() => {}
+                () = token.cancelled() => return,
+            }
+            if std::os::unix::process::parent_id() != parent {
+                tracing::warn!(parent, "the parent process ended: draining");
+                token.cancel();
+                return;
+            }
+        }
+    });
+}
+
 /// Completes with the signal's name on the first SIGTERM or SIGINT. Every long-running
 /// command waits on this rather than on Ctrl-C alone: `timeout`, systemd and Kubernetes
 /// stop a process with SIGTERM. The handlers are installed before this returns, so a
@@ -68,6 +92,9 @@ where
     init_tracing(service)?;
     let ctx = StageContext::new(stage);
     cancel_on_signal(ctx.shutdown.clone())?;
+    if let Some(parent) = service.parent_pid {
+        cancel_when_orphaned(parent, ctx.shutdown.clone());
+    }
     let server_shutdown = CancellationToken::new();
     let bound =
         http::serve(service.http_listen, ctx.metrics.clone(), ctx.health.clone(), server_shutdown.clone())

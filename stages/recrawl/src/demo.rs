@@ -537,6 +537,8 @@ fn spawn_stage(
         &kafka.cluster.topic_prefix,
         "--instance-id",
         &format!("demo-{name}"),
+        "--parent-pid",
+        &std::process::id().to_string(),
     ]
     .map(String::from)
     .into();
