@@ -140,20 +140,36 @@ impl Drop for BoundedChild {
     }
 }
 
-/// The pids of the demo's four stage processes, read from its output up to the table's
-/// header, which it prints once every stage owns its partitions ("stages: fetch pid N
-/// http://…, diff pid N …", then "period …").
-pub fn demo_stage_pids(lines: &mut impl Iterator<Item = String>) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for line in lines {
+/// `recrawl demo` under way: its remaining output lines and its four stage processes.
+#[derive(Debug)]
+pub struct RunningDemo {
+    pub child: BoundedChild,
+    pub lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    pub stage_pids: Vec<i32>,
+}
+
+/// Starts `recrawl demo ARGS` (stopped past 3 minutes) and reads its output up to the
+/// table's header, which it prints once every stage owns its partitions: "stages: fetch
+/// pid N http://…, diff pid N …", then "period …".
+pub fn start_demo<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> RunningDemo {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut command = std::process::Command::new(binary("recrawl"));
+    command.arg("demo").args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = BoundedChild::spawn(&mut command, Duration::from_secs(180));
+    let stdout = child.stdout.take().expect("the demo's stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let mut stage_pids = Vec::new();
+    for line in lines.by_ref().map_while(Result::ok) {
         if let Some(stages) = line.strip_prefix("stages: ") {
-            pids = stages.split(", ").filter_map(|stage| stage.split(' ').nth(2)?.parse().ok()).collect();
+            stage_pids =
+                stages.split(", ").filter_map(|stage| stage.split(' ').nth(2)?.parse().ok()).collect();
         }
         if line.trim_start().starts_with("period") {
             break;
         }
     }
-    pids
+    RunningDemo { child, lines, stage_pids }
 }
 
 /// The broker a test runs against. The mock cluster is `!Send`: keep this on the test's

@@ -1,13 +1,12 @@
 //! No secret passed to recrawl is ever printed: not by `--help` (clap shows environment
 //! values), not in an error about a Kafka option, not on a child process's command line.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use recrawl_e2e::{binary, demo_stage_pids, output_within, BoundedChild};
+use recrawl_e2e::{binary, output_within, start_demo, RunningDemo};
 
 const SECRET: &str = "hunter2-do-not-print";
 const STAGES: [&str; 4] = ["recrawl-fetch", "recrawl-diff", "recrawl-estimator", "recrawl-scheduler"];
@@ -84,27 +83,9 @@ fn a_refused_kafka_option_is_reported_once_without_its_secret_value() {
 #[test]
 fn the_demo_keeps_secrets_off_its_stages_command_lines() {
     let option = format!("sasl.password={SECRET}");
-    let mut demo = BoundedChild::spawn(
-        Command::new(binary("recrawl"))
-            .args([
-                "demo",
-                "--periods",
-                "1000",
-                "--sites",
-                "2",
-                "--pages-per-site",
-                "3",
-                "--kafka-option",
-                &option,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-        Duration::from_secs(180),
-    );
-    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines().map_while(Result::ok);
     // By the table's header each stage has long been running its own program.
-    let pids = demo_stage_pids(&mut lines);
+    let RunningDemo { child: mut demo, lines, stage_pids: pids } =
+        start_demo(["--periods", "1000", "--sites", "2", "--pages-per-site", "3", "--kafka-option", &option]);
     assert_eq!(pids.len(), 4);
     for pid in pids {
         let command_line =
@@ -115,7 +96,7 @@ fn the_demo_keeps_secrets_off_its_stages_command_lines() {
     }
     kill(Pid::from_raw(demo.id() as i32), Signal::SIGTERM).expect("signal");
     // Read to the end: the demo prints its summary on the way out.
-    let rest: Vec<String> = lines.collect();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.iter().any(|line| line.starts_with("summary:")), "{rest:?}");
     assert_eq!(demo.wait().expect("exit").code(), Some(0));
 }

@@ -7,12 +7,13 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::processes::{start_pipeline, Pipeline};
-use recrawl_e2e::{binary, demo_stage_pids, kafka_flags, parse_args, unique_prefix, BoundedChild, Broker};
+use recrawl_e2e::{
+    binary, kafka_flags, parse_args, start_demo, unique_prefix, BoundedChild, Broker, RunningDemo,
+};
 
 /// The test flags' drain timeout (3 s), the final commit's and the clients' teardown's
 /// bounds (10 s each) and the runtime's 1 s: past this a stopped stage hangs.
@@ -30,10 +31,6 @@ fn stop(child: &mut Child, name: &str, signal: Signal, bound: Duration) -> (Opti
         // An exit is only observable by looking again.
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn alive(pid: i32) -> bool {
-    kill(Pid::from_raw(pid), None) != Err(Errno::ESRCH)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,35 +73,17 @@ async fn each_stage_binary_stops_on_sigterm_and_sigint_with_the_broker_up_and_go
 /// its four stage processes and waits for them, as Ctrl-C does.
 #[test]
 fn the_demo_forwards_sigterm_to_its_stages() {
-    let mut demo = BoundedChild::spawn(
-        Command::new(binary("recrawl"))
-            .args([
-                "demo",
-                "--periods",
-                "1000",
-                "--period-ms",
-                "500",
-                "--sites",
-                "2",
-                "--pages-per-site",
-                "5",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-        Duration::from_secs(180),
-    );
-    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines().map_while(Result::ok);
-    let pids = demo_stage_pids(&mut lines);
+    let RunningDemo { child: mut demo, lines, stage_pids: pids } =
+        start_demo(["--periods", "1000", "--period-ms", "500", "--sites", "2", "--pages-per-site", "5"]);
     assert_eq!(pids.len(), 4, "the demo named its four stage processes");
-    assert!(pids.iter().all(|&pid| alive(pid)), "the stages run");
+    assert!(pids.iter().all(|&pid| running(pid)), "the stages run");
     let (code, took) = stop(&mut demo, "recrawl demo", Signal::SIGTERM, Duration::from_secs(60));
     eprintln!("demo after SIGTERM: exit {code:?} in {took:?}");
     assert_eq!(code, Some(0), "an interrupted demo still prints its summary and exits 0");
-    let summary: Vec<String> = lines.collect();
+    let summary: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(summary.iter().any(|line| line.contains("fetch exit 0")), "the stages drained: {summary:?}");
     for pid in pids {
-        assert!(!alive(pid), "stage process {pid} outlived the demo");
+        assert!(!running(pid), "stage process {pid} outlived the demo");
     }
 }
 
@@ -121,28 +100,11 @@ fn running(pid: i32) -> bool {
 #[test]
 fn the_stages_of_a_demo_killed_outright_stop_on_their_own() {
     let logs = tempfile::tempdir().expect("temporary directory");
-    let mut demo = BoundedChild::spawn(
-        Command::new(binary("recrawl"))
-            .args([
-                "demo",
-                "--periods",
-                "1000",
-                "--period-ms",
-                "500",
-                "--sites",
-                "2",
-                "--pages-per-site",
-                "5",
-            ])
-            .arg("--log-dir")
-            .arg(logs.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-        Duration::from_secs(180),
-    );
-    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines().map_while(Result::ok);
-    let pids = demo_stage_pids(&mut lines);
+    let mut args = ["--periods", "1000", "--period-ms", "500", "--sites", "2", "--pages-per-site", "5"]
+        .map(std::ffi::OsString::from)
+        .to_vec();
+    args.extend(["--log-dir".into(), logs.path().into()]);
+    let RunningDemo { child: mut demo, stage_pids: pids, .. } = start_demo(args);
     assert_eq!(pids.len(), 4, "the demo named its four stage processes");
     let (code, _) = stop(&mut demo, "recrawl demo", Signal::SIGKILL, Duration::from_secs(10));
     assert_eq!(code, None, "the demo was killed");
