@@ -178,6 +178,9 @@ impl Differ {
         let word_count = text.words.len() as u64;
         let mut words = text.words;
         words.truncate(self.settings.max_words);
+        // The version is kept in memory until the page's next download: without this it
+        // would hold the whole page's allocation (45 MB for 8 MiB of one-letter words).
+        words.shrink_to_fit();
         let version = PageVersion {
             content_hash: xxh3_128(&result.body),
             text_hash: text.text_hash,
@@ -392,5 +395,13 @@ mod tests {
         assert!(degrees.truncated);
         assert_eq!(degrees.ied_ops.replace, 1, "only the first three words are compared");
         assert_eq!(differ.corpus().documents(), 0, "COS off: no corpus kept");
+    }
+
+    #[test]
+    fn a_kept_version_holds_no_more_than_its_words() {
+        let differ = Differ::new(DiffSettings { max_words: 3, ..DiffSettings::default() });
+        let (version, _) = differ.version_of(&result(1, FetchOutcome::Downloaded, &"a ".repeat(100_000)));
+        assert_eq!(version.word_count, 100_000);
+        assert_eq!((version.words.0.len(), version.words.0.capacity()), (3, 3));
     }
 }
