@@ -564,6 +564,27 @@ mod tests {
         let mut result = samples::fetch_result();
         result.fetched_at_ms = -5;
         assert!(result.validate().unwrap_err().contains("fetched_at_ms"));
+        // Kept as an `f32` by the stages, where 1e39 is infinite, then written as JSON null.
+        let mut result = samples::fetch_result();
+        result.latency_ms = 1e39;
+        assert!(result.validate().unwrap_err().contains("latency_ms"));
+        let mut result = samples::fetch_result();
+        result.size_bytes = u64::MAX;
+        assert!(result.validate().unwrap_err().contains("size_bytes"));
+        let mut event = samples::change_event();
+        event.previous_size_bytes = Some(1 << 63);
+        assert!(event.validate().unwrap_err().contains("previous_size_bytes"));
+        // A forecast past certainty would outrank every page for good.
+        assert_eq!(samples::page_estimate().validate(), Ok(()));
+        let mut estimate = samples::page_estimate();
+        estimate.downloads.next = 1e39;
+        assert!(estimate.validate().unwrap_err().contains("downloads.next"));
+        let mut estimate = samples::page_estimate();
+        estimate.changes_forecast.probabilities[0] = 1.5;
+        assert!(estimate.validate().unwrap_err().contains("changes_forecast.probabilities"));
+        let mut estimate = samples::page_estimate();
+        estimate.last_request.latency_ms = f64::MAX;
+        assert!(estimate.validate().unwrap_err().contains("last_request.latency_ms"));
         let mut event = samples::change_event();
         event.page.host.clear();
         assert_eq!(event.validate(), Err("page.host is empty".into()));

@@ -309,7 +309,8 @@ impl Message for FetchResult {
     fn validate(&self) -> Result<(), String> {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
         bounds::time_ms("fetched_at_ms", self.fetched_at_ms)?;
-        bounds::non_negative("latency_ms", self.latency_ms)?;
+        bounds::duration_ms("latency_ms", self.latency_ms)?;
+        bounds::size_bytes("size_bytes", self.size_bytes)?;
         for text in [&self.content_type, &self.etag, &self.last_modified, &self.final_url, &self.error] {
             bounds::optional_text("a header, URL or error", text.as_deref())?;
         }
@@ -530,7 +531,9 @@ impl Message for ChangeEvent {
         self.page.validate("page")?;
         bounds::period(self.period)?;
         bounds::instant("fetched_at", self.fetched_at, self.fetched_at_ms)?;
-        bounds::non_negative("latency_ms", self.latency_ms)?;
+        bounds::duration_ms("latency_ms", self.latency_ms)?;
+        bounds::size_bytes("size_bytes", self.size_bytes)?;
+        self.previous_size_bytes.map_or(Ok(()), |size| bounds::size_bytes("previous_size_bytes", size))?;
         if let Some(d) = &self.degrees {
             // JSON has no NaN: every number must be finite to be written as it was read.
             for (name, value) in [
@@ -783,7 +786,8 @@ impl Message for PageEstimate {
         let last = &self.last_request;
         bounds::period(last.period)?;
         bounds::instant("last_request.fetched_at", last.fetched_at, last.fetched_at_ms)?;
-        bounds::non_negative("last_request.latency_ms", last.latency_ms)?;
+        bounds::duration_ms("last_request.latency_ms", last.latency_ms)?;
+        bounds::size_bytes("last_request.size_bytes", last.size_bytes)?;
         for (name, value) in [
             ("request_rate", self.request_rate),
             ("download_rate", self.download_rate),
@@ -799,10 +803,9 @@ impl Message for PageEstimate {
         }
         for (name, forecast) in [("downloads", &self.downloads), ("changes_forecast", &self.changes_forecast)]
         {
-            bounds::non_negative(&format!("{name}.next"), forecast.next)?;
-            // JSON has no NaN: every number must be finite to be written as it was read.
+            bounds::probability(&format!("{name}.next"), forecast.next)?;
             for &probability in &forecast.probabilities {
-                bounds::non_negative(&format!("{name}.probabilities"), probability)?;
+                bounds::probability(&format!("{name}.probabilities"), probability)?;
             }
         }
         bounds::non_negative("refresh.crawls_per_week", self.refresh.crawls_per_week)?;
@@ -1176,6 +1179,14 @@ pub mod bounds {
     /// Largest count of URLs or requests: summed over every partition up to
     /// [`MAX_PARTITION`], still far below `u64::MAX`.
     pub const MAX_TALLY: u64 = 1 << 40;
+    /// Longest request duration accepted, milliseconds: a day, past any request timeout,
+    /// and finite as the `f32` the stages keep it in.
+    pub const MAX_DURATION_MS: f64 = 86_400_000.0;
+    /// Largest body size accepted, bytes: past any record, and the difference of two is
+    /// an `i64`.
+    pub const MAX_SIZE_BYTES: u64 = 1 << 40;
+    /// How far past 1 a probability may be, as a sum of floating-point terms can be.
+    const PROBABILITY_ROUNDING: f64 = 1e-9;
 
     pub fn text(name: &str, value: &str, max: usize) -> Result<(), String> {
         if value.len() > max {
@@ -1246,6 +1257,29 @@ pub mod bounds {
     pub fn non_negative(name: &str, value: f64) -> Result<(), String> {
         if !(value.is_finite() && value >= 0.0) {
             return Err(format!("{name} is {value}, not a finite number ≥ 0"));
+        }
+        Ok(())
+    }
+
+    pub fn duration_ms(name: &str, value: f64) -> Result<(), String> {
+        if !(0.0..=MAX_DURATION_MS).contains(&value) {
+            return Err(format!("{name} is {value}, not a duration in [0, {MAX_DURATION_MS}] ms"));
+        }
+        Ok(())
+    }
+
+    pub fn size_bytes(name: &str, value: u64) -> Result<(), String> {
+        if value > MAX_SIZE_BYTES {
+            return Err(format!("{name} is {value}, more than {MAX_SIZE_BYTES} bytes"));
+        }
+        Ok(())
+    }
+
+    /// A probability: a page forecast to download or change more surely than certainly
+    /// would outrank every other.
+    pub fn probability(name: &str, value: f64) -> Result<(), String> {
+        if !(0.0..=1.0 + PROBABILITY_ROUNDING).contains(&value) {
+            return Err(format!("{name} is {value}, not a probability in [0, 1]"));
         }
         Ok(())
     }
