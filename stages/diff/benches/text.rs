@@ -132,6 +132,18 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
+    // One tag of 150,000 attributes in 1 MiB: html5ever compares each attribute with the
+    // tag's earlier ones, so `visible_text` keeps 256 of them. The baseline is ordinary
+    // markup of the same size.
+    let names: Vec<String> = (0..150_000).map(|i| format!("x{i:x}")).collect();
+    let hostile = format!("<p>text</p><a {}>link</a>", names.join(" "));
+    let ordinary = html.repeat(hostile.len().div_ceil(html.len()));
+    let mut group = c.benchmark_group("text_hostile_1MiB");
+    group.throughput(Throughput::Bytes(hostile.len() as u64));
+    group.bench_function("visible_text_150000_attributes", |b| b.iter(|| visible_text(black_box(&hostile))));
+    group.bench_function("baseline_visible_text_ordinary", |b| b.iter(|| visible_text(black_box(&ordinary))));
+    group.finish();
+
     let korean = page("", &word_list(KOREAN, 1000));
     let (body, _, _) = encoding_rs::EUC_KR.encode(&korean);
     assert_eq!(page_words(&body, None, CaseFold::None).encoding, "EUC-KR", "chardetng's guess");

@@ -240,12 +240,88 @@ fn charset_in_content(content: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// Most attributes of one tag the tokenizer is given. html5ever compares each attribute
+/// of a tag with all the tag's earlier ones, so a tag of n attributes costs n²/2
+/// comparisons: 150,000 in a 1 MB page took 14 s, the 8 MiB a page may have would take
+/// a quarter of an hour. Attributes carry no visible text, and real tags have a few dozen.
+const MAX_TAG_ATTRIBUTES: usize = 256;
+
+/// `html` with each tag's attributes past the [`MAX_TAG_ATTRIBUTES`]th dropped, read as
+/// the tokenizer reads a tag in text: name, then names and values (quoted, unquoted or
+/// none) up to `>`. A page without such a tag is returned as it is. Something that only
+/// looks like a tag (in a script, a comment) is cut the same way: only a page that has
+/// one of that size loses anything.
+fn with_bounded_attributes(html: &str) -> Cow<'_, str> {
+    let bytes = html.as_bytes();
+    let at = |index: usize| bytes.get(index).copied();
+    let mut bounded = String::new();
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some(open) = bytes.get(from..).and_then(|rest| memchr::memchr(b'<', rest)) {
+        let open = from.saturating_add(open);
+        let name = skip_while(bytes, open.saturating_add(1), |b| b == b'/');
+        from = name;
+        if !at(name).is_some_and(|b| b.is_ascii_alphabetic()) {
+            continue;
+        }
+        let mut index = skip_while(bytes, name, |b| !(is_space(b) || b == b'/' || b == b'>'));
+        let mut attributes = 0_usize;
+        let mut cut = None;
+        let end = loop {
+            index = skip_while(bytes, index, |b| is_space(b) || b == b'/');
+            match at(index) {
+                None => break bytes.len(),
+                Some(b'>') => break index,
+                // A name's first character may be `=`; the rest end at `=`.
+                Some(_) => {
+                    index =
+                        skip_while(bytes, index.saturating_add(1), |b| !(is_space(b) || b"/>=".contains(&b)))
+                }
+            }
+            index = skip_while(bytes, index, is_space);
+            if at(index) == Some(b'=') {
+                index = skip_while(bytes, index.saturating_add(1), is_space);
+                index = match at(index) {
+                    Some(quote @ (b'"' | b'\'')) => {
+                        let value = index.saturating_add(1);
+                        let closing = bytes.get(value..).and_then(|rest| memchr::memchr(quote, rest));
+                        closing.map_or(bytes.len(), |n| value.saturating_add(n).saturating_add(1))
+                    }
+                    _ => skip_while(bytes, index, |b| !(is_space(b) || b == b'>')),
+                };
+            }
+            attributes = attributes.saturating_add(1);
+            if attributes == MAX_TAG_ATTRIBUTES {
+                cut = Some(index);
+            }
+        };
+        let cut = cut.filter(|_| attributes > MAX_TAG_ATTRIBUTES);
+        if let Some(kept) = cut.and_then(|cut| html.get(copied..cut)) {
+            bounded.push_str(kept);
+            copied = end;
+        }
+        from = end;
+    }
+    if copied == 0 {
+        return Cow::Borrowed(html);
+    }
+    bounded.push_str(html.get(copied..).unwrap_or_default());
+    Cow::Owned(bounded)
+}
+
+/// The first index from `index` on whose byte is not `while_byte`, or the length.
+fn skip_while(bytes: &[u8], index: usize, while_byte: impl Fn(u8) -> bool) -> usize {
+    let skipped = bytes.get(index..).and_then(|rest| rest.iter().position(|&b| !while_byte(b)));
+    skipped.map_or(bytes.len(), |n| index.saturating_add(n))
+}
+
 /// The text of `html` a reader sees, whitespace runs collapsed to one space and trimmed.
 ///
 /// Drops the contents of `<script>`, `<style>`, `<noscript>`, `<template>`, `<iframe>`,
 /// `<noembed>` and `<noframes>`, comments, the doctype and attributes; decodes character
 /// references; block-level elements and `<br>` separate words, inline ones do not.
 pub fn visible_text(html: &str) -> String {
+    let html = &*with_bounded_attributes(html);
     let tokenizer = Tokenizer::new(TextSink::default(), TokenizerOpts::default());
     let input = BufferQueue::default();
     // A tendril holds at most 4 GiB; cut large inputs into pieces at char boundaries.
@@ -712,6 +788,35 @@ mod tests {
             <iframe>fallback</iframe><p class=\"attr\" title=\"attribute\">Visible <a href=\"/x\">link</a></p>\
             <script src=x></script></body></html>";
         assert_eq!(visible_text(html), "The title Visible link");
+    }
+
+    /// `n` attributes of every form: bare, unquoted, quoted with `>` and spaces in the
+    /// value, spaced around `=`, non-ASCII, and `=` as a name's first character.
+    fn attributes(n: usize) -> String {
+        let forms = ["b{i}", "u{i}=x", "q{i}=\"a > b\"", "s{i} = 'c d'", "é{i}=ü", "={i}"];
+        let attributes: Vec<String> =
+            (0..n).map(|i| forms[i % forms.len()].replace("{i}", &i.to_string())).collect();
+        attributes.join(" ")
+    }
+
+    #[test]
+    fn tags_keep_at_most_256_attributes_and_ordinary_pages_pass_unchanged() {
+        let most = attributes(MAX_TAG_ATTRIBUTES - 1);
+        let ordinary = format!(
+            "<p {most} data-x='1>2'>kept</p><!-- <b c=d> --><script>if (a<b) {{}}</script></x {most} y=\"z"
+        );
+        assert!(matches!(with_bounded_attributes(&ordinary), Cow::Borrowed(_)));
+
+        // Tens of thousands of attributes made the tokenizer quadratic; the text is the same.
+        let kept = attributes(MAX_TAG_ATTRIBUTES);
+        // The tag closed, and cut off by the end of the page.
+        for (rest, text) in [(">text</a><p>after é</p>", "before text after é"), ("", "before")] {
+            let page = format!("<p>before</p><a {}{rest}", attributes(30_000));
+            assert_eq!(with_bounded_attributes(&page), format!("<p>before</p><a {kept}{rest}"));
+            assert_eq!(visible_text(&page), text);
+        }
+        let end_tag = format!("x</a {}>y", attributes(1000));
+        assert_eq!(with_bounded_attributes(&end_tag), format!("x</a {kept}>y"));
     }
 
     #[test]
