@@ -5,6 +5,8 @@
 //!   words and hashed, LCS, IED), the paper's typical page.
 //! - `ied_8192_words_25pct/<kind>`: on word hashes, the paper's largest case; the baseline
 //!   in the same run is `textbook_dp_lcs`, the O(m·n) dynamic programme alone.
+//! - `lcs_100000_words`: the LCS alone at the stage's default `--max-words`, on two words
+//!   each filling half of both pages (the pages swapped), against distinct words.
 //! - `all_metrics_1000_words_5pct`: IED and the four word baselines together.
 //! - `stage_apply_1000_words`: one fetch result through the stage's code: charset, visible
 //!   text, words, every metric, the document-frequency update.
@@ -13,7 +15,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use recrawl_diff::change::{DiffSettings, Differ};
 use recrawl_diff::criteria::{change_pair, change_pair_of, ChangeKind};
 use recrawl_diff::degree::{ied, IedCosts};
-use recrawl_diff::lcs::reference;
+use recrawl_diff::lcs::{lcs, reference};
 use recrawl_diff::text::{word_hashes, CaseFold};
 use recrawl_schemas::FetchResult;
 use std::hint::black_box;
@@ -64,6 +66,24 @@ fn bench(c: &mut Criterion) {
     let (old, new) = change_pair(ChangeKind::Move, 8192, 2048);
     group.sample_size(10);
     group.bench_function("textbook_dp_lcs", |b| b.iter(|| reference::lcs(black_box(&old), black_box(&new))));
+    group.finish();
+
+    // The LCS at the stage's --max-words: two words of 50,000 columns each, swapped, whose
+    // rows took 7 s walking each word's columns; the baseline is 100,000 distinct words
+    // with a quarter of them moved, as far from the greedy bound.
+    let mut group = c.benchmark_group("lcs_100000_words");
+    group.sample_size(10);
+    let halves: Vec<u64> = [vec![1; 50_000], vec![2; 50_000]].concat();
+    let swapped: Vec<u64> = [vec![2; 50_000], vec![1; 50_000]].concat();
+    group.bench_function("two_words_swapped_halves", |b| {
+        b.iter(|| lcs(black_box(&halves), black_box(&swapped)))
+    });
+    let distinct: Vec<u64> = (0..100_000).collect();
+    let mut moved = distinct.clone();
+    moved[10_000..60_000].rotate_left(25_000);
+    group.bench_function("baseline_distinct_words_quarter_moved", |b| {
+        b.iter(|| lcs(black_box(&distinct), black_box(&moved)))
+    });
     group.finish();
 
     let differ = Differ::new(DiffSettings::default());
