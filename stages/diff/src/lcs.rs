@@ -21,6 +21,7 @@
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
+use std::hash::RandomState;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
@@ -67,23 +68,43 @@ fn strip_common<T: PartialEq>(
     suffix
 }
 
-/// Word hashes are already uniformly distributed; hashing them again is wasted work.
-#[derive(Default)]
-pub(crate) struct PrehashedHasher(u64);
+/// The hasher of maps keyed by word hashes. Those are xxh3 of the words, uniform but
+/// computable by anyone: a page of words whose hashes share their low bits, found offline,
+/// would crowd one bucket, and the document frequencies would keep them. So each is mixed
+/// with a key drawn once per process: one 64 × 64-bit multiplication, its halves folded.
+pub(crate) struct PrehashedHasher {
+    key: u64,
+    state: u64,
+}
+
+/// Odd, so that multiplying by it loses no bit (the fractional part of the golden ratio).
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+static WORD_MAP_KEY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+impl Default for PrehashedHasher {
+    fn default() -> Self {
+        // std's RandomState draws its keys from the operating system.
+        let key =
+            *WORD_MAP_KEY.get_or_init(|| std::hash::BuildHasher::build_hasher(&RandomState::new()).finish());
+        Self { key, state: 0 }
+    }
+}
 
 impl Hasher for PrehashedHasher {
     fn finish(&self) -> u64 {
-        self.0
+        let product = u128::from(self.state ^ self.key).wrapping_mul(u128::from(MIX));
+        (product as u64) ^ ((product >> 64) as u64)
     }
 
     fn write(&mut self, bytes: &[u8]) {
         for &byte in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+            self.state = self.state.rotate_left(8) ^ u64::from(byte);
         }
     }
 
     fn write_u64(&mut self, value: u64) {
-        self.0 = value;
+        self.state = value;
     }
 }
 
@@ -492,6 +513,21 @@ mod tests {
         let pairs = lcs(&a, &b);
         assert_common_subsequence(&a, &b, &pairs);
         assert_eq!(pairs.len(), reference::lcs(&a, &b).len());
+    }
+
+    /// Word hashes sharing their low 20 bits (as words chosen offline could) still land
+    /// in different buckets of a map of 2^20.
+    #[test]
+    fn word_maps_spread_hashes_that_share_their_low_bits() {
+        let hash = |word: u64| {
+            let mut hasher = PrehashedHasher::default();
+            hasher.write_u64(word);
+            hasher.finish()
+        };
+        let buckets: std::collections::HashSet<u64> =
+            (0..4096_u64).map(|i| hash(i << 20) & 0xF_FFFF).collect();
+        assert!(buckets.len() > 4000, "{} buckets of 4096", buckets.len());
+        assert_eq!(hash(7), hash(7), "one key per process");
     }
 
     /// Few words, each in many columns: their rows take the masks laid out once.
