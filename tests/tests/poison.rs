@@ -2,7 +2,8 @@
 //! empty one, random bytes, a valid header with a truncated body and a record of a future
 //! schema version each go to the dead-letter topic exactly once, with their origin and
 //! reason (the 5 MB one with its first bytes and its size), and the valid record behind
-//! them is processed.
+//! them is processed. So does a valid record of a period that has not begun, on the inputs
+//! of the estimator and the scheduler.
 
 use std::future::Future;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use recrawl_common::{unix_ms, KafkaArgs, StageContext};
 use recrawl_e2e::{kafka_flags, metric, parse_args, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::{
-    encode, ChangeEvent, DiscoveredLinks, FetchResult, Message, PagePick, PageRef, RequestOutcome,
+    bounds, encode, ChangeEvent, DiscoveredLinks, FetchResult, Message, PagePick, PageRef, RequestOutcome,
 };
 
 const FIVE_MB: usize = 5 << 20;
@@ -54,14 +55,27 @@ struct Input {
     key: String,
     good: Vec<u8>,
     headers: [(&'static str, String); 2],
+    /// What is sent before `good`, with the kind each dead letter must carry.
+    poisons: Vec<(Vec<u8>, &'static str)>,
 }
 
 fn input<M: Message>(topic: &'static str, key: &str, message: &M) -> Input {
+    let good = encode(message).expect("encode");
     Input {
         topic,
         key: key.to_owned(),
-        good: encode(message).expect("encode"),
+        poisons: poisons(&good),
+        good,
         headers: recrawl_schemas::envelope::kafka_headers::<M>(),
+    }
+}
+
+impl Input {
+    /// Also sends `message`, valid but of a period that has not begun: applied, it would
+    /// make the real records of its URL look stale for good.
+    fn and_from_the_future<M: Message>(mut self, message: &M) -> Self {
+        self.poisons.push((encode(message).expect("encode"), "invalid"));
+        self
     }
 }
 
@@ -95,9 +109,9 @@ async fn poison_stage<F, Fut>(
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
     for input in &inputs {
         let topic = kafka.cluster.topics().name(input.topic);
-        for (poison, _) in poisons(&input.good) {
+        for (poison, _) in &input.poisons {
             producer
-                .send(FutureRecord::to(&topic).key(&input.key).payload(&poison), Duration::from_secs(30))
+                .send(FutureRecord::to(&topic).key(&input.key).payload(poison), Duration::from_secs(30))
                 .await
                 .expect("poison produced");
         }
@@ -112,7 +126,7 @@ async fn poison_stage<F, Fut>(
     let mut topics = vec![DEAD_LETTER];
     topics.extend_from_slice(watched);
     let observer = Observer::new(&kafka.cluster, &topics).await.expect("observer");
-    let expected = 5 * inputs.len();
+    let expected: usize = inputs.iter().map(|input| input.poisons.len()).sum();
     let mut seen = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     let dead = |seen: &[Observed]| seen.iter().filter(|o| matches!(o, Observed::DeadLetter(_))).count();
@@ -174,7 +188,7 @@ async fn poison_stage<F, Fut>(
             .collect();
         letters.sort();
         let mut wanted: Vec<(String, usize)> =
-            poisons(&input.good).into_iter().map(|(bytes, kind)| (kind.to_owned(), bytes.len())).collect();
+            input.poisons.iter().map(|(bytes, kind)| ((*kind).to_owned(), bytes.len())).collect();
         wanted.sort();
         let got: Vec<(String, usize)> = letters.iter().map(|(k, size, _)| (k.clone(), *size)).collect();
         assert_eq!(got, wanted, "{name}: dead letters of {topic}");
@@ -193,6 +207,8 @@ async fn poison_stage<F, Fut>(
         };
         assert_eq!(counted("undecodable").as_deref(), Some("4"), "{name} {topic}");
         assert_eq!(counted("schema_version").as_deref(), Some("1"), "{name} {topic}");
+        let invalid = input.poisons.iter().filter(|(_, kind)| *kind == "invalid").count();
+        assert_eq!(counted("invalid"), Some(invalid.to_string()), "{name} {topic}");
     }
     drop(broker);
 }
@@ -240,7 +256,8 @@ async fn diff_dead_letters_poison_and_goes_on() {
 async fn estimator_dead_letters_poison_and_goes_on() {
     let outcome = RequestOutcome { period: 1, downloaded: true, changed: None, fetched_at_ms: unix_ms() };
     let good = ChangeEvent::request("http://site.example/a.html", "site.example", outcome);
-    let inputs = vec![input(CHANGE_EVENTS.name, &good.page.url, &good)];
+    let future = ChangeEvent { period: bounds::MAX_PERIOD, ..good.clone() };
+    let inputs = vec![input(CHANGE_EVENTS.name, &good.page.url, &good).and_from_the_future(&future)];
     let url = good.page.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Estimate(e) if e.page.url == url))
@@ -275,7 +292,13 @@ async fn scheduler_dead_letters_poison_on_both_inputs_and_goes_on() {
     let applied = estimator.apply(&event, 0, &mut recrawl_common::StateStore::default(), unix_ms());
     let recrawl_estimator::Applied::New(estimate, _) = applied else { panic!("a first request estimates") };
     let estimate = *estimate;
-    let inputs = vec![input(LINKS.name, url, &link), input(ESTIMATES.name, estimate_url, &estimate)];
+    let future_link = DiscoveredLinks { period: bounds::MAX_PERIOD, ..link.clone() };
+    let mut future_estimate = estimate.clone();
+    future_estimate.last_request.period = bounds::MAX_PERIOD;
+    let inputs = vec![
+        input(LINKS.name, url, &link).and_from_the_future(&future_link),
+        input(ESTIMATES.name, estimate_url, &estimate).and_from_the_future(&future_estimate),
+    ];
     let processed = |stage: &RunningStage, _: &[Observed]| {
         metric(stage, r#"recrawl_scheduler_links_total{outcome="discovered",stage="scheduler"}"#) == Some(1.0)
             && metric(stage, r#"recrawl_scheduler_estimates_total{result="new",stage="scheduler"}"#)

@@ -16,11 +16,11 @@ use clap::Args;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts};
 use recrawl_common::config::unit_interval;
 use recrawl_common::metrics::registered;
-use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
+use recrawl_common::runtime::{run_stage, DeadLetterKind, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES};
-use recrawl_schemas::ForecastPrior;
+use recrawl_schemas::{bounds, ForecastPrior};
 
 use crate::distribution::{DistributionBook, Filed};
 use crate::estimate::Estimator;
@@ -28,7 +28,7 @@ pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings};
 use recrawl_model::page::RateSource;
 use recrawl_model::prediction::{Eligibility, Model};
 use recrawl_model::refresh::{CrawlTimeConfig, RefreshSettings};
-use recrawl_model::{DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
+use recrawl_model::{period_ahead, DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 
 pub const STAGE: &str = "estimator";
 
@@ -117,6 +117,12 @@ pub struct EstimatorArgs {
     /// a list rather than every group keeps the label set bounded.
     #[arg(long, env = "RECRAWL_ESTIMATOR_METRICS_GROUPS", value_delimiter = ',')]
     pub metrics_groups: Vec<String>,
+    /// Start of the scheduler's period 0, Unix milliseconds (its --epoch-unix-ms, read
+    /// from the same variable): a change event of a period that has not begun goes to the
+    /// dead-letter topic.
+    #[arg(long, env = "RECRAWL_EPOCH_UNIX_MS", default_value_t = DEFAULT_EPOCH_UNIX_MS,
+          value_parser = clap::value_parser!(i64).range(0..=bounds::MAX_TIME_MS))]
+    pub epoch_unix_ms: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -269,11 +275,20 @@ pub struct EstimatorStage {
     estimator: Estimator,
     metrics: EstimatorMetrics,
     next_tick: tokio::time::Instant,
+    epoch_unix_ms: i64,
 }
 
 impl EstimatorStage {
     fn file_share(&mut self, record: &InputRecord) {
+        let period_ms = self.estimator.settings().period_ms;
         let result = match record.decode(DISTRIBUTIONS) {
+            // Filed, it would push the real shares of its group's partition out as stale.
+            Ok(share)
+                if let Some(ahead) = period_ahead(self.epoch_unix_ms, period_ms, share.period, unix_ms()) =>
+            {
+                tracing::warn!(group = %share.group, partition = share.partition, %ahead, "ignoring a distribution share");
+                "invalid"
+            }
             Ok(share) => match self.estimator.file(&share) {
                 Ok(Filed::Kept) => "kept",
                 Ok(Filed::Stale) => "stale",
@@ -316,8 +331,14 @@ impl Stage for EstimatorStage {
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         let now_ms = unix_ms();
+        let period_ms = self.estimator.settings().period_ms;
         for record in batch {
             let Some(event) = out.decode_keyed(&record, CHANGE_EVENTS) else { continue };
+            // Applied, it would make its URL's real events, and its group's, look stale.
+            if let Some(ahead) = period_ahead(self.epoch_unix_ms, period_ms, event.period, now_ms) {
+                out.dead_letter(&record, DeadLetterKind::Invalid, ahead);
+                continue;
+            }
             let applied = self.estimator.apply(&event, record.partition, state, now_ms);
             self.metrics.record(&applied);
             if let Applied::New(estimate, _) | Applied::Repeated(estimate) = applied {
@@ -362,6 +383,7 @@ pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeEr
         .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
     let stage = EstimatorStage {
         estimator: Estimator::new(args.estimate.settings()),
+        epoch_unix_ms: args.epoch_unix_ms,
         metrics,
         next_tick: tokio::time::Instant::now(),
     };

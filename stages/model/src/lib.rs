@@ -21,3 +21,53 @@ pub const DEFAULT_PERIOD_MS: u64 = 60_000;
 pub const MAX_PERIOD_MS: u64 = 7 * 86_400_000;
 /// The shortest: a tenth of a second.
 pub const MIN_PERIOD_MS: u64 = 100;
+/// Start of period 0 when none is configured (2026-01-01T00:00:00Z). The scheduler numbers
+/// its picks by it, so every stage that checks a record's period takes the same one.
+pub const DEFAULT_EPOCH_UNIX_MS: i64 = 1_767_225_600_000;
+/// How far apart two instances' clocks may be.
+pub const MAX_CLOCK_SKEW_MS: i64 = 5 * 60_000;
+
+/// When `period` starts, Unix milliseconds, with period 0 at `epoch_unix_ms` (saturating
+/// far in the future).
+pub fn period_start_ms(epoch_unix_ms: i64, period_ms: u64, period: u64) -> i64 {
+    let offset = period.saturating_mul(period_ms);
+    epoch_unix_ms.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX))
+}
+
+/// Why a record of `period` cannot have come from a pick by `now_ms`: the period starts
+/// later than that by more than [`MAX_CLOCK_SKEW_MS`]. Applied, such a record would make
+/// every real one of its URL (or its group's partition) look stale, for good.
+pub fn period_ahead(epoch_unix_ms: i64, period_ms: u64, period: u64, now_ms: i64) -> Option<String> {
+    let starts_ms = period_start_ms(epoch_unix_ms, period_ms, period);
+    (starts_ms > now_ms.saturating_add(MAX_CLOCK_SKEW_MS)).then(|| {
+        format!(
+            "period {period} starts at {starts_ms} (Unix ms), after this instance's clock ({now_ms}); \
+             do --epoch-unix-ms and --period-ms match the scheduler's?"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_period_is_ahead_only_past_the_clock_and_its_skew() {
+        let (epoch, period_ms) = (1_000_000, 60_000);
+        // Period 10 starts at 1,600,000.
+        assert_eq!(period_start_ms(epoch, period_ms, 10), 1_600_000);
+        assert_eq!(period_ahead(epoch, period_ms, 10, 1_600_000), None, "begun");
+        assert_eq!(
+            period_ahead(epoch, period_ms, 10, 1_600_000 - MAX_CLOCK_SKEW_MS),
+            None,
+            "within the skew"
+        );
+        let ahead = period_ahead(epoch, period_ms, 10, 1_600_000 - MAX_CLOCK_SKEW_MS - 1);
+        assert!(ahead.is_some_and(|why| why.contains("period 10 starts at 1600000")));
+        assert!(
+            period_ahead(epoch, period_ms, u64::MAX, 1_800_000_000_000).is_some(),
+            "saturating, not wrapping"
+        );
+        assert_eq!(period_ahead(0, period_ms, 0, 0), None);
+    }
+}

@@ -29,7 +29,7 @@ use recrawl_common::runtime::{
 };
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
-use recrawl_model::{DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
+use recrawl_model::{DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PageRef, PickReason};
@@ -47,7 +47,6 @@ pub const STAGE: &str = "scheduler";
 /// picks count as published, so m bounds the tick's memory and time.
 const MAX_PICKS_PER_PERIOD: u64 = 1_000_000;
 /// 2026-01-01T00:00:00Z.
-const DEFAULT_EPOCH_UNIX_MS: i64 = 1_767_225_600_000;
 
 #[derive(Debug, Clone, Args)]
 pub struct SchedulerArgs {
@@ -441,11 +440,24 @@ impl Stage for Scheduler {
         state: &mut StateStore<SchedulerState>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
+        let now_ms = unix_ms();
         for record in batch {
+            let plan = &self.plan;
+            // A record ahead of the clock would make the real ones of its URL look stale.
+            let in_time = |out: &mut Emitter, period: u64| match plan.period_ahead(period, now_ms) {
+                Some(ahead) => {
+                    out.dead_letter(&record, DeadLetterKind::Invalid, ahead);
+                    false
+                }
+                None => true,
+            };
             let applied = if record.input == LINKS.name {
-                out.decode_keyed(&record, LINKS).map(|link| self.apply_link(&link, record.partition))
+                out.decode_keyed(&record, LINKS)
+                    .filter(|link| in_time(out, link.period))
+                    .map(|link| self.apply_link(&link, record.partition))
             } else {
                 out.decode_keyed(&record, ESTIMATES)
+                    .filter(|estimate| in_time(out, estimate.period.max(estimate.last_request.period)))
                     .map(|estimate| self.apply_estimate(&estimate, record.partition))
             };
             // A full partition book refuses the record; it is kept on the dead-letter topic.

@@ -58,8 +58,12 @@ impl Default for PlanSettings {
 impl PlanSettings {
     /// When `period` starts, Unix milliseconds (saturating far in the future).
     pub fn period_start_ms(&self, period: u64) -> i64 {
-        let offset = period.saturating_mul(self.period_ms);
-        self.epoch_unix_ms.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX))
+        recrawl_model::period_start_ms(self.epoch_unix_ms, self.period_ms, period)
+    }
+
+    /// Why a record of `period` cannot have come from one of this scheduler's picks yet.
+    pub fn period_ahead(&self, period: u64, now_ms: i64) -> Option<String> {
+        recrawl_model::period_ahead(self.epoch_unix_ms, self.period_ms, period, now_ms)
     }
 }
 
