@@ -589,6 +589,16 @@ mod tests {
         event.page.host.clear();
         assert_eq!(event.validate(), Err("page.host is empty".into()));
         let mut event = samples::change_event();
+        event.page.host = "elsewhere.example".into();
+        event.page.site = "elsewhere.example".into();
+        assert_eq!(
+            event.validate(),
+            Err(r#"page.host is "elsewhere.example", the host of page.url is "example.com""#.into())
+        );
+        let mut event = samples::change_event();
+        event.page.url = "urn:isbn:0451450523".into();
+        assert!(event.validate().unwrap_err().starts_with("page.url: "));
+        let mut event = samples::change_event();
         event.page.site = "attacker.example".into();
         assert_eq!(
             event.validate(),

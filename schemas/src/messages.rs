@@ -58,6 +58,16 @@ impl PageRef {
             return Err(format!("{name}.host is empty"));
         }
         bounds::text(&format!("{name}.host"), &self.host, bounds::MAX_HOST_BYTES)?;
+        // The scheduler caps and spaces requests per host: a page filed under another
+        // host than its URL's would escape its own host's, and be filed elsewhere again
+        // when the state is restored from the URLs.
+        match crate::host_of(&self.url) {
+            Ok(host) if host == self.host => {}
+            Ok(host) => {
+                return Err(format!("{name}.host is {:?}, the host of {name}.url is {host:?}", self.host))
+            }
+            Err(error) => return Err(format!("{name}.url: {error}")),
+        }
         // Readers group by the site: it must be the host's, whoever produced the record.
         let site = crate::site_of(&self.host);
         if self.site != site {
