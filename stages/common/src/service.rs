@@ -7,6 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::builder::Resettable;
 use clap::{Args, Command, Subcommand};
 
 use tokio_util::sync::CancellationToken;
@@ -145,7 +146,12 @@ pub fn parse_invocation<A: Args, O: Subcommand>(command: Command) -> Invocation<
 
 /// A stage binary's command line: the stage's flags, or one of its offline commands.
 pub fn stage_cli<A: Args, O: Subcommand>(command: Command) -> Command {
+    // A flattened argument struct's doc comment would replace the binary's description.
+    let (about, long_about) = (command.get_about().cloned(), command.get_long_about().cloned());
+    let reset = |text: Option<clap::builder::StyledStr>| text.map_or(Resettable::Reset, Resettable::Value);
     hide_env_values(O::augment_subcommands(A::augment_args(command)))
+        .about(reset(about))
+        .long_about(reset(long_about))
         .args_conflicts_with_subcommands(true)
         .subcommand_negates_reqs(true)
 }

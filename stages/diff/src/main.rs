@@ -37,5 +37,7 @@ mod tests {
     fn every_flag_and_subcommand_has_help() {
         let cli = stage_cli::<recrawl_diff::DiffArgs, super::Offline>(super::command());
         assert_eq!(without_help(&cli), Vec::<String>::new());
+        let about = cli.get_about().map(ToString::to_string).unwrap_or_default();
+        assert!(about.starts_with("recrawl diff:"), "{about}");
     }
 }

@@ -46,7 +46,6 @@ pub const STAGE: &str = "scheduler";
 /// Most picks one period may publish: each is a record produced before the period's
 /// picks count as published, so m bounds the tick's memory and time.
 const MAX_PICKS_PER_PERIOD: u64 = 1_000_000;
-/// 2026-01-01T00:00:00Z.
 
 #[derive(Debug, Clone, Args)]
 pub struct SchedulerArgs {
