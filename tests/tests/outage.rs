@@ -6,8 +6,10 @@
 
 use std::time::Duration;
 
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::FutureProducer;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use rdkafka::{Offset, TopicPartitionList};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::runtime::RuntimeError;
 use recrawl_common::KafkaArgs;
@@ -188,4 +190,52 @@ async fn a_topic_tail_unreadable_past_the_outage_timeout_ends() {
     let error = ended.expect_err("an unreadable topic is an error").to_string();
     assert!(error.contains("--outage-timeout-ms"), "{error}");
     stop.cancel();
+}
+
+/// The committed offset of `group` on partition 0 of `topic`; `None` if there is none.
+async fn committed_offset(kafka: &KafkaArgs, group: String, topic: String) -> Option<i64> {
+    let config = recrawl_common::kafka::reader_config(&kafka.cluster, &group);
+    tokio::task::spawn_blocking(move || {
+        let reader: BaseConsumer = config.create().expect("reader");
+        let mut asked = TopicPartitionList::new();
+        asked.add_partition(&topic, 0);
+        let committed = reader.committed_offsets(asked, Duration::from_secs(30)).expect("committed offsets");
+        committed.elements().first().and_then(|e| match e.offset() {
+            Offset::Offset(offset) => Some(offset),
+            _ => None,
+        })
+    })
+    .await
+    .expect("joined")
+}
+
+/// A final commit the group's coordinator cannot take yet (still loading the group, as
+/// right after an outage) is tried again within the close's bound: the stage exits
+/// cleanly with its input committed, rather than failing with the commit one retry away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_commit_that_finds_the_coordinator_loading_is_tried_again() {
+    let broker = Broker::start();
+    let Broker::Mock(mock) = &broker else {
+        eprintln!("injects errors with the mock broker; skipped on an external one");
+        return;
+    };
+    let prefix = unique_prefix("commit");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 1).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS.name]).await.expect("observer");
+    let diff = RunningStage::spawn("diff", |ctx| recrawl_diff::run(parse_args(&flags), ctx));
+    diff.ready().await;
+    let page = FetchResult::html_page("http://a.example/1.html", "a.example", 1, "<p>one</p>");
+    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
+    change_event_for(&observer, &page.url).await;
+
+    // Every commit from now on, the background one included, is refused until these run out.
+    let loading = RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS;
+    mock.request_errors(RDKafkaApiKey::OffsetCommit, &[loading; 3]);
+    diff.stop().await.expect("the stage stops cleanly once the coordinator takes the commit");
+    let group = kafka.group_for(recrawl_diff::STAGE);
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
+    assert_eq!(committed_offset(&kafka, group, topic).await, Some(1), "the one input record is committed");
 }

@@ -1370,26 +1370,58 @@ impl<S: Stage> Loop<S> {
         .await?
     }
 
+    /// Commits the stored offsets within [`CLOSE_TIMEOUT`]; what went wrong, if anything.
+    /// A commit made while the group's coordinator is still being found (right after an
+    /// outage) is tried again: failing then would exit non-zero with the commit one
+    /// lookup away.
+    async fn final_commit(&self) -> Option<String> {
+        let started = tokio::time::Instant::now();
+        let deadline = started.checked_add(CLOSE_TIMEOUT).unwrap_or(started);
+        let mut backoff = Backoff::new();
+        loop {
+            let consumer = self.consumer.clone();
+            let committed = run_detached(move || consumer.commit_consumer_state(CommitMode::Sync));
+            let code = match tokio::time::timeout_at(deadline, committed).await {
+                Ok(Ok(Ok(()))) => {
+                    tracing::info!("offsets committed");
+                    return None;
+                }
+                Ok(Ok(Err(KafkaError::ConsumerCommit(code)))) => code,
+                Ok(Ok(Err(error))) => return Some(format!("final commit failed: {error}")),
+                Ok(Err(_)) => return Some("final commit ended without an answer".to_owned()),
+                Err(_) => return Some(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}")),
+            };
+            match code {
+                RDKafkaErrorCode::NoOffset => return None,
+                // The partitions are moving to another instance, which replays what was
+                // not committed: nothing is left unconfirmed that a restart would need.
+                RDKafkaErrorCode::RebalanceInProgress
+                | RDKafkaErrorCode::IllegalGeneration
+                | RDKafkaErrorCode::UnknownMemberId => {
+                    tracing::info!("final commit skipped: the group is rebalancing; the new owner replays");
+                    return None;
+                }
+                RDKafkaErrorCode::WaitingForCoordinator
+                | RDKafkaErrorCode::CoordinatorLoadInProgress
+                | RDKafkaErrorCode::CoordinatorNotAvailable
+                | RDKafkaErrorCode::NotCoordinator => {
+                    let wait = backoff.next();
+                    if deadline.saturating_duration_since(tokio::time::Instant::now()) <= wait {
+                        return Some(format!("final commit failed within {CLOSE_TIMEOUT:?}: {code}"));
+                    }
+                    tracing::info!(%code, ?wait, "final commit waits for the group coordinator");
+                    tokio::time::sleep(wait).await;
+                }
+                code => return Some(format!("final commit failed: {code}")),
+            }
+        }
+    }
+
     /// Commits stored offsets and flushes the producer, each within [`CLOSE_TIMEOUT`];
     /// either failing is an error, so the process does not exit 0 with work unconfirmed.
     async fn close(&mut self) -> Result<(), RuntimeError> {
-        let consumer = self.consumer.clone();
-        let committed = run_detached(move || consumer.commit_consumer_state(CommitMode::Sync));
         let mut failures = Vec::new();
-        match tokio::time::timeout(CLOSE_TIMEOUT, committed).await {
-            Ok(Ok(Ok(()))) => tracing::info!("offsets committed"),
-            Ok(Ok(Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)))) => {}
-            // The partitions are moving to another instance, which replays what was not
-            // committed: nothing is left unconfirmed that a restart would need.
-            Ok(Ok(Err(KafkaError::ConsumerCommit(
-                RDKafkaErrorCode::RebalanceInProgress
-                | RDKafkaErrorCode::IllegalGeneration
-                | RDKafkaErrorCode::UnknownMemberId,
-            )))) => tracing::info!("final commit skipped: the group is rebalancing; the new owner replays"),
-            Ok(Ok(Err(error))) => failures.push(format!("final commit failed: {error}")),
-            Ok(Err(_)) => failures.push("final commit ended without an answer".to_owned()),
-            Err(_) => failures.push(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}")),
-        }
+        failures.extend(self.final_commit().await);
         let producer = self.producer.clone();
         let flushed = tokio::task::spawn_blocking(move || producer.flush(CLOSE_TIMEOUT));
         match flushed.await {
