@@ -239,3 +239,28 @@ async fn a_final_commit_that_finds_the_coordinator_loading_is_tried_again() {
     let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
     assert_eq!(committed_offset(&kafka, group, topic).await, Some(1), "the one input record is committed");
 }
+
+/// Consumer errors other than the brokers going away (here fetches refused as not
+/// authorised, as during a broker's restart with ACLs) do not end an observer, which
+/// `recrawl tail` and the demo read through: it reads on once they stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_reads_on_through_consumer_errors() {
+    let broker = Broker::start();
+    let Broker::Mock(mock) = &broker else {
+        eprintln!("injects errors with the mock broker; skipped on an external one");
+        return;
+    };
+    let kafka: KafkaArgs = parse_args(&kafka_flags(&broker.bootstrap(), &unique_prefix("observer-errors")));
+    broker.create_topics(&kafka, 1).await;
+    let observer = Observer::new(&kafka.cluster, &[FETCH_RESULTS.name]).await.expect("observer");
+    let refused = RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+    mock.request_errors(RDKafkaApiKey::Fetch, &[refused; 4]);
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let page = FetchResult::html_page("http://a.example/1.html", "a.example", 1, "<p>one</p>");
+    produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
+    let observed = tokio::time::timeout(Duration::from_secs(60), observer.next())
+        .await
+        .expect("the record is read within a minute")
+        .expect("the observer reads on");
+    assert!(matches!(&observed, Observed::Result(result) if result.url == page.url), "{observed:?}");
+}

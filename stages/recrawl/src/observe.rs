@@ -106,6 +106,8 @@ pub struct Observer {
     consumer: StreamConsumer,
     prefix: String,
     ends: HashMap<(String, i32), i64>,
+    /// The last read error said, so that one repeated is said once.
+    last_error: std::sync::Mutex<String>,
 }
 
 /// Where a message was read, and when its producer wrote it.
@@ -169,7 +171,7 @@ impl Observer {
             }
         }
         consumer.assign(&list).map_err(ObserveError::Assign)?;
-        Ok(Self { consumer, prefix: names.prefix().to_owned(), ends })
+        Ok(Self { consumer, prefix: names.prefix().to_owned(), ends, last_error: Default::default() })
     }
 
     /// Where each partition holding records ended when the observer started, (topic,
@@ -179,8 +181,8 @@ impl Observer {
         &self.ends
     }
 
-    /// The next message, decoded. Reports of brokers going away are not errors: librdkafka
-    /// reconnects, and reading goes on once they are back.
+    /// The next message, decoded. Only a fatal consumer error ends the reading: librdkafka
+    /// reconnects after the others, and reading goes on once the brokers are back.
     pub async fn next(&self) -> Result<Observed, ObserveError> {
         Ok(self.next_at().await?.0)
     }
@@ -190,10 +192,23 @@ impl Observer {
         let message = loop {
             match self.consumer.recv().await {
                 Ok(message) => break message,
+                Err(error @ KafkaError::MessageConsumptionFatal(_)) => {
+                    return Err(ObserveError::Consume(error))
+                }
                 Err(error) if brokers_unreachable(&error) => {
                     tracing::debug!(%error, "broker unreachable; waiting")
                 }
-                Err(error) => return Err(ObserveError::Consume(error)),
+                // Others come and go with an outage too (a name not resolving, a partition
+                // between leaders, a request refused while a broker restarts): said once
+                // each, and read on, as a stage's own tail does.
+                Err(error) => {
+                    let error = error.to_string();
+                    let mut last = self.last_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if *last != error {
+                        tracing::warn!(%error, "read error; reading on");
+                        *last = error;
+                    }
+                }
             }
         };
         let topic = message.topic();
