@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use recrawl::observe::{Observed, Observer};
+use recrawl::observe::{Observed, Observer, Position};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::hostile::{HostileWeb, HOSTILITIES};
 use recrawl_e2e::processes::{start_pipeline, Pipeline, Stage, PERIOD_MS};
@@ -194,7 +194,7 @@ struct Row {
 }
 
 /// What the observer read, each with the moment it arrived.
-type Log = Mutex<Vec<(Instant, Observed)>>;
+type Log = Mutex<Vec<(Instant, Observed, Position)>>;
 
 /// How a group's partitions changed hands.
 struct Settled {
@@ -288,6 +288,67 @@ async fn broker_outage(
     Some(started.elapsed())
 }
 
+/// Every record observed of the URLs named in `lost` (each line ends with its URL), in
+/// the order read, with when and where it was read, and any other record read at the
+/// same place: what a failure needs to tell a record the pipeline dropped from one it
+/// never got, dead-lettered, or the broker lost (a broker that loses records it
+/// acknowledged hands their offsets to later ones).
+fn history_of(seen: &Log, lost: &[String], since: Instant) -> String {
+    let urls: HashSet<&str> = lost.iter().filter_map(|line| line.split(' ').rev().nth(2)).collect();
+    let seen = seen.lock().expect("seen");
+    let of_lost = |observed: &Observed| url_of(observed).is_some_and(|url| urls.contains(url));
+    let places: HashSet<(&str, i32, i64)> = seen
+        .iter()
+        .filter(|(_, observed, _)| of_lost(observed))
+        .map(|(_, _, at)| (at.topic.as_str(), at.partition, at.offset))
+        .collect();
+    let mut lines = Vec::new();
+    for (at, observed, position) in seen.iter() {
+        let line = match observed {
+            _ if !places.contains(&(position.topic.as_str(), position.partition, position.offset)) => {
+                continue
+            }
+            Observed::Pick(p) if of_lost(observed) => format!("pick {} period {}", p.url, p.period),
+            Observed::Result(r) if of_lost(observed) => {
+                format!("fetch result {} period {} `{}`", r.url, r.period, r.outcome.as_str())
+            }
+            Observed::Change(c) if of_lost(observed) => {
+                format!("change event {} period {}", c.page.url, c.period)
+            }
+            Observed::Estimate(e) if of_lost(observed) => {
+                format!("estimate {} period {}", e.page.url, e.period)
+            }
+            Observed::DeadLetter(d) if of_lost(observed) => {
+                format!("dead letter by {} from {}: {}", d.stage, d.source_topic, d.reason)
+            }
+            other => {
+                let record: String = other.json_line().chars().take(300).collect();
+                format!("another record at the same place: {record}")
+            }
+        };
+        lines.push(format!(
+            "{:.1} s: {line} (at {} partition {} offset {})",
+            at.duration_since(since).as_secs_f64(),
+            position.topic,
+            position.partition,
+            position.offset
+        ));
+    }
+    lines.join("\n")
+}
+
+/// The URL an observed record is about (a dead letter's: its key).
+fn url_of(observed: &Observed) -> Option<&str> {
+    match observed {
+        Observed::Pick(p) => Some(&p.url),
+        Observed::Result(r) => Some(&r.url),
+        Observed::Change(c) => Some(&c.page.url),
+        Observed::Estimate(e) => Some(&e.page.url),
+        Observed::DeadLetter(d) => std::str::from_utf8(&d.key).ok(),
+        _ => None,
+    }
+}
+
 /// Reads the pipeline's topics into a log from a task of its own.
 async fn observe(kafka: &KafkaArgs) -> (Arc<Log>, tokio::task::JoinHandle<()>) {
     let observer = Observer::new(
@@ -300,8 +361,17 @@ async fn observe(kafka: &KafkaArgs) -> (Arc<Log>, tokio::task::JoinHandle<()>) {
     let reading = {
         let seen = seen.clone();
         tokio::spawn(async move {
-            while let Ok(observed) = observer.next().await {
-                seen.lock().expect("seen").push((Instant::now(), observed));
+            loop {
+                match observer.next_at().await {
+                    Ok((observed, position)) => {
+                        seen.lock().expect("seen").push((Instant::now(), observed, position))
+                    }
+                    Err(error) => {
+                        // What the test reads after this is incomplete: say why, at once.
+                        eprintln!("the observer stopped reading: {error}");
+                        return;
+                    }
+                }
             }
         })
     };
@@ -330,7 +400,7 @@ async fn progress_within(seen: &Log, before: usize, what: &str, limit: Duration)
 }
 
 fn estimates_so_far(seen: &Log) -> usize {
-    seen.lock().expect("seen").iter().filter(|(_, o)| matches!(o, Observed::Estimate(_))).count()
+    seen.lock().expect("seen").iter().filter(|(_, o, _)| matches!(o, Observed::Estimate(_))).count()
 }
 
 /// The period of `observed` if `stage` published it: its picks, fetch results, change
@@ -353,8 +423,8 @@ async fn next_output(seen: &Log, stage: &str, since: Instant) -> Duration {
             .lock()
             .expect("seen")
             .iter()
-            .find(|(at, o)| *at > since && output_period(stage, o).is_some())
-            .map(|(at, _)| at.duration_since(since));
+            .find(|(at, o, _)| *at > since && output_period(stage, o).is_some())
+            .map(|(at, _, _)| at.duration_since(since));
         if let Some(first) = first {
             return first;
         }
@@ -377,6 +447,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     // Four partitions: three instances of a stage each own one or two.
     broker.create_topics(&kafka, 4).await;
     let Pipeline { mut stages, web, client, epoch, _seeds } = start_pipeline(&flags, &prefix, 5).await;
+    let started_all = Instant::now();
 
     let (seen, reading) = observe(&kafka).await;
     progress_after(&seen, 0, "the start").await;
@@ -446,7 +517,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         let url = hostile.url(hostility);
         let deadline = Instant::now() + Duration::from_secs(120);
         let outcome = loop {
-            let result = seen.lock().expect("seen").iter().find_map(|(at, o)| match o {
+            let result = seen.lock().expect("seen").iter().find_map(|(at, o, _)| match o {
                 Observed::Result(r) if r.url == url => Some((*at, r.outcome, r.error.clone())),
                 _ => None,
             });
@@ -497,7 +568,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     }
     progress_after(&seen, before, "the poison").await;
     let dead_letters =
-        || seen.lock().expect("seen").iter().filter(|(_, o)| matches!(o, Observed::DeadLetter(_))).count();
+        || seen.lock().expect("seen").iter().filter(|(_, o, _)| matches!(o, Observed::DeadLetter(_))).count();
     // Every stage reads past its poison: 3 records on each of 5 topics.
     while dead_letters() < 15 {
         assert!(
@@ -533,7 +604,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let mut judged = Seen::default();
-        for (_, observed) in seen.lock().expect("seen").iter().cloned() {
+        for (_, observed, _) in seen.lock().expect("seen").iter().cloned() {
             judged.record(observed);
         }
         let lost = judged.lost();
@@ -555,7 +626,25 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             assert!(judged.dead_letters >= 15, "every poison dead-lettered");
             break;
         }
-        assert!(Instant::now() < deadline, "{} records lost:\n{}", lost.len(), lost.join("\n"));
+        if Instant::now() >= deadline {
+            // Which partitions each stage owns and how far behind it is on each.
+            let mut gauges = String::new();
+            for stage in &stages {
+                let metrics = stage.metrics(&client).await;
+                for line in metrics.lines().filter(|line| {
+                    line.starts_with("recrawl_assigned_partitions")
+                        || line.starts_with("recrawl_consumer_lag")
+                }) {
+                    gauges += &format!("{}: {line}\n", stage.name);
+                }
+            }
+            panic!(
+                "{} records lost:\n{}\nwhat the topics hold of their URLs:\n{}\nthe stages' partitions:\n{gauges}",
+                lost.len(),
+                lost.join("\n"),
+                history_of(&seen, &lost, started_all)
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     for stage in stages {
@@ -673,4 +762,33 @@ async fn a_two_minute_broker_outage_is_ridden_out() {
     }
     reading.abort();
     web.shutdown().expect("web");
+}
+
+#[test]
+fn a_failure_shows_what_was_read_of_each_lost_url_and_where() {
+    let page = |url: &str, host: &str| recrawl_schemas::FetchResult::html_page(url, host, 34, "<p>x</p>");
+    let url = "http://lost.example/page.html";
+    let start = Instant::now();
+    let at = |offset| Position { topic: "results".into(), partition: 3, offset, timestamp_ms: None };
+    let seen: Log = Mutex::new(vec![
+        (start, Observed::Result(page(url, "lost.example")), at(7)),
+        (start, Observed::Result(page("http://kept.example/", "kept.example")), at(8)),
+        // As from a broker that lost offset 7 and gave it to the next record.
+        (start, Observed::Result(page("http://next.example/", "next.example")), at(7)),
+    ]);
+    let mut judged = Seen::default();
+    for (_, observed, _) in seen.lock().expect("seen").iter().cloned() {
+        judged.record(observed);
+    }
+    let lost = judged.lost();
+    assert_eq!(lost.len(), 3, "no result has a change event: {lost:?}");
+    let one: Vec<String> = lost.into_iter().filter(|line| line.contains(url)).collect();
+    let history: Vec<String> = history_of(&seen, &one, start).lines().map(str::to_owned).collect();
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert_eq!(
+        history[0],
+        format!("0.0 s: fetch result {url} period 34 `downloaded` (at results partition 3 offset 7)")
+    );
+    assert!(history[1].starts_with("0.0 s: another record at the same place: {"), "{history:?}");
+    assert!(history[1].contains("next.example") && history[1].ends_with("(at results partition 3 offset 7)"));
 }
