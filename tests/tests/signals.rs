@@ -15,9 +15,11 @@ use recrawl_e2e::{
     binary, kafka_flags, parse_args, start_demo, unique_prefix, BoundedChild, Broker, RunningDemo,
 };
 
-/// The test flags' drain timeout (3 s), the final commit's and the clients' teardown's
-/// bounds (10 s each) and the runtime's 1 s: past this a stopped stage hangs.
-const STAGE_EXIT_BOUND: Duration = Duration::from_secs(3 + 10 + 10 + 1 + 5);
+/// The longest a stage with the test flags takes to stop (`stop_bound`): past this a
+/// stopped stage hangs.
+fn stage_exit_bound() -> Duration {
+    recrawl_common::runtime::stop_bound(&parse_args(&kafka_flags("127.0.0.1:9092", "bound.")))
+}
 
 /// Sends `signal` and waits for the exit: its code, and how long it took.
 fn stop(child: &mut Child, name: &str, signal: Signal, bound: Duration) -> (Option<i32>, Duration) {
@@ -46,7 +48,7 @@ async fn each_stage_binary_stops_on_sigterm_and_sigint_with_the_broker_up_and_go
     for (stage, signal) in
         stages.iter_mut().zip([Signal::SIGTERM, Signal::SIGINT, Signal::SIGTERM, Signal::SIGINT])
     {
-        let (code, took) = stop(&mut stage.child, stage.name, signal, STAGE_EXIT_BOUND);
+        let (code, took) = stop(&mut stage.child, stage.name, signal, stage_exit_bound());
         eprintln!("{} after {signal} with the broker up: exit {code:?} in {took:?}", stage.name);
         assert_eq!(code, Some(0), "{} exits 0 on {signal}", stage.name);
         stage.restart();
@@ -62,7 +64,7 @@ async fn each_stage_binary_stops_on_sigterm_and_sigint_with_the_broker_up_and_go
         return;
     }
     for stage in &mut stages {
-        let (code, took) = stop(&mut stage.child, stage.name, Signal::SIGTERM, STAGE_EXIT_BOUND);
+        let (code, took) = stop(&mut stage.child, stage.name, Signal::SIGTERM, stage_exit_bound());
         eprintln!("{} after SIGTERM with the broker gone: exit {code:?} in {took:?}", stage.name);
         assert!(matches!(code, Some(0 | 1)), "{} exits with a code, not a signal: {code:?}", stage.name);
     }
@@ -109,7 +111,7 @@ fn the_stages_of_a_demo_killed_outright_stop_on_their_own() {
     let (code, _) = stop(&mut demo, "recrawl demo", Signal::SIGKILL, Duration::from_secs(10));
     assert_eq!(code, None, "the demo was killed");
     // The parent check's second, then a drain with the broker gone.
-    let bound = STAGE_EXIT_BOUND + Duration::from_secs(2);
+    let bound = stage_exit_bound() + Duration::from_secs(2);
     let started = Instant::now();
     while pids.iter().any(|&pid| running(pid)) {
         if started.elapsed() > bound {

@@ -59,8 +59,24 @@ use crate::tail::{read_to_end, tail_topic, EndOffsets, ReadToEndError, Tail};
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a stage waits for its side inputs to be read before it starts anyway.
 const SIDE_INPUT_CATCH_UP: Duration = Duration::from_secs(60);
-/// Each shutdown step (final commit, producer flush, client teardown) gets this long.
+/// Each shutdown step (final commit, producer flush, leaving the group, client teardown)
+/// gets this long.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Past the close's steps: stopping the side inputs' readers and the runtime's own
+/// shutdown (`service::block_on_main`).
+const STOP_MARGIN: Duration = Duration::from_secs(2);
+
+/// The longest a stage started with `args` takes to exit once asked to stop: the drain,
+/// then each step of the close at most [`CLOSE_TIMEOUT`] (final commit, producer flush,
+/// leaving the group unless the membership is static, the clients' teardown). An
+/// orchestrator's grace period must be longer: killed mid-close, a stage loses nothing
+/// (its uncommitted input is replayed) but ends as a crash, with the replay to redo.
+pub fn stop_bound(args: &KafkaArgs) -> Duration {
+    let steps = if args.instance_id.is_some() { 3 } else { 4 };
+    Duration::from_millis(args.drain_timeout_ms)
+        .saturating_add(CLOSE_TIMEOUT.saturating_mul(steps))
+        .saturating_add(STOP_MARGIN)
+}
 
 /// How long the inputs' partition counts may differ while running before the stage stops.
 const INPUTS_APART_GRACE: Duration = Duration::from_secs(60);
