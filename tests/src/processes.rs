@@ -53,12 +53,23 @@ impl Stage {
     /// Whether the process exited because its port, found free by binding port 0 and let
     /// go, was taken by another socket before it bound it.
     fn lost_its_port(&self) -> bool {
+        self.output().is_ok_and(|output| recrawl_common::http::lost_its_port(&output))
+    }
+
+    /// What this process has written to the stage's log (which other tests' instances of
+    /// the stage may share).
+    fn output(&self) -> std::io::Result<String> {
         let mut output = String::new();
-        let read = std::fs::File::open(log_path(self.name)).and_then(|mut log| {
-            log.seek(SeekFrom::Start(self.log_from))?;
-            log.read_to_string(&mut output)
-        });
-        read.is_ok() && recrawl_common::http::lost_its_port(&output)
+        let mut log = std::fs::File::open(log_path(self.name))?;
+        log.seek(SeekFrom::Start(self.log_from))?;
+        log.read_to_string(&mut output)?;
+        Ok(output)
+    }
+
+    /// The last `count` warnings and errors in [`Stage::output`], for a failure's report.
+    pub fn warnings(&self, count: usize) -> Vec<String> {
+        let output = self.output().unwrap_or_else(|error| format!("- ERROR reading the log: {error}"));
+        last_warnings(&output, count)
     }
 
     /// One more instance of this stage, in the same group under instance id `ID-n`.
@@ -268,4 +279,28 @@ pub async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeli
     stages.push(Stage::start("scheduler", with("scheduler", &scheduler_flags)));
     stages[3].ready(&client).await;
     Pipeline { stages, web, client, epoch, _seeds: dir }
+}
+
+/// The last `count` lines of `output` logged at WARN or ERROR.
+fn last_warnings(output: &str, count: usize) -> Vec<String> {
+    let mut lines: Vec<String> = output
+        .lines()
+        // `<time> <LEVEL> <target>: <message>`, as the stages log for people.
+        .filter(|line| matches!(line.split_whitespace().nth(1), Some("WARN" | "ERROR")))
+        .map(str::to_owned)
+        .collect();
+    lines.drain(..lines.len().saturating_sub(count));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_warnings;
+
+    #[test]
+    fn a_report_keeps_the_last_warnings_and_errors() {
+        let log = "t  INFO a: ready\nt  WARN a: one\nt ERROR a: two\nt  INFO a: WARN in a message\nt  WARN a: three\n";
+        assert_eq!(last_warnings(log, 2), ["t ERROR a: two", "t  WARN a: three"]);
+        assert_eq!(last_warnings(log, 10).len(), 3);
+    }
 }

@@ -627,7 +627,8 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             break;
         }
         if Instant::now() >= deadline {
-            // Which partitions each stage owns and how far behind it is on each.
+            // Which partitions each stage owns, how far behind it is on each, and what it
+            // last warned of.
             let mut gauges = String::new();
             for stage in &stages {
                 let metrics = stage.metrics(&client).await;
@@ -637,9 +638,12 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
                 }) {
                     gauges += &format!("{}: {line}\n", stage.name);
                 }
+                for line in stage.warnings(40) {
+                    gauges += &format!("{} log: {line}\n", stage.name);
+                }
             }
             panic!(
-                "{} records lost:\n{}\nwhat the topics hold of their URLs:\n{}\nthe stages' partitions:\n{gauges}",
+                "{} records lost:\n{}\nwhat the topics hold of their URLs:\n{}\nthe stages' partitions and last warnings:\n{gauges}",
                 lost.len(),
                 lost.join("\n"),
                 history_of(&seen, &lost, started_all)
