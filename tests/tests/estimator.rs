@@ -9,7 +9,8 @@ use rdkafka::producer::FutureProducer;
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::{kafka_flags, metric, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
-use recrawl_schemas::topics::{CHANGE_EVENTS, ESTIMATES};
+use recrawl_estimator::distribution::Partial;
+use recrawl_schemas::topics::{CHANGE_EVENTS, DISTRIBUTIONS, ESTIMATES};
 use recrawl_schemas::{ChangeEvent, ForecastPrior, PageEstimate, RequestOutcome};
 
 const URLS: u64 = 48;
@@ -165,4 +166,43 @@ async fn two_instances_predict_what_one_predicts() {
     for (url, estimate) in &one {
         assert_eq!(Some(estimate), two.get(url), "{url}");
     }
+}
+
+/// Distribution shares come from a topic: one of a partition the input topics lack is
+/// refused (kept, it would count in its group for good), and past `--max-groups` shares
+/// of groups the instance does not hold are refused, each counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shares_of_a_partition_the_inputs_lack_or_past_the_group_cap_are_refused() {
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("shares"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let mut stage_flags = flags.clone();
+    stage_flags.extend(["--max-groups".to_owned(), "2".to_owned()]);
+    let stage = RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&stage_flags), ctx));
+    stage.ready().await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    for (group, partition) in [("a.example", 0), ("b.example", 1), ("c.example", 0), ("d.example", 2)] {
+        let share = Partial::default().to_message(group, partition, recrawl_common::unix_ms());
+        produce(&producer, &kafka.cluster.topics(), DISTRIBUTIONS, &share).await;
+    }
+    let count = |result: &str| {
+        metric(
+            &stage,
+            &format!(
+                "recrawl_estimator_distribution_records_total{{result=\"{result}\",stage=\"estimator\"}}"
+            ),
+        )
+        .unwrap_or(0.0)
+    };
+    wait_for("the four shares filed or refused", || {
+        ["kept", "stale", "invalid", "full"].iter().map(|result| count(result)).sum::<f64>() >= 4.0
+    })
+    .await;
+    assert_eq!(
+        [count("kept"), count("full"), count("invalid")],
+        [2.0, 1.0, 1.0],
+        "a and b kept, c past the cap, d of partition 2 of 2"
+    );
+    stage.stop().await.expect("stops cleanly");
 }

@@ -195,6 +195,8 @@ pub enum Filed {
     Kept,
     /// An older record than one already held (a replay, or a late echo).
     Stale,
+    /// Another instance's share of a group new to a book that holds its most groups.
+    Full,
 }
 
 /// Totals of a group over the latest partial of every partition (for metrics).
@@ -213,11 +215,29 @@ pub struct DistributionBook {
     groups: HashMap<String, GroupBook>,
     /// Largest exponent the prepared priors tabulate (window + future).
     max_exponent: u32,
+    /// Most groups filed from other instances' shares: the topic's group names are
+    /// remote input, and each costs memory on every instance.
+    max_groups: usize,
 }
 
 impl DistributionBook {
-    pub fn new(max_exponent: u32) -> Self {
-        Self { groups: HashMap::new(), max_exponent }
+    pub fn new(max_exponent: u32, max_groups: usize) -> Self {
+        Self { groups: HashMap::new(), max_exponent, max_groups }
+    }
+
+    /// [`DistributionBook::insert`] for another instance's share: refused ([`Filed::Full`])
+    /// for a group the book does not hold once it holds its most groups. This instance's
+    /// own partials always go in, bounded by its own URLs.
+    pub fn insert_shared(&mut self, group: &str, partition: i32, partial: Partial) -> Filed {
+        if self.groups.len() >= self.max_groups && !self.groups.contains_key(group) {
+            return Filed::Full;
+        }
+        self.insert(group, partition, partial)
+    }
+
+    /// Groups held.
+    pub fn groups(&self) -> usize {
+        self.groups.len()
     }
 
     /// Files `partial` for (group, partition); for one period the record with the most
@@ -344,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_view_sums_the_partitions_before_the_period() {
-        let mut book = DistributionBook::new(10);
+        let mut book = DistributionBook::new(10, 100);
         assert_eq!(book.insert("g", 0, partial(3, 10, &[100, 100])), Filed::Kept);
         assert_eq!(book.insert("g", 0, partial(4, 12, &[100, 100, 0])), Filed::Kept);
         assert_eq!(book.insert("g", 1, partial(3, 5, &[50])), Filed::Kept);
@@ -359,7 +379,7 @@ mod tests {
 
     #[test]
     fn stale_records_are_not_filed() {
-        let mut book = DistributionBook::new(10);
+        let mut book = DistributionBook::new(10, 100);
         book.insert("g", 0, partial(5, 10, &[100]));
         assert_eq!(
             book.insert("g", 0, partial(5, 9, &[0])),
@@ -377,7 +397,7 @@ mod tests {
 
     #[test]
     fn the_cached_view_follows_new_records() {
-        let mut book = DistributionBook::new(10);
+        let mut book = DistributionBook::new(10, 100);
         book.insert("g", 0, partial(1, 1, &[100]));
         assert_eq!(book.view("g", 2).urls, 1);
         book.insert("g", 1, partial(1, 1, &[100]));
@@ -402,5 +422,17 @@ mod tests {
             Partial::from_message(&mismatched),
             Err(DistributionError::Coarse { field: "modification_rate_fine" })
         );
+    }
+
+    #[test]
+    fn shares_of_new_groups_are_refused_once_the_book_is_full() {
+        let mut book = DistributionBook::new(10, 2);
+        assert_eq!(book.insert_shared("a", 0, partial(1, 1, &[100])), Filed::Kept);
+        assert_eq!(book.insert_shared("b", 0, partial(1, 1, &[100])), Filed::Kept);
+        assert_eq!(book.insert_shared("c", 0, partial(1, 1, &[100])), Filed::Full);
+        assert_eq!(book.insert_shared("a", 1, partial(2, 1, &[50])), Filed::Kept, "a group held takes more");
+        assert_eq!(book.insert("own", 0, partial(1, 1, &[100])), Filed::Kept, "this instance's own partial");
+        assert_eq!(book.groups(), 3);
+        assert_eq!(book.view("c", 9).urls, 0);
     }
 }

@@ -59,6 +59,8 @@ pub struct Settings {
     /// The scheduler's period, ms: what turns the time a `Last-Modified` date gives into
     /// periods, the unit of the change rates.
     pub period_ms: u64,
+    /// Most groups filed from other instances' shares.
+    pub max_groups: usize,
 }
 
 impl Default for Settings {
@@ -71,9 +73,13 @@ impl Default for Settings {
             eligibility: Eligibility::default(),
             refresh: RefreshSettings::default(),
             period_ms: DEFAULT_PERIOD_MS,
+            max_groups: DEFAULT_MAX_GROUPS,
         }
     }
 }
+
+/// Default of [`Settings::max_groups`]: a crawl of a million hosts (sites).
+pub const DEFAULT_MAX_GROUPS: usize = 1_000_000;
 
 /// What the estimator keeps per URL (changelog `state.estimator`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -179,7 +185,8 @@ pub struct Estimator {
 
 impl Estimator {
     pub fn new(settings: Settings) -> Self {
-        let book = DistributionBook::new(settings.window.saturating_add(settings.future));
+        let book =
+            DistributionBook::new(settings.window.saturating_add(settings.future), settings.max_groups);
         Self { settings, book, live: HashMap::new(), outbox: Vec::new() }
     }
 
@@ -369,7 +376,7 @@ impl Estimator {
     /// Files another instance's (or an earlier owner's) published share.
     pub fn file(&mut self, record: &GroupDistribution) -> Result<Filed, DistributionError> {
         let partial = Partial::from_message(record)?;
-        Ok(self.book.insert(&record.group, record.partition, partial))
+        Ok(self.book.insert_shared(&record.group, record.partition, partial))
     }
 
     /// Rebuilds this partition's shares from its restored URLs; they are republished,

@@ -24,7 +24,7 @@ use recrawl_schemas::{bounds, ForecastPrior};
 
 use crate::distribution::{DistributionBook, Filed};
 use crate::estimate::Estimator;
-pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings};
+pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings, DEFAULT_MAX_GROUPS};
 use recrawl_model::page::RateSource;
 use recrawl_model::prediction::{Eligibility, Model};
 use recrawl_model::refresh::{CrawlTimeConfig, RefreshSettings};
@@ -81,6 +81,12 @@ pub struct EstimateArgs {
     #[arg(long, env = "RECRAWL_PERIOD_MS", default_value_t = DEFAULT_PERIOD_MS,
           value_parser = clap::value_parser!(u64).range(MIN_PERIOD_MS..=MAX_PERIOD_MS))]
     pub period_ms: u64,
+    /// Most groups kept from other instances' distribution shares; past it, shares of new
+    /// groups are refused (estimator_distribution_records_total{result="full"}). Each
+    /// group costs memory on every instance, and group names come from a topic.
+    #[arg(long, env = "RECRAWL_ESTIMATOR_MAX_GROUPS", default_value_t = DEFAULT_MAX_GROUPS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_groups: usize,
 }
 
 impl EstimateArgs {
@@ -101,6 +107,7 @@ impl EstimateArgs {
                 },
             },
             period_ms: self.period_ms,
+            max_groups: self.max_groups,
         }
     }
 }
@@ -173,7 +180,7 @@ impl EstimatorMetrics {
             )?,
             shares: counter(
                 "estimator_distribution_records_total",
-                "Distribution shares read from the topic: kept, stale, invalid.",
+                "Distribution shares read from the topic: kept, stale, invalid (undecodable, inconsistent, from the future or of a partition the input topics lack), full (a new group past --max-groups).",
                 &["result"],
             )?,
             group_partitions: gauge(
@@ -216,7 +223,7 @@ impl EstimatorMetrics {
         for source in [RateSource::Dates, RateSource::Comparisons, RateSource::Prior] {
             metrics.rate_sources.with_label_values(&[source.as_str()]).reset();
         }
-        for result in ["kept", "stale", "invalid"] {
+        for result in ["kept", "stale", "invalid", "full"] {
             metrics.shares.with_label_values(&[result]).reset();
         }
         Ok(metrics)
@@ -276,6 +283,10 @@ pub struct EstimatorStage {
     metrics: EstimatorMetrics,
     next_tick: tokio::time::Instant,
     epoch_unix_ms: i64,
+    /// The input topics' partition count, once assigned (0 before).
+    input_partitions: i32,
+    /// Whether the book's refusing new groups was logged.
+    said_full: bool,
 }
 
 impl EstimatorStage {
@@ -289,9 +300,21 @@ impl EstimatorStage {
                 tracing::warn!(group = %share.group, partition = share.partition, %ahead, "ignoring a distribution share");
                 "invalid"
             }
+            // Every partition's share is kept: one the inputs lack would be kept for good.
+            Ok(share) if self.input_partitions > 0 && share.partition >= self.input_partitions => {
+                tracing::warn!(group = %share.group, partition = share.partition, partitions = self.input_partitions, "ignoring a distribution share of a partition the input topics lack");
+                "invalid"
+            }
             Ok(share) => match self.estimator.file(&share) {
                 Ok(Filed::Kept) => "kept",
                 Ok(Filed::Stale) => "stale",
+                Ok(Filed::Full) => {
+                    if !self.said_full {
+                        tracing::warn!(group = %share.group, groups = self.estimator.book().groups(), "the distribution book holds --max-groups: shares of new groups are refused");
+                        self.said_full = true;
+                    }
+                    "full"
+                }
                 Err(error) => {
                     tracing::warn!(group = %share.group, partition = share.partition, %error, "ignoring an inconsistent distribution share");
                     "invalid"
@@ -374,6 +397,10 @@ impl Stage for EstimatorStage {
     fn on_revoked(&mut self, partition: i32, _state: &StateStore<EstimatorState>) {
         self.estimator.revoked(partition);
     }
+
+    fn on_assigned(&mut self, assignment: &recrawl_common::runtime::Assignment) {
+        self.input_partitions = assignment.total;
+    }
 }
 
 /// Runs the estimator until `ctx.shutdown`.
@@ -386,6 +413,8 @@ pub async fn run(args: EstimatorArgs, ctx: StageContext) -> Result<(), RuntimeEr
         epoch_unix_ms: args.epoch_unix_ms,
         metrics,
         next_tick: tokio::time::Instant::now(),
+        input_partitions: 0,
+        said_full: false,
     };
     run_stage(stage, &args.kafka, ctx).await
 }
