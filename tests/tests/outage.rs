@@ -220,7 +220,10 @@ async fn a_final_commit_that_finds_the_coordinator_loading_is_tried_again() {
         return;
     };
     let prefix = unique_prefix("commit");
-    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let mut flags = kafka_flags(&broker.bootstrap(), &prefix);
+    // Only the final commit commits: a background one could take the errors, or commit
+    // first and leave the close nothing to do.
+    flags.extend(["--kafka-option".to_owned(), "enable.auto.commit=false".to_owned()]);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 1).await;
     let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
@@ -231,7 +234,7 @@ async fn a_final_commit_that_finds_the_coordinator_loading_is_tried_again() {
     produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &page).await;
     change_event_for(&observer, &page.url).await;
 
-    // Every commit from now on, the background one included, is refused until these run out.
+    // Every commit from now on is refused until these run out.
     let loading = RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS;
     mock.request_errors(RDKafkaApiKey::OffsetCommit, &[loading; 3]);
     diff.stop().await.expect("the stage stops cleanly once the coordinator takes the commit");
@@ -263,4 +266,29 @@ async fn an_observer_reads_on_through_consumer_errors() {
         .expect("the record is read within a minute")
         .expect("the observer reads on");
     assert!(matches!(&observed, Observed::Result(result) if result.url == page.url), "{observed:?}");
+}
+
+/// Errors that do not end (here every fetch refused as not authorised) end an observer
+/// once they have lasted its error limit with no record read, rather than leaving
+/// `recrawl tail` waiting for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_gives_up_on_errors_that_do_not_end() {
+    let broker = Broker::start();
+    let Broker::Mock(mock) = &broker else {
+        eprintln!("injects errors with the mock broker; skipped on an external one");
+        return;
+    };
+    let kafka: KafkaArgs = parse_args(&kafka_flags(&broker.bootstrap(), &unique_prefix("observer-gives-up")));
+    broker.create_topics(&kafka, 1).await;
+    let observer = Observer::new(&kafka.cluster, &[FETCH_RESULTS.name])
+        .await
+        .expect("observer")
+        .with_error_limit(Duration::from_secs(2));
+    let refused = RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+    mock.request_errors(RDKafkaApiKey::Fetch, &[refused; 1000]);
+    let ended = tokio::time::timeout(Duration::from_secs(60), observer.next())
+        .await
+        .expect("the observer ends within a minute");
+    let error = ended.expect_err("errors past the limit end the observer").to_string();
+    assert!(error.contains("authorization"), "{error}");
 }

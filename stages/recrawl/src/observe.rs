@@ -28,6 +28,8 @@ pub enum ObserveError {
     Assign(KafkaError),
     #[error("consuming: {0}")]
     Consume(KafkaError),
+    #[error("no record read in {limit:?} of read errors; the last: {last}")]
+    Unreadable { limit: Duration, last: String },
     #[error("metadata probe: {0}")]
     Join(#[from] tokio::task::JoinError),
     #[error("unknown topic {0:?}: expected one of fetch, fetch-results, links, change-events, estimates, distributions, dead-letter")]
@@ -106,8 +108,22 @@ pub struct Observer {
     consumer: StreamConsumer,
     prefix: String,
     ends: HashMap<(String, i32), i64>,
-    /// The last read error said, so that one repeated is said once.
-    last_error: std::sync::Mutex<String>,
+    errors: std::sync::Mutex<ReadErrors>,
+    error_limit: Duration,
+}
+
+/// How long an observer reads on through errors with no record between them before it
+/// gives up: errors that do not end (a topic deleted, a permission never granted) must
+/// not leave `recrawl tail` waiting for good.
+pub const ERROR_LIMIT: Duration = Duration::from_secs(300);
+
+/// The read errors since the last record.
+#[derive(Debug, Default)]
+struct ReadErrors {
+    /// The last one said, so that one repeated is said once.
+    last: String,
+    /// When the first came.
+    since: Option<std::time::Instant>,
 }
 
 /// Where a message was read, and when its producer wrote it.
@@ -171,7 +187,20 @@ impl Observer {
             }
         }
         consumer.assign(&list).map_err(ObserveError::Assign)?;
-        Ok(Self { consumer, prefix: names.prefix().to_owned(), ends, last_error: Default::default() })
+        Ok(Self {
+            consumer,
+            prefix: names.prefix().to_owned(),
+            ends,
+            errors: Default::default(),
+            error_limit: ERROR_LIMIT,
+        })
+    }
+
+    /// The observer, giving up after `limit` of errors with no record rather than
+    /// [`ERROR_LIMIT`].
+    pub fn with_error_limit(mut self, limit: Duration) -> Self {
+        self.error_limit = limit;
+        self
     }
 
     /// Where each partition holding records ended when the observer started, (topic,
@@ -181,8 +210,10 @@ impl Observer {
         &self.ends
     }
 
-    /// The next message, decoded. Only a fatal consumer error ends the reading: librdkafka
-    /// reconnects after the others, and reading goes on once the brokers are back.
+    /// The next message, decoded. Brokers out of reach are waited for: librdkafka
+    /// reconnects, and reading goes on once they are back. Other errors are read through
+    /// until they have lasted the error limit with no record between them; a fatal one
+    /// ends the reading at once.
     pub async fn next(&self) -> Result<Observed, ObserveError> {
         Ok(self.next_at().await?.0)
     }
@@ -190,8 +221,31 @@ impl Observer {
     /// [`Observer::next`], with where the message was read.
     pub async fn next_at(&self) -> Result<(Observed, Position), ObserveError> {
         let message = loop {
-            match self.consumer.recv().await {
-                Ok(message) => break message,
+            let since = self.errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).since;
+            let received = match since {
+                // Errors without a record since: the limit is waited for, not only checked
+                // at the next error, which librdkafka's back-off can put far off.
+                Some(since) => {
+                    let left = self.error_limit.saturating_sub(since.elapsed());
+                    match tokio::time::timeout(left, self.consumer.recv()).await {
+                        Ok(received) => received,
+                        Err(_) => {
+                            let errors =
+                                self.errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                            return Err(ObserveError::Unreadable {
+                                limit: self.error_limit,
+                                last: errors.last.clone(),
+                            });
+                        }
+                    }
+                }
+                None => self.consumer.recv().await,
+            };
+            match received {
+                Ok(message) => {
+                    self.errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).since = None;
+                    break message;
+                }
                 Err(error @ KafkaError::MessageConsumptionFatal(_)) => {
                     return Err(ObserveError::Consume(error))
                 }
@@ -200,13 +254,14 @@ impl Observer {
                 }
                 // Others come and go with an outage too (a name not resolving, a partition
                 // between leaders, a request refused while a broker restarts): said once
-                // each, and read on, as a stage's own tail does.
+                // each, and read on, as a stage's own tail does, up to the error limit.
                 Err(error) => {
-                    let error = error.to_string();
-                    let mut last = self.last_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if *last != error {
-                        tracing::warn!(%error, "read error; reading on");
-                        *last = error;
+                    let mut errors = self.errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    errors.since.get_or_insert_with(std::time::Instant::now);
+                    let said = error.to_string();
+                    if errors.last != said {
+                        tracing::warn!(error = %said, "read error; reading on");
+                        errors.last = said;
                     }
                 }
             }
