@@ -529,7 +529,9 @@ pub trait Stage: Send + 'static {
     /// Called before the state of a revoked `partition` is dropped.
     fn on_revoked(&mut self, _partition: i32, _state: &StateStore<Self::State>) {}
 
-    /// Called after every change of the assignment, once its state is in place.
+    /// Called after every change of the assignment, once its state is in place, and once
+    /// at the start with no partition, before the side inputs are read: the input topics'
+    /// partition count is known from then on.
     fn on_assigned(&mut self, _assignment: &Assignment) {}
 
     /// Keys of state held, for the `state_keys` gauge; a stage that takes its partitions
@@ -770,13 +772,15 @@ pub async fn run_stage<S: Stage>(
     to_check.push(topics.name(DEAD_LETTER));
     let counts = partition_counts(&consumer, args, to_check).await?;
     admin::check_copartitioned(&counts, &copartitioned)?;
+    let total = input_topics.first().and_then(|t| counts.get(t)).copied().unwrap_or(0);
+    // The partition count before any side input is read: what those records may name.
+    stage.on_assigned(&Assignment { partitions: Vec::new(), total });
     let mut side_inputs = SideInputs::start::<S>(args, &ctx.shutdown);
     if let Err(error) = side_inputs.catch_up(&mut stage, &ctx.shutdown).await {
         side_inputs.stop.cancel();
         return Err(error);
     }
     export_zeros(&ctx.metrics, &input_topics, &output_topics, stage.stateful().then(|| topics.state(name)));
-    let total = input_topics.first().and_then(|t| counts.get(t)).copied().unwrap_or(0);
     // The first input only: the others follow its partitions (`StageConsumerContext`).
     let led: Vec<&str> = input_topics.iter().take(1).map(String::as_str).collect();
     consumer
@@ -1303,6 +1307,11 @@ impl<S: Stage> Loop<S> {
             self.ctx.metrics.assigned_partitions.with_label_values(&[topic]).set(owned as i64);
         }
         self.assignment.partitions = sorted;
+        // Partitions added to the input since the start (a single input's count may grow).
+        let counts = self.consumer.context().input_partitions();
+        if let Some(&now) = self.input_topics.first().and_then(|topic| counts.get(topic)) {
+            self.assignment.total = self.assignment.total.max(now);
+        }
         self.stage.on_assigned(&self.assignment);
         self.ctx.health.set_ready(self.consumer.context().has_joined());
         Ok(())

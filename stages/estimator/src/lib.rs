@@ -82,7 +82,7 @@ pub struct EstimateArgs {
           value_parser = clap::value_parser!(u64).range(MIN_PERIOD_MS..=MAX_PERIOD_MS))]
     pub period_ms: u64,
     /// Most groups kept from other instances' distribution shares; past it, shares of new
-    /// groups are refused (estimator_distribution_records_total{result="full"}). Each
+    /// groups are refused (recrawl_estimator_distribution_records_total{result="full"}). Each
     /// group costs memory on every instance, and group names come from a topic.
     #[arg(long, env = "RECRAWL_ESTIMATOR_MAX_GROUPS", default_value_t = DEFAULT_MAX_GROUPS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -283,7 +283,7 @@ pub struct EstimatorStage {
     metrics: EstimatorMetrics,
     next_tick: tokio::time::Instant,
     epoch_unix_ms: i64,
-    /// The input topics' partition count, once assigned (0 before).
+    /// The input topics' partition count (`on_assigned`, told before any share is read).
     input_partitions: i32,
     /// Whether the book's refusing new groups was logged.
     said_full: bool,
