@@ -133,15 +133,15 @@ fn orchestrators_wait_longer_than_a_stage_takes_to_stop() {
     // The deployments' stages are static members, which skip leaving the group: the bound
     // without an instance id is the longer one.
     let kafka: KafkaArgs = parse_args(&["--brokers".to_owned(), "b:9092".to_owned()]);
-    let bound = recrawl_common::runtime::stop_bound(&kafka).as_secs();
+    let bound = recrawl_common::runtime::stop_bound(&kafka).as_secs_f64();
     for (stage, _) in INPUTS {
         let manifest = read(&format!("deploy/k8s/base/{stage}.yaml"));
-        let grace: u64 =
+        let grace: f64 =
             value_after(&manifest, 0, "terminationGracePeriodSeconds").parse().expect("a number");
         assert!(grace > bound, "{stage}: terminationGracePeriodSeconds {grace} ≤ the stop bound's {bound} s");
     }
     let compose = read("deploy/compose.yaml");
     let grace = value_after(&compose, 0, "stop_grace_period");
-    let grace: u64 = grace.strip_suffix('s').and_then(|s| s.parse().ok()).expect("seconds");
+    let grace: f64 = grace.strip_suffix('s').and_then(|s| s.parse().ok()).expect("seconds");
     assert!(grace > bound, "compose stop_grace_period {grace}s ≤ the stop bound's {bound} s");
 }

@@ -62,14 +62,15 @@ const SIDE_INPUT_CATCH_UP: Duration = Duration::from_secs(60);
 /// Each shutdown step (final commit, producer flush, leaving the group, client teardown)
 /// gets this long.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Past the close's steps: stopping the side inputs' readers and the runtime's own
-/// shutdown (`service::block_on_main`).
-const STOP_MARGIN: Duration = Duration::from_secs(2);
+/// Past the close's steps: stopping the side inputs' readers (one may be in a 5 s
+/// watermark request) and the runtime's own shutdown (1 s, `service::block_on_main`).
+const STOP_MARGIN: Duration = Duration::from_secs(6);
 
-/// The longest a stage started with `args` takes to exit once asked to stop: the drain,
-/// then each step of the close at most [`CLOSE_TIMEOUT`] (final commit, producer flush,
-/// leaving the group unless the membership is static, the clients' teardown). An
-/// orchestrator's grace period must be longer: killed mid-close, a stage loses nothing
+/// The longest a running stage started with `args` takes to exit once asked to stop: the
+/// drain, then each step of the close at most [`CLOSE_TIMEOUT`] (final commit, producer
+/// flush, leaving the group unless the membership is static, the clients' teardown), then
+/// [`STOP_MARGIN`]. A restore under way is waited for first (up to [`RESTORE_TIMEOUT`]).
+/// An orchestrator's grace period must be longer: killed mid-close, a stage loses nothing
 /// (its uncommitted input is replayed) but ends as a crash, with the replay to redo.
 pub fn stop_bound(args: &KafkaArgs) -> Duration {
     let steps = if args.instance_id.is_some() { 3 } else { 4 };
@@ -1403,6 +1404,8 @@ impl<S: Stage> Loop<S> {
         let started = tokio::time::Instant::now();
         let deadline = started.checked_add(CLOSE_TIMEOUT).unwrap_or(started);
         let mut backoff = Backoff::new();
+        // What the attempts so far were refused for, for a last one that times out.
+        let mut refused = String::new();
         loop {
             let consumer = self.consumer.clone();
             let committed = run_detached(move || consumer.commit_consumer_state(CommitMode::Sync));
@@ -1414,7 +1417,9 @@ impl<S: Stage> Loop<S> {
                 Ok(Ok(Err(KafkaError::ConsumerCommit(code)))) => code,
                 Ok(Ok(Err(error))) => return Some(format!("final commit failed: {error}")),
                 Ok(Err(_)) => return Some("final commit ended without an answer".to_owned()),
-                Err(_) => return Some(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}")),
+                Err(_) => {
+                    return Some(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}{refused}"))
+                }
             };
             match code {
                 RDKafkaErrorCode::NoOffset => return None,
@@ -1435,6 +1440,7 @@ impl<S: Stage> Loop<S> {
                         return Some(format!("final commit failed within {CLOSE_TIMEOUT:?}: {code}"));
                     }
                     tracing::info!(%code, ?wait, "final commit waits for the group coordinator");
+                    refused = format!(" (refused before: {code})");
                     tokio::time::sleep(wait).await;
                 }
                 code => return Some(format!("final commit failed: {code}")),
