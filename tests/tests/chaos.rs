@@ -141,29 +141,33 @@ impl Seen {
     }
 
     /// Picks without a result, results without a change event, requests without an
-    /// estimate: what each is, and its URL and period.
-    fn lost(&self) -> Vec<String> {
+    /// estimate.
+    fn lost(&self) -> Vec<Lost> {
         let results: HashSet<&(String, u64)> = self.results.iter().collect();
         let changes: HashSet<(&str, u64)> = self.changes.iter().map(|(u, p, _)| (u.as_str(), *p)).collect();
         let estimates: HashSet<&(String, u64)> = self.estimates.iter().collect();
         let picks: HashSet<&(String, u64)> = self.picks.iter().collect();
-        let unmatched =
-            picks
-                .iter()
-                .filter(|pick| !results.contains(*pick))
-                .map(|(url, period)| format!("pick without a fetch result: {url} period {period}"))
-                .chain(results.iter().filter(|r| !changes.contains(&(r.0.as_str(), r.1))).map(
-                    |(url, period)| format!("fetch result without a change event: {url} period {period}"),
-                ))
-                .chain(
-                    self.changes
-                        .iter()
-                        .filter(|(u, p, request)| *request && !estimates.contains(&(u.clone(), *p)))
-                        .map(|(url, period, _)| {
-                            format!("change event without an estimate: {url} period {period}")
-                        }),
-                );
-        unmatched.collect()
+        let lost = |what| move |(url, period): (&String, u64)| Lost { what, url: url.clone(), period };
+        picks
+            .iter()
+            .filter(|pick| !results.contains(*pick))
+            .map(|(url, period)| (url, *period))
+            .map(lost("pick without a fetch result"))
+            .chain(
+                results
+                    .iter()
+                    .filter(|r| !changes.contains(&(r.0.as_str(), r.1)))
+                    .map(|(url, period)| (url, *period))
+                    .map(lost("fetch result without a change event")),
+            )
+            .chain(
+                self.changes
+                    .iter()
+                    .filter(|(u, p, request)| *request && !estimates.contains(&(u.clone(), *p)))
+                    .map(|(url, period, _)| (url, *period))
+                    .map(lost("change event without an estimate")),
+            )
+            .collect()
     }
 
     /// Outputs produced more than once for the same (URL, period), per topic.
@@ -180,6 +184,21 @@ impl Seen {
             extra(self.changes.iter().map(|(u, p, _)| (u.as_str(), *p))),
             extra(self.estimates.iter().map(|(u, p)| (u.as_str(), *p))),
         ]
+    }
+}
+
+/// A record with no output where the next stage owed one.
+#[derive(Debug)]
+struct Lost {
+    /// What is missing after what.
+    what: &'static str,
+    url: String,
+    period: u64,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} period {}", self.what, self.url, self.period)
     }
 }
 
@@ -288,13 +307,12 @@ async fn broker_outage(
     Some(started.elapsed())
 }
 
-/// Every record observed of the URLs named in `lost` (lines of [`Seen::lost`]), in
-/// the order read, with when and where it was read, and any other record read at the
-/// same place: what a failure needs to tell a record the pipeline dropped from one it
-/// never got, dead-lettered, or the broker lost (a broker that loses records it
-/// acknowledged hands their offsets to later ones).
-fn history_of(seen: &Log, lost: &[String], since: Instant) -> String {
-    let urls: HashSet<&str> = lost.iter().filter_map(|line| line.split(' ').rev().nth(2)).collect();
+/// Every record observed of the URLs of `lost`, in the order read, with when and where it
+/// was read, and any other record read at the same place: what a failure needs to tell a
+/// record the pipeline dropped from one it never got, dead-lettered, or the broker lost (a
+/// broker that loses records it acknowledged hands their offsets to later ones).
+fn history_of(seen: &Log, lost: &[Lost], since: Instant) -> String {
+    let urls: HashSet<&str> = lost.iter().map(|lost| lost.url.as_str()).collect();
     let seen = seen.lock().expect("seen");
     let of_lost = |observed: &Observed| url_of(observed).is_some_and(|url| urls.contains(url));
     let places: HashSet<(&str, i32, i64)> = seen
@@ -650,7 +668,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             panic!(
                 "{} records lost:\n{}\nwhat the topics hold of their URLs:\n{}\nthe stages' partitions and last warnings:\n{gauges}",
                 lost.len(),
-                lost.join("\n"),
+                lost.iter().map(Lost::to_string).collect::<Vec<_>>().join("\n"),
                 history_of(&seen, &lost, started_all)
             );
         }
@@ -791,7 +809,8 @@ fn a_failure_shows_what_was_read_of_each_lost_url_and_where() {
     }
     let lost = judged.lost();
     assert_eq!(lost.len(), 3, "no result has a change event: {lost:?}");
-    let one: Vec<String> = lost.into_iter().filter(|line| line.contains(url)).collect();
+    let one: Vec<Lost> = lost.into_iter().filter(|lost| lost.url == url).collect();
+    assert_eq!(one[0].to_string(), format!("fetch result without a change event: {url} period 34"));
     let history: Vec<String> = history_of(&seen, &one, start).lines().map(str::to_owned).collect();
     assert_eq!(history.len(), 2, "{history:?}");
     assert_eq!(

@@ -156,6 +156,49 @@ pub fn brokers_unreachable(error: &KafkaError) -> bool {
     )
 }
 
+/// What a reader outside any consumer group does after a read error that does not end it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOn {
+    /// The brokers are out of reach: librdkafka reconnects, and reading goes on once they
+    /// are back.
+    Waiting,
+    /// Another error, of the kind that comes and goes with an outage (a name not
+    /// resolving, a partition between leaders, a request refused while a broker restarts).
+    Through,
+}
+
+/// The read errors of one reader outside any consumer group (a stage's side-input tail,
+/// `recrawl tail`): a fatal one ends the reading; the others are read through, each said
+/// once while it repeats.
+#[derive(Debug, Default)]
+pub struct ReadErrors {
+    last_said: String,
+}
+
+impl ReadErrors {
+    /// Takes the error `reader` (a name for the log) got: `Err` with it when it is fatal.
+    pub fn read_on(&mut self, error: KafkaError, reader: &str) -> Result<ReadOn, KafkaError> {
+        if matches!(error, KafkaError::MessageConsumptionFatal(_)) {
+            return Err(error);
+        }
+        if brokers_unreachable(&error) {
+            tracing::debug!(reader, %error, "brokers unreachable; waiting");
+            return Ok(ReadOn::Waiting);
+        }
+        let said = error.to_string();
+        if said != self.last_said {
+            tracing::warn!(reader, error = %said, "read error; reading on");
+            self.last_said = said;
+        }
+        Ok(ReadOn::Through)
+    }
+
+    /// The last error read through, empty if none.
+    pub fn last(&self) -> &str {
+        &self.last_said
+    }
+}
+
 /// The consumer's view of the cluster: it keeps connections to its group coordinator and
 /// partition leaders, so "all brokers down" from it means the cluster is out of reach.
 fn forward_error(health: &Health, error: KafkaError, reason: &str) {
@@ -692,6 +735,19 @@ mod tests {
         let error = crate::admin::check_copartitioned(&counts, &inputs).expect_err("6 and 4 partitions");
         assert!(error.to_string().contains("links"), "{error}");
         leave(&runtime, consumer);
+    }
+
+    #[test]
+    fn a_reader_waits_out_unreachable_brokers_reads_through_other_errors_and_stops_on_fatal_ones() {
+        let mut errors = ReadErrors::default();
+        let down = KafkaError::MessageConsumption(RDKafkaErrorCode::AllBrokersDown);
+        assert_eq!(errors.read_on(down, "test").ok(), Some(ReadOn::Waiting));
+        assert_eq!(errors.last(), "", "waiting for the brokers is not an error read through");
+        let refused = KafkaError::MessageConsumption(RDKafkaErrorCode::TopicAuthorizationFailed);
+        assert_eq!(errors.read_on(refused.clone(), "test").ok(), Some(ReadOn::Through));
+        assert_eq!(errors.last(), refused.to_string());
+        let fatal = KafkaError::MessageConsumptionFatal(RDKafkaErrorCode::Fatal);
+        assert!(matches!(errors.read_on(fatal, "test"), Err(KafkaError::MessageConsumptionFatal(_))));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin;
 use crate::config::KafkaArgs;
-use crate::kafka::{brokers_unreachable, reader_config};
+use crate::kafka::{reader_config, ReadErrors};
 use crate::runtime::{InputRecord, RuntimeError};
 
 const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
@@ -163,7 +163,7 @@ pub fn tail_topic(
             .map_err(|e| fail(e.to_string()))?;
         reader.assign(&list).map_err(|e| fail(e.to_string()))?;
         let mut caught_up_sender = Some(caught_up_sender);
-        let mut last_error = String::new();
+        let mut read_errors = ReadErrors::default();
         let mut last_check = Instant::now();
         let mut unreadable_since: Option<Instant> = None;
         // Also ends when the records are no longer wanted, e.g. the stage was dropped
@@ -199,20 +199,10 @@ pub fn tail_topic(
                     unreadable_since = None;
                     message
                 }
-                Err(error @ KafkaError::MessageConsumptionFatal(_)) => return Err(fail(error.to_string())),
-                // librdkafka reconnects by itself: the tail goes on once the cluster is back.
-                Err(error) if brokers_unreachable(&error) => continue,
-                // Others come and go with an outage too (a broker's name not resolving, a
-                // TLS handshake with a restarting broker): logged when one differs from the
-                // last, and read on.
-                Err(error) => {
-                    let error = error.to_string();
-                    if error != last_error {
-                        tracing::warn!(%topic, %error, "side input read error; reading on");
-                        last_error = error;
-                    }
-                    continue;
-                }
+                Err(error) => match read_errors.read_on(error, &topic) {
+                    Ok(_) => continue,
+                    Err(fatal) => return Err(fail(fatal.to_string())),
+                },
             };
             let record = InputRecord::from_message(&message, input);
             ends.passed(record.partition, record.offset);

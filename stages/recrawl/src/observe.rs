@@ -11,7 +11,7 @@ use rdkafka::message::{Headers, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
 use recrawl_common::admin::{self, AdminError};
 use recrawl_common::config::ClusterArgs;
-use recrawl_common::kafka::{brokers_unreachable, reader_config};
+use recrawl_common::kafka::{reader_config, ReadErrors, ReadOn};
 use recrawl_schemas::topics::{
     dead_letter_headers, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
 };
@@ -108,7 +108,7 @@ pub struct Observer {
     consumer: StreamConsumer,
     prefix: String,
     ends: HashMap<(String, i32), i64>,
-    errors: std::sync::Mutex<ReadErrors>,
+    errors: std::sync::Mutex<ErrorsSinceRecord>,
     error_limit: Duration,
 }
 
@@ -119,10 +119,9 @@ pub const ERROR_LIMIT: Duration = Duration::from_secs(300);
 
 /// The read errors since the last record.
 #[derive(Debug, Default)]
-struct ReadErrors {
-    /// The last one said, so that one repeated is said once.
-    last: String,
-    /// When the first came.
+struct ErrorsSinceRecord {
+    said: ReadErrors,
+    /// When the first read through came.
     since: Option<std::time::Instant>,
 }
 
@@ -234,7 +233,7 @@ impl Observer {
                                 self.errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                             return Err(ObserveError::Unreadable {
                                 limit: self.error_limit,
-                                last: errors.last.clone(),
+                                last: errors.said.last().to_owned(),
                             });
                         }
                     }
@@ -246,22 +245,14 @@ impl Observer {
                     self.errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).since = None;
                     break message;
                 }
-                Err(error @ KafkaError::MessageConsumptionFatal(_)) => {
-                    return Err(ObserveError::Consume(error))
-                }
-                Err(error) if brokers_unreachable(&error) => {
-                    tracing::debug!(%error, "broker unreachable; waiting")
-                }
-                // Others come and go with an outage too (a name not resolving, a partition
-                // between leaders, a request refused while a broker restarts): said once
-                // each, and read on, as a stage's own tail does, up to the error limit.
                 Err(error) => {
                     let mut errors = self.errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    errors.since.get_or_insert_with(std::time::Instant::now);
-                    let said = error.to_string();
-                    if errors.last != said {
-                        tracing::warn!(error = %said, "read error; reading on");
-                        errors.last = said;
+                    match errors.said.read_on(error, "recrawl-observer") {
+                        Ok(ReadOn::Waiting) => {}
+                        Ok(ReadOn::Through) => {
+                            errors.since.get_or_insert_with(std::time::Instant::now);
+                        }
+                        Err(fatal) => return Err(ObserveError::Consume(fatal)),
                     }
                 }
             }
