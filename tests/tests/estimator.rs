@@ -209,3 +209,65 @@ async fn shares_of_a_partition_the_inputs_lack_or_past_the_group_cap_are_refused
     );
     stage.stop().await.expect("stops cleanly");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_s_estimate_is_revised_when_its_host_comes_to_be_trusted() {
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("revised"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    // One partition: the host's trust is kept per partition.
+    broker.create_topics(&kafka, 1).await;
+    let mut stage_flags = flags.clone();
+    stage_flags.extend(["--period-ms".to_owned(), "3600000".to_owned()]);
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let observer = Observer::new(&kafka.cluster, &[ESTIMATES.name]).await.expect("observer");
+    let stage = RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&stage_flags), ctx));
+    stage.ready().await;
+    // Hourly periods. a/1 keeps a date two years old (proven, not confirmed on the URL);
+    // a/2's second download is of a change its date puts half an hour before it, which
+    // shows the host dates changes; a/3's request begins period 3, when that is settled.
+    let request = |page: u64, period: u64, changed: Option<bool>, last_modified: Option<String>| {
+        let fetched_at_ms = 1_780_000_000_000 + (period * 3_600_000) as i64;
+        let outcome = RequestOutcome { period, downloaded: true, changed, fetched_at_ms };
+        ChangeEvent {
+            last_modified,
+            ..ChangeEvent::request(&format!("http://a.example/{page}"), "a.example", outcome)
+        }
+    };
+    let date = |period: u64, hours_before: f64| {
+        let at = 1_780_000_000_000 + (period * 3_600_000) as i64 - (hours_before * 3_600_000.0) as i64;
+        recrawl_common::format_http_date(at)
+    };
+    let events = [
+        request(1, 1, None, date(1, 17_520.0)),
+        request(2, 1, None, date(1, 100.0)),
+        request(1, 2, Some(false), date(1, 17_520.0)),
+        request(2, 2, Some(true), date(2, 0.5)),
+        request(3, 3, None, None),
+    ];
+    for event in &events {
+        produce(&producer, &kafka.cluster.topics(), CHANGE_EVENTS, event).await;
+    }
+    let mut of_a1 = Vec::new();
+    let mut estimates = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while estimates < events.len() + 1 {
+        let observed = tokio::time::timeout_at(deadline, observer.next())
+            .await
+            .unwrap_or_else(|_| panic!("{estimates} estimates, a/1's: {of_a1:?}"))
+            .expect("observer");
+        if let Observed::Estimate(estimate) = observed {
+            estimates += 1;
+            if estimate.page.url == "http://a.example/1" {
+                of_a1.push((estimate.period, estimate.change_rate.expect("a rate")));
+            }
+        }
+    }
+    assert_eq!(of_a1.len(), 3, "a/1's two requests and the revision of the second: {of_a1:?}");
+    let [(_, _), (period, before), (revised_period, after)] = of_a1[..] else { unreachable!() };
+    assert_eq!((period, revised_period), (2, 2), "the revision is of the same request");
+    assert!(after < 0.001 && after * 10.0 < before, "{after} against {before}");
+    let revised = metric(&stage, "recrawl_estimator_revised_estimates_total{stage=\"estimator\"}");
+    assert_eq!(revised, Some(1.0));
+    stage.stop().await.expect("stops cleanly");
+}

@@ -3,13 +3,13 @@
 //! group distributions, and the published estimate. No Kafka: the stage and the benches
 //! run this code.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use recrawl_common::{http_date_ms, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{
     ChangeEvent, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution, LastRequest, Message,
-    PageEstimate, RefreshPlan, UtcTime,
+    PageEstimate, PageRef, RefreshPlan, UtcTime,
 };
 use serde::{Deserialize, Serialize};
 
@@ -88,20 +88,52 @@ pub struct EstimatorState {
     pub group: String,
     /// The step's own state; its bins are those of the partition's share of the group.
     pub page: PageState,
+    /// What the URL's latest estimate repeated of its request, kept while its rate rests
+    /// on its group's trust (`PageState::dates_await_trust`), so that the estimate can be
+    /// sent again with a revised rate without the event; `None` otherwise, and in a state
+    /// written before version 4 until the URL's next request.
+    pub last_response: Option<Box<LastResponse>>,
+}
+
+/// What an estimate repeats of the change event of its request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastResponse {
+    pub page: PageRef,
+    pub downloaded: bool,
+    pub changed: Option<bool>,
+    pub http_status: Option<u16>,
+    pub crawl_delay_ms: Option<u64>,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+impl LastResponse {
+    pub fn of(event: &ChangeEvent) -> Self {
+        Self {
+            page: event.page.clone(),
+            downloaded: event.downloaded,
+            changed: event.changed,
+            http_status: event.http_status,
+            crawl_delay_ms: event.crawl_delay_ms,
+            etag: event.etag.clone(),
+            last_modified: event.last_modified.clone(),
+        }
+    }
 }
 
 impl Message for EstimatorState {
     const NAME: &'static str = "EstimatorState";
     const FORMAT: Format = Format::Bincode;
     /// 2: `page.compared`, the periods the URL's comparisons span. 3: `page.dated`, what
-    /// its `Last-Modified` headers said.
-    const VERSION: u16 = 3;
-    /// Version 1 ends before `page.compared`, version 2 before `page.dated`, the last
-    /// fields.
-    const ADDED_TRAILING_OPTIONS: usize = 2;
+    /// its `Last-Modified` headers said. 4: `last_response`.
+    const VERSION: u16 = 4;
+    /// Version 1 ends before `page.compared`, version 2 before `page.dated`, version 3
+    /// before `last_response`, the last fields.
+    const ADDED_TRAILING_OPTIONS: usize = 3;
 
-    /// Versions 1 and 2 read with the fields they lack absent; the state then estimates
-    /// as it did, and dates count from the next download.
+    /// Versions 1 to 3 read with the fields they lack absent; the state then estimates
+    /// as it did, dates count from the next download, and the URL's estimate is revised
+    /// only after its next request.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         decode_as(framed, bytes)
     }
@@ -160,6 +192,9 @@ struct LivePartial {
     /// The partition's URLs of the group by what their dates showed; settled with the
     /// prior.
     dates: DateTally,
+    /// The partition's URLs of the group whose rate rests on whether `dates` is trusted
+    /// (`PageState::dates_await_trust`): their estimates are revised when it comes to be.
+    awaiting_trust: HashSet<String>,
 }
 
 impl LivePartial {
@@ -167,9 +202,26 @@ impl LivePartial {
     /// the partition moves to a later period, and on restore from every restored URL, so
     /// a period's estimates come from the URLs as the earlier periods left them, however
     /// the events were batched or the partitions shared out.
-    fn begin_period(&mut self) {
+    /// Returns whether the group's server came to be trusted.
+    fn begin_period(&mut self) -> bool {
+        let trusted_before = self.dates.trusted();
         self.rate_prior = RatePrior::new(&self.rates);
         self.dates.settle();
+        !trusted_before && self.dates.trusted()
+    }
+
+    /// Notes whether `url`'s rate rests on the group's trust, `before` and now that its
+    /// state is `page`: the set is touched only when that changes, which is rare.
+    fn track_trust(&mut self, url: &str, before: bool, page: &PageState) {
+        match (before, page.dates_await_trust()) {
+            (false, true) => {
+                self.awaiting_trust.insert(url.to_owned());
+            }
+            (true, false) => {
+                self.awaiting_trust.remove(url);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -181,13 +233,15 @@ pub struct Estimator {
     live: HashMap<(i32, String), LivePartial>,
     /// Partials filed in the book and waiting to be published.
     outbox: Vec<GroupDistribution>,
+    /// Estimates sent again with a revised rate, waiting to be published.
+    revised: Vec<PageEstimate>,
 }
 
 impl Estimator {
     pub fn new(settings: Settings) -> Self {
         let book =
             DistributionBook::new(settings.window.saturating_add(settings.future), settings.max_groups);
-        Self { settings, book, live: HashMap::new(), outbox: Vec::new() }
+        Self { settings, book, live: HashMap::new(), outbox: Vec::new(), revised: Vec::new() }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -222,7 +276,8 @@ impl Estimator {
                 let (prior, trusted) =
                     live.map_or((&flat, false), |live| (&live.rate_prior, live.dates.trusted()));
                 let rate = entry.page.change_rate(prior, self.settings.period_ms, trusted);
-                return Applied::Repeated(Box::new(self.estimate(event, entry, &view, crawls, rate)));
+                let response = LastResponse::of(event);
+                return Applied::Repeated(Box::new(self.estimate(&response, entry, &view, crawls, rate)));
             }
         }
         let group = self.settings.group_by.group_of(event).to_owned();
@@ -230,6 +285,7 @@ impl Estimator {
             host: event.page.host.clone(),
             group: group.clone(),
             page: PageState::new(event.fetched_at_ms),
+            last_response: None,
         });
         let new_url = entry.page.history.requests == 0;
         let moved = entry.group != group;
@@ -240,6 +296,9 @@ impl Estimator {
                 BinMove { from: entry.page.change_bin.take(), to: None }.apply(&mut old.partial.change);
                 old.rates.replace(entry.page.rate_evidence(self.settings.period_ms), None);
                 old.dates.replace(entry.page.date_verdict(), None);
+                if entry.page.dates_await_trust() {
+                    old.awaiting_trust.remove(&event.page.url);
+                }
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
@@ -249,18 +308,19 @@ impl Estimator {
         let rate_evidence_before =
             if moved { None } else { entry.page.rate_evidence(self.settings.period_ms) };
         let date_verdict_before = if moved { None } else { entry.page.date_verdict() };
+        let awaited_trust = !moved && entry.page.dates_await_trust();
         let off_pace = entry.page.history.first_and_last().is_some_and(|(_, last)| {
             let elapsed_ms = event.fetched_at_ms.saturating_sub(entry.page.last_fetched_at_ms);
             pace_disagrees(event.period.saturating_sub(last), elapsed_ms, self.settings.period_ms)
         });
         entry.page.record(&request_of(event), &self.settings.refresh);
         entry.host.clone_from(&event.page.host);
+        entry.last_response = entry.page.dates_await_trust().then(|| Box::new(LastResponse::of(event)));
 
         let key = (partition, group);
         let live = self.live.entry(key.clone()).or_default();
-        if live.partial.period < event.period {
-            live.begin_period();
-        }
+        let came_to_trust = live.partial.period < event.period && live.begin_period();
+        live.track_trust(&event.page.url, awaited_trust, &entry.page);
         if live.unpublished && live.partial.period < event.period {
             // The partition moves to a later period: what it holds now covers only the
             // earlier ones, which is what other instances predict the new period from.
@@ -283,12 +343,46 @@ impl Estimator {
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
         let noted = Noted { rate_source: rate.source, pace_disagrees: off_pace };
-        Applied::New(Box::new(self.estimate(event, entry, &view, crawls, rate)), noted)
+        let estimate = self.estimate(&LastResponse::of(event), entry, &view, crawls, rate);
+        if came_to_trust {
+            self.revise(&key, &event.page.url, &view, &*state);
+        }
+        Applied::New(Box::new(estimate), noted)
+    }
+
+    /// Queues the estimates of the URLs of `key` (partition, group) other than `except`
+    /// whose rate rests on the group's trust, which has just come: their proven dates now
+    /// count, and without a revision their estimates would wait for their next request,
+    /// which a rate estimated from comparisons alone can put far off.
+    fn revise(
+        &mut self,
+        key: &(i32, String),
+        except: &str,
+        view: &GroupView,
+        state: &StateStore<EstimatorState>,
+    ) {
+        let Some(live) = self.live.get(key) else { return };
+        let mut revised = Vec::new();
+        for url in live.awaiting_trust.iter().filter(|url| url.as_str() != except) {
+            let Some(entry) = state.get(key.0, url) else { continue };
+            let Some(response) = &entry.last_response else { continue };
+            let history = &entry.page.history;
+            let crawls = crawls(history.last_request, view, Some(live), history);
+            let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, true);
+            revised.push(self.estimate(response, entry, view, crawls, rate));
+        }
+        self.revised.append(&mut revised);
+    }
+
+    /// The estimates revised since the last call, to publish after the estimate of the
+    /// event that revised them.
+    pub fn take_revised(&mut self) -> Vec<PageEstimate> {
+        std::mem::take(&mut self.revised)
     }
 
     fn estimate(
         &self,
-        event: &ChangeEvent,
+        event: &LastResponse,
         entry: &EstimatorState,
         view: &GroupView,
         crawls: u64,
@@ -382,8 +476,9 @@ impl Estimator {
     /// Rebuilds this partition's shares from its restored URLs; they are republished,
     /// since a crash may have lost the last publication.
     pub fn restored(&mut self, partition: i32, state: &StateStore<EstimatorState>) {
-        for (_, entry) in state.partition(partition) {
+        for (url, entry) in state.partition(partition) {
             let live = self.live.entry((partition, entry.group.clone())).or_default();
+            live.track_trust(url, false, &entry.page);
             let partial = &mut live.partial;
             let page = &entry.page;
             BinMove { from: None, to: page.download_bin }.apply(&mut partial.download);
@@ -548,6 +643,51 @@ mod tests {
         assert_eq!(rate_after(&response_time, true), (undated, RateSource::Comparisons));
         // Nor is a header that is not an HTTP date.
         assert_eq!(rate_after(&|_| Some("yesterday".to_owned()), true), (undated, RateSource::Comparisons));
+    }
+
+    #[test]
+    fn a_url_s_estimate_is_revised_when_its_host_comes_to_be_trusted() {
+        // Daily periods. a/1 keeps a date two years old over two downloads (proven, not
+        // confirmed); a/2 confirms its server in period 2; the tally is settled as
+        // period 3 begins, with a/3's event.
+        let settings = Settings { period_ms: 86_400_000, ..Settings::default() };
+        let mut estimator = Estimator::new(settings);
+        let mut state = StateStore::default();
+        let two_years = Some("Sun, 20 Nov 2022 10:00:00 GMT".to_owned());
+        let mut first_estimates = Vec::new();
+        for period in 1..=2u64 {
+            let a1 = ChangeEvent {
+                last_modified: two_years.clone(),
+                etag: Some("\"a1\"".to_owned()),
+                ..event("http://a/1", period, true, (period == 2).then_some(false))
+            };
+            first_estimates.push(new_estimate(estimator.apply(&a1, 0, &mut state, 0)));
+            let at = a1.fetched_at_ms;
+            let a2 = ChangeEvent {
+                last_modified: format_http_date(at - 3_600_000 * if period == 1 { 100 } else { 1 }),
+                ..event("http://a/2", period, true, (period == 2).then_some(true))
+            };
+            estimator.apply(&a2, 0, &mut state, 0);
+        }
+        assert!(estimator.take_revised().is_empty(), "nothing is revised before the tally settles");
+        let before = first_estimates.pop().expect("a/1's estimate of period 2");
+        let a3 = event("http://a/3", 3, true, None);
+        new_estimate(estimator.apply(&a3, 0, &mut state, 0));
+        let revised = estimator.take_revised();
+        assert_eq!(revised.len(), 1, "a/1 only: a/2 confirmed its own dates, a/3 has none");
+        let after = &revised[0];
+        let (rate_before, rate_after) =
+            (before.change_rate.expect("a rate"), after.change_rate.expect("a rate"));
+        assert!(rate_after < 0.01 && rate_after * 10.0 < rate_before, "{rate_after} against {rate_before}");
+        // The same request's estimate: only what the rate rests on moved.
+        assert_eq!(after.page, before.page);
+        assert_eq!(after.period, 2);
+        assert_eq!(after.last_request, before.last_request);
+        // Neither a replay nor a restore revises again.
+        assert!(matches!(estimator.apply(&a3, 0, &mut state, 0), Applied::Repeated(_)));
+        estimator.revoked(0);
+        estimator.restored(0, &state);
+        assert!(estimator.take_revised().is_empty());
     }
 
     #[test]
@@ -833,8 +973,9 @@ mod size {
     use super::*;
 
     /// What a tracked URL costs, for BENCHMARKS.md: its counters (the state without the
-    /// host and group strings and the sparse change-hour slots) must stay within 232 bytes
-    /// (200 before the `Last-Modified` evidence, 32 B).
+    /// host and group strings and the sparse change-hour slots) must stay within 240 bytes
+    /// (200 before the `Last-Modified` evidence, 32 B, and 232 before the boxed response
+    /// kept for a revision, 8 B).
     #[test]
     fn a_tracked_url_stays_under_the_budget() {
         let fixed = std::mem::size_of::<EstimatorState>();
@@ -848,6 +989,6 @@ mod size {
              besides, the host and group strings and 16 B per change-hour slot",
             std::mem::size_of::<PageHistory>()
         );
-        assert!(counters <= 232, "{counters}");
+        assert!(counters <= 240, "{counters}");
     }
 }

@@ -24,7 +24,7 @@ use recrawl_schemas::{bounds, ForecastPrior};
 
 use crate::distribution::{DistributionBook, Filed};
 use crate::estimate::Estimator;
-pub use crate::estimate::{Applied, EstimatorState, GroupBy, Settings, DEFAULT_MAX_GROUPS};
+pub use crate::estimate::{Applied, EstimatorState, GroupBy, LastResponse, Settings, DEFAULT_MAX_GROUPS};
 use recrawl_model::page::RateSource;
 use recrawl_model::prediction::{Eligibility, Model};
 use recrawl_model::refresh::{CrawlTimeConfig, RefreshSettings};
@@ -138,6 +138,7 @@ struct EstimatorMetrics {
     forecast_priors: IntCounterVec,
     rate_sources: IntCounterVec,
     pace_disagreements: prometheus::IntCounter,
+    revised: prometheus::IntCounter,
     shares: IntCounterVec,
     group_partitions: IntGaugeVec,
     group_urls: IntGaugeVec,
@@ -176,6 +177,13 @@ impl EstimatorMetrics {
                 prometheus::IntCounter::new(
                     "estimator_period_disagreements_total",
                     "Requests 4 periods or more after the URL's previous one whose spacing is under half or over twice what --period-ms gives: the estimator's period is not the scheduler's.",
+                )?,
+            )?,
+            revised: registered(
+                registry,
+                prometheus::IntCounter::new(
+                    "estimator_revised_estimates_total",
+                    "Estimates sent again with a revised change rate because their host's Last-Modified dates came to be believed.",
                 )?,
             )?,
             shares: counter(
@@ -366,6 +374,10 @@ impl Stage for EstimatorStage {
             self.metrics.record(&applied);
             if let Applied::New(estimate, _) | Applied::Repeated(estimate) = applied {
                 out.send(ESTIMATES, &*estimate)?;
+            }
+            for revised in self.estimator.take_revised() {
+                out.send(ESTIMATES, &revised)?;
+                self.metrics.revised.inc();
             }
         }
         self.publish_shares(out)

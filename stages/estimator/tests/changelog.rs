@@ -3,19 +3,21 @@
 
 use std::path::Path;
 
-use recrawl_estimator::EstimatorState;
+use recrawl_estimator::{EstimatorState, LastResponse};
 use recrawl_model::history::{Observation, PageHistory};
 use recrawl_model::modified::{DateTrust, DatedChanges};
 use recrawl_model::page::{ComparedDownloads, PageState, Request};
 use recrawl_model::refresh::{ChangeCalendar, ChangeHours, RefreshSettings, WeeklyChanges};
 use recrawl_schemas::envelope::check_fixture;
-use recrawl_schemas::{decode, encode};
+use recrawl_schemas::{decode, encode, PageRef};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state.bin");
 /// The same state as version 1 wrote it, before `page.compared` was kept.
 const FIXTURE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v1.bin");
 /// As version 2 wrote it, before `page.dated` was kept.
 const FIXTURE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v2.bin");
+/// As version 3 wrote it, before `last_response` was kept.
+const FIXTURE_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v3.bin");
 
 fn sample() -> EstimatorState {
     let mut history = PageHistory::default();
@@ -47,6 +49,15 @@ fn sample() -> EstimatorState {
                 trust: DateTrust::Proven,
             }),
         },
+        last_response: Some(Box::new(LastResponse {
+            page: PageRef::new("http://example.org/a", "example.org"),
+            downloaded: true,
+            changed: Some(true),
+            http_status: Some(200),
+            crawl_delay_ms: Some(2_000),
+            etag: Some("\"v6\"".to_owned()),
+            last_modified: Some("Tue, 14 Nov 2023 19:06:40 GMT".to_owned()),
+        })),
     }
 }
 
@@ -59,7 +70,7 @@ fn a_changelog_record_of_this_layout_reads_back() {
 fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
     let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    (expected.page.compared, expected.page.dated) = (None, None);
+    (expected.page.compared, expected.page.dated, expected.last_response) = (None, None, None);
     assert_eq!(old, expected);
     // Then the comparison was taken to span every request: 6 − 3 periods.
     assert_eq!(old.page.comparison_spacing(), Some(3.0));
@@ -69,7 +80,7 @@ fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
 fn a_version_2_record_reads_back_without_dates_and_counts_them_from_its_next_download() {
     let mut old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V2).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    expected.page.dated = None;
+    (expected.page.dated, expected.last_response) = (None, None);
     assert_eq!(old, expected);
     let request = Request { last_modified_ms: Some(1_699_000_000_000), ..unchanged_download(7) };
     assert!(old.page.record(&request, &RefreshSettings::default()));
@@ -78,14 +89,26 @@ fn a_version_2_record_reads_back_without_dates_and_counts_them_from_its_next_dow
 }
 
 #[test]
+fn a_version_3_record_reads_back_and_keeps_no_response_until_its_next_request() {
+    let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V3).expect("fixture")).expect("decodes");
+    let mut expected = sample();
+    expected.last_response = None;
+    assert_eq!(old, expected);
+}
+
+#[test]
 fn a_version_1_record_ending_in_a_failure_keeps_the_span_of_its_requests() {
     // As version 1 wrote it: this layout without the trailing `None` tags of
-    // `page.compared` and `page.dated`, under version 1 in the envelope.
+    // `page.compared`, `page.dated` and `last_response`, under version 1 in the envelope.
     let mut state = sample();
     state.page.history.record(10, Observation { downloaded: false, changed: None });
-    (state.page.compared, state.page.dated) = (None, None);
+    (state.page.compared, state.page.dated, state.last_response) = (None, None, None);
     let mut bytes = encode(&state).expect("encodes");
-    assert_eq!((bytes.pop(), bytes.pop()), (Some(0), Some(0)), "the None tags end the record");
+    assert_eq!(
+        (bytes.pop(), bytes.pop(), bytes.pop()),
+        (Some(0), Some(0), Some(0)),
+        "the None tags end the record"
+    );
     bytes[2..4].copy_from_slice(&1u16.to_be_bytes());
     let mut old = decode::<EstimatorState>(&bytes).expect("decodes");
     assert_eq!(old, state);

@@ -141,6 +141,12 @@ impl DatedChanges {
         (believed && period_ms > 0).then(|| (self.changes, self.quiet_ms as f64 / period_ms as f64))
     }
 
+    /// Whether the dates are proven but not confirmed on the URL: they count exactly while
+    /// its group's server is trusted, so the URL's rate moves when that trust does.
+    pub fn await_trust(&self) -> bool {
+        self.trust == DateTrust::Proven && self.verdict().is_none()
+    }
+
     /// What the URL's dates have shown of its server, if anything yet: false once refuted;
     /// truthful while not refuted, with a change dated after the first download, and the
     /// latest date more than the clocks' skew before the latest download (a date that

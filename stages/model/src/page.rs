@@ -273,6 +273,12 @@ impl PageState {
         self.dated.as_ref().and_then(DatedChanges::verdict)
     }
 
+    /// Whether the URL's rate rests on whether its group's server is trusted
+    /// ([`DatedChanges::await_trust`]).
+    pub fn dates_await_trust(&self) -> bool {
+        self.dated.as_ref().is_some_and(DatedChanges::await_trust)
+    }
+
     fn believed_dates(&self, period_ms: u64, server_trusted: bool) -> Option<(u32, f64)> {
         self.dated.as_ref().and_then(|dated| dated.believed(period_ms, server_trusted))
     }

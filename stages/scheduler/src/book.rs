@@ -203,6 +203,9 @@ pub enum Applied {
     /// The first estimate of the URL (it leaves the frontier or was unknown).
     New,
     Updated,
+    /// The estimate of a period already applied, with another change rate: the
+    /// estimator revised it (its host's dates came to be believed).
+    Revised,
     /// An estimate of a period already applied: nothing changed.
     Replayed,
 }
@@ -478,7 +481,14 @@ impl Book {
         };
         let page = &mut self.pages[slot as usize];
         if !page.is_frontier() && period <= page.last_estimate {
-            return Ok(Applied::Replayed);
+            // Only the rate: the request was counted when its first estimate came.
+            let revised = period == page.last_estimate
+                && self.revise_rate(
+                    slot,
+                    estimate.change_rate,
+                    estimate.change_rate_low.zip(estimate.change_rate_high),
+                );
+            return Ok(if revised { Applied::Revised } else { Applied::Replayed });
         }
         let applied = if page.is_frontier() { Applied::New } else { Applied::Updated };
         self.learn(
@@ -544,6 +554,21 @@ impl Book {
         hosts.observe(host, request, settings.response_time_smoothing, settings.max_backoff_periods);
         self.mark_dirty(slot);
         self.compact_in_links();
+    }
+
+    /// Sets the change rate and its 80 % credible interval of the tracked URL at `slot` as
+    /// a revised estimate gives them; whether they moved.
+    pub fn revise_rate(&mut self, slot: u32, rate: Option<f64>, interval: Option<(f64, f64)>) -> bool {
+        let Some(page) = self.pages.get_mut(slot as usize) else { return false };
+        let before = (page.change_rate.to_bits(), page.central_change_rate, page.middle_half_low_rate);
+        page.change_rate = rate.map_or(f32::NAN, |rate| rate as f32);
+        page.keep_rate_interval(interval);
+        let moved =
+            before != (page.change_rate.to_bits(), page.central_change_rate, page.middle_half_low_rate);
+        if moved {
+            self.mark_dirty(slot);
+        }
+        moved
     }
 
     /// Forgets which pages changed since the last [`take_dirty`](Self::take_dirty), for
@@ -950,6 +975,45 @@ pub(crate) mod tests {
         assert!(book.take_dirty().is_empty());
         assert_eq!(before.last_download, Some(4));
         assert_eq!(before.interval, 4.0, "a change shortens Nutch's interval by 20 %");
+    }
+
+    #[test]
+    fn a_revised_estimate_moves_only_the_rate_and_counts_no_request() {
+        let (mut book, mut hosts, settings) = (Book::default(), Hosts::default(), BookSettings::default());
+        let first = PageEstimate {
+            change_rate: Some(0.05),
+            change_rate_low: Some(0.01),
+            change_rate_high: Some(0.2),
+            ..estimate("http://h/a", 4, true, Some(false))
+        };
+        assert_eq!(book.apply_estimate(&mut hosts, &first, &settings), Ok(Applied::New));
+        book.take_dirty();
+        let (before, host_before) = (book.record(0), hosts.stats[0]);
+        let revised = PageEstimate {
+            change_rate: Some(0.0002),
+            change_rate_low: Some(0.0001),
+            change_rate_high: Some(0.0005),
+            ..first.clone()
+        };
+        assert_eq!(book.apply_estimate(&mut hosts, &revised, &settings), Ok(Applied::Revised));
+        let after = book.record(0);
+        assert_eq!(after.change_rate, Some(0.0002));
+        assert!(after.central_change_rate.is_some_and(|rate| rate < 0.001), "{after:?}");
+        assert_eq!(
+            SchedulerState {
+                change_rate: before.change_rate,
+                central_change_rate: before.central_change_rate,
+                middle_half_low_rate: before.middle_half_low_rate,
+                ..after
+            },
+            before,
+            "only the rate moved"
+        );
+        assert_eq!(hosts.stats[0], host_before, "the request is not counted again");
+        assert_eq!(book.take_dirty().len(), 1, "the revision reaches the changelog");
+        // Sent again, it changes nothing.
+        assert_eq!(book.apply_estimate(&mut hosts, &revised, &settings), Ok(Applied::Replayed));
+        assert!(book.take_dirty().is_empty());
     }
 
     #[test]

@@ -264,7 +264,7 @@ impl SchedulerMetrics {
         for reason in ["refresh", "discovery"] {
             metrics.picks.with_label_values(&[reason]).reset();
         }
-        for result in ["new", "updated", "replayed"] {
+        for result in ["new", "updated", "revised", "replayed"] {
             metrics.estimates.with_label_values(&[result]).reset();
         }
         let rejections = recrawl_common::links::Rejection::ALL.map(|r| r.as_str());
@@ -361,6 +361,7 @@ impl Scheduler {
         let label = match applied? {
             Applied::New => "new",
             Applied::Updated => "updated",
+            Applied::Revised => "revised",
             Applied::Replayed => "replayed",
         };
         self.metrics.estimates.with_label_values(&[label]).inc();

@@ -504,6 +504,8 @@ struct Learner {
     page_groups: Vec<u8>,
     /// Each host's pages by what their dates showed: the estimator groups by host.
     host_dates: Vec<DateTally>,
+    /// Each host's pages, whose estimates are revised when the host comes to be trusted.
+    host_pages: Vec<Vec<u32>>,
     eligibility: Eligibility,
     refresh: RefreshSettings,
     period_ms: f64,
@@ -617,6 +619,11 @@ impl Learner {
             ..PlanSettings::default()
         };
         let groups = (0..2).map(|_| GroupPriors::new(config.model)).collect();
+        let hosts_count = (0..n as u32).map(|page| world.host(page) as usize + 1).max().unwrap_or(0);
+        let mut host_pages = vec![Vec::new(); hosts_count];
+        for page in 0..n as u32 {
+            host_pages[world.host(page) as usize].push(page);
+        }
         let mut learner = Self {
             policy,
             host_caps: vec![u32::MAX; hosts.len()],
@@ -628,10 +635,8 @@ impl Learner {
             pages: vec![PageState::new(0); n],
             groups,
             page_groups: (0..n as u32).map(|page| world.group(page).min(1) as u8).collect(),
-            host_dates: vec![
-                DateTally::default();
-                (0..n as u32).map(|page| world.host(page) as usize + 1).max().unwrap_or(0)
-            ],
+            host_dates: vec![DateTally::default(); hosts_count],
+            host_pages,
             eligibility: config.eligibility,
             refresh: RefreshSettings::default(),
             period_ms,
@@ -756,8 +761,21 @@ impl Learner {
             group.prepare();
             group.rate_prior = RatePrior::new(&group.rate_counts);
         }
-        for host in &mut self.host_dates {
-            host.settle();
+        for (host, tally) in self.host_dates.iter_mut().enumerate() {
+            let trusted_before = tally.trusted();
+            tally.settle();
+            if self.known_rates || trusted_before || !tally.trusted() {
+                continue;
+            }
+            // As the estimator revises the estimates of a group that comes to be trusted.
+            for &page in &self.host_pages[host] {
+                let state = &self.pages[page as usize];
+                if state.dates_await_trust() {
+                    let prior = &self.groups[usize::from(self.page_groups[page as usize])].rate_prior;
+                    let rate = state.change_rate(prior, self.period_ms as u64, true);
+                    self.book.revise_rate(page, Some(rate.rate), Some((rate.low, rate.high)));
+                }
+            }
         }
         self.book.clear_dirty();
     }
