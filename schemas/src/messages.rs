@@ -717,10 +717,10 @@ pub struct RefreshPlan {
 }
 
 /// Per-URL counters, rates and predictions (`docs/algorithms/estimator.md`). Topic `estimates`,
-/// keyed by URL; one after every request the estimator applies, and one more for the same
-/// request (same `period`) with a revised change rate when the URL's proven `Last-Modified`
-/// dates come to count because its host has shown it dates changes: the latest of a
-/// request's estimates holds.
+/// keyed by URL; one after every request the estimator applies, and again for the same
+/// request (same `period`) with a revised change rate whenever the URL's proven
+/// `Last-Modified` dates come to count, or stop counting, as the verdict on its group's
+/// server turns: the latest of a request's estimates holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PageEstimate {
     /// The page.

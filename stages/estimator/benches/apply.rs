@@ -82,7 +82,7 @@ fn bench(c: &mut Criterion) {
                 },
                 |(fresh, copy)| {
                     for partition in 0..4 {
-                        fresh.restored(partition, copy);
+                        fresh.restored(partition, &mut *copy);
                     }
                     fresh.take_partials(0);
                     apply_all(fresh, copy, &measured)

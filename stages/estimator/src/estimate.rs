@@ -105,11 +105,16 @@ pub struct LastResponse {
     pub crawl_delay_ms: Option<u64>,
     pub etag: Option<String>,
     pub last_modified: Option<String>,
+    /// Whether the URL's latest estimate took its group's server as trusted: a restored
+    /// partition revises the URLs whose verdict has turned since, however a revision was
+    /// lost (a crash, a rebalance before the turn's period began).
+    pub estimated_trusted: bool,
 }
 
 impl LastResponse {
-    pub fn of(event: &ChangeEvent) -> Self {
+    pub fn of(event: &ChangeEvent, estimated_trusted: bool) -> Self {
         Self {
+            estimated_trusted,
             page: event.page.clone(),
             downloaded: event.downloaded,
             changed: event.changed,
@@ -202,12 +207,12 @@ impl LivePartial {
     /// the partition moves to a later period, and on restore from every restored URL, so
     /// a period's estimates come from the URLs as the earlier periods left them, however
     /// the events were batched or the partitions shared out.
-    /// Returns whether the group's server came to be trusted.
+    /// Returns whether the verdict on the group's server turned, either way.
     fn begin_period(&mut self) -> bool {
         let trusted_before = self.dates.trusted();
         self.rate_prior = RatePrior::new(&self.rates);
         self.dates.settle();
-        !trusted_before && self.dates.trusted()
+        trusted_before != self.dates.trusted()
     }
 
     /// Notes whether `url`'s rate rests on the group's trust, `before` and now that its
@@ -276,7 +281,7 @@ impl Estimator {
                 let (prior, trusted) =
                     live.map_or((&flat, false), |live| (&live.rate_prior, live.dates.trusted()));
                 let rate = entry.page.change_rate(prior, self.settings.period_ms, trusted);
-                let response = LastResponse::of(event);
+                let response = LastResponse::of(event, trusted);
                 return Applied::Repeated(Box::new(self.estimate(&response, entry, &view, crawls, rate)));
             }
         }
@@ -315,12 +320,14 @@ impl Estimator {
         });
         entry.page.record(&request_of(event), &self.settings.refresh);
         entry.host.clone_from(&event.page.host);
-        entry.last_response = entry.page.dates_await_trust().then(|| Box::new(LastResponse::of(event)));
 
         let key = (partition, group);
         let live = self.live.entry(key.clone()).or_default();
-        let came_to_trust = live.partial.period < event.period && live.begin_period();
+        let turned = live.partial.period < event.period && live.begin_period();
         live.track_trust(&event.page.url, awaited_trust, &entry.page);
+        let trusted = live.dates.trusted();
+        entry.last_response =
+            entry.page.dates_await_trust().then(|| Box::new(LastResponse::of(event, trusted)));
         if live.unpublished && live.partial.period < event.period {
             // The partition moves to a later period: what it holds now covers only the
             // earlier ones, which is what other instances predict the new period from.
@@ -343,33 +350,36 @@ impl Estimator {
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
         let noted = Noted { rate_source: rate.source, pace_disagrees: off_pace };
-        let estimate = self.estimate(&LastResponse::of(event), entry, &view, crawls, rate);
-        if came_to_trust {
-            self.revise(&key, &event.page.url, &view, &*state);
+        let estimate = self.estimate(&LastResponse::of(event, trusted), entry, &view, crawls, rate);
+        if turned {
+            self.revise(&key, &view, state);
         }
         Applied::New(Box::new(estimate), noted)
     }
 
-    /// Queues the estimates of the URLs of `key` (partition, group) other than `except`
-    /// whose rate rests on the group's trust, which has just come: their proven dates now
-    /// count, and without a revision their estimates would wait for their next request,
-    /// which a rate estimated from comparisons alone can put far off.
-    fn revise(
-        &mut self,
-        key: &(i32, String),
-        except: &str,
-        view: &GroupView,
-        state: &StateStore<EstimatorState>,
-    ) {
+    /// Queues the estimates of the URLs of `key` (partition, group) whose rate rests on the
+    /// verdict on the group's server and whose latest estimate took the other verdict:
+    /// their proven dates now count, or no longer do, and without a revision their
+    /// estimates would wait for their next request, which a rate from comparisons alone,
+    /// or from dates no longer believed, can put far off.
+    fn revise(&mut self, key: &(i32, String), view: &GroupView, state: &mut StateStore<EstimatorState>) {
         let Some(live) = self.live.get(key) else { return };
+        let trusted = live.dates.trusted();
         let mut revised = Vec::new();
-        for url in live.awaiting_trust.iter().filter(|url| url.as_str() != except) {
+        for url in &live.awaiting_trust {
             let Some(entry) = state.get(key.0, url) else { continue };
-            let Some(response) = &entry.last_response else { continue };
+            // Absent in a state from before version 4: revised after its next request.
+            let Some(response) = entry.last_response.as_deref() else { continue };
+            if response.estimated_trusted == trusted {
+                continue;
+            }
             let history = &entry.page.history;
             let crawls = crawls(history.last_request, view, Some(live), history);
-            let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, true);
+            let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, trusted);
             revised.push(self.estimate(response, entry, view, crawls, rate));
+            if let Some(response) = state.get_mut(key.0, url).and_then(|entry| entry.last_response.as_mut()) {
+                response.estimated_trusted = trusted;
+            }
         }
         self.revised.append(&mut revised);
     }
@@ -474,8 +484,9 @@ impl Estimator {
     }
 
     /// Rebuilds this partition's shares from its restored URLs; they are republished,
-    /// since a crash may have lost the last publication.
-    pub fn restored(&mut self, partition: i32, state: &StateStore<EstimatorState>) {
+    /// since a crash may have lost the last publication. Queues the revisions the
+    /// restored verdicts call for ([`Self::revise`]).
+    pub fn restored(&mut self, partition: i32, state: &mut StateStore<EstimatorState>) {
         for (url, entry) in state.partition(partition) {
             let live = self.live.entry((partition, entry.group.clone())).or_default();
             live.track_trust(url, false, &entry.page);
@@ -491,8 +502,14 @@ impl Estimator {
             partial.first_period = partial.first_period.min(page.history.first_request);
             live.unpublished = true;
         }
-        for ((_, _), live) in self.live.iter_mut().filter(|((p, _), _)| *p == partition) {
+        let mut groups = Vec::new();
+        for (key, live) in self.live.iter_mut().filter(|((p, _), _)| *p == partition) {
             live.begin_period();
+            groups.push((key.clone(), live.partial.period));
+        }
+        for (key, period) in groups {
+            let view = self.book.view(&key.1, period);
+            self.revise(&key, &view, state);
         }
     }
 
@@ -683,11 +700,38 @@ mod tests {
         assert_eq!(after.page, before.page);
         assert_eq!(after.period, 2);
         assert_eq!(after.last_request, before.last_request);
-        // Neither a replay nor a restore revises again.
+        // Neither a replay nor a restore revises again ...
         assert!(matches!(estimator.apply(&a3, 0, &mut state, 0), Applied::Repeated(_)));
         estimator.revoked(0);
-        estimator.restored(0, &state);
+        estimator.restored(0, &mut state);
         assert!(estimator.take_revised().is_empty());
+        // ... but a restore does send a revision that was lost.
+        let lost = state.get_mut(0, "http://a/1").and_then(|entry| entry.last_response.as_mut());
+        lost.expect("a/1 awaits its host's trust").estimated_trusted = false;
+        estimator.revoked(0);
+        estimator.restored(0, &mut state);
+        let again = estimator.take_revised();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].change_rate, after.change_rate);
+        // a/4's date moves without a change: refuted, and with one URL confirmed and one
+        // refuted the host is no longer trusted as period 5 begins; a/1 is revised back.
+        for period in 3..=4u64 {
+            let a4 = ChangeEvent {
+                last_modified: format_http_date(event("x", period, true, None).fetched_at_ms - 3_600_000),
+                ..event("http://a/4", period, true, (period == 4).then_some(false))
+            };
+            estimator.apply(&a4, 0, &mut state, 0);
+        }
+        assert!(estimator.take_revised().is_empty());
+        new_estimate(estimator.apply(&event("http://a/3", 5, true, Some(false)), 0, &mut state, 0));
+        let back = estimator.take_revised();
+        assert_eq!(back.len(), 1, "a/1 again");
+        assert_eq!(back[0].page.url, "http://a/1");
+        let rate_back = back[0].change_rate.expect("a rate");
+        assert!(
+            rate_back > 10.0 * rate_after,
+            "from its comparisons again: {rate_back} against {rate_after}"
+        );
     }
 
     #[test]
@@ -838,7 +882,7 @@ mod tests {
             (alone.change_rate_prior_mean.unwrap(), grouped.change_rate_prior_mean.unwrap());
         assert!(group_mean > 2.0 * flat_mean, "the group changes fast: {group_mean} vs {flat_mean}");
         let mut restarted = Estimator::new(Settings::default());
-        restarted.restored(1, &state);
+        restarted.restored(1, &mut state);
         let counts = |e: &Estimator| {
             e.live.get(&(1, "news.example.co.kr:8080".to_owned())).map(|live| live.rates.clone())
         };
@@ -855,14 +899,14 @@ mod tests {
         }
         let by_site = || Estimator::new(Settings { group_by: GroupBy::Site, ..Settings::default() });
         let mut moved = by_site();
-        moved.restored(1, &state);
+        moved.restored(1, &mut state);
         moved.apply(&event(url, 4, true, Some(false)), 1, &mut state, 0);
         let rates =
             |e: &Estimator, group: &str| e.live.get(&(1, group.to_owned())).map(|live| live.rates.clone());
         assert_eq!(rates(&moved, "news.example.co.kr:8080").map(|r| r.total()), Some(0));
         assert_eq!(rates(&moved, "example.co.kr").map(|r| r.total()), Some(1));
         let mut restarted = by_site();
-        restarted.restored(1, &state);
+        restarted.restored(1, &mut state);
         assert_eq!(rates(&moved, "example.co.kr"), rates(&restarted, "example.co.kr"));
     }
 
@@ -897,10 +941,10 @@ mod tests {
         expected.settle();
         assert_eq!(tally(&by_host, host), Some(expected));
         let mut restarted = Estimator::new(Settings::default());
-        restarted.restored(1, &state);
+        restarted.restored(1, &mut state);
         assert_eq!(tally(&restarted, host), Some(expected));
         let mut by_site = Estimator::new(Settings { group_by: GroupBy::Site, ..Settings::default() });
-        by_site.restored(1, &state);
+        by_site.restored(1, &mut state);
         // Unchanged, its date kept (an hour before the previous download, a day ago).
         by_site.apply(&dated("http://a/1", 3, Some(false), 25), 1, &mut state, 0);
         let mut left = DateTally::default();
@@ -946,7 +990,7 @@ mod tests {
         }
         let published = estimator.take_partials(0);
         let mut restarted = Estimator::new(Settings::default());
-        restarted.restored(2, &state);
+        restarted.restored(2, &mut state);
         let republished = restarted.take_partials(0);
         assert_eq!(
             published.last().map(|s| (&s.download_rate_fine, s.requests, s.period)),

@@ -183,7 +183,7 @@ impl EstimatorMetrics {
                 registry,
                 prometheus::IntCounter::new(
                     "estimator_revised_estimates_total",
-                    "Estimates sent again with a revised change rate because their host's Last-Modified dates came to be believed.",
+                    "Estimates sent again with a revised change rate because the verdict on their group's server (whether it dates changes truthfully) turned, so their proven Last-Modified dates came to count or stopped counting.",
                 )?,
             )?,
             shares: counter(
@@ -338,6 +338,16 @@ impl EstimatorStage {
         self.metrics.shares.with_label_values(&[result]).inc();
     }
 
+    /// Sends the estimates revised by an event, or by a restore (then with the next batch
+    /// or tick).
+    fn send_revised(&mut self, out: &mut Emitter) -> Result<(), StageError> {
+        for revised in self.estimator.take_revised() {
+            out.send(ESTIMATES, &revised)?;
+            self.metrics.revised.inc();
+        }
+        Ok(())
+    }
+
     fn publish_shares(&mut self, out: &mut Emitter) -> Result<(), StageError> {
         for share in self.estimator.take_partials(unix_ms()) {
             out.send(DISTRIBUTIONS, &share)?;
@@ -375,10 +385,7 @@ impl Stage for EstimatorStage {
             if let Applied::New(estimate, _) | Applied::Repeated(estimate) = applied {
                 out.send(ESTIMATES, &*estimate)?;
             }
-            for revised in self.estimator.take_revised() {
-                out.send(ESTIMATES, &revised)?;
-                self.metrics.revised.inc();
-            }
+            self.send_revised(out)?;
         }
         self.publish_shares(out)
     }
@@ -394,6 +401,7 @@ impl Stage for EstimatorStage {
         out: &mut Emitter,
     ) -> Result<(), StageError> {
         self.next_tick = tokio::time::Instant::now().checked_add(TICK).unwrap_or(self.next_tick);
+        self.send_revised(out)?;
         self.publish_shares(out)
     }
 

@@ -57,6 +57,7 @@ fn sample() -> EstimatorState {
             crawl_delay_ms: Some(2_000),
             etag: Some("\"v6\"".to_owned()),
             last_modified: Some("Tue, 14 Nov 2023 19:06:40 GMT".to_owned()),
+            estimated_trusted: true,
         })),
     }
 }

@@ -203,8 +203,8 @@ pub enum Applied {
     /// The first estimate of the URL (it leaves the frontier or was unknown).
     New,
     Updated,
-    /// The estimate of a period already applied, with another change rate: the
-    /// estimator revised it (its host's dates came to be believed).
+    /// The estimate of the period applied last, with another change rate: the estimator
+    /// revised it (the verdict on its group's server turned).
     Revised,
     /// An estimate of a period already applied: nothing changed.
     Replayed,
@@ -463,7 +463,9 @@ impl Book {
         }
     }
 
-    /// Applies an estimate; replays of an applied period change nothing.
+    /// Applies an estimate. One of the period applied last revises the change rate alone
+    /// (the estimator revises a request's rate; a replay then changes nothing); one of an
+    /// earlier period changes nothing.
     pub fn apply_estimate(
         &mut self,
         hosts: &mut Hosts,

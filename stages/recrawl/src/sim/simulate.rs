@@ -504,7 +504,7 @@ struct Learner {
     page_groups: Vec<u8>,
     /// Each host's pages by what their dates showed: the estimator groups by host.
     host_dates: Vec<DateTally>,
-    /// Each host's pages, whose estimates are revised when the host comes to be trusted.
+    /// Each host's pages, whose estimates are revised when the verdict on the host turns.
     host_pages: Vec<Vec<u32>>,
     eligibility: Eligibility,
     refresh: RefreshSettings,
@@ -764,15 +764,18 @@ impl Learner {
         for (host, tally) in self.host_dates.iter_mut().enumerate() {
             let trusted_before = tally.trusted();
             tally.settle();
-            if self.known_rates || trusted_before || !tally.trusted() {
+            let trusted = tally.trusted();
+            if self.known_rates || trusted_before == trusted {
                 continue;
             }
-            // As the estimator revises the estimates of a group that comes to be trusted.
+            // As the estimator revises its estimates when the verdict on a group's server
+            // turns: the verdict holds from one turn to the next, so every page awaiting it
+            // was estimated under the other.
             for &page in &self.host_pages[host] {
                 let state = &self.pages[page as usize];
                 if state.dates_await_trust() {
                     let prior = &self.groups[usize::from(self.page_groups[page as usize])].rate_prior;
-                    let rate = state.change_rate(prior, self.period_ms as u64, true);
+                    let rate = state.change_rate(prior, self.period_ms as u64, trusted);
                     self.book.revise_rate(page, Some(rate.rate), Some((rate.low, rate.high)));
                 }
             }
