@@ -111,6 +111,47 @@ pub struct LastResponse {
     pub estimated_trusted: bool,
 }
 
+/// What an estimate repeats of its request, borrowed from the event or from what a URL
+/// keeps for a revision: cloned once, into the estimate.
+#[derive(Debug, Clone, Copy)]
+struct Echo<'a> {
+    page: &'a PageRef,
+    downloaded: bool,
+    changed: Option<bool>,
+    http_status: Option<u16>,
+    crawl_delay_ms: Option<u64>,
+    etag: Option<&'a String>,
+    last_modified: Option<&'a String>,
+}
+
+impl<'a> From<&'a ChangeEvent> for Echo<'a> {
+    fn from(event: &'a ChangeEvent) -> Self {
+        Self {
+            page: &event.page,
+            downloaded: event.downloaded,
+            changed: event.changed,
+            http_status: event.http_status,
+            crawl_delay_ms: event.crawl_delay_ms,
+            etag: event.etag.as_ref(),
+            last_modified: event.last_modified.as_ref(),
+        }
+    }
+}
+
+impl<'a> From<&'a LastResponse> for Echo<'a> {
+    fn from(kept: &'a LastResponse) -> Self {
+        Self {
+            page: &kept.page,
+            downloaded: kept.downloaded,
+            changed: kept.changed,
+            http_status: kept.http_status,
+            crawl_delay_ms: kept.crawl_delay_ms,
+            etag: kept.etag.as_ref(),
+            last_modified: kept.last_modified.as_ref(),
+        }
+    }
+}
+
 impl LastResponse {
     pub fn of(event: &ChangeEvent, estimated_trusted: bool) -> Self {
         Self {
@@ -198,7 +239,8 @@ struct LivePartial {
     /// prior.
     dates: DateTally,
     /// The partition's URLs of the group whose rate rests on whether `dates` is trusted
-    /// (`PageState::dates_await_trust`): their estimates are revised when it comes to be.
+    /// (`PageState::dates_await_trust`): their estimates are revised when its verdict
+    /// turns.
     awaiting_trust: HashSet<String>,
 }
 
@@ -281,8 +323,7 @@ impl Estimator {
                 let (prior, trusted) =
                     live.map_or((&flat, false), |live| (&live.rate_prior, live.dates.trusted()));
                 let rate = entry.page.change_rate(prior, self.settings.period_ms, trusted);
-                let response = LastResponse::of(event, trusted);
-                return Applied::Repeated(Box::new(self.estimate(&response, entry, &view, crawls, rate)));
+                return Applied::Repeated(Box::new(self.estimate(event.into(), entry, &view, crawls, rate)));
             }
         }
         let group = self.settings.group_by.group_of(event).to_owned();
@@ -350,7 +391,7 @@ impl Estimator {
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
         live.unpublished = true;
         let noted = Noted { rate_source: rate.source, pace_disagrees: off_pace };
-        let estimate = self.estimate(&LastResponse::of(event, trusted), entry, &view, crawls, rate);
+        let estimate = self.estimate(event.into(), entry, &view, crawls, rate);
         if turned {
             self.revise(&key, &view, state);
         }
@@ -376,7 +417,7 @@ impl Estimator {
             let history = &entry.page.history;
             let crawls = crawls(history.last_request, view, Some(live), history);
             let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, trusted);
-            revised.push(self.estimate(response, entry, view, crawls, rate));
+            revised.push(self.estimate(response.into(), entry, view, crawls, rate));
             if let Some(response) = state.get_mut(key.0, url).and_then(|entry| entry.last_response.as_mut()) {
                 response.estimated_trusted = trusted;
             }
@@ -384,15 +425,15 @@ impl Estimator {
         self.revised.append(&mut revised);
     }
 
-    /// The estimates revised since the last call, to publish after the estimate of the
-    /// event that revised them.
+    /// The estimates revised since the last call: to publish after the estimate of the
+    /// event that revised them, or after a restore with the next batch or tick.
     pub fn take_revised(&mut self) -> Vec<PageEstimate> {
         std::mem::take(&mut self.revised)
     }
 
     fn estimate(
         &self,
-        event: &LastResponse,
+        response: Echo<'_>,
         entry: &EstimatorState,
         view: &GroupView,
         crawls: u64,
@@ -412,22 +453,22 @@ impl Estimator {
         let plan = page.refresh(&settings.refresh);
         let time = plan.time;
         PageEstimate {
-            page: event.page.clone(),
+            page: response.page.clone(),
             group: entry.group.clone(),
             period: history.last_request,
             last_request: LastRequest {
                 period: history.last_request,
-                downloaded: event.downloaded,
-                changed: event.changed,
+                downloaded: response.downloaded,
+                changed: response.changed,
                 size_bytes: page.last_size_bytes,
                 size_change_bytes: page.last_update_size,
                 latency_ms: f64::from(page.last_latency_ms),
                 fetched_at: UtcTime::from_ms(page.last_fetched_at_ms),
                 fetched_at_ms: page.last_fetched_at_ms,
-                http_status: event.http_status,
-                crawl_delay_ms: event.crawl_delay_ms,
-                etag: event.etag.clone(),
-                last_modified: event.last_modified.clone(),
+                http_status: response.http_status,
+                crawl_delay_ms: response.crawl_delay_ms,
+                etag: response.etag.cloned(),
+                last_modified: response.last_modified.cloned(),
             },
             crawls,
             first_request_period: history.first_request,
