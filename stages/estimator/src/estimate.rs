@@ -280,8 +280,9 @@ pub struct Estimator {
     live: HashMap<(i32, String), LivePartial>,
     /// Partials filed in the book and waiting to be published.
     outbox: Vec<GroupDistribution>,
-    /// Estimates sent again with a revised rate, waiting to be published.
-    revised: Vec<PageEstimate>,
+    /// Estimates sent again with a revised rate, waiting to be published, with the
+    /// partition of their URL: a revoked partition's are dropped, as its state is.
+    revised: Vec<(i32, PageEstimate)>,
 }
 
 impl Estimator {
@@ -417,7 +418,7 @@ impl Estimator {
             let history = &entry.page.history;
             let crawls = crawls(history.last_request, view, Some(live), history);
             let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, trusted);
-            revised.push(self.estimate(response.into(), entry, view, crawls, rate));
+            revised.push((key.0, self.estimate(response.into(), entry, view, crawls, rate)));
             if let Some(response) = state.get_mut(key.0, url).and_then(|entry| entry.last_response.as_mut()) {
                 response.estimated_trusted = trusted;
             }
@@ -426,9 +427,10 @@ impl Estimator {
     }
 
     /// The estimates revised since the last call: to publish after the estimate of the
-    /// event that revised them, or after a restore with the next batch or tick.
+    /// event that revised them, or after a restore before anything else of the next batch
+    /// or tick, whose changelog carries the flags they flipped.
     pub fn take_revised(&mut self) -> Vec<PageEstimate> {
-        std::mem::take(&mut self.revised)
+        std::mem::take(&mut self.revised).into_iter().map(|(_, estimate)| estimate).collect()
     }
 
     fn estimate(
@@ -558,6 +560,9 @@ impl Estimator {
     /// the new owner publishes.
     pub fn revoked(&mut self, partition: i32) {
         self.live.retain(|(p, _), _| *p != partition);
+        // The new owner revises them from its changelog, which lacks their flags' flips; sent
+        // from here, one could arrive after the new owner's.
+        self.revised.retain(|(p, _)| *p != partition);
     }
 }
 
@@ -747,9 +752,17 @@ mod tests {
         estimator.restored(0, &mut state);
         assert!(estimator.take_revised().is_empty());
         // ... but a restore does send a revision that was lost.
-        let lost = state.get_mut(0, "http://a/1").and_then(|entry| entry.last_response.as_mut());
-        lost.expect("a/1 awaits its host's trust").estimated_trusted = false;
+        let lose = |state: &mut StateStore<EstimatorState>| {
+            let lost = state.get_mut(0, "http://a/1").and_then(|entry| entry.last_response.as_mut());
+            lost.expect("a/1 awaits its host's trust").estimated_trusted = false;
+        };
+        lose(&mut state);
         estimator.revoked(0);
+        estimator.restored(0, &mut state);
+        // Revoked again before it was sent: the next owner sends it.
+        estimator.revoked(0);
+        assert!(estimator.take_revised().is_empty());
+        lose(&mut state);
         estimator.restored(0, &mut state);
         let again = estimator.take_revised();
         assert_eq!(again.len(), 1);

@@ -338,8 +338,8 @@ impl EstimatorStage {
         self.metrics.shares.with_label_values(&[result]).inc();
     }
 
-    /// Sends the estimates revised by an event, or by a restore (then with the next batch
-    /// or tick).
+    /// Sends the estimates revised by an event, or by a restore (then first thing in the
+    /// next batch or tick).
     fn send_revised(&mut self, out: &mut Emitter) -> Result<(), StageError> {
         for revised in self.estimator.take_revised() {
             out.send(ESTIMATES, &revised)?;
@@ -373,6 +373,8 @@ impl Stage for EstimatorStage {
     ) -> Result<(), StageError> {
         let now_ms = unix_ms();
         let period_ms = self.estimator.settings().period_ms;
+        // Those a restore queued go with this batch, whose changelog carries their flags.
+        self.send_revised(out)?;
         for record in batch {
             let Some(event) = out.decode_keyed(&record, CHANGE_EVENTS) else { continue };
             // Applied, it would make its URL's real events, and its group's, look stale.
