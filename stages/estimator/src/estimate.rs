@@ -548,7 +548,10 @@ impl Estimator {
         let mut groups = Vec::new();
         for (key, live) in self.live.iter_mut().filter(|((p, _), _)| *p == partition) {
             live.begin_period();
-            groups.push((key.clone(), live.partial.period));
+            // Only URLs waiting on their group's verdict can be revised.
+            if !live.awaiting_trust.is_empty() {
+                groups.push((key.clone(), live.partial.period));
+            }
         }
         for (key, period) in groups {
             let view = self.book.view(&key.1, period);

@@ -136,7 +136,7 @@ impl DatedChanges {
         let believed = match self.verdict() {
             Some(DateVerdict::Truthful) => true,
             Some(DateVerdict::False) => false,
-            None => server_trusted && self.trust == DateTrust::Proven,
+            None => server_trusted && self.await_trust(),
         };
         (believed && period_ms > 0).then(|| (self.changes, self.quiet_ms as f64 / period_ms as f64))
     }
