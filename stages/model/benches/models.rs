@@ -78,6 +78,10 @@ fn models(c: &mut Criterion) {
             b.iter(|| posterior_rate(black_box(prior), black_box(12), black_box(5), black_box(3.5)))
         });
     }
+    // A group's pages share few (comparisons, changes, spacing): most find theirs computed.
+    group.bench_function("memoised", |b| {
+        b.iter(|| black_box(&grouped).compared_posterior(black_box(12), black_box(5), black_box(3.5)))
+    });
     group.bench_function("dated", |b| {
         b.iter(|| RateLikelihood::dated(black_box(5), black_box(120.0)).posterior(black_box(&grouped)))
     });

@@ -234,10 +234,12 @@ impl PageState {
     /// into periods.
     pub fn change_rate(&self, prior: &RatePrior, period_ms: u64, server_trusted: bool) -> PageRate {
         let history = &self.history;
-        let (likelihood, source) = match self.believed_dates(period_ms, server_trusted) {
-            Some((changes, quiet)) => (RateLikelihood::dated(changes, quiet), RateSource::Dates),
+        let (posterior, source) = match self.believed_dates(period_ms, server_trusted) {
+            Some((changes, quiet)) => {
+                (RateLikelihood::dated(changes, quiet).posterior(prior), RateSource::Dates)
+            }
             None => (
-                RateLikelihood::new(
+                prior.compared_posterior(
                     history.comparisons,
                     history.changes,
                     self.comparison_spacing().unwrap_or(1.0),
@@ -245,7 +247,6 @@ impl PageState {
                 if history.comparisons > 0 { RateSource::Comparisons } else { RateSource::Prior },
             ),
         };
-        let posterior = likelihood.posterior(prior);
         PageRate {
             rate: posterior.rate,
             low: posterior.low,

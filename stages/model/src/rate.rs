@@ -11,7 +11,8 @@
 //! judged by the changes they date instead, λ^K·e^{−λQ} (`crate::modified`).
 
 use std::collections::btree_map::{BTreeMap, Entry};
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
 /// Grid points, log-spaced from [`LOWEST_RATE`] to [`HIGHEST_RATE`] per period.
 const RATE_BINS: usize = 24;
@@ -172,6 +173,38 @@ pub struct RatePrior {
     pub mean: f64,
     /// The pages it was learned from (0: the flat prior).
     pub pages: u64,
+    compared: PosteriorMemo,
+}
+
+/// The posteriors a prior has given for comparisons, by (comparisons, changes, the
+/// spacing's bits): a group's pages share few of them, and a prior lives a period, so most
+/// requests find theirs here instead of computing 24 exponentials and logarithms twice.
+/// Not part of the prior's value: a clone starts empty and equality ignores it. Behind a
+/// lock, uncontended, as a stage's state is shared across its tasks' awaits.
+#[derive(Debug, Default)]
+struct PosteriorMemo(Mutex<HashMap<(u32, u32, u64), RateEstimate>>);
+
+impl PosteriorMemo {
+    /// The entries; a panic while they were held left them whole (one insert or clear).
+    fn entries(&self) -> MutexGuard<'_, HashMap<(u32, u32, u64), RateEstimate>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Entries a memo keeps: past them it starts over, so a group whose pages all differ
+/// holds at most this many (about 50 B each).
+const MEMO_CAPACITY: usize = 4096;
+
+impl Clone for PosteriorMemo {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for PosteriorMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl RatePrior {
@@ -204,7 +237,23 @@ impl RatePrior {
             weighted += weight * rate;
             total += weight;
         }
-        Self { log_weights, mean: weighted / total, pages }
+        Self { log_weights, mean: weighted / total, pages, compared: PosteriorMemo::default() }
+    }
+
+    /// [`posterior_rate`]: the posterior after `changes` changes in `comparisons`
+    /// comparisons `spacing` periods apart, computed once per prior.
+    pub fn compared_posterior(&self, comparisons: u32, changes: u32, spacing: f64) -> RateEstimate {
+        let key = (comparisons, changes, spacing.to_bits());
+        let mut memo = self.compared.entries();
+        if let Some(estimate) = memo.get(&key) {
+            return *estimate;
+        }
+        let estimate = posterior_rate(self, comparisons, changes, spacing);
+        if memo.len() >= MEMO_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(key, estimate);
+        estimate
     }
 }
 
@@ -405,6 +454,32 @@ mod tests {
     }
 
     /// The prior's probability of the grid rates in [low, high].
+    #[test]
+    fn a_prior_computes_each_posterior_of_comparisons_once_and_answers_the_same() {
+        let mut counts = RateCounts::default();
+        for (comparisons, changes) in [(4, 1), (6, 0), (3, 3), (8, 2)] {
+            counts.replace(None, Some(RateEvidence::new(comparisons, changes, 4.0)));
+        }
+        let prior = RatePrior::new(&counts);
+        // Keys that differ in one part only, each asked twice.
+        let asked = [(3, 1, 2.5), (3, 2, 2.5), (3, 1, 2.25), (4, 1, 2.5), (0, 0, 1.0)];
+        for (comparisons, changes, spacing) in asked.into_iter().chain(asked) {
+            let computed = posterior_rate(&prior, comparisons, changes, spacing);
+            assert_eq!(prior.compared_posterior(comparisons, changes, spacing), computed);
+        }
+        assert_eq!(prior.compared.entries().len(), asked.len());
+        // Full, it starts over and still answers the same.
+        for comparisons in 0..MEMO_CAPACITY as u32 + 10 {
+            let computed = posterior_rate(&prior, comparisons, 0, 1.0);
+            assert_eq!(prior.compared_posterior(comparisons, 0, 1.0), computed);
+        }
+        assert!(prior.compared.entries().len() <= MEMO_CAPACITY);
+        // Not part of the prior's value.
+        let copy = prior.clone();
+        assert!(copy.compared.entries().is_empty());
+        assert_eq!(copy, prior);
+    }
+
     fn prior_share(prior: &RatePrior, low: f64, high: f64) -> f64 {
         let weights = prior.log_weights.map(f64::exp);
         let inside: f64 =
