@@ -176,9 +176,14 @@ pub struct RatePrior {
     compared: PosteriorMemo,
 }
 
+/// Entries a memo keeps: past them it starts over, so a group whose pages all differ
+/// holds at most this many (about 50 B each).
+const MEMO_CAPACITY: usize = 4096;
+
 /// The posteriors a prior has given for comparisons, by (comparisons, changes, the
 /// spacing's bits): a group's pages share few of them, and a prior lives a period, so most
-/// requests find theirs here instead of computing 24 exponentials and logarithms twice.
+/// requests find theirs here instead of evaluating the likelihood and the posterior over
+/// the grid (about 70 exponentials and logarithms).
 /// Not part of the prior's value: a clone starts empty and equality ignores it. Behind a
 /// lock, uncontended, as a stage's state is shared across its tasks' awaits.
 #[derive(Debug, Default)]
@@ -190,10 +195,6 @@ impl PosteriorMemo {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
-
-/// Entries a memo keeps: past them it starts over, so a group whose pages all differ
-/// holds at most this many (about 50 B each).
-const MEMO_CAPACITY: usize = 4096;
 
 impl Clone for PosteriorMemo {
     fn clone(&self) -> Self {
@@ -453,7 +454,6 @@ mod tests {
         (0..count).for_each(|_| counts.add(RateEvidence::new(comparisons, changes, spacing)));
     }
 
-    /// The prior's probability of the grid rates in [low, high].
     #[test]
     fn a_prior_computes_each_posterior_of_comparisons_once_and_answers_the_same() {
         let mut counts = RateCounts::default();
@@ -480,6 +480,7 @@ mod tests {
         assert_eq!(copy, prior);
     }
 
+    /// The prior's probability of the grid rates in [low, high].
     fn prior_share(prior: &RatePrior, low: f64, high: f64) -> f64 {
         let weights = prior.log_weights.map(f64::exp);
         let inside: f64 =
