@@ -15,13 +15,13 @@
 //! One more checks the
 //! harness itself: a stage whose port was taken before it bound it is started on another.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use recrawl::observe::{Observed, Observer, Position};
+use recrawl::observe::{DeadLetter, Observed, Observer, Position};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::hostile::{HostileWeb, HOSTILITIES};
 use recrawl_e2e::processes::{start_pipeline, Pipeline, Stage, PERIOD_MS};
@@ -307,14 +307,25 @@ async fn broker_outage(
     Some(started.elapsed())
 }
 
-/// Every record observed of the URLs of `lost`, in the order read, with when and where it
-/// was read, and any other record read at the same place: what a failure needs to tell a
-/// record the pipeline dropped from one it never got, dead-lettered, or the broker lost (a
-/// broker that loses records it acknowledged hands their offsets to later ones).
+/// How many periods either side of a lost record's the history shows: CI keeps only the
+/// head and tail of a failure's output.
+const HISTORY_PERIODS: u64 = 4;
+
+/// Every record observed of the URLs of `lost` within [`HISTORY_PERIODS`] of a lost
+/// period (their dead letters whatever their time), in the order read, with when and where
+/// it was read, and any other record read at the same place: what a failure needs to tell
+/// a record the pipeline dropped from one it never got, dead-lettered, or the broker lost
+/// (a broker that loses records it acknowledged hands their offsets to later ones).
 fn history_of(seen: &Log, lost: &[Lost], since: Instant) -> String {
-    let urls: HashSet<&str> = lost.iter().map(|lost| lost.url.as_str()).collect();
+    let near_lost = |url: &str, period: u64| {
+        lost.iter().any(|lost| lost.url == url && lost.period.abs_diff(period) <= HISTORY_PERIODS)
+    };
     let seen = seen.lock().expect("seen");
-    let of_lost = |observed: &Observed| url_of(observed).is_some_and(|url| urls.contains(url));
+    let of_lost = |observed: &Observed| match (url_of(observed), period_of(observed)) {
+        (Some(url), Some(period)) => near_lost(url, period),
+        (Some(url), None) => lost.iter().any(|lost| lost.url == url),
+        (None, _) => false,
+    };
     let places: HashSet<(&str, i32, i64)> = seen
         .iter()
         .filter(|(_, observed, _)| of_lost(observed))
@@ -353,6 +364,63 @@ fn history_of(seen: &Log, lost: &[Lost], since: Instant) -> String {
         ));
     }
     lines.join("\n")
+}
+
+/// The period an observed record is of; `None` for a dead letter.
+fn period_of(observed: &Observed) -> Option<u64> {
+    match observed {
+        Observed::Pick(p) => Some(p.period),
+        Observed::Result(r) => Some(r.period),
+        Observed::Change(c) => Some(c.period),
+        Observed::Estimate(e) => Some(e.period),
+        _ => None,
+    }
+}
+
+/// The offsets below the last one read of each partition that the observer never read,
+/// one line per run of them. Every topic it reads is appended to only (no compaction, no
+/// transactions), so its offsets run from 0 without gaps: a gap is a record the broker
+/// lost or the observer skipped, not one a stage never wrote.
+fn unread_offsets(seen: &Log) -> Vec<String> {
+    let mut read: BTreeMap<(String, i32), BTreeSet<i64>> = BTreeMap::new();
+    for (_, _, at) in seen.lock().expect("seen").iter() {
+        read.entry((at.topic.clone(), at.partition)).or_default().insert(at.offset);
+    }
+    let mut lines = Vec::new();
+    for ((topic, partition), offsets) in read {
+        let mut expected = 0;
+        for &offset in &offsets {
+            if offset > expected {
+                let last = offset.saturating_sub(1);
+                lines.push(format!("{topic} partition {partition}: offsets {expected}–{last} never read"));
+            }
+            expected = offset.saturating_add(1);
+        }
+    }
+    lines
+}
+
+/// The key of the poison the test sends: every other dead letter is the pipeline's own.
+const POISON_KEY: &str = "poison";
+
+/// The dead letters of anything but the test's poison, a line each: a stage that
+/// dead-letters its own output (a broker error taken for a refusal) loses it by design.
+fn unexpected_dead_letters(seen: &Log) -> Vec<String> {
+    seen.lock()
+        .expect("seen")
+        .iter()
+        .filter_map(|(_, observed, _)| match observed {
+            Observed::DeadLetter(d) if d.key != POISON_KEY.as_bytes() => Some(format!(
+                "{} by {} from {} ({}): {}",
+                String::from_utf8_lossy(&d.key),
+                d.stage,
+                d.source_topic,
+                d.kind,
+                d.reason.chars().take(200).collect::<String>()
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The URL an observed record is about (a dead letter's: its key).
@@ -579,7 +647,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         let topic = kafka.cluster.topics().name(topic);
         for (_, bytes) in &poisons {
             producer
-                .send(FutureRecord::to(&topic).key("poison").payload(bytes), Duration::from_secs(30))
+                .send(FutureRecord::to(&topic).key(POISON_KEY).payload(bytes), Duration::from_secs(30))
                 .await
                 .expect("poison produced");
         }
@@ -661,14 +729,23 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
                 }) {
                     gauges += &format!("{}: {line}\n", stage.name);
                 }
-                for line in stage.warnings(40) {
+                for line in stage.warnings(12) {
                     gauges += &format!("{} log: {line}\n", stage.name);
                 }
             }
+            let listed = |lines: Vec<String>| {
+                if lines.is_empty() {
+                    "none".to_owned()
+                } else {
+                    format!("\n{}", lines.join("\n"))
+                }
+            };
             panic!(
-                "{} records lost:\n{}\nwhat the topics hold of their URLs:\n{}\nthe stages' partitions and last warnings:\n{gauges}",
+                "{} records lost:\n{}\noffsets the observer never read: {}\ndead letters other than the poison: {}\nwhat the topics hold of their URLs within {HISTORY_PERIODS} periods:\n{}\nthe stages' partitions and last warnings:\n{gauges}",
                 lost.len(),
                 lost.iter().map(Lost::to_string).collect::<Vec<_>>().join("\n"),
+                listed(unread_offsets(&seen)),
+                listed(unexpected_dead_letters(&seen)),
                 history_of(&seen, &lost, started_all)
             );
         }
@@ -797,19 +874,23 @@ fn a_failure_shows_what_was_read_of_each_lost_url_and_where() {
     let url = "http://lost.example/page.html";
     let start = Instant::now();
     let at = |offset| Position { topic: "results".into(), partition: 3, offset, timestamp_ms: None };
+    let far_off =
+        recrawl_schemas::FetchResult { period: 34 + HISTORY_PERIODS + 1, ..page(url, "lost.example") };
     let seen: Log = Mutex::new(vec![
         (start, Observed::Result(page(url, "lost.example")), at(7)),
         (start, Observed::Result(page("http://kept.example/", "kept.example")), at(8)),
         // As from a broker that lost offset 7 and gave it to the next record.
         (start, Observed::Result(page("http://next.example/", "next.example")), at(7)),
+        // Offsets 9 and 10 never read.
+        (start, Observed::Result(far_off), at(11)),
     ]);
     let mut judged = Seen::default();
     for (_, observed, _) in seen.lock().expect("seen").iter().cloned() {
         judged.record(observed);
     }
     let lost = judged.lost();
-    assert_eq!(lost.len(), 3, "no result has a change event: {lost:?}");
-    let one: Vec<Lost> = lost.into_iter().filter(|lost| lost.url == url).collect();
+    assert_eq!(lost.len(), 4, "no result has a change event: {lost:?}");
+    let one: Vec<Lost> = lost.into_iter().filter(|lost| lost.url == url && lost.period == 34).collect();
     assert_eq!(one[0].to_string(), format!("fetch result without a change event: {url} period 34"));
     let history: Vec<String> = history_of(&seen, &one, start).lines().map(str::to_owned).collect();
     assert_eq!(history.len(), 2, "{history:?}");
@@ -819,4 +900,28 @@ fn a_failure_shows_what_was_read_of_each_lost_url_and_where() {
     );
     assert!(history[1].starts_with("0.0 s: another record at the same place: {"), "{history:?}");
     assert!(history[1].contains("next.example") && history[1].ends_with("(at results partition 3 offset 7)"));
+    assert_eq!(
+        unread_offsets(&seen),
+        ["results partition 3: offsets 0–6 never read", "results partition 3: offsets 9–10 never read"]
+    );
+    let dead_letter = |key: &str, offset| DeadLetter {
+        partition: 0,
+        offset,
+        key: key.as_bytes().to_vec(),
+        value: Vec::new(),
+        reason: "the broker refused the output".into(),
+        kind: "unproducible".into(),
+        stage: "diff".into(),
+        source_topic: "changes".into(),
+        source_partition: None,
+        source_offset: None,
+        original_bytes: 0,
+        truncated: false,
+    };
+    let letters = |key: &str, offset| (start, Observed::DeadLetter(dead_letter(key, offset)), at(offset));
+    let seen: Log = Mutex::new(vec![letters(POISON_KEY, 0), letters(url, 1)]);
+    assert_eq!(
+        unexpected_dead_letters(&seen),
+        [format!("{url} by diff from changes (unproducible): the broker refused the output")]
+    );
 }
