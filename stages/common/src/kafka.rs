@@ -25,6 +25,9 @@ use crate::config::{ClusterArgs, KafkaArgs, DEFAULT_SESSION_TIMEOUT_MS};
 use crate::http::Health;
 use crate::metrics::StageMetrics;
 
+/// The longest wait between attempts to reach a broker, in ms (`reconnect.backoff.max.ms`).
+const RECONNECT_BACKOFF_MAX_MS: &str = "1000";
+
 /// Largest fetch response librdkafka may ask for: its default, or one record if larger.
 const DEFAULT_FETCH_MAX_BYTES: usize = 50 << 20;
 
@@ -36,6 +39,10 @@ pub fn base_config(args: &ClusterArgs, defaults: &[(&str, &str)]) -> ClientConfi
     // A producer or consumer that names a missing topic must fail, not create it with
     // the broker's default partition count: the stages' state depends on co-partitioning.
     config.set("allow.auto.create.topics", "false");
+    // librdkafka backs off to 10 s between attempts to reach a broker that went away, so
+    // a stage noticed the brokers' return up to 10 s late and rejoined its group after
+    // about 11 s. Java clients back off to 1 s; so do these.
+    config.set("reconnect.backoff.max.ms", RECONNECT_BACKOFF_MAX_MS);
     for (key, value) in defaults {
         config.set(*key, *value);
     }
@@ -766,7 +773,8 @@ mod tests {
         assert_eq!(records_behind(&stats(-1, -1, -1, -1001)), -1, "the end is not known yet");
     }
 
-    /// The record limit reaches both ends, and every client refuses to create topics.
+    /// The record limit reaches both ends, every client refuses to create topics, and every
+    /// client tries a broker that went away again within a second.
     #[test]
     fn the_record_limit_and_no_auto_creation_reach_every_client() {
         let cli = Cli::parse_from(["stage", "--brokers", "b:1", "--max-record-bytes", "33554432"]);
@@ -778,7 +786,15 @@ mod tests {
         assert_eq!(consumer.get("group.instance.id"), None);
         for config in [&producer, &consumer, &reader_config(&cli.kafka.cluster, "r")] {
             assert_eq!(config.get("allow.auto.create.topics"), Some("false"));
+            assert_eq!(config.get("reconnect.backoff.max.ms"), Some("1000"));
         }
+        let passed =
+            Cli::parse_from(["stage", "--brokers", "b:1", "--kafka-option", "reconnect.backoff.max.ms=5000"]);
+        assert_eq!(
+            producer_config(&passed.kafka).get("reconnect.backoff.max.ms"),
+            Some("5000"),
+            "a passed-through back-off wins"
+        );
         assert_eq!(
             recrawl_schemas::TopicCatalogue::builtin().max_message_bytes,
             crate::config::DEFAULT_MAX_RECORD_BYTES,
