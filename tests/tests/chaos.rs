@@ -423,6 +423,25 @@ fn unexpected_dead_letters(seen: &Log) -> Vec<String> {
         .collect()
 }
 
+/// The records the observer read but could not decode, a line each: a stage's output
+/// that its readers cannot decode is lost to them as surely as one never written.
+fn undecodable(seen: &Log) -> Vec<String> {
+    seen.lock()
+        .expect("seen")
+        .iter()
+        .filter_map(|(_, observed, at)| match observed {
+            Observed::Undecodable { error, .. } => Some(format!(
+                "{} partition {} offset {}: {}",
+                at.topic,
+                at.partition,
+                at.offset,
+                error.chars().take(200).collect::<String>()
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The URL an observed record is about (a dead letter's: its key).
 fn url_of(observed: &Observed) -> Option<&str> {
     match observed {
@@ -741,11 +760,12 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
                 }
             };
             panic!(
-                "{} records lost:\n{}\noffsets the observer never read: {}\ndead letters other than the poison: {}\nwhat the topics hold of their URLs within {HISTORY_PERIODS} periods:\n{}\nthe stages' partitions and last warnings:\n{gauges}",
+                "{} records lost:\n{}\noffsets the observer never read: {}\ndead letters other than the poison: {}\nrecords the observer could not decode: {}\nwhat the topics hold of their URLs within {HISTORY_PERIODS} periods:\n{}\nthe stages' partitions and last warnings:\n{gauges}",
                 lost.len(),
                 lost.iter().map(Lost::to_string).collect::<Vec<_>>().join("\n"),
                 listed(unread_offsets(&seen)),
                 listed(unexpected_dead_letters(&seen)),
+                listed(undecodable(&seen)),
                 history_of(&seen, &lost, started_all)
             );
         }
@@ -919,9 +939,11 @@ fn a_failure_shows_what_was_read_of_each_lost_url_and_where() {
         truncated: false,
     };
     let letters = |key: &str, offset| (start, Observed::DeadLetter(dead_letter(key, offset)), at(offset));
-    let seen: Log = Mutex::new(vec![letters(POISON_KEY, 0), letters(url, 1)]);
+    let garbled = Observed::Undecodable { topic: "changes".into(), error: "not JSON".into() };
+    let seen: Log = Mutex::new(vec![letters(POISON_KEY, 0), letters(url, 1), (start, garbled, at(2))]);
     assert_eq!(
         unexpected_dead_letters(&seen),
         [format!("{url} by diff from changes (unproducible): the broker refused the output")]
     );
+    assert_eq!(undecodable(&seen), ["results partition 3 offset 2: not JSON"]);
 }
