@@ -351,7 +351,7 @@ fn history_of(seen: &Log, lost: &[Lost], since: Instant) -> String {
                 format!("dead letter by {} from {}: {}", d.stage, d.source_topic, d.reason)
             }
             other => {
-                let record: String = other.json_line().chars().take(300).collect();
+                let record = clipped(&other.json_line(), 300);
                 format!("another record at the same place: {record}")
             }
         };
@@ -364,6 +364,11 @@ fn history_of(seen: &Log, lost: &[Lost], since: Instant) -> String {
         ));
     }
     lines.join("\n")
+}
+
+/// The first `chars` characters of `text`: a report line stays short.
+fn clipped(text: &str, chars: usize) -> String {
+    text.chars().take(chars).collect()
 }
 
 /// The period an observed record is of; `None` for a dead letter.
@@ -416,7 +421,7 @@ fn unexpected_dead_letters(seen: &Log) -> Vec<String> {
                 d.stage,
                 d.source_topic,
                 d.kind,
-                d.reason.chars().take(200).collect::<String>()
+                clipped(&d.reason, 200)
             )),
             _ => None,
         })
@@ -437,7 +442,7 @@ fn undecodable(seen: &Log, poisoned: &HashSet<(String, i32, i64)>) -> Vec<String
                 at.topic,
                 at.partition,
                 at.offset,
-                error.chars().take(200).collect::<String>()
+                clipped(error, 200)
             )),
             _ => None,
         })
@@ -513,13 +518,14 @@ fn estimates_so_far(seen: &Log) -> usize {
 /// The period of `observed` if `stage` published it: its picks, fetch results, change
 /// events or estimates.
 fn output_period(stage: &str, observed: &Observed) -> Option<u64> {
-    match (stage, observed) {
-        ("scheduler", Observed::Pick(pick)) => Some(pick.period),
-        ("fetch", Observed::Result(result)) => Some(result.period),
-        ("diff", Observed::Change(change)) => Some(change.period),
-        ("estimator", Observed::Estimate(estimate)) => Some(estimate.period),
-        _ => None,
-    }
+    let published = matches!(
+        (stage, observed),
+        ("scheduler", Observed::Pick(_))
+            | ("fetch", Observed::Result(_))
+            | ("diff", Observed::Change(_))
+            | ("estimator", Observed::Estimate(_))
+    );
+    period_of(observed).filter(|_| published)
 }
 
 /// Waits until `stage` publishes something after `since`; how long after `since` it did.
