@@ -357,6 +357,15 @@ mod tests {
     fn breaking_changes(released: &Value, current: &Value) -> Vec<String> {
         fn compare(path: &str, released: &Value, current: &Value, found: &mut Vec<String>) {
             let (Value::Object(released), Value::Object(current)) = (released, current) else {
+                // Items in place (an enum's `oneOf` variants): their descriptions may change.
+                if let (Value::Array(was), Value::Array(now)) = (released, current) {
+                    if was.len() == now.len() {
+                        for (index, (was, now)) in was.iter().zip(now).enumerate() {
+                            compare(&format!("{path}/{index}"), was, now, found);
+                        }
+                        return;
+                    }
+                }
                 if released != current {
                     found.push(format!("{path}: {released} became {current}"));
                 }
@@ -458,7 +467,13 @@ mod tests {
                 "size": { "type": "integer", "format": "uint64" },
                 "degrees": { "$ref": "#/$defs/Degrees" },
             },
-            "$defs": { "Degrees": { "type": "object", "properties": { "ied": { "type": "number" } } } },
+            "$defs": {
+                "Degrees": { "type": "object", "properties": { "ied": { "type": "number" } } },
+                "Outcome": { "oneOf": [
+                    { "const": "done", "type": "string", "description": "it was done" },
+                    { "const": "late", "type": "string", "description": "no request was made" },
+                ] },
+            },
         });
         let with = |change: &dyn Fn(&mut Value)| {
             let mut current = released.clone();
@@ -471,8 +486,20 @@ mod tests {
             s["properties"]["etag"] = json!({ "type": ["string", "null"] });
             s["$defs"]["Degrees"]["properties"]["cos"] = json!({ "type": "number" });
             s["$defs"]["Ops"] = json!({ "type": "object" });
+            s["$defs"]["Outcome"]["oneOf"][1]["description"] = json!("the delay was ours");
         });
         assert!(compatible.is_empty(), "{compatible:?}");
+        assert_eq!(
+            with(&|s| s["$defs"]["Outcome"]["oneOf"][1]["const"] = json!("deferred")),
+            [r#"/$defs/Outcome/oneOf/1/const: "late" became "deferred""#]
+        );
+        let added = with(&|s| {
+            s["$defs"]["Outcome"]["oneOf"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({ "const": "new", "type": "string" }))
+        });
+        assert!(added.len() == 1 && added[0].starts_with("/$defs/Outcome/oneOf: ["), "{added:?}");
         assert_eq!(
             with(&|s| drop(s["properties"].as_object_mut().unwrap().remove("size"))),
             ["/properties/size: removed"]

@@ -149,8 +149,8 @@ impl Message for PagePick {
     }
 }
 
-/// What came of one pick. Every outcome but `robots_denied` and `deferred` is a request
-/// to the site (`docs/algorithms/estimator.md` §1).
+/// What came of one pick. Every outcome but `robots_denied` and `deferred` counts as a
+/// request to the site (`docs/algorithms/estimator.md` §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FetchOutcome {
@@ -180,10 +180,13 @@ pub enum FetchOutcome {
     BlockedAddress,
     /// Any other failure; `error` says what.
     Other,
-    /// robots.txt disallows the URL (or is unavailable): no request was made.
+    /// robots.txt disallows the URL or a redirect target of it (or is unavailable). Not
+    /// counted as a request, even where a redirect before it had reached the site.
     RobotsDenied,
-    /// The fetcher could not start the request within the pick's period (politeness
-    /// delay, Crawl-delay or Retry-After): no request was made.
+    /// The fetcher could not make the request, or follow one of its redirects, in time
+    /// (politeness delay, Crawl-delay, Retry-After, or the stage stopping). The delay was
+    /// the fetcher's, so the pick does not count as a request, even where a redirect
+    /// before it had reached the site.
     Deferred,
 }
 
