@@ -233,6 +233,12 @@ impl Broker {
         }
     }
 
+    /// Whether this broker may lose records it acknowledged when it is stopped: tansu on
+    /// S3 does (see [`Tansu::stop`]), and no client can ride that out.
+    pub fn may_lose_acknowledged_writes(&self) -> bool {
+        matches!(self, Self::Tansu(_))
+    }
+
     /// Stops the broker, keeping its data; false if this tier cannot.
     pub fn stop(&mut self) -> bool {
         match self {
@@ -348,8 +354,10 @@ impl Tansu {
     /// Not SIGKILL at once: tansu on S3 acknowledges idempotent writes it has not stored
     /// yet and loses them when killed. A script that killed it three times while
     /// producing found 3 and then 9 of about 2,010 acknowledged records missing; stopped
-    /// with SIGTERM, none in two runs. No client can ride out a broker that drops what it
-    /// acknowledged, and a chaos run failed on exactly that (2026-11-28).
+    /// with SIGTERM, none in two runs, nor in 15 stops of another. No client can ride out
+    /// a broker that drops what it acknowledged, and a chaos run failed on exactly that
+    /// (2026-11-28); a CI run then lost change events acknowledged 2–4 s before a SIGTERM
+    /// (`reports/chaos/README.md`).
     fn stop(&mut self) {
         if let Some(mut process) = self.process.take() {
             if !terminate(&mut process, TANSU_STOP_GRACE) {

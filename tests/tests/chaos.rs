@@ -9,7 +9,8 @@
 //! hostile web server, poisons every input topic and stops the broker for 20 s (where the
 //! test can restart its broker: the mock, or a tansu of its own) while the pipeline runs, then judges the run by the topics read back to the
 //! end: no pick without its fetch result, no result without its change event, no request
-//! without its estimate. It prints a table of the figures (`reports/chaos/README.md`
+//! without its estimate (a tansu broker's loss of what it acknowledged as it stopped is
+//! reported apart). It prints a table of the figures (`reports/chaos/README.md`
 //! keeps one). Two more stop the broker for 2 minutes, and scale each stage to three
 //! instances and back (ignored: tansu does not move partitions between static members).
 //! One more checks the
@@ -20,9 +21,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::Message as _;
 use recrawl::observe::{DeadLetter, Observed, Observer, Position};
+use recrawl_common::kafka::reader_config;
+use recrawl_common::tail::{read_to_end, EndOffsets};
 use recrawl_common::{unix_ms, KafkaArgs};
+use recrawl_diff::DiffState;
 use recrawl_e2e::hostile::{HostileWeb, HOSTILITIES};
 use recrawl_e2e::processes::{start_pipeline, Pipeline, Stage, PERIOD_MS};
 use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, Broker};
@@ -158,7 +164,7 @@ impl Seen {
                     .iter()
                     .filter(|r| !changes.contains(&(r.0.as_str(), r.1)))
                     .map(|(url, period)| (url, *period))
-                    .map(lost("fetch result without a change event")),
+                    .map(lost(RESULT_WITHOUT_CHANGE)),
             )
             .chain(
                 self.changes
@@ -187,6 +193,8 @@ impl Seen {
     }
 }
 
+const RESULT_WITHOUT_CHANGE: &str = "fetch result without a change event";
+
 /// A record with no output where the next stage owed one.
 #[derive(Debug)]
 struct Lost {
@@ -200,6 +208,64 @@ impl std::fmt::Display for Lost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {} period {}", self.what, self.url, self.period)
     }
+}
+
+/// The chaos suite's partitions per topic: three instances of a stage each own one or two.
+const PARTITIONS: i32 = 4;
+
+/// How long before the broker stopped a record lost with it may have been read.
+const LOST_WITH_THE_BROKER_WITHIN: Duration = Duration::from_secs(10);
+
+/// Each URL's latest state in the diff's changelog, as the broker holds it.
+async fn diff_changelog(kafka: &KafkaArgs, partitions: i32) -> HashMap<String, DiffState> {
+    let topic = kafka.cluster.topics().state("diff");
+    let reader: BaseConsumer =
+        reader_config(&kafka.cluster, "chaos-changelog").create().expect("changelog reader");
+    tokio::task::spawn_blocking(move || {
+        let (ends, assignment) =
+            EndOffsets::fetch(&reader, &topic, 0..partitions, Duration::from_secs(10), false)
+                .expect("its ends");
+        if assignment.count() > 0 {
+            reader.assign(&assignment).expect("assigned");
+        }
+        let mut states = HashMap::new();
+        read_to_end(&reader, ends, Duration::ZERO, Duration::from_secs(30), |message| {
+            let Some(url) = message.key().and_then(|key| std::str::from_utf8(key).ok()) else { return };
+            match message.payload().map(recrawl_schemas::decode::<DiffState>) {
+                Some(Ok(state)) => states.insert(url.to_owned(), state),
+                _ => states.remove(url),
+            };
+        })
+        .expect("the diff's changelog read to its end");
+        states
+    })
+    .await
+    .expect("changelog read")
+}
+
+/// Of `lost`, the change events the broker acknowledged and then lost as it stopped: the
+/// diff's changelog records their results as applied, which it writes only once the
+/// batch's outputs are acknowledged (`tests/tests/state.rs`), and the result was first
+/// read shortly before the broker stopped. The rest is what the pipeline lost.
+fn lost_by_the_broker(
+    lost: Vec<Lost>,
+    seen: &Log,
+    changelog: &HashMap<String, DiffState>,
+    broker_stopped: Instant,
+) -> (Vec<Lost>, Vec<Lost>) {
+    let first_read = |lost: &Lost| {
+        seen.lock().expect("seen").iter().find_map(|(at, observed, _)| match observed {
+            Observed::Result(r) if r.url == lost.url && r.period == lost.period => Some(*at),
+            _ => None,
+        })
+    };
+    lost.into_iter().partition(|lost| {
+        lost.what == RESULT_WITHOUT_CHANGE
+            && changelog.get(&lost.url).is_some_and(|state| state.is_replay(lost.period))
+            && first_read(lost).is_some_and(|at| {
+                at < broker_stopped && broker_stopped.duration_since(at) < LOST_WITH_THE_BROKER_WITHIN
+            })
+    })
 }
 
 /// One line of the chaos table.
@@ -557,8 +623,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     let prefix = unique_prefix("chaos");
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
-    // Four partitions: three instances of a stage each own one or two.
-    broker.create_topics(&kafka, 4).await;
+    broker.create_topics(&kafka, PARTITIONS).await;
     let Pipeline { mut stages, web, client, epoch, _seeds } = start_pipeline(&flags, &prefix, 5).await;
     let started_all = Instant::now();
 
@@ -704,7 +769,9 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
 
     // The broker stopped for 20 s, then started again with its data, where the test can do
     // that (the mock's switch, or its own tansu).
-    match broker_outage(&mut broker, &mut stages, &client, &seen, Duration::from_secs(20)).await {
+    let broker_stopped = Instant::now();
+    let outage = broker_outage(&mut broker, &mut stages, &client, &seen, Duration::from_secs(20)).await;
+    match outage {
         Some(recovered) => report(
             &mut rows,
             Row { scenario: "broker stopped 20 s, then restarted".into(), recovered, exits: "none".into() },
@@ -717,12 +784,30 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
     let scheduler = stages.pop().expect("scheduler");
     assert_eq!(scheduler.stop(), Some(0), "scheduler exits 0");
     let deadline = Instant::now() + Duration::from_secs(120);
+    let mut lost_by_broker = Vec::new();
     loop {
         let mut judged = Seen::default();
         for (_, observed, _) in seen.lock().expect("seen").iter().cloned() {
             judged.record(observed);
         }
-        let lost = judged.lost();
+        let mut lost = judged.lost();
+        if !lost.is_empty()
+            && Instant::now() >= deadline
+            && outage.is_some()
+            && broker.may_lose_acknowledged_writes()
+        {
+            let changelog = diff_changelog(&kafka, PARTITIONS).await;
+            (lost_by_broker, lost) = lost_by_the_broker(lost, &seen, &changelog, broker_stopped);
+        }
+        let broker_lost = if lost_by_broker.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the broker lost {} change events it had acknowledged as it stopped (the diff's changelog holds their results as applied):\n{}\n",
+                lost_by_broker.len(),
+                lost_by_broker.iter().map(Lost::to_string).collect::<Vec<_>>().join("\n")
+            )
+        };
         if lost.is_empty() {
             let [results, changes, estimates] = judged.duplicates();
             let mut table = String::from("| scenario | seconds until the pipeline made progress again (hostile web: until the page's fetch result) | stage exits |\n|---|---|---|\n");
@@ -731,7 +816,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
                     &format!("| {} | {:.1} | {} |\n", row.scenario, row.recovered.as_secs_f64(), row.exits);
             }
             eprintln!(
-                "chaos on {broker:?}: {} picks, {} results, {} change events, {} estimates, {} dead letters; lost 0; duplicates: {results} results, {changes} change events, {estimates} estimates; peak memory {peaks:?}\n{table}",
+                "chaos on {broker:?}: {} picks, {} results, {} change events, {} estimates, {} dead letters; lost 0{broker_lost}; duplicates: {results} results, {changes} change events, {estimates} estimates; peak memory {peaks:?}\n{table}",
                 judged.picks.len(),
                 judged.results.len(),
                 judged.changes.len(),
@@ -770,7 +855,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
                 }
             };
             panic!(
-                "{} records lost:\n{}\noffsets the observer never read: {}\ndead letters other than the poison: {}\nrecords the observer could not decode: {}\nwhat the topics hold of their URLs within {HISTORY_PERIODS} periods:\n{}\nthe stages' partitions and last warnings:\n{gauges}",
+                "{} records lost:\n{}{broker_lost}\noffsets the observer never read: {}\ndead letters other than the poison: {}\nrecords the observer could not decode: {}\nwhat the topics hold of their URLs within {HISTORY_PERIODS} periods:\n{}\nthe stages' partitions and last warnings:\n{gauges}",
                 lost.len(),
                 lost.iter().map(Lost::to_string).collect::<Vec<_>>().join("\n"),
                 listed(unread_offsets(&seen)),
@@ -896,6 +981,46 @@ async fn a_two_minute_broker_outage_is_ridden_out() {
     }
     reading.abort();
     web.shutdown().expect("web");
+}
+
+#[test]
+fn a_loss_is_the_broker_s_only_if_the_diff_applied_it_just_before_the_stop() {
+    let result = |url: &str, period| recrawl_schemas::FetchResult::html_page(url, "site.example", period, "");
+    let [applied, not_applied, read_early] =
+        ["http://site.example/a", "http://site.example/b", "http://site.example/c"];
+    let stopped = Instant::now();
+    let before = |seconds| stopped.checked_sub(Duration::from_secs(seconds)).expect("an instant before");
+    let at = Position { topic: "results".into(), partition: 0, offset: 0, timestamp_ms: None };
+    let seen: Log = Mutex::new(vec![
+        (before(2), Observed::Result(result(applied, 44)), at.clone()),
+        (before(2), Observed::Result(result(not_applied, 44)), at.clone()),
+        (before(60), Observed::Result(result(read_early, 20)), at.clone()),
+    ]);
+    // The diff applied period 44 of `applied`, 43 of `not_applied`, and 20 of `read_early`.
+    let state = |last_period| DiffState { last_period, version: None, applied_before: Some(0) };
+    let changelog: HashMap<String, DiffState> =
+        [(applied, state(44)), (not_applied, state(43)), (read_early, state(20))]
+            .into_iter()
+            .map(|(url, state)| (url.to_owned(), state))
+            .collect();
+    let lost = |url: &str, period| Lost { what: RESULT_WITHOUT_CHANGE, url: url.to_owned(), period };
+    let pick_lost = Lost { what: "pick without a fetch result", ..lost(applied, 44) };
+    let (by_broker, by_pipeline) = lost_by_the_broker(
+        vec![lost(applied, 44), lost(not_applied, 44), lost(read_early, 20), pick_lost],
+        &seen,
+        &changelog,
+        stopped,
+    );
+    let urls = |lost: &[Lost]| lost.iter().map(|l| (l.url.clone(), l.what)).collect::<Vec<_>>();
+    assert_eq!(urls(&by_broker), [(applied.to_owned(), RESULT_WITHOUT_CHANGE)]);
+    assert_eq!(
+        urls(&by_pipeline),
+        [
+            (not_applied.to_owned(), RESULT_WITHOUT_CHANGE),
+            (read_early.to_owned(), RESULT_WITHOUT_CHANGE),
+            (applied.to_owned(), "pick without a fetch result")
+        ]
+    );
 }
 
 #[test]
