@@ -354,10 +354,10 @@ impl Tansu {
     /// Not SIGKILL at once: tansu on S3 acknowledges idempotent writes it has not stored
     /// yet and loses them when killed. A script that killed it three times while
     /// producing found 3 and then 9 of about 2,010 acknowledged records missing; stopped
-    /// with SIGTERM, none in two runs, nor in 15 stops of another. No client can ride out
+    /// with SIGTERM, none in two runs, nor in 27 stops of two others. No client can ride out
     /// a broker that drops what it acknowledged, and a chaos run failed on exactly that
-    /// (2026-11-28); a CI run then lost change events acknowledged 2–4 s before a SIGTERM
-    /// (`reports/chaos/README.md`).
+    /// (2026-11-28). SIGTERM lost change events too, sent while tansu served on for the 5 s
+    /// before it exits (`reports/chaos/README.md`).
     fn stop(&mut self) {
         if let Some(mut process) = self.process.take() {
             if !terminate(&mut process, TANSU_STOP_GRACE) {

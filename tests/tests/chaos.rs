@@ -23,12 +23,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::Message as _;
+use rdkafka::{Offset, TopicPartitionList};
 use recrawl::observe::{DeadLetter, Observed, Observer, Position};
 use recrawl_common::kafka::reader_config;
-use recrawl_common::tail::{read_to_end, EndOffsets};
 use recrawl_common::{unix_ms, KafkaArgs};
-use recrawl_diff::DiffState;
 use recrawl_e2e::hostile::{HostileWeb, HOSTILITIES};
 use recrawl_e2e::processes::{start_pipeline, Pipeline, Stage, PERIOD_MS};
 use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, Broker};
@@ -158,7 +156,7 @@ impl Seen {
             .iter()
             .filter(|pick| !results.contains(*pick))
             .map(|(url, period)| (url, *period))
-            .map(lost("pick without a fetch result"))
+            .map(lost(PICK_WITHOUT_RESULT))
             .chain(
                 results
                     .iter()
@@ -171,7 +169,7 @@ impl Seen {
                     .iter()
                     .filter(|(u, p, request)| *request && !estimates.contains(&(u.clone(), *p)))
                     .map(|(url, period, _)| (url, *period))
-                    .map(lost("change event without an estimate")),
+                    .map(lost(CHANGE_WITHOUT_ESTIMATE)),
             )
             .collect()
     }
@@ -193,7 +191,9 @@ impl Seen {
     }
 }
 
+const PICK_WITHOUT_RESULT: &str = "pick without a fetch result";
 const RESULT_WITHOUT_CHANGE: &str = "fetch result without a change event";
+const CHANGE_WITHOUT_ESTIMATE: &str = "change event without an estimate";
 
 /// A record with no output where the next stage owed one.
 #[derive(Debug)]
@@ -213,58 +213,71 @@ impl std::fmt::Display for Lost {
 /// The chaos suite's partitions per topic: three instances of a stage each own one or two.
 const PARTITIONS: i32 = 4;
 
-/// How long before the broker stopped a record lost with it may have been read.
+/// How long before the broker was told to stop a record lost with it may have been read.
 const LOST_WITH_THE_BROKER_WITHIN: Duration = Duration::from_secs(10);
 
-/// Each URL's latest state in the diff's changelog, as the broker holds it.
-async fn diff_changelog(kafka: &KafkaArgs, partitions: i32) -> HashMap<String, DiffState> {
-    let topic = kafka.cluster.topics().state("diff");
-    let reader: BaseConsumer =
-        reader_config(&kafka.cluster, "chaos-changelog").create().expect("changelog reader");
-    tokio::task::spawn_blocking(move || {
-        let (ends, assignment) =
-            EndOffsets::fetch(&reader, &topic, 0..partitions, Duration::from_secs(10), false)
-                .expect("its ends");
-        if assignment.count() > 0 {
-            reader.assign(&assignment).expect("assigned");
+/// Where each stage's group has committed its input, by (topic, partition): the next
+/// offset it would read.
+async fn committed_inputs(kafka: &KafkaArgs, partitions: i32) -> HashMap<(String, i32), i64> {
+    let mut committed = HashMap::new();
+    for (stage, input) in
+        [("fetch", FETCH.name), ("diff", FETCH_RESULTS.name), ("estimator", CHANGE_EVENTS.name)]
+    {
+        let topic = kafka.cluster.topics().name(input);
+        let mut list = TopicPartitionList::new();
+        for partition in 0..partitions {
+            list.add_partition(&topic, partition);
         }
-        let mut states = HashMap::new();
-        read_to_end(&reader, ends, Duration::ZERO, Duration::from_secs(30), |message| {
-            let Some(url) = message.key().and_then(|key| std::str::from_utf8(key).ok()) else { return };
-            match message.payload().map(recrawl_schemas::decode::<DiffState>) {
-                Some(Ok(state)) => states.insert(url.to_owned(), state),
-                _ => states.remove(url),
-            };
-        })
-        .expect("the diff's changelog read to its end");
-        states
-    })
-    .await
-    .expect("changelog read")
+        // Outside the group: asking for its offsets neither joins nor disturbs it.
+        let reader: BaseConsumer =
+            reader_config(&kafka.cluster, &kafka.group_for(stage)).create().expect("offsets reader");
+        let offsets =
+            tokio::task::spawn_blocking(move || reader.committed_offsets(list, Duration::from_secs(10)))
+                .await
+                .expect("offsets read")
+                .unwrap_or_else(|e| panic!("{stage}'s committed offsets: {e}"));
+        for element in offsets.elements() {
+            if let Offset::Offset(next) = element.offset() {
+                committed.insert((element.topic().to_owned(), element.partition()), next);
+            }
+        }
+    }
+    committed
 }
 
-/// Of `lost`, the change events the broker acknowledged and then lost as it stopped: the
-/// diff's changelog records their results as applied, which it writes only once the
-/// batch's outputs are acknowledged (`tests/tests/state.rs`), and the result was first
-/// read shortly before the broker stopped. The rest is what the pipeline lost.
+/// Whether `observed` is the input whose output `lost` misses.
+fn is_input_of(observed: &Observed, lost: &Lost) -> bool {
+    let (url, period) = match (lost.what, observed) {
+        (PICK_WITHOUT_RESULT, Observed::Pick(pick)) => (&pick.url, pick.period),
+        (RESULT_WITHOUT_CHANGE, Observed::Result(result)) => (&result.url, result.period),
+        (CHANGE_WITHOUT_ESTIMATE, Observed::Change(change)) => (&change.page.url, change.period),
+        _ => return false,
+    };
+    *url == lost.url && period == lost.period
+}
+
+/// Of `lost`, the outputs the broker acknowledged and then lost as it stopped: the stage
+/// that owed one has committed past its input, and a stage stores an input's offset only
+/// once every output it caused is acknowledged; and the input was first read from
+/// [`LOST_WITH_THE_BROKER_WITHIN`] before the broker was told to stop until it was back
+/// (tansu serves for 5 s after SIGTERM before it exits). The rest is what the pipeline
+/// lost.
 fn lost_by_the_broker(
     lost: Vec<Lost>,
     seen: &Log,
-    changelog: &HashMap<String, DiffState>,
-    broker_stopped: Instant,
+    committed: &HashMap<(String, i32), i64>,
+    outage: std::ops::Range<Instant>,
 ) -> (Vec<Lost>, Vec<Lost>) {
-    let first_read = |lost: &Lost| {
-        seen.lock().expect("seen").iter().find_map(|(at, observed, _)| match observed {
-            Observed::Result(r) if r.url == lost.url && r.period == lost.period => Some(*at),
-            _ => None,
-        })
-    };
+    let since = outage.start.checked_sub(LOST_WITH_THE_BROKER_WITHIN).unwrap_or(outage.start);
+    let seen = seen.lock().expect("seen");
     lost.into_iter().partition(|lost| {
-        lost.what == RESULT_WITHOUT_CHANGE
-            && changelog.get(&lost.url).is_some_and(|state| state.is_replay(lost.period))
-            && first_read(lost).is_some_and(|at| {
-                at < broker_stopped && broker_stopped.duration_since(at) < LOST_WITH_THE_BROKER_WITHIN
-            })
+        let first_input = seen.iter().find(|(_, observed, _)| is_input_of(observed, lost));
+        first_input.is_some_and(|(at, _, input)| {
+            (since..outage.end).contains(at)
+                && committed
+                    .get(&(input.topic.clone(), input.partition))
+                    .is_some_and(|&next| next > input.offset)
+        })
     })
 }
 
@@ -769,15 +782,25 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
 
     // The broker stopped for 20 s, then started again with its data, where the test can do
     // that (the mock's switch, or its own tansu).
-    let broker_stopped = Instant::now();
-    let outage = broker_outage(&mut broker, &mut stages, &client, &seen, Duration::from_secs(20)).await;
-    match outage {
-        Some(recovered) => report(
-            &mut rows,
-            Row { scenario: "broker stopped 20 s, then restarted".into(), recovered, exits: "none".into() },
-        ),
-        None => eprintln!("the outage is skipped: {broker:?} cannot be restarted by the test"),
-    }
+    let stopping = Instant::now();
+    let outage = match broker_outage(&mut broker, &mut stages, &client, &seen, Duration::from_secs(20)).await
+    {
+        Some(recovered) => {
+            report(
+                &mut rows,
+                Row {
+                    scenario: "broker stopped 20 s, then restarted".into(),
+                    recovered,
+                    exits: "none".into(),
+                },
+            );
+            Some(stopping..Instant::now() - recovered)
+        }
+        None => {
+            eprintln!("the outage is skipped: {broker:?} cannot be restarted by the test");
+            None
+        }
+    };
 
     // The end: the scheduler stops picking; every pick must reach the end of the pipeline.
     let peaks: Vec<(&str, u64)> = stages.iter().map(|s| (s.name, s.peak_memory_kib())).collect();
@@ -791,19 +814,17 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             judged.record(observed);
         }
         let mut lost = judged.lost();
-        if !lost.is_empty()
-            && Instant::now() >= deadline
-            && outage.is_some()
-            && broker.may_lose_acknowledged_writes()
-        {
-            let changelog = diff_changelog(&kafka, PARTITIONS).await;
-            (lost_by_broker, lost) = lost_by_the_broker(lost, &seen, &changelog, broker_stopped);
+        if let Some(outage) = outage.clone().filter(|_| {
+            !lost.is_empty() && Instant::now() >= deadline && broker.may_lose_acknowledged_writes()
+        }) {
+            let committed = committed_inputs(&kafka, PARTITIONS).await;
+            (lost_by_broker, lost) = lost_by_the_broker(lost, &seen, &committed, outage);
         }
         let broker_lost = if lost_by_broker.is_empty() {
             String::new()
         } else {
             format!(
-                "; the broker lost {} change events it had acknowledged as it stopped (the diff's changelog holds their results as applied):\n{}\n",
+                "; the broker lost {} outputs it had acknowledged as it stopped (their stages committed past the inputs):\n{}\n",
                 lost_by_broker.len(),
                 lost_by_broker.iter().map(Lost::to_string).collect::<Vec<_>>().join("\n")
             )
@@ -984,41 +1005,55 @@ async fn a_two_minute_broker_outage_is_ridden_out() {
 }
 
 #[test]
-fn a_loss_is_the_broker_s_only_if_the_diff_applied_it_just_before_the_stop() {
+fn a_loss_is_the_broker_s_only_if_its_stage_committed_past_the_input_around_the_stop() {
     let result = |url: &str, period| recrawl_schemas::FetchResult::html_page(url, "site.example", period, "");
-    let [applied, not_applied, read_early] =
-        ["http://site.example/a", "http://site.example/b", "http://site.example/c"];
+    let url = |name: &str| format!("http://site.example/{name}");
+    let [acknowledged, draining, not_committed, read_early, read_after] =
+        ["acknowledged", "draining", "not-committed", "read-early", "read-after"].map(url);
     let stopped = Instant::now();
+    let back = stopped + Duration::from_secs(25);
     let before = |seconds| stopped.checked_sub(Duration::from_secs(seconds)).expect("an instant before");
-    let at = Position { topic: "results".into(), partition: 0, offset: 0, timestamp_ms: None };
+    let at = |offset| Position { topic: "results".into(), partition: 0, offset, timestamp_ms: None };
+    let pick = PagePick::discovery(&acknowledged, 44).expect("a pick");
     let seen: Log = Mutex::new(vec![
-        (before(2), Observed::Result(result(applied, 44)), at.clone()),
-        (before(2), Observed::Result(result(not_applied, 44)), at.clone()),
-        (before(60), Observed::Result(result(read_early, 20)), at.clone()),
+        (before(60), Observed::Result(result(&read_early, 20)), at(1)),
+        (before(2), Observed::Pick(pick), Position { topic: "picks".into(), ..at(7) }),
+        (before(2), Observed::Result(result(&acknowledged, 44)), at(10)),
+        // Read while the broker drained after SIGTERM.
+        (stopped + Duration::from_secs(3), Observed::Result(result(&draining, 44)), at(11)),
+        (stopped + Duration::from_secs(3), Observed::Result(result(&not_committed, 44)), at(20)),
+        (back + Duration::from_secs(1), Observed::Result(result(&read_after, 60)), at(12)),
     ]);
-    // The diff applied period 44 of `applied`, 43 of `not_applied`, and 20 of `read_early`.
-    let state = |last_period| DiffState { last_period, version: None, applied_before: Some(0) };
-    let changelog: HashMap<String, DiffState> =
-        [(applied, state(44)), (not_applied, state(43)), (read_early, state(20))]
-            .into_iter()
-            .map(|(url, state)| (url.to_owned(), state))
-            .collect();
+    // The diff committed past offset 12 of the results, the fetch stage not past the pick.
+    let committed: HashMap<(String, i32), i64> =
+        [(("results".to_owned(), 0), 13), (("picks".to_owned(), 0), 7)].into_iter().collect();
     let lost = |url: &str, period| Lost { what: RESULT_WITHOUT_CHANGE, url: url.to_owned(), period };
-    let pick_lost = Lost { what: "pick without a fetch result", ..lost(applied, 44) };
+    let pick_lost = Lost { what: PICK_WITHOUT_RESULT, ..lost(&acknowledged, 44) };
     let (by_broker, by_pipeline) = lost_by_the_broker(
-        vec![lost(applied, 44), lost(not_applied, 44), lost(read_early, 20), pick_lost],
+        vec![
+            lost(&acknowledged, 44),
+            lost(&draining, 44),
+            lost(&not_committed, 44),
+            lost(&read_early, 20),
+            lost(&read_after, 60),
+            pick_lost,
+        ],
         &seen,
-        &changelog,
-        stopped,
+        &committed,
+        stopped..back,
     );
     let urls = |lost: &[Lost]| lost.iter().map(|l| (l.url.clone(), l.what)).collect::<Vec<_>>();
-    assert_eq!(urls(&by_broker), [(applied.to_owned(), RESULT_WITHOUT_CHANGE)]);
+    assert_eq!(
+        urls(&by_broker),
+        [(acknowledged.clone(), RESULT_WITHOUT_CHANGE), (draining, RESULT_WITHOUT_CHANGE)]
+    );
     assert_eq!(
         urls(&by_pipeline),
         [
-            (not_applied.to_owned(), RESULT_WITHOUT_CHANGE),
-            (read_early.to_owned(), RESULT_WITHOUT_CHANGE),
-            (applied.to_owned(), "pick without a fetch result")
+            (not_committed, RESULT_WITHOUT_CHANGE),
+            (read_early, RESULT_WITHOUT_CHANGE),
+            (read_after, RESULT_WITHOUT_CHANGE),
+            (acknowledged, PICK_WITHOUT_RESULT)
         ]
     );
 }

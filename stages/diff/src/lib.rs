@@ -145,7 +145,7 @@ impl DiffState {
 
     /// Whether a result of `period` was applied already. One older than the 64 periods
     /// kept is taken as new: a duplicate event is better than a lost one.
-    pub fn is_replay(&self, period: u64) -> bool {
+    fn is_replay(&self, period: u64) -> bool {
         match self.last_period.checked_sub(period) {
             None => false,
             Some(0) => true,
