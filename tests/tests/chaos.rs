@@ -824,7 +824,7 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             String::new()
         } else {
             format!(
-                "; the broker lost {} outputs it had acknowledged as it stopped (their stages committed past the inputs):\n{}\n",
+                "; the broker lost {} outputs it had acknowledged as it stopped (their stages committed past the inputs):\n{}",
                 lost_by_broker.len(),
                 lost_by_broker.iter().map(Lost::to_string).collect::<Vec<_>>().join("\n")
             )
