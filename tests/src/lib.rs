@@ -383,6 +383,37 @@ pub fn read_repository_file(path: &str) -> String {
     std::fs::read_to_string(repository_file(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// The offsets `group` has committed on `partitions` of `topic` (the next offset it would
+/// read), by partition; a partition without one is left out. Asked from outside the group,
+/// which neither joins nor disturbs it.
+pub async fn committed_offsets(
+    kafka: &KafkaArgs,
+    group: &str,
+    topic: &str,
+    partitions: std::ops::Range<i32>,
+) -> std::collections::HashMap<i32, i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let reader: BaseConsumer =
+        recrawl_common::kafka::reader_config(&kafka.cluster, group).create().expect("offsets reader");
+    let mut asked = rdkafka::TopicPartitionList::new();
+    for partition in partitions {
+        asked.add_partition(topic, partition);
+    }
+    let committed =
+        tokio::task::spawn_blocking(move || reader.committed_offsets(asked, Duration::from_secs(30)))
+            .await
+            .expect("joined")
+            .unwrap_or_else(|e| panic!("{group}'s committed offsets: {e}"));
+    committed
+        .elements()
+        .iter()
+        .filter_map(|element| match element.offset() {
+            rdkafka::Offset::Offset(next) => Some((element.partition(), next)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A topic prefix no other test (or earlier run against the same broker) uses.
 pub fn unique_prefix(test: &str) -> String {
     format!("t{}-{}-{test}.", std::process::id(), unix_ms())

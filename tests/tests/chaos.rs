@@ -21,15 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{Offset, TopicPartitionList};
 use recrawl::observe::{DeadLetter, Observed, Observer, Position};
-use recrawl_common::kafka::reader_config;
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::hostile::{HostileWeb, HOSTILITIES};
 use recrawl_e2e::processes::{start_pipeline, Pipeline, Stage, PERIOD_MS};
-use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, Broker};
+use recrawl_e2e::{committed_offsets, kafka_flags, parse_args, produce, unique_prefix, Broker};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, ESTIMATES, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::PagePick;
 
@@ -224,22 +221,10 @@ async fn committed_inputs(kafka: &KafkaArgs, partitions: i32) -> HashMap<(String
         [("fetch", FETCH.name), ("diff", FETCH_RESULTS.name), ("estimator", CHANGE_EVENTS.name)]
     {
         let topic = kafka.cluster.topics().name(input);
-        let mut list = TopicPartitionList::new();
-        for partition in 0..partitions {
-            list.add_partition(&topic, partition);
-        }
-        // Outside the group: asking for its offsets neither joins nor disturbs it.
-        let reader: BaseConsumer =
-            reader_config(&kafka.cluster, &kafka.group_for(stage)).create().expect("offsets reader");
-        let offsets =
-            tokio::task::spawn_blocking(move || reader.committed_offsets(list, Duration::from_secs(10)))
-                .await
-                .expect("offsets read")
-                .unwrap_or_else(|e| panic!("{stage}'s committed offsets: {e}"));
-        for element in offsets.elements() {
-            if let Offset::Offset(next) = element.offset() {
-                committed.insert((element.topic().to_owned(), element.partition()), next);
-            }
+        for (partition, next) in
+            committed_offsets(kafka, &kafka.group_for(stage), &topic, 0..partitions).await
+        {
+            committed.insert((topic.clone(), partition), next);
         }
     }
     committed
@@ -907,8 +892,7 @@ async fn scaling_each_stage_to_three_instances_and_back() {
     let prefix = unique_prefix("scaling");
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
-    // Four partitions: three instances of a stage each own one or two.
-    broker.create_topics(&kafka, 4).await;
+    broker.create_topics(&kafka, PARTITIONS).await;
     let Pipeline { mut stages, web, client, _seeds, .. } = start_pipeline(&flags, &prefix, 7).await;
     let mut rows = Vec::new();
     // Each stage scaled to three instances and back to one. With the cooperative-sticky
@@ -986,7 +970,7 @@ async fn a_two_minute_broker_outage_is_ridden_out() {
     let prefix = unique_prefix("long-outage");
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
-    broker.create_topics(&kafka, 4).await;
+    broker.create_topics(&kafka, PARTITIONS).await;
     let Pipeline { mut stages, web, client, _seeds, .. } = start_pipeline(&flags, &prefix, 9).await;
     let (seen, reading) = observe(&kafka).await;
     progress_after(&seen, 0, "the start").await;

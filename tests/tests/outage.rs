@@ -6,14 +6,14 @@
 
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::FutureProducer;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-use rdkafka::{Offset, TopicPartitionList};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::runtime::RuntimeError;
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
+use recrawl_e2e::{
+    committed_offsets, kafka_flags, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage,
+};
 use recrawl_schemas::topics::{CHANGE_EVENTS, FETCH_RESULTS};
 use recrawl_schemas::FetchResult;
 
@@ -192,23 +192,6 @@ async fn a_topic_tail_unreadable_past_the_outage_timeout_ends() {
     stop.cancel();
 }
 
-/// The committed offset of `group` on partition 0 of `topic`; `None` if there is none.
-async fn committed_offset(kafka: &KafkaArgs, group: String, topic: String) -> Option<i64> {
-    let config = recrawl_common::kafka::reader_config(&kafka.cluster, &group);
-    tokio::task::spawn_blocking(move || {
-        let reader: BaseConsumer = config.create().expect("reader");
-        let mut asked = TopicPartitionList::new();
-        asked.add_partition(&topic, 0);
-        let committed = reader.committed_offsets(asked, Duration::from_secs(30)).expect("committed offsets");
-        committed.elements().first().and_then(|e| match e.offset() {
-            Offset::Offset(offset) => Some(offset),
-            _ => None,
-        })
-    })
-    .await
-    .expect("joined")
-}
-
 /// A final commit the group's coordinator cannot take yet (still loading the group, as
 /// right after an outage) is tried again within the close's bound: the stage exits
 /// cleanly with its input committed, rather than failing with the commit one retry away.
@@ -240,7 +223,8 @@ async fn a_final_commit_that_finds_the_coordinator_loading_is_tried_again() {
     diff.stop().await.expect("the stage stops cleanly once the coordinator takes the commit");
     let group = kafka.group_for(recrawl_diff::STAGE);
     let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
-    assert_eq!(committed_offset(&kafka, group, topic).await, Some(1), "the one input record is committed");
+    let committed = committed_offsets(&kafka, &group, &topic, 0..1).await;
+    assert_eq!(committed.get(&0), Some(&1), "the one input record is committed");
 }
 
 /// Consumer errors other than the brokers going away (here fetches refused as not
