@@ -695,6 +695,7 @@ fn discovery_curve(
                 change_rate_low: None,
                 change_rate_high: None,
                 schedule: None,
+                last_modified_ms: None,
             };
             book.learn(&mut hosts, slot, &learned, &settings);
             for &target in &graph.links[page as usize] {

@@ -47,10 +47,16 @@ pub const PEAK_INDEX_RATE_TIMES_AGE: f64 = 1.793_282_132_900_760_4;
 /// too fast to follow regains its place as its copy ages and is fetched again; a wrong
 /// rate is then corrected instead of abandoned. 0 where [`freshness_index`] is, at `high`.
 pub fn best_freshness_index(low: f64, high: f64, age: f64) -> f64 {
+    freshness_index(best_index_rate(low, high, age), age)
+}
+
+/// The rate of [`low`, `high`] at which a copy `age` old has its largest index: x*/age
+/// clamped into the range, or `high` where the range or the age is empty.
+pub fn best_index_rate(low: f64, high: f64, age: f64) -> f64 {
     if !(low > 0.0 && low < high && age > 0.0) {
-        return freshness_index(high, age);
+        return high;
     }
-    freshness_index((PEAK_INDEX_RATE_TIMES_AGE / age).clamp(low, high), age)
+    (PEAK_INDEX_RATE_TIMES_AGE / age).clamp(low, high)
 }
 
 /// D(x*)/x*: the most a copy can be worth per period of its age, whatever its rate.

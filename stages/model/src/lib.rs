@@ -6,10 +6,12 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
 
+pub mod day;
 pub mod freshness;
 pub mod history;
 pub mod modified;
 pub mod page;
+pub mod periodic;
 pub mod prediction;
 pub mod rate;
 pub mod refresh;

@@ -32,6 +32,16 @@ use serde::{Deserialize, Serialize};
 /// the fetch is taken as at the fetch.
 pub const CLOCK_SKEW_MS: i64 = 60_000;
 
+/// Whether a download that found its page changed since the previous download (fetched
+/// at `previous_download_ms`) dates that change at `last_modified_ms` as only a truthful
+/// server can: after the previous download, and before this one by more than the clocks'
+/// skew. A date that never moves is not after the previous download, and the time of the
+/// response is that of the download; [`DatedChanges::verdict`] confirms a URL's dates on
+/// the same two conditions.
+pub fn dates_the_change(last_modified_ms: i64, previous_download_ms: i64, fetched_at_ms: i64) -> bool {
+    last_modified_ms > previous_download_ms && last_modified_ms < fetched_at_ms.saturating_sub(CLOCK_SKEW_MS)
+}
+
 /// Whether a URL's dates have agreed with its content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DateTrust {

@@ -10,7 +10,10 @@
 use std::collections::HashMap;
 
 use hashbrown::HashTable;
+use recrawl_common::http_date_ms;
+use recrawl_model::modified::dates_the_change;
 use recrawl_model::rate::{central_rate, middle_half_low};
+use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate};
 use serde::{Deserialize, Serialize};
@@ -164,6 +167,10 @@ pub struct BookSettings {
     pub hour_rule: HourRule,
     /// Whether the `groups` policy crawls by the 6 deployed groups or the 16.
     pub classes: GroupClasses,
+    /// The period length and period 0's wall time, as the plan's: when a page's previous
+    /// download was, for its dates.
+    pub period_ms: u64,
+    pub epoch_unix_ms: i64,
 }
 
 impl Default for BookSettings {
@@ -176,6 +183,8 @@ impl Default for BookSettings {
             nutch_max_interval: 1000.0,
             hour_rule: HourRule::Paper,
             classes: GroupClasses::Six,
+            period_ms: DEFAULT_PERIOD_MS,
+            epoch_unix_ms: 0,
         }
     }
 }
@@ -195,6 +204,8 @@ pub struct Learned<'a> {
     pub change_rate_low: Option<f64>,
     pub change_rate_high: Option<f64>,
     pub schedule: Option<CrawlSchedule>,
+    /// The request's `Last-Modified`, Unix ms.
+    pub last_modified_ms: Option<i64>,
 }
 
 /// What an estimate did to the book.
@@ -509,6 +520,7 @@ impl Book {
                     settings.hour_rule,
                     settings.classes,
                 )),
+                last_modified_ms: estimate.last_request.last_modified.as_deref().and_then(http_date_ms),
             },
             settings,
         );
@@ -528,6 +540,7 @@ impl Book {
             page.in_links = NONE;
         }
         page.last_estimate = period32(learned.period);
+        let previous_download = page.last_download();
         if request.downloaded {
             page.last_download = period32(request.period);
             page.size = u32::try_from(request.size_bytes).unwrap_or(u32::MAX);
@@ -552,6 +565,21 @@ impl Book {
             page.schedule = learned.schedule;
         }
         let host = page.host;
+        // A change its date places in the day tells when the host's pages change.
+        if let (Some(true), Some(dated_at), Some(previous)) =
+            (request.changed, learned.last_modified_ms, previous_download)
+        {
+            let previous_ms = period_start_ms(settings.epoch_unix_ms, settings.period_ms, previous);
+            if dates_the_change(dated_at, previous_ms, request.fetched_at_ms) {
+                let rate_per_ms = learned.change_rate.unwrap_or(0.0) / settings.period_ms.max(1) as f64;
+                hosts.stats[host as usize].day.observe(
+                    dated_at,
+                    previous_ms,
+                    request.fetched_at_ms,
+                    rate_per_ms,
+                );
+            }
+        }
         self.update_validators(slot, request);
         hosts.observe(host, request, settings.response_time_smoothing, settings.max_backoff_periods);
         self.mark_dirty(slot);
@@ -1056,6 +1084,31 @@ pub(crate) mod tests {
         );
         assert_eq!(apply(3, 500, None, None), both("\"b\"", "Mon"), "a failure leaves them");
         assert_eq!(apply(4, 200, None, None), None, "a new copy without validators clears them");
+    }
+
+    #[test]
+    fn a_change_dated_between_downloads_teaches_the_host_s_day_and_other_dates_do_not() {
+        const HOUR_MS: i64 = 3_600_000;
+        let settings =
+            BookSettings { period_ms: HOUR_MS as u64, epoch_unix_ms: 0, ..BookSettings::default() };
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        let mut apply = |period: u64, changed: Option<bool>, date: &str| {
+            let mut e = estimate("http://h/p.html", period, true, changed);
+            e.last_request.fetched_at_ms = period as i64 * HOUR_MS + HOUR_MS / 2;
+            e.last_request.last_modified = Some(date.to_owned());
+            book.apply_estimate(&mut hosts, &e, &settings).unwrap();
+            hosts.stats[0].day.changes()
+        };
+        assert_eq!(apply(1, None, "Thu, 01 Jan 1970 00:30:00 GMT"), 0.0, "no download before it");
+        assert_eq!(apply(10, Some(true), "Thu, 01 Jan 1970 05:00:00 GMT"), 1.0);
+        assert_eq!(apply(20, Some(true), "Thu, 01 Jan 1970 20:30:00 GMT"), 1.0, "the time of the response");
+        assert_eq!(
+            apply(30, Some(true), "Thu, 01 Jan 1970 15:00:00 GMT"),
+            1.0,
+            "before the previous download"
+        );
+        assert_eq!(apply(40, Some(false), "Thu, 01 Jan 1970 35:00:00 GMT"), 1.0, "not a date; unchanged");
+        assert_eq!(apply(50, Some(true), "Fri, 02 Jan 1970 23:00:00 GMT"), 2.0);
     }
 
     #[test]

@@ -1,8 +1,13 @@
 //! What the scheduler knows about each host, shared by an instance's partitions: names
-//! interned once ([`Hosts`]) and each host's response time, back-off and crawl delay
-//! ([`HostStats`]).
+//! interned once ([`Hosts`]), each host's response time, back-off, crawl delay and day
+//! profile ([`HostStats`]), and what the `freshness` policy scores the profiles with
+//! ([`DayState`]).
+
+use std::sync::Mutex;
 
 use hashbrown::HashTable;
+use recrawl_model::day::DayProfile;
+use recrawl_model::periodic::DayTables;
 use recrawl_schemas::LastRequest;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -19,6 +24,8 @@ pub struct HostStats {
     pub crawl_delay_ms: u64,
     /// URLs of the host this instance tracks or has in its frontier.
     pub urls: u32,
+    /// When in the day the host's pages change, from the changes its dates placed.
+    pub day: DayProfile,
 }
 
 impl HostStats {
@@ -39,8 +46,25 @@ impl HostStats {
 
 impl Default for HostStats {
     fn default() -> Self {
-        Self { ms_per_byte: f64::NAN, backoff_level: 0, backoff_until: 0, crawl_delay_ms: 0, urls: 0 }
+        Self {
+            ms_per_byte: f64::NAN,
+            backoff_level: 0,
+            backoff_until: 0,
+            crawl_delay_ms: 0,
+            urls: 0,
+            day: DayProfile::default(),
+        }
     }
+}
+
+/// What the `freshness` policy keeps between periods to score the pages of hosts with a
+/// day profile: the tables of the index for a periodic rate, and the budget's multiplier.
+#[derive(Debug, Default)]
+pub struct DayState {
+    pub tables: DayTables,
+    /// The score of the last refresh pick of the last period whose quota was filled: the
+    /// score a fetch must reach, ν; 0 before one.
+    pub cutoff: f64,
 }
 
 /// Host names interned once per instance.
@@ -49,6 +73,8 @@ pub struct Hosts {
     names: Vec<Box<str>>,
     index: HashTable<u32>,
     pub stats: Vec<HostStats>,
+    /// Locked by a period's choice only.
+    pub day: Mutex<DayState>,
 }
 
 impl Hosts {

@@ -69,6 +69,10 @@ pub struct SchedulerArgs {
     /// How known pages are ranked for refresh.
     #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = DEFAULT_POLICY)]
     pub policy: Policy,
+    /// `freshness`: score the pages of a host whose `Last-Modified` dates show busy hours
+    /// by the index for a rate that follows the day, so fetches land after the busy hours.
+    #[arg(long, env = "RECRAWL_TIME_OF_DAY", default_value_t = true, action = clap::ArgAction::Set)]
+    pub time_of_day: bool,
     #[arg(long, env = "RECRAWL_HORIZON", default_value = "rolling:10", help = crate::policy::HORIZON_HELP)]
     pub horizon: Horizon,
     /// Weight of the download-time term p·g (in periods) against staleness.
@@ -178,6 +182,8 @@ impl SchedulerArgs {
             nutch_max_interval: max,
             hour_rule: self.groups_hour,
             classes: self.groups_classes,
+            period_ms: self.period_ms,
+            epoch_unix_ms: self.epoch_unix_ms,
         })
     }
 
@@ -192,6 +198,7 @@ impl SchedulerArgs {
             discovery_share: self.discovery_share,
             min_download_probability: self.min_download_probability,
             pending_periods: self.pending_periods,
+            time_of_day: self.time_of_day,
         }
     }
 }

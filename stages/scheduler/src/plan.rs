@@ -3,15 +3,19 @@
 //! host's cap. Pure: the stage, the `plan` command, the bench and the simulator call
 //! [`choose`].
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::PoisonError;
 
-use recrawl_model::freshness::{best_freshness_index, freshness_index_bound};
+use recrawl_model::day::DAY_MS;
+use recrawl_model::freshness::{best_freshness_index, best_index_rate, freshness_index_bound};
+use recrawl_model::periodic::{DayTables, PeriodicPage};
 use recrawl_model::rate::middle_half;
 use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
 use crate::book::{coarse, Book, Page};
-use crate::hosts::{HostStats, Hosts};
+use crate::hosts::{DayState, HostStats, Hosts};
 use crate::policy::{
     change_rate, expected_out_of_date, lambda_crawl_kappa, lambda_crawl_rate, paper_score, staleness,
     Discovery, Policy, TopK, DEFAULT_POLICY,
@@ -37,6 +41,9 @@ pub struct PlanSettings {
     pub min_download_probability: f64,
     /// Periods a picked page waits for its estimate before it may be picked again.
     pub pending_periods: u32,
+    /// `freshness`: score the pages of hosts with a day profile by the index for a rate
+    /// that follows the day ([`recrawl_model::periodic`]).
+    pub time_of_day: bool,
 }
 
 impl Default for PlanSettings {
@@ -51,6 +58,7 @@ impl Default for PlanSettings {
             discovery_share: 0.2,
             min_download_probability: 0.1,
             pending_periods: 2,
+            time_of_day: true,
         }
     }
 }
@@ -77,15 +85,69 @@ pub struct Choice {
 }
 
 /// What the refresh scores of one period share.
-struct Period {
+struct Period<'a> {
     clock: u64,
     remaining: f64,
     /// g_i in periods per byte, weighted: the cost of a page is size × this.
     cost_per_byte: Vec<f64>,
     kappa: Option<f64>,
+    /// `freshness` with time of day, once a period has set the multiplier.
+    day: Option<DayScoring<'a>>,
 }
 
-impl Period {
+/// An hour in milliseconds.
+const HOUR_MS: f64 = 3_600_000.0;
+
+/// What the `freshness` scores of a period's pages on hosts with a day profile share.
+struct DayScoring<'a> {
+    /// Per host: the profile's amplitude and the hours from its peak to mid-period, when
+    /// fetches happen on average; `None` for a host without dated changes.
+    shapes: Vec<Option<(f64, f64)>>,
+    hours_per_period: f64,
+    /// The last period's cutoff score, ν in score units.
+    cutoff: f64,
+    tables: RefCell<&'a mut DayTables>,
+}
+
+impl<'a> DayScoring<'a> {
+    fn new(hosts: &Hosts, clock: u64, settings: &PlanSettings, state: &'a mut DayState) -> Option<Self> {
+        if !(state.cutoff > 0.0 && state.cutoff.is_finite()) {
+            return None;
+        }
+        let now_ms = settings.period_start_ms(clock).saturating_add((settings.period_ms / 2) as i64);
+        let shapes = hosts
+            .stats
+            .iter()
+            .map(|stats| {
+                let (amplitude, peak_ms) = stats.day.shape()?;
+                let since_peak_ms = now_ms.saturating_sub(peak_ms).rem_euclid(DAY_MS);
+                Some((amplitude, since_peak_ms as f64 / HOUR_MS))
+            })
+            .collect();
+        Some(Self {
+            shapes,
+            hours_per_period: settings.period_ms as f64 / HOUR_MS,
+            cutoff: state.cutoff,
+            tables: RefCell::new(&mut state.tables),
+        })
+    }
+
+    /// The page as the periodic index sees it, scored with `weight` at `rate` per period
+    /// and `age` periods; `None` for a host without a profile.
+    fn page(&self, host: u32, weight: f64, rate: f64, age: f64) -> Option<PeriodicPage> {
+        let (amplitude, since_peak) = (*self.shapes.get(host as usize)?)?;
+        let hours = self.hours_per_period;
+        Some(PeriodicPage {
+            rate: rate / hours,
+            amplitude,
+            age: age * hours,
+            since_peak,
+            multiplier: self.cutoff / weight * hours,
+        })
+    }
+}
+
+impl Period<'_> {
     /// p_j·g_i in periods, weighted.
     fn cost(&self, page: &Page) -> f64 {
         f64::from(page.size) * self.cost_per_byte[page.host as usize]
@@ -124,16 +186,41 @@ pub fn choose(
         })
         .collect();
     let discovery_quota = (quota as f64 * settings.discovery_share.clamp(0.0, 1.0)).round() as usize;
-    let mut period = Period { clock, remaining, cost_per_byte, kappa: None };
+    let mut day_state = (settings.policy == Policy::Freshness && settings.time_of_day)
+        .then(|| hosts.day.lock().unwrap_or_else(PoisonError::into_inner));
+    let day = day_state.as_deref_mut().and_then(|state| DayScoring::new(hosts, clock, settings, state));
+    let mut period = Period { clock, remaining, cost_per_byte, kappa: None, day };
     if settings.policy == Policy::LambdaCrawl {
         period.kappa =
             lambda_kappa(books, host_caps, &period, quota.saturating_sub(discovery_quota), settings);
     }
+    let choices = pick(books, host_caps, &period, quota, discovery_quota, settings);
+    drop(period);
+    if let Some(state) = day_state.as_deref_mut() {
+        // A period that filled its quota shows the score a fetch must reach.
+        let last_refresh = choices.iter().rev().find(|choice| choice.reason == PickReason::Refresh);
+        if let (true, Some(last)) = (choices.len() == quota, last_refresh) {
+            state.cutoff = last.score;
+        }
+    }
+    choices
+}
+
+/// [`choose`]'s picks for the scores of `period`.
+fn pick(
+    books: &[&Book],
+    host_caps: &[u32],
+    period: &Period,
+    quota: usize,
+    discovery_quota: usize,
+    settings: &PlanSettings,
+) -> Vec<Choice> {
+    let clock = period.clock;
     let mut headroom = quota.saturating_add(quota / 4).saturating_add(16);
     loop {
         let (frontier, frontier_overflowed) =
             frontier_candidates(books, host_caps, clock, headroom, settings);
-        let (refresh, refresh_overflowed) = refresh_candidates(books, host_caps, &period, headroom, settings);
+        let (refresh, refresh_overflowed) = refresh_candidates(books, host_caps, period, headroom, settings);
         let mut room = host_caps.to_vec();
         let mut choices = Vec::with_capacity(quota);
         let mut take =
@@ -303,12 +390,16 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
 }
 
 /// What the `freshness` score of a page is made of: weight × the best index over the
-/// rates [`least_rate`, `most_rate`] at `age`.
+/// rates [`least_rate`, `most_rate`] at `age`; for a live page of a host with a day
+/// profile, the index for a periodic rate at the best rate, where it applies.
 struct FreshnessTerms {
     weight: f64,
     least_rate: f64,
     most_rate: f64,
     age: f64,
+    /// The page for the periodic index, and its correction.
+    periodic: Option<(PeriodicPage, f64)>,
+    hours_per_period: f64,
 }
 
 impl FreshnessTerms {
@@ -319,23 +410,47 @@ impl FreshnessTerms {
             // outbid live pages every period; from its last visit, probes come about
             // as often as a live page of its rate is fetched, times its share.
             let age = since_visit(page, period.clock);
-            Self { weight: probe_share(page, settings), least_rate: rate, most_rate: rate, age }
+            Self {
+                weight: probe_share(page, settings),
+                least_rate: rate,
+                most_rate: rate,
+                age,
+                periodic: None,
+                hours_per_period: 1.0,
+            }
         } else {
             // Optimism over the middle half of the rate's credible interval: a page that
             // looks too fast to follow is fetched again as its copy ages, a slow one a
             // little earlier, and a wrong rate is corrected.
             let (least_rate, most_rate) = middle_half(rate, page.middle_half_low_rate.get());
-            Self { weight: f64::from(page.p_download), least_rate, most_rate, age: period.copy_age(page) }
+            let (weight, age) = (f64::from(page.p_download), period.copy_age(page));
+            let (periodic, hours_per_period) = match &period.day {
+                Some(day) => {
+                    let rate = best_index_rate(least_rate, most_rate, age);
+                    let periodic = day.page(page.host, weight, rate, age).and_then(|periodic| {
+                        Some((periodic, day.tables.borrow_mut().correction(&periodic)?))
+                    });
+                    (periodic, day.hours_per_period)
+                }
+                None => (None, 1.0),
+            };
+            Self { weight, least_rate, most_rate, age, periodic, hours_per_period }
         }
     }
 
     fn score(&self) -> f64 {
-        self.weight * best_freshness_index(self.least_rate, self.most_rate, self.age)
+        match &self.periodic {
+            Some((page, correction)) => self.weight * page.index(*correction) / self.hours_per_period,
+            None => self.weight * best_freshness_index(self.least_rate, self.most_rate, self.age),
+        }
     }
 
-    /// At least [`Self::score`], without its exponential.
+    /// At least [`Self::score`], without its exponentials.
     fn bound(&self) -> f64 {
-        self.weight * freshness_index_bound(self.least_rate, self.most_rate, self.age)
+        match &self.periodic {
+            Some((page, correction)) => self.weight * page.bound(*correction) / self.hours_per_period,
+            None => self.weight * freshness_index_bound(self.least_rate, self.most_rate, self.age),
+        }
     }
 }
 
@@ -750,6 +865,41 @@ mod tests {
         assert_eq!(count(&book, 5, 1.0), (5, 3), "the frontier runs out; refreshes fill the rest");
     }
 
+    #[test]
+    fn with_time_of_day_a_host_is_fetched_after_its_busy_hours_and_the_cutoff_is_kept() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for host in ["a", "b"] {
+            book.add_tracked(&mut hosts, &format!("http://{host}/"), host, 20, 100, 0.5, 1.0, Some(0.2))
+                .unwrap();
+        }
+        // a changes most at 03:00 UTC, b at 15:00.
+        for (stats, peak) in hosts.stats.iter_mut().zip([3, 15]) {
+            // Dated changes of slow pages downloaded a day apart.
+            for hour in [-2, -1, 0, 0, 1, 2].repeat(10) {
+                stats.day.observe((peak + hour) * HOUR_MS as i64, 0, DAY_MS, 0.0);
+            }
+        }
+        let caps = vec![1; hosts.len()];
+        let settings = |time_of_day| PlanSettings {
+            period_ms: HOUR_MS as u64,
+            time_of_day,
+            ..settings(Policy::Freshness)
+        };
+        // Period 30 is 06:00–07:00: a's busy hours are behind it, b's ahead.
+        let scores = |time_of_day| {
+            hosts.day.lock().unwrap().cutoff = 1.0;
+            let picks = choose(&[&book], &hosts, 30, 10.0, 2, &caps, &settings(time_of_day));
+            (urls(&book, &picks), picks.iter().map(|c| c.score).collect::<Vec<_>>())
+        };
+        let (flat_urls, flat) = scores(false);
+        assert_eq!(flat[0], flat[1], "{flat_urls:?}");
+        let (by_day, day) = scores(true);
+        assert_eq!(by_day, ["http://a/", "http://b/"]);
+        assert!(day[0] > day[1], "{day:?}");
+        // The quota was filled: the last refresh pick's score is the next multiplier.
+        assert_eq!(hosts.day.lock().unwrap().cutoff, day[1]);
+    }
+
     proptest::proptest! {
         #[test]
         fn choices_equal_a_full_sort_of_every_score(
@@ -767,21 +917,38 @@ mod tests {
             }
             for (i, stats) in hosts.stats.iter_mut().enumerate() {
                 stats.ms_per_byte = 0.01 * i as f64;
+                // Hosts h0 and h1 change most at 03:00 and 15:00 UTC, h2 and h3 evenly.
+                if i < 2 {
+                    for hour in [1, 2, 3, 3, 4, 5].repeat(10) {
+                        stats.day.observe((hour + 12 * i as i64) * HOUR_MS as i64, 0, DAY_MS, 0.0);
+                    }
+                }
             }
-            let settings = settings(policy);
+            // `freshness` in hours, so that the day moves over the ages; the others' costs
+            // below are for periods of a second.
+            let settings = match policy {
+                Policy::Freshness => PlanSettings { period_ms: HOUR_MS as u64, ..settings(policy) },
+                _ => settings(policy),
+            };
+            hosts.day.lock().unwrap().cutoff = 0.05;
             let caps = vec![u32::MAX; hosts.len()];
+            let refresh = quota - ((quota as f64) * settings.discovery_share).round() as usize;
+            let mut all: Vec<(u32, f64)> = {
+                let mut day_state = hosts.day.lock().unwrap();
+                let day = DayScoring::new(&hosts, 45, &settings, &mut day_state);
+                let period = Period {
+                    clock: 45,
+                    remaining: 10.0,
+                    cost_per_byte: hosts.stats.iter().map(|s| s.ms_per_byte / 1000.0).collect(),
+                    kappa: (policy == Policy::LambdaCrawl).then(|| lambda_kappa(&[&book], &caps, &Period { clock: 45, remaining: 10.0, cost_per_byte: Vec::new(), kappa: None, day: None }, refresh, &settings)).flatten(),
+                    day: (policy == Policy::Freshness).then_some(day).flatten(),
+                };
+                (0..book.len() as u32)
+                    .filter_map(|slot| refresh_score(book.page(slot), &period, &settings).map(|score| (slot, score)))
+                    .collect()
+            };
             let chosen: Vec<(u32, f64)> = choose(&[&book], &hosts, 45, 10.0, quota, &caps, &settings)
                 .iter().map(|c| (c.slot, c.score)).collect();
-            let refresh = quota - ((quota as f64) * settings.discovery_share).round() as usize;
-            let period = Period {
-                clock: 45,
-                remaining: 10.0,
-                cost_per_byte: hosts.stats.iter().map(|s| s.ms_per_byte / 1000.0).collect(),
-                kappa: (policy == Policy::LambdaCrawl).then(|| lambda_kappa(&[&book], &caps, &Period { clock: 45, remaining: 10.0, cost_per_byte: Vec::new(), kappa: None }, refresh, &settings)).flatten(),
-            };
-            let mut all: Vec<(u32, f64)> = (0..book.len() as u32)
-                .filter_map(|slot| refresh_score(book.page(slot), &period, &settings).map(|score| (slot, score)))
-                .collect();
             all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             all.truncate(quota);
             // lambda-crawl's κ is found by bisection in each call, so scores agree only

@@ -63,6 +63,10 @@ pub struct SimArgs {
     /// estimate it: separates what a policy's rule is worth from its estimates.
     #[arg(long)]
     pub known_rates: bool,
+    /// Whether `freshness` scores the pages of hosts whose dates show busy hours by the
+    /// index for a rate that follows the day, as the scheduler's `--time-of-day`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub time_of_day: bool,
     /// Share of the simulated sites whose `Last-Modified` dates each page's latest change.
     #[arg(long, default_value_t = WebParams::default().truthful_dates_share, value_parser = parse_fraction)]
     pub truthful_dates_share: f64,
@@ -237,6 +241,7 @@ fn report_budgets(
             period_minutes: args.period_minutes,
             eligibility: Eligibility { min_request_rate: args.min_request_rate, min_recall: args.min_recall },
             known_rates: args.known_rates,
+            time_of_day: args.time_of_day,
             ..SimConfig::default()
         };
         let results = simulate(world, policies, &config);

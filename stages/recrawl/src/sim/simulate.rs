@@ -154,6 +154,9 @@ pub struct SimConfig {
     /// evenly. A fetch early in its period stores the page sooner, so comparing with a
     /// pipeline takes the share its fetches fell in.
     pub fetch_window: f64,
+    /// Whether `freshness` scores the pages of hosts with a day profile by the index for
+    /// a rate that follows the day (the scheduler's `--time-of-day`).
+    pub time_of_day: bool,
 }
 
 impl Default for SimConfig {
@@ -170,6 +173,7 @@ impl Default for SimConfig {
             cold_start: false,
             known_rates: false,
             fetch_window: 1.0,
+            time_of_day: true,
             eligibility: Eligibility::default(),
         }
     }
@@ -616,6 +620,7 @@ impl Learner {
             discovery_share: 0.0,
             // Every pick is answered within its period.
             pending_periods: 0,
+            time_of_day: config.time_of_day,
             ..PlanSettings::default()
         };
         let groups = (0..2).map(|_| GroupPriors::new(config.model)).collect();
@@ -630,7 +635,12 @@ impl Learner {
             book,
             hosts,
             plan,
-            book_settings: BookSettings::default(),
+            // The simulated web's time 0 is period 0's start, as the plan's epoch.
+            book_settings: BookSettings {
+                period_ms: period_ms as u64,
+                epoch_unix_ms: 0,
+                ..BookSettings::default()
+            },
             horizon: config.horizon,
             pages: vec![PageState::new(0); n],
             groups,
@@ -700,6 +710,7 @@ impl Learner {
             world.response_ms(page, at),
         );
         let request = LastRequest { fetched_at: UtcTime::from_ms(fetched_at_ms), fetched_at_ms, ..request };
+        let last_modified_ms = last_modified.map(|at| (at * self.period_ms) as i64);
         state.record(
             &Request {
                 period: crawl,
@@ -709,7 +720,7 @@ impl Learner {
                 size_bytes: request.size_bytes,
                 update_size: request.size_change_bytes,
                 latency_ms: request.latency_ms,
-                last_modified_ms: last_modified.map(|at| (at * self.period_ms) as i64),
+                last_modified_ms,
             },
             &self.refresh,
         );
@@ -751,6 +762,7 @@ impl Learner {
             change_rate_low: Some(low),
             change_rate_high: Some(high),
             schedule,
+            last_modified_ms,
         };
         self.book.learn(&mut self.hosts, page, &learned, &self.book_settings);
     }
