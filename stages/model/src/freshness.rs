@@ -60,7 +60,7 @@ pub fn best_index_rate(low: f64, high: f64, age: f64) -> f64 {
 }
 
 /// D(x*)/x*: the most a copy can be worth per period of its age, whatever its rate.
-const PEAK_INDEX_PER_AGE: f64 = 0.298_425_607_525_639_2;
+pub const PEAK_INDEX_PER_AGE: f64 = 0.298_425_607_525_639_2;
 
 /// An upper bound of [`best_freshness_index`]`(low, high, age)` without an exponential, so
 /// that a pick can pass over most pages cheaply: D(x) ≤ x²/2, D ≤ 1 and D(x)/x ≤ D(x*)/x*

@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::f64::consts::{PI, TAU};
 
-use crate::freshness::d_of_x;
+use crate::freshness::{d_of_x, PEAK_INDEX_PER_AGE};
 
 /// A day in hours.
 pub const DAY_HOURS: f64 = 24.0;
@@ -92,14 +92,18 @@ impl PeriodicPage {
         (area - self.age * left).max(0.0) + correction
     }
 
-    /// At least [`Self::index`], with the first term bounded without an exponential:
-    /// F_d(s) − F_d(τ) ≤ Λ(τ) − Λ(s) ≤ λ(1 + a)(τ − s), and Λ(s) ≥ λ(s − 2a/ω) give
-    /// min(λ(1 + a)τ²/2, τ, e^{2λa/ω}/λ). Raised by a billionth against rounding.
+    /// At least [`Self::index`], with the first term bounded by one exponential rather
+    /// than a day's: F_d(s) − F_d(τ) ≤ Λ(τ) − Λ(s) ≤ λ(1 + a)(τ − s) gives λ(1 + a)τ²/2;
+    /// it is at most τ; and by parts it is ∫₀^τ s·λw·F_d ds, where w ≤ 1 + a and
+    /// Λ(s) ≥ λs − 2λa/ω give (1 + a)·e^{2λa/ω}·D(λτ)/λ, with D(x)/λ at most 1/λ and
+    /// D(x*)/x*·τ. Raised by a billionth against rounding.
     pub fn bound(&self, correction: f64) -> f64 {
         let (rate, age, amplitude) = (self.rate, self.age, self.amplitude());
+        let lift = (rate * amplitude * DAY_HOURS / PI).exp();
         let first = (rate * (1.0 + amplitude) * age * age / 2.0)
             .min(age)
-            .min((rate * amplitude * DAY_HOURS / PI).exp() / rate);
+            .min(lift / rate)
+            .min((1.0 + amplitude) * lift * PEAK_INDEX_PER_AGE * age);
         first * (1.0 + 1e-9) + correction.abs() * 1e-9 + correction
     }
 
@@ -413,7 +417,7 @@ mod tests {
     fn the_bound_is_at_least_the_index() {
         let mut tables = DayTables::default();
         for rate in [0.01, 0.05, 0.2, 1.0, 4.0] {
-            for amplitude in [0.0, 0.4, 0.9] {
+            for amplitude in [LEAST_AMPLITUDE, 0.4, 0.9] {
                 for age in [0.5, 3.0, 12.0, 40.0, 200.0] {
                     for since_peak in [0.0, 5.5, 13.0, 20.25] {
                         for multiplier in [0.3, 1.0, 4.0] {
