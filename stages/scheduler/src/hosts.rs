@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use hashbrown::HashTable;
 use recrawl_model::day::DayProfile;
-use recrawl_model::periodic::DayTables;
+use recrawl_model::periodic::{DayTables, LEAST_AMPLITUDE};
 use recrawl_schemas::LastRequest;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -78,6 +78,13 @@ pub struct Hosts {
 }
 
 impl Hosts {
+    /// Hosts whose day profile the `freshness` policy scores by the periodic index.
+    pub fn with_day_profile(&self) -> usize {
+        let placed =
+            |stats: &&HostStats| stats.day.shape().is_some_and(|(amplitude, _)| amplitude >= LEAST_AMPLITUDE);
+        self.stats.iter().filter(placed).count()
+    }
+
     pub fn find(&self, name: &str) -> Option<u32> {
         self.index.find(xxh3_64(name.as_bytes()), |&id| &*self.names[id as usize] == name).copied()
     }

@@ -215,6 +215,8 @@ struct SchedulerMetrics {
     frontier: IntGauge,
     hosts: IntGauge,
     hosts_backed_off: IntGauge,
+    hosts_with_day_profile: IntGauge,
+    day_tables: IntGauge,
     estimates: IntCounterVec,
     links: IntCounterVec,
     choose_seconds: Histogram,
@@ -253,6 +255,14 @@ impl SchedulerMetrics {
             hosts_backed_off: registered(registry, IntGauge::new(
                 "scheduler_hosts_backed_off",
                 "Hosts given no picks this period after answering 429 or 503.",
+            )?)?,
+            hosts_with_day_profile: registered(registry, IntGauge::new(
+                "scheduler_hosts_with_day_profile",
+                "Hosts whose dated changes show busy hours: with --time-of-day, freshness scores their pages by the index for a rate that follows the day.",
+            )?)?,
+            day_tables: registered(registry, IntGauge::new(
+                "scheduler_day_tables",
+                "Tables of the index for a rate that follows the day this instance keeps.",
             )?)?,
             estimates: registered(registry, IntCounterVec::new(
                 Opts::new("scheduler_estimates_total", "Estimates applied, by result."),
@@ -390,6 +400,13 @@ impl Scheduler {
         self.metrics.tracked.set(tracked as i64);
         self.metrics.frontier.set(frontier as i64);
         self.metrics.hosts.set(self.hosts.len() as i64);
+        self.metrics.hosts_with_day_profile.set(self.hosts.with_day_profile() as i64);
+        let tables = self
+            .hosts
+            .day
+            .lock()
+            .map_or_else(|poisoned| poisoned.into_inner().tables.len(), |day| day.tables.len());
+        self.metrics.day_tables.set(tables as i64);
     }
 
     /// The picks for `period` among the URLs of the owned partitions.

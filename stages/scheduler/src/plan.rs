@@ -879,6 +879,7 @@ mod tests {
                 stats.day.observe((peak + hour) * HOUR_MS as i64, 0, DAY_MS, 0.0);
             }
         }
+        assert_eq!(hosts.with_day_profile(), 2);
         let caps = vec![1; hosts.len()];
         let settings = |time_of_day| PlanSettings {
             period_ms: HOUR_MS as u64,
