@@ -1,9 +1,13 @@
-//! When in the day a host's pages change, learned from the times its `Last-Modified`
-//! headers date (`docs/algorithms/freshness-limits.md`, "Time of day").
+//! When in the day a host's pages change, learned from its pages' comparisons and the
+//! times its `Last-Modified` headers date (`docs/algorithms/freshness-limits.md`, "Time of
+//! day").
 //!
 //! A host's change intensity over the day is taken as its first harmonic,
 //! w(t) = 1 + x·cos ωt + y·sin ωt with ω = 2π a day, mean 1 (a site busiest at one time
-//! and quietest twelve hours later). A dated change is the page's latest in the interval
+//! and quietest twelve hours later). Each comparison and each dated change adds its score
+//! at a flat day and its information ([`DayProfile::observe_comparison`],
+//! [`DayProfile::observe`]). A comparison says whether an interval saw a change: more
+//! often when the interval covers busy hours. A dated change is the page's latest in the interval
 //! (a, f] between two downloads, so even on a flat day its time is not spread evenly: with
 //! the page's rate λ it falls at d with density q(d) ∝ e^{−λ(f−d)}, just before the fetch
 //! for a fast page. Under w its density is ∝ λw(d)·e^{−λ∫_d^f w}: likelier where the hours
@@ -33,7 +37,7 @@ const MAX_RATE_PER_MS: f64 = 1.0 / 60_000.0;
 /// Largest amplitude a learned profile takes, so the intensity stays positive.
 const MAX_AMPLITUDE: f64 = 0.95;
 
-/// The dated changes of one host, as the sums their first harmonic needs.
+/// The comparisons and dated changes of one host, as the sums their first harmonic needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DayProfile {
     /// Σ of the score's two components.
@@ -41,6 +45,7 @@ pub struct DayProfile {
     /// Σ of the information: cos·cos, cos·sin, sin·sin.
     information: [f64; 3],
     changes: f64,
+    comparisons: f64,
 }
 
 impl DayProfile {
@@ -69,6 +74,32 @@ impl DayProfile {
         self.information[1] += (1.0 - k * k) * cos_sin + k * (sin_sin - cos_cos);
         self.information[2] += k * k * cos_cos - 2.0 * k * cos_sin + sin_sin;
         self.changes += 1.0;
+    }
+
+    /// Counts a comparison: whether a page with change rate `rate_per_ms` changed between
+    /// downloads at `previous_ms` and `fetched_ms`. Its log-likelihood is −Λ unchanged and
+    /// ln(1 − e^{−Λ}) changed, Λ = λ∫w over the interval; at a flat day its gradient in
+    /// (x, y) is λ·(∫cos ωt, ∫sin ωt) times −1 or 1/(e^{Λ} − 1), and its expected
+    /// information that gradient's square over e^{Λ} − 1.
+    pub fn observe_comparison(&mut self, changed: bool, previous_ms: i64, fetched_ms: i64, rate_per_ms: f64) {
+        let Some(length_ms) = fetched_ms.checked_sub(previous_ms).filter(|&length| length > 0) else {
+            return;
+        };
+        let rate = if rate_per_ms.is_finite() { rate_per_ms.clamp(0.0, MAX_RATE_PER_MS) } else { 0.0 };
+        let omega = std::f64::consts::TAU / DAY_MS as f64;
+        let (from, to) = (angle_of(previous_ms), angle_of(previous_ms) + length_ms as f64 * omega);
+        let gradient = [rate * (to.sin() - from.sin()) / omega, rate * (from.cos() - to.cos()) / omega];
+        let surprise = (rate * length_ms as f64).exp_m1();
+        if !(surprise > 0.0 && surprise.is_finite()) {
+            return;
+        }
+        let sign = if changed { 1.0 / surprise } else { -1.0 };
+        self.score[0] += sign * gradient[0];
+        self.score[1] += sign * gradient[1];
+        self.information[0] += gradient[0] * gradient[0] / surprise;
+        self.information[1] += gradient[0] * gradient[1] / surprise;
+        self.information[2] += gradient[1] * gradient[1] / surprise;
+        self.comparisons += 1.0;
     }
 
     /// Changes counted.
@@ -102,7 +133,7 @@ impl DayProfile {
     /// The profile as w(t) = 1 + amplitude·cos(ω(t − peak)): (amplitude, the peak's
     /// milliseconds into the UTC day); `None` before a dated change.
     pub fn shape(&self) -> Option<(f64, i64)> {
-        if self.changes == 0.0 {
+        if self.changes == 0.0 && self.comparisons == 0.0 {
             return None;
         }
         let (x, y) = self.harmonic();
@@ -235,6 +266,49 @@ mod tests {
         let harmonic = busy_morning.harmonic();
         assert!((peak_hour(harmonic) - 9.0).abs() < 1.5, "{harmonic:?}");
         assert!(harmonic.0.hypot(harmonic.1) > 0.3, "{harmonic:?} {length}");
+    }
+
+    /// Pages of `rate_per_ms` compared over intervals of `length_ms` starting at every
+    /// half hour of the day, under the intensity: of 40 comparisons of each interval, as
+    /// many changed as its chance of a change says.
+    fn compared(amplitude: f64, peak_hour: f64, rate_per_ms: f64, length_ms: i64) -> DayProfile {
+        let w = intensity(amplitude, peak_hour);
+        let mut profile = DayProfile::default();
+        for start in (0..48).map(|half_hour| MIDNIGHT + half_hour * HOUR_MS / 2) {
+            let steps = 1000;
+            let exposure: f64 = (0..steps)
+                .map(|i| w(start as f64 + (i as f64 + 0.5) * length_ms as f64 / steps as f64))
+                .sum::<f64>()
+                * length_ms as f64
+                / steps as f64;
+            let changed = ((1.0 - (-rate_per_ms * exposure).exp()) * 40.0).round() as usize;
+            for i in 0..40 {
+                profile.observe_comparison(i < changed, start, start + length_ms, rate_per_ms);
+            }
+        }
+        profile
+    }
+
+    #[test]
+    fn comparisons_alone_find_the_busy_hours() {
+        // Pages changing about every 10 hours, compared every 6: busiest at 20:00.
+        let rate = 0.1 / HOUR_MS as f64;
+        let (amplitude, peak_ms) = compared(0.8, 20.0, rate, 6 * HOUR_MS).shape().unwrap();
+        assert!((peak_ms as f64 / HOUR_MS as f64 - 20.0).abs() < 1.0, "{peak_ms}");
+        assert!(amplitude > 0.4, "{amplitude}");
+        // A flat day shows none; intervals of whole days say nothing of the hour.
+        let (flat, _) = compared(0.0, 20.0, rate, 6 * HOUR_MS).shape().unwrap();
+        assert!(flat < 0.02, "{flat}");
+        let (days, _) = compared(0.8, 20.0, rate, DAY_MS).shape().unwrap();
+        assert!(days < 1e-6, "{days}");
+        // Hostile intervals and rates are skipped.
+        let mut profile = DayProfile::default();
+        profile.observe_comparison(true, MIDNIGHT, MIDNIGHT, rate);
+        profile.observe_comparison(true, i64::MAX, i64::MIN, rate);
+        for hostile in [f64::NAN, f64::INFINITY, -1.0, 0.0] {
+            profile.observe_comparison(true, MIDNIGHT, MIDNIGHT + HOUR_MS, hostile);
+        }
+        assert_eq!(profile.shape(), None);
     }
 
     #[test]

@@ -565,19 +565,17 @@ impl Book {
             page.schedule = learned.schedule;
         }
         let host = page.host;
-        // A change its date places in the day tells when the host's pages change.
-        if let (Some(true), Some(dated_at), Some(previous)) =
-            (request.changed, learned.last_modified_ms, previous_download)
-        {
+        // A comparison, and a change its date places in the day, tell when the host's
+        // pages change.
+        if let (Some(changed), Some(previous)) = (request.changed, previous_download) {
             let previous_ms = period_start_ms(settings.epoch_unix_ms, settings.period_ms, previous);
-            if dates_the_change(dated_at, previous_ms, request.fetched_at_ms) {
-                let rate_per_ms = learned.change_rate.unwrap_or(0.0) / settings.period_ms.max(1) as f64;
-                hosts.stats[host as usize].day.observe(
-                    dated_at,
-                    previous_ms,
-                    request.fetched_at_ms,
-                    rate_per_ms,
-                );
+            let rate_per_ms = learned.change_rate.unwrap_or(0.0) / settings.period_ms.max(1) as f64;
+            let day = &mut hosts.stats[host as usize].day;
+            day.observe_comparison(changed, previous_ms, request.fetched_at_ms, rate_per_ms);
+            if let (true, Some(dated_at)) = (changed, learned.last_modified_ms) {
+                if dates_the_change(dated_at, previous_ms, request.fetched_at_ms) {
+                    day.observe(dated_at, previous_ms, request.fetched_at_ms, rate_per_ms);
+                }
             }
         }
         self.update_validators(slot, request);
