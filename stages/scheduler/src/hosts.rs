@@ -24,7 +24,7 @@ pub struct HostStats {
     pub crawl_delay_ms: u64,
     /// URLs of the host this instance tracks or has in its frontier.
     pub urls: u32,
-    /// When in the day the host's pages change, from the changes its dates placed.
+    /// When in the day the host's pages change, from their comparisons and dated changes.
     pub day: DayProfile,
 }
 

@@ -69,8 +69,9 @@ pub struct SchedulerArgs {
     /// How known pages are ranked for refresh.
     #[arg(long, env = "RECRAWL_POLICY", value_enum, default_value_t = DEFAULT_POLICY)]
     pub policy: Policy,
-    /// `freshness`: score the pages of a host whose `Last-Modified` dates show busy hours
-    /// by the index for a rate that follows the day, so fetches land after the busy hours.
+    /// `freshness`: score the pages of a host whose changes show busy hours (from its
+    /// comparisons and `Last-Modified` dates) by the index for a rate that follows the
+    /// day, so fetches land after the busy hours.
     #[arg(long, env = "RECRAWL_TIME_OF_DAY", default_value_t = true, action = clap::ArgAction::Set)]
     pub time_of_day: bool,
     #[arg(long, env = "RECRAWL_HORIZON", default_value = "rolling:10", help = crate::policy::HORIZON_HELP)]
@@ -258,7 +259,7 @@ impl SchedulerMetrics {
             )?)?,
             hosts_with_day_profile: registered(registry, IntGauge::new(
                 "scheduler_hosts_with_day_profile",
-                "Hosts whose dated changes show busy hours: with --time-of-day, freshness scores their pages by the index for a rate that follows the day.",
+                "Hosts whose changes show busy hours: with --time-of-day, freshness scores their pages by the index for a rate that follows the day.",
             )?)?,
             day_tables: registered(registry, IntGauge::new(
                 "scheduler_day_tables",

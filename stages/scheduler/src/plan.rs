@@ -101,7 +101,7 @@ const HOUR_MS: f64 = 3_600_000.0;
 /// What the `freshness` scores of a period's pages on hosts with a day profile share.
 struct DayScoring<'a> {
     /// Per host: the profile's amplitude and the hours from its peak to mid-period, when
-    /// fetches happen on average; `None` for a host without dated changes.
+    /// fetches happen on average; `None` for a host with nothing learned of its day.
     shapes: Vec<Option<(f64, f64)>>,
     hours_per_period: f64,
     /// The last period's cutoff score, ν in score units.

@@ -63,7 +63,7 @@ pub struct SimArgs {
     /// estimate it: separates what a policy's rule is worth from its estimates.
     #[arg(long)]
     pub known_rates: bool,
-    /// Whether `freshness` scores the pages of hosts whose dates show busy hours by the
+    /// Whether `freshness` scores the pages of hosts whose changes show busy hours by the
     /// index for a rate that follows the day, as the scheduler's `--time-of-day`.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub time_of_day: bool,
