@@ -20,7 +20,8 @@
 //! induction over intervals of whole half-hours; its tables are kept per rate, amplitude
 //! and ν rounded to fifths of their logarithms (the amplitude to fifths), so a period
 //! solves a table only where those move. Whole half-hour intervals leave a ripple in h
-//! with the period of the best interval, up to a few percent of the index on a flat day.
+//! with the period of the best interval, up to a few percent of the index, the same on a
+//! flat day, where h is constant: each table takes off the flat day's.
 
 use std::collections::HashMap;
 use std::f64::consts::{PI, TAU};
@@ -37,8 +38,8 @@ const STEP_HOURS: f64 = DAY_HOURS / STEPS as f64;
 
 /// Steps of the first term's integration: the rate is taken as constant within each at
 /// its mean, and a page's score costs an exponential a step. Steps span at most a
-/// quarter of the page's time between changes, and a quarter to 3 hours: within 0.2 % of the
-/// integral (a test).
+/// quarter of the page's time between changes, and a quarter to 3 hours: within 0.2 %
+/// of the integral (a test).
 const INTEGRATION_STEP_HOURS: (f64, f64) = (0.25, 3.0);
 const INTEGRATION_STEP_CHANGES: f64 = 0.25;
 
