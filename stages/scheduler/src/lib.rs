@@ -17,6 +17,7 @@ pub mod policy;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use clap::builder::TypedValueParser;
@@ -401,13 +402,6 @@ impl Scheduler {
         self.metrics.tracked.set(tracked as i64);
         self.metrics.frontier.set(frontier as i64);
         self.metrics.hosts.set(self.hosts.len() as i64);
-        self.metrics.hosts_with_day_profile.set(self.hosts.with_day_profile() as i64);
-        let tables = self
-            .hosts
-            .day
-            .lock()
-            .map_or_else(|poisoned| poisoned.into_inner().tables.len(), |day| day.tables.len());
-        self.metrics.day_tables.set(tables as i64);
     }
 
     /// The picks for `period` among the URLs of the owned partitions.
@@ -422,6 +416,10 @@ impl Scheduler {
             choose(&books, &self.hosts, period, self.horizon.remaining(period), m, &host_caps, &self.plan)
         };
         self.metrics.choose_seconds.observe(started.elapsed().as_secs_f64());
+        // Once a period, as the profiles are read: not with every batch's gauges.
+        self.metrics.hosts_with_day_profile.set(self.hosts.with_day_profile() as i64);
+        let tables = self.hosts.day.lock().unwrap_or_else(PoisonError::into_inner).tables.len();
+        self.metrics.day_tables.set(tables as i64);
         self.metrics.unfilled.inc_by(m.saturating_sub(choices.len()) as u64);
         let mut picks = Vec::with_capacity(choices.len());
         for choice in choices {
