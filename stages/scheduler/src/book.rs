@@ -171,6 +171,10 @@ pub struct BookSettings {
     /// download was, for its dates.
     pub period_ms: u64,
     pub epoch_unix_ms: i64,
+    /// Whether downloads teach the hosts' day profiles (as the plan's
+    /// [`PlanSettings::scores_time_of_day`](crate::plan::PlanSettings::scores_time_of_day)):
+    /// a comparison costs a few sines and cosines.
+    pub learns_day: bool,
 }
 
 impl Default for BookSettings {
@@ -185,6 +189,7 @@ impl Default for BookSettings {
             classes: GroupClasses::Six,
             period_ms: DEFAULT_PERIOD_MS,
             epoch_unix_ms: 0,
+            learns_day: true,
         }
     }
 }
@@ -567,7 +572,9 @@ impl Book {
         let host = page.host;
         // A comparison, and a change its date places in the day, tell when the host's
         // pages change.
-        if let (Some(changed), Some(previous)) = (request.changed, previous_download) {
+        if let (true, Some(changed), Some(previous)) =
+            (settings.learns_day, request.changed, previous_download)
+        {
             let previous_ms = period_start_ms(settings.epoch_unix_ms, settings.period_ms, previous);
             let rate_per_ms = learned.change_rate.unwrap_or(0.0) / settings.period_ms.max(1) as f64;
             let day = &mut hosts.stats[host as usize].day;
@@ -1107,6 +1114,26 @@ pub(crate) mod tests {
         );
         assert_eq!(apply(40, Some(false), "Thu, 01 Jan 1970 35:00:00 GMT"), 1.0, "not a date; unchanged");
         assert_eq!(apply(50, Some(true), "Fri, 02 Jan 1970 23:00:00 GMT"), 2.0);
+    }
+
+    #[test]
+    fn a_book_that_does_not_learn_days_leaves_the_host_s_profile_flat() {
+        const HOUR_MS: i64 = 3_600_000;
+        let settings = BookSettings {
+            period_ms: HOUR_MS as u64,
+            epoch_unix_ms: 0,
+            learns_day: false,
+            ..BookSettings::default()
+        };
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        for (period, date) in [(10, "Thu, 01 Jan 1970 05:00:00 GMT"), (40, "Fri, 02 Jan 1970 14:00:00 GMT")] {
+            let mut e = estimate("http://h/p.html", period, true, Some(true));
+            e.last_request.fetched_at_ms = period as i64 * HOUR_MS + HOUR_MS / 2;
+            e.last_request.last_modified = Some(date.to_owned());
+            book.apply_estimate(&mut hosts, &e, &settings).unwrap();
+        }
+        assert_eq!(hosts.stats[0].day.changes(), 0.0);
+        assert_eq!(hosts.stats[0].day.shape(), None);
     }
 
     #[test]

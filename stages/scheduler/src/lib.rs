@@ -186,6 +186,7 @@ impl SchedulerArgs {
             classes: self.groups_classes,
             period_ms: self.period_ms,
             epoch_unix_ms: self.epoch_unix_ms,
+            learns_day: self.plan_settings().scores_time_of_day(),
         })
     }
 

@@ -64,6 +64,12 @@ impl Default for PlanSettings {
 }
 
 impl PlanSettings {
+    /// Whether the pages of hosts with a day profile are scored by the periodic index:
+    /// only then does the book need to learn the hosts' days.
+    pub fn scores_time_of_day(&self) -> bool {
+        self.policy == Policy::Freshness && self.time_of_day
+    }
+
     /// When `period` starts, Unix milliseconds (saturating far in the future).
     pub fn period_start_ms(&self, period: u64) -> i64 {
         recrawl_model::period_start_ms(self.epoch_unix_ms, self.period_ms, period)
@@ -186,8 +192,8 @@ pub fn choose(
         })
         .collect();
     let discovery_quota = (quota as f64 * settings.discovery_share.clamp(0.0, 1.0)).round() as usize;
-    let mut day_state = (settings.policy == Policy::Freshness && settings.time_of_day)
-        .then(|| hosts.day.lock().unwrap_or_else(PoisonError::into_inner));
+    let mut day_state =
+        settings.scores_time_of_day().then(|| hosts.day.lock().unwrap_or_else(PoisonError::into_inner));
     let day = day_state.as_deref_mut().and_then(|state| DayScoring::new(hosts, clock, settings, state));
     let mut period = Period { clock, remaining, cost_per_byte, kappa: None, day };
     if settings.policy == Policy::LambdaCrawl {

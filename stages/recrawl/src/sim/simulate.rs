@@ -629,6 +629,7 @@ impl Learner {
         for page in 0..n as u32 {
             host_pages[world.host(page) as usize].push(page);
         }
+        let learns_day = plan.scores_time_of_day();
         let mut learner = Self {
             policy,
             host_caps: vec![u32::MAX; hosts.len()],
@@ -639,6 +640,7 @@ impl Learner {
             book_settings: BookSettings {
                 period_ms: period_ms as u64,
                 epoch_unix_ms: 0,
+                learns_day,
                 ..BookSettings::default()
             },
             horizon: config.horizon,
