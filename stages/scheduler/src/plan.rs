@@ -316,12 +316,18 @@ fn refresh_candidates(
     settings: &PlanSettings,
 ) -> (Vec<Choice>, bool) {
     let mut top = TopK::<(u32, u32)>::new(k);
+    // A page passed over for its bound was turned away as surely as one `top` refused:
+    // host caps may need it.
+    let mut passed_over = false;
     for (book, slot, page) in eligible(books, host_caps, period.clock, settings, false) {
-        if let Some(score) = refresh_score_above(page, period, settings, top.floor()) {
-            top.offer(score, (book, slot));
+        match refresh_score_above(page, period, settings, top.floor()) {
+            Ok(Some(score)) => top.offer(score, (book, slot)),
+            Ok(None) => {}
+            Err(BelowFloor) => passed_over = true,
         }
     }
-    into_choices(top, PickReason::Refresh, |key| key)
+    let (choices, overflowed) = into_choices(top, PickReason::Refresh, |key| key);
+    (choices, overflowed || passed_over)
 }
 
 /// Whether the page's next request is predicted to download with less than the least
@@ -460,19 +466,25 @@ impl FreshnessTerms {
     }
 }
 
-/// The page's [`refresh_score`], or `None` also when a cheap upper bound of it is below
+/// A cheap upper bound of the page's score is below the k-th best so far.
+struct BelowFloor;
+
+/// The page's [`refresh_score`], or [`BelowFloor`] when a cheap upper bound of it is below
 /// `floor`, the k-th best so far: most pages cannot beat it, and skip their exponentials.
 fn refresh_score_above(
     page: &Page,
     period: &Period,
     settings: &PlanSettings,
     floor: Option<f64>,
-) -> Option<f64> {
+) -> Result<Option<f64>, BelowFloor> {
     let below_floor = |bound: f64| floor.is_some_and(|floor| bound < floor);
     match settings.policy {
         Policy::Freshness => {
             let terms = FreshnessTerms::of(page, period, settings);
-            (!below_floor(terms.bound())).then(|| terms.score())
+            if below_floor(terms.bound()) {
+                return Err(BelowFloor);
+            }
+            Ok(Some(terms.score()))
         }
         // A copy is out of date for at most its whole age; evaluated as the score is, so
         // rounding cannot put the score above it.
@@ -483,9 +495,9 @@ fn refresh_score_above(
                 period.cost(page),
             )) =>
         {
-            None
+            Err(BelowFloor)
         }
-        _ => refresh_score(page, period, settings),
+        _ => Ok(refresh_score(page, period, settings)),
     }
 }
 
@@ -589,6 +601,28 @@ mod tests {
                 }
                 assert!(per_host.iter().all(|&n| n <= cap), "{policy:?}: {per_host:?}");
             }
+        }
+    }
+
+    #[test]
+    fn pages_passed_over_for_their_bound_still_fill_what_a_host_cap_turns_away() {
+        // Quota 4 keeps the best 4 + 1 + 16 = 21: the stale pages of a host capped at one,
+        // first in the book. The fresher pages of the other host cannot reach their floor,
+        // so they are passed over without a score; the cap then turns 20 away and the
+        // choice must widen to them.
+        let stale: Vec<String> = (0..21).map(|i| format!("http://capped/{i}")).collect();
+        let mut pages: Vec<(&str, u64, u64, f64)> =
+            stale.iter().map(|url| (url.as_str(), 1, 100, 1.0)).collect();
+        pages.extend(["http://open/1", "http://open/2", "http://open/3"].map(|url| (url, 48, 100, 1.0)));
+        let (book, hosts) = tracked(&pages);
+        let capped = hosts.find("capped").unwrap() as usize;
+        let mut caps = vec![10; hosts.len()];
+        caps[capped] = 1;
+        for policy in [Policy::ChangeAware, Policy::Freshness] {
+            let picks = choose(&[&book], &hosts, 50, 10.0, 4, &caps, &settings(policy));
+            let hosts_picked: Vec<_> = picks.iter().map(|pick| book.page(pick.slot).host as usize).collect();
+            assert_eq!(hosts_picked.len(), 4, "{policy:?}: {:?}", urls(&book, &picks));
+            assert_eq!(hosts_picked.iter().filter(|&&host| host == capped).count(), 1, "{policy:?}");
         }
     }
 
