@@ -9,6 +9,7 @@ Stops once its partitions are assigned and no record came for --idle-seconds.
 
 import argparse
 import json
+import time
 from collections import defaultdict
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
@@ -31,14 +32,14 @@ def main() -> None:
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
     })
-    assigned = False
+    assigned_at = None
 
     def from_the_beginning(consumer, partitions):
-        nonlocal assigned
+        nonlocal assigned_at
         for partition in partitions:
             partition.offset = OFFSET_BEGINNING
         consumer.assign(partitions)
-        assigned = True
+        assigned_at = time.monotonic()
 
     consumer.subscribe([args.topic], on_assign=from_the_beginning)
     pages = defaultdict(set)
@@ -47,7 +48,9 @@ def main() -> None:
         while True:
             message = consumer.poll(args.idle_seconds)
             if message is None:
-                if assigned:
+                # A whole idle poll after the assignment: one that the assignment fell
+                # into may have ended before the first fetch came back.
+                if assigned_at is not None and time.monotonic() - assigned_at >= args.idle_seconds:
                     break
                 continue
             if message.error():
