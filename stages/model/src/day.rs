@@ -24,6 +24,8 @@
 //! follows the day (`recrawl_scheduler::periodic`): a fetch is best placed as the quiet
 //! hours begin, when the busy hours' changes are in and the next change is longest away.
 
+use serde::{Deserialize, Serialize};
+
 /// A day in milliseconds.
 pub const DAY_MS: i64 = 86_400_000;
 
@@ -38,7 +40,9 @@ const MAX_RATE_PER_MS: f64 = 1.0 / 60_000.0;
 const MAX_AMPLITUDE: f64 = 0.95;
 
 /// The comparisons and dated changes of one host, as the sums their first harmonic needs.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Sums add: a host's profile is the sum of its URLs' partitions' profiles, each of which
+/// the scheduler's changelog keeps ([`DayProfile::is_sound`] checks one read back).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct DayProfile {
     /// Σ of the score's two components.
     score: [f64; 2],
@@ -105,6 +109,41 @@ impl DayProfile {
     /// Changes counted.
     pub fn changes(&self) -> f64 {
         self.changes
+    }
+
+    /// Changes and comparisons counted: a profile only gains them, so of two snapshots of
+    /// one the later has more.
+    pub fn observations(&self) -> f64 {
+        self.changes + self.comparisons
+    }
+
+    /// Adds another profile's observations, as if they had been made on this one.
+    pub fn merge(&mut self, other: &DayProfile) {
+        self.apply(other, 1.0);
+    }
+
+    /// Takes away observations [`merge`](Self::merge)d in before.
+    pub fn remove(&mut self, other: &DayProfile) {
+        self.apply(other, -1.0);
+    }
+
+    fn apply(&mut self, other: &DayProfile, sign: f64) {
+        self.score.iter_mut().zip(other.score).for_each(|(sum, x)| *sum += sign * x);
+        self.information.iter_mut().zip(other.information).for_each(|(sum, x)| *sum += sign * x);
+        self.changes += sign * other.changes;
+        self.comparisons += sign * other.comparisons;
+    }
+
+    /// Whether the sums could have come from observations: finite, the counts whole and
+    /// not negative, the information positive semi-definite. A profile read from a topic
+    /// that is not would turn every harmonic of its host.
+    pub fn is_sound(&self) -> bool {
+        let finite = self.score.iter().chain(&self.information).all(|x| x.is_finite());
+        let count = |n: f64| n >= 0.0 && n.fract() == 0.0 && n.is_finite();
+        let [a, b, d] = self.information;
+        // Rounding may leave a determinant a hair below 0.
+        let semi_definite = a >= 0.0 && d >= 0.0 && a * d - b * b >= -1e-9 * (a * d).max(1.0);
+        finite && count(self.changes) && count(self.comparisons) && semi_definite
     }
 
     /// The harmonic's (x, y): one Newton step from a flat day, with [`PRIOR_CHANGES`]
@@ -351,5 +390,46 @@ mod tests {
         assert!(x.is_finite() && y.is_finite());
         let (amplitude, peak_ms) = profile.shape().unwrap();
         assert!(amplitude.is_finite() && (0..DAY_MS).contains(&peak_ms));
+    }
+
+    #[test]
+    fn profiles_add_and_take_back_as_their_observations_do() {
+        let same = |a: &DayProfile, b: &DayProfile| {
+            let ((ax, ay), (bx, by)) = (a.harmonic(), b.harmonic());
+            a.observations() == b.observations() && (ax - bx).abs() < 1e-12 && (ay - by).abs() < 1e-12
+        };
+        let (morning, evening) = (profile_of(0.6, 8.0, 30), compared(0.4, 20.0, 1e-7, 4 * HOUR_MS));
+        let mut observed = morning;
+        for at in quantiles(MIDNIGHT, MIDNIGHT + DAY_MS, 30, intensity(0.6, 8.0)) {
+            observed.observe(at, MIDNIGHT, MIDNIGHT + DAY_MS, 0.0);
+        }
+        let mut doubled = morning;
+        doubled.merge(&morning);
+        assert!(same(&doubled, &observed), "merging is observing again");
+        assert!(!same(&doubled, &morning));
+        let mut both = morning;
+        both.merge(&evening);
+        assert_eq!(both.observations(), morning.observations() + evening.observations());
+        both.remove(&evening);
+        assert!(same(&both, &morning));
+    }
+
+    #[test]
+    fn sums_no_observations_could_give_are_told_apart() {
+        let learned = compared(0.4, 20.0, 1e-7, 4 * HOUR_MS);
+        assert!(learned.is_sound() && DayProfile::default().is_sound());
+        let forged = [
+            DayProfile { score: [f64::NAN, 0.0], ..learned },
+            DayProfile { information: [f64::INFINITY, 0.0, 1.0], ..learned },
+            DayProfile { information: [-1.0, 0.0, 1.0], ..learned },
+            DayProfile { information: [1.0, 2.0, 1.0], ..learned },
+            DayProfile { changes: 0.5, ..learned },
+            DayProfile { comparisons: -3.0, ..learned },
+        ];
+        assert!(forged.iter().all(|day| !day.is_sound()));
+        let mut taken_twice = learned;
+        taken_twice.remove(&learned);
+        taken_twice.remove(&learned);
+        assert!(!taken_twice.is_sound());
     }
 }

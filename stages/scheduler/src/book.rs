@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use hashbrown::HashTable;
 use recrawl_common::http_date_ms;
+use recrawl_model::day::DayProfile;
 use recrawl_model::modified::dates_the_change;
 use recrawl_model::rate::{central_rate, middle_half_low};
 use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
@@ -265,18 +266,22 @@ pub struct SchedulerState {
     pub last_modified: Option<String>,
     pub central_change_rate: Option<f32>,
     pub middle_half_low_rate: Option<f32>,
+    /// What this partition's URLs have taught of their host's day, as it stood when the
+    /// record was written; the partition's latest is the one with the most observations.
+    pub host_day: Option<DayProfile>,
 }
 
 impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
-    /// 2: `central_change_rate`. 3: `middle_half_low_rate`, the last field.
-    const VERSION: u16 = 3;
-    const ADDED_TRAILING_OPTIONS: usize = 2;
+    /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`, the last field.
+    const VERSION: u16 = 4;
+    const ADDED_TRAILING_OPTIONS: usize = 3;
 
     /// Version 1 reads with no central rate: the freshness index scores the page at its
     /// mean rate until its next estimate; versions 1 and 2 with no middle half: at its
-    /// central rate alone.
+    /// central rate alone; versions 1 to 3 with no host day: the host's day is learned
+    /// again.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         decode_as(framed, bytes)
     }
@@ -304,6 +309,10 @@ pub struct Book {
     /// The stored copies' validators for conditional requests, only for the pages whose
     /// server sent any, so the fixed-size [`Page`] stays small.
     validators: HashMap<u32, Validators>,
+    /// This partition's share of each host's day profile, by host number (a partition
+    /// holds URLs of most hosts): what moves with the partition, and what its
+    /// revocation takes back from the hosts'.
+    host_days: Vec<DayProfile>,
 }
 
 /// A page's `ETag` and `Last-Modified`, sent back on its next pick.
@@ -577,13 +586,15 @@ impl Book {
         {
             let previous_ms = period_start_ms(settings.epoch_unix_ms, settings.period_ms, previous);
             let rate_per_ms = learned.change_rate.unwrap_or(0.0) / settings.period_ms.max(1) as f64;
-            let day = &mut hosts.stats[host as usize].day;
-            day.observe_comparison(changed, previous_ms, request.fetched_at_ms, rate_per_ms);
+            let mut learned_day = DayProfile::default();
+            learned_day.observe_comparison(changed, previous_ms, request.fetched_at_ms, rate_per_ms);
             if let (true, Some(dated_at)) = (changed, learned.last_modified_ms) {
                 if dates_the_change(dated_at, previous_ms, request.fetched_at_ms) {
-                    day.observe(dated_at, previous_ms, request.fetched_at_ms, rate_per_ms);
+                    learned_day.observe(dated_at, previous_ms, request.fetched_at_ms, rate_per_ms);
                 }
             }
+            self.host_day_mut(host).merge(&learned_day);
+            hosts.stats[host as usize].day.merge(&learned_day);
         }
         self.update_validators(slot, request);
         hosts.observe(host, request, settings.response_time_smoothing, settings.max_backoff_periods);
@@ -744,6 +755,15 @@ impl Book {
         self.dead_in_links = 0;
     }
 
+    /// This partition's share of `host`'s day profile.
+    fn host_day_mut(&mut self, host: u32) -> &mut DayProfile {
+        let index = host as usize;
+        if index >= self.host_days.len() {
+            self.host_days.resize(index.saturating_add(1), DayProfile::default());
+        }
+        &mut self.host_days[index]
+    }
+
     /// Records that `slot` was picked in `period`.
     pub fn picked(&mut self, slot: u32, period: u64) {
         self.pages[slot as usize].last_pick = period32(period);
@@ -784,6 +804,7 @@ impl Book {
             last_modified: self.validators(slot).and_then(|v| v.last_modified.as_deref().map(str::to_owned)),
             central_change_rate: page.central_change_rate.get().map(|rate| rate as f32),
             middle_half_low_rate: page.middle_half_low_rate.get().map(|rate| rate as f32),
+            host_day: self.host_days.get(page.host as usize).filter(|day| day.observations() > 0.0).copied(),
         }
     }
 
@@ -846,15 +867,27 @@ impl Book {
                 let sample = latency_ms / f64::from(page.size);
                 hosts.stats[host as usize].add_sample(sample, settings.response_time_smoothing);
             }
+            if let Some(day) = state.host_day.filter(DayProfile::is_sound) {
+                let kept = book.host_day_mut(host);
+                if day.observations() > kept.observations() {
+                    *kept = day;
+                }
+            }
+        }
+        for (host, day) in book.host_days.iter().enumerate() {
+            hosts.stats[host].day.merge(day);
         }
         Ok((book, skipped))
     }
 
-    /// Forgets the partition's share of the host counts (on revocation).
+    /// Forgets the partition's share of the host counts and day profiles (on revocation).
     pub fn release(&self, hosts: &mut Hosts) {
         for page in &self.pages {
             let stats = &mut hosts.stats[page.host as usize];
             stats.urls = stats.urls.saturating_sub(1);
+        }
+        for (host, day) in self.host_days.iter().enumerate() {
+            hosts.stats[host].day.remove(day);
         }
     }
 }
@@ -1134,6 +1167,70 @@ pub(crate) mod tests {
         }
         assert_eq!(hosts.stats[0].day.changes(), 0.0);
         assert_eq!(hosts.stats[0].day.shape(), None);
+    }
+
+    /// A host's day learned by two partitions moves with them: another instance restores
+    /// each partition's share from its latest records, and a revocation takes the share
+    /// back.
+    #[test]
+    fn a_host_s_day_moves_with_its_partitions() {
+        const HOUR_MS: i64 = 3_600_000;
+        let settings =
+            BookSettings { period_ms: HOUR_MS as u64, epoch_unix_ms: 0, ..BookSettings::default() };
+        let (mut books, mut hosts) = ([Book::default(), Book::default()], Hosts::default());
+        let mut changelogs: [HashMap<String, SchedulerState>; 2] = Default::default();
+        for (round, periods) in [[1, 30], [60, 90]].into_iter().enumerate() {
+            for page in 0..6 {
+                // The first round reaches every page; the second only some, whose records
+                // then carry the later share.
+                if round == 1 && page % 3 == 0 {
+                    continue;
+                }
+                let partition = page % 2;
+                let url = format!("http://h/p{page}.html");
+                for period in periods {
+                    let mut e = estimate(&url, period + page as u64, true, Some(period % 60 != 0));
+                    e.last_request.fetched_at_ms = (period as i64 + page as i64) * HOUR_MS + HOUR_MS / 2;
+                    e.last_request.last_modified =
+                        Some(format!("Thu, 01 Jan 1970 {:02}:00:00 GMT", page + 1));
+                    books[partition].apply_estimate(&mut hosts, &e, &settings).unwrap();
+                }
+            }
+            for (book, changelog) in books.iter_mut().zip(&mut changelogs) {
+                changelog.extend(book.take_dirty());
+            }
+        }
+        let learned = hosts.stats[0].day;
+        let shares = [books[0].host_days[0], books[1].host_days[0]];
+        assert!(shares.iter().all(|share| share.observations() > 0.0));
+        assert_eq!(shares[0].observations() + shares[1].observations(), learned.observations());
+
+        // A record no build writes: its share is ignored, however many it claims.
+        let mut forged = serde_json::to_value(learned).unwrap();
+        forged["comparisons"] = serde_json::json!(1e9);
+        forged["information"][0] = serde_json::json!(-1.0);
+        let mut forged_changelog = changelogs[1].clone();
+        if let Some(record) = forged_changelog.get_mut("http://h/p3.html") {
+            record.host_day = Some(serde_json::from_value(forged).unwrap());
+        }
+        let close = |a: &DayProfile, b: &DayProfile| {
+            let ((ax, ay), (bx, by)) = (a.harmonic(), b.harmonic());
+            a.observations() == b.observations() && (ax - bx).abs() < 1e-12 && (ay - by).abs() < 1e-12
+        };
+
+        let mut elsewhere = Hosts::default();
+        let (first, _) = Book::restore(changelogs[0].clone(), &mut elsewhere, &settings).unwrap();
+        assert!(close(&elsewhere.stats[0].day, &shares[0]));
+        let (second, _) = Book::restore(forged_changelog, &mut elsewhere, &settings).unwrap();
+        assert!(close(&elsewhere.stats[0].day, &learned));
+        assert_eq!(first.record(0), books[0].record(0));
+        assert_eq!(
+            second.record(0),
+            Book::restore(changelogs[1].clone(), &mut Hosts::default(), &settings).unwrap().0.record(0)
+        );
+
+        books[0].release(&mut hosts);
+        assert!(close(&hosts.stats[0].day, &shares[1]));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use recrawl_model::day::DayProfile;
 use recrawl_scheduler::book::{Book, BookSettings, SchedulerState};
 use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::hosts::Hosts;
@@ -17,6 +18,30 @@ const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sched
 const FIXTURE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v1.bin");
 /// As version 2 wrote it, before `middle_half_low_rate` was kept.
 const FIXTURE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v2.bin");
+/// As version 3 wrote it, before `host_day` was kept.
+const FIXTURE_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v3.bin");
+
+/// 2026-01-11T00:00:00Z.
+const MIDNIGHT_MS: i64 = 1_768_089_600_000;
+const HOUR_MS: i64 = 3_600_000;
+
+/// A host's day as a partition learned it: changes seen over the morning, none overnight.
+fn host_day() -> DayProfile {
+    let mut day = DayProfile::default();
+    let rate_per_ms = 1.0 / (6 * HOUR_MS) as f64;
+    for start in [6, 8, 10] {
+        let from = MIDNIGHT_MS + start * HOUR_MS;
+        day.observe_comparison(true, from, from + 2 * HOUR_MS, rate_per_ms);
+    }
+    day.observe_comparison(false, MIDNIGHT_MS - 4 * HOUR_MS, MIDNIGHT_MS + 4 * HOUR_MS, rate_per_ms);
+    day.observe(
+        MIDNIGHT_MS + 9 * HOUR_MS,
+        MIDNIGHT_MS + 8 * HOUR_MS,
+        MIDNIGHT_MS + 10 * HOUR_MS,
+        rate_per_ms,
+    );
+    day
+}
 
 fn sample() -> SchedulerState {
     SchedulerState {
@@ -38,6 +63,7 @@ fn sample() -> SchedulerState {
         last_modified: Some("Tue, 14 Nov 2023 22:13:20 GMT".to_owned()),
         central_change_rate: Some(0.0625),
         middle_half_low_rate: Some(0.03125),
+        host_day: Some(host_day()),
     }
 }
 
@@ -49,7 +75,8 @@ fn a_changelog_record_of_this_layout_reads_back() {
 #[test]
 fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
-    let expected = SchedulerState { central_change_rate: None, middle_half_low_rate: None, ..sample() };
+    let expected =
+        SchedulerState { central_change_rate: None, middle_half_low_rate: None, host_day: None, ..sample() };
     assert_eq!(old, expected);
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     let (book, skipped) =
@@ -69,7 +96,7 @@ fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
 #[test]
 fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V2).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { middle_half_low_rate: None, ..sample() });
+    assert_eq!(old, SchedulerState { middle_half_low_rate: None, host_day: None, ..sample() });
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     let (book, _) =
         Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
@@ -81,4 +108,18 @@ fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone(
     )
     .expect("restores");
     assert_eq!(current.page(0).middle_half_low_rate.get(), Some(0.03125));
+}
+
+#[test]
+fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
+    let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V3).expect("fixture")).expect("decodes");
+    assert_eq!(old, SchedulerState { host_day: None, ..sample() });
+    let mut hosts = Hosts::default();
+    let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
+    Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
+    assert_eq!(hosts.stats[0].day.shape(), None);
+    let mut hosts = Hosts::default();
+    let records = HashMap::from([("http://example.org/a.html".to_owned(), sample())]);
+    Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
+    assert_eq!(hosts.stats[0].day, host_day());
 }
