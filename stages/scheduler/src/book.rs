@@ -804,7 +804,13 @@ impl Book {
             last_modified: self.validators(slot).and_then(|v| v.last_modified.as_deref().map(str::to_owned)),
             central_change_rate: page.central_change_rate.get().map(|rate| rate as f32),
             middle_half_low_rate: page.middle_half_low_rate.get().map(|rate| rate as f32),
-            host_day: self.host_days.get(page.host as usize).filter(|day| day.observations() > 0.0).copied(),
+            // A frontier URL's record carries none: each observation is written with the
+            // tracked URL that made it, so the latest share always rides on one of those.
+            host_day: self
+                .host_days
+                .get(page.host as usize)
+                .filter(|day| !page.is_frontier() && day.observations() > 0.0)
+                .copied(),
         }
     }
 
