@@ -689,6 +689,50 @@ mod tests {
         assert!(second.hosts.stats.iter().all(|s| s.urls <= 3));
     }
 
+    /// What an instance learned of its hosts' days reaches the next owner of its
+    /// partitions through the changelog's bytes, before any new estimate.
+    #[test]
+    fn hosts_days_survive_a_move_through_the_changelog_bytes() {
+        const HOUR_MS: u64 = 3_600_000;
+        let settings = BookSettings { period_ms: HOUR_MS, ..BookSettings::default() };
+        let mut first = Scheduler { book_settings: settings, ..scheduler() };
+        let mut store = StateStore::default();
+        for i in 0..12u64 {
+            let url = format!("http://h{}/{i}.html", i % 2);
+            // Each page downloaded twice a day apart, its change dated at 09:00 or 10:00.
+            for (day, changed) in [(0, None), (1, Some(true)), (2, Some(true))] {
+                let period = 24 * (day + 10 * i);
+                let mut e = estimate(&url, period, true, changed);
+                e.last_request.fetched_at_ms = (period * HOUR_MS + HOUR_MS / 2) as i64;
+                let at = (period * HOUR_MS) as i64 - ((14 + i % 2) * HOUR_MS) as i64;
+                e.last_request.last_modified = recrawl_common::format_http_date(at);
+                first.apply_estimate(&e, (i % 3 % 2) as i32).unwrap();
+            }
+        }
+        assert_eq!(first.hosts.with_day_profile(), 2);
+        first.write_changes(&mut store);
+        let mut changelog: BTreeMap<i32, std::collections::HashMap<String, SchedulerState>> = BTreeMap::new();
+        for (partition, url, record) in store.take_written() {
+            let bytes = recrawl_schemas::encode(&record).unwrap();
+            let read = recrawl_schemas::decode::<SchedulerState>(&bytes).unwrap();
+            changelog.entry(partition).or_default().insert(url, read);
+        }
+        let mut second = Scheduler { book_settings: settings, ..scheduler() };
+        let mut restored = StateStore::default();
+        for (partition, records) in changelog {
+            restored.insert_partition(partition, records);
+            second.on_restored(partition, &mut restored);
+        }
+        assert_eq!(second.hosts.with_day_profile(), 2);
+        for host in ["h0", "h1"] {
+            let day = |s: &Scheduler| s.hosts.stats[s.hosts.find(host).unwrap() as usize].day;
+            let (learned, moved) = (day(&first), day(&second));
+            let ((x, y), (moved_x, moved_y)) = (learned.harmonic(), moved.harmonic());
+            assert_eq!(learned.observations(), moved.observations());
+            assert!((x - moved_x).abs() < 1e-9 && (y - moved_y).abs() < 1e-9, "{learned:?} {moved:?}");
+        }
+    }
+
     #[test]
     fn seed_files_are_normalised_and_bad_lines_named() {
         let dir = tempfile::tempdir().unwrap();
