@@ -229,23 +229,29 @@ fn pick(
         let (refresh, refresh_overflowed) = refresh_candidates(books, host_caps, period, headroom, settings);
         let mut room = host_caps.to_vec();
         let mut choices = Vec::with_capacity(quota);
+        // Whether the candidates ran out before `limit`.
         let mut take =
             |candidates: &mut std::vec::IntoIter<Choice>, limit: usize, choices: &mut Vec<Choice>| {
                 while choices.len() < limit {
-                    let Some(choice) = candidates.next() else { break };
+                    let Some(choice) = candidates.next() else { return true };
                     let host = books[choice.book].page(choice.slot).host as usize;
                     if let Some(left) = room[host].checked_sub(1) {
                         room[host] = left;
                         choices.push(choice);
                     }
                 }
+                false
             };
         let (mut frontier, mut refresh) = (frontier.into_iter(), refresh.into_iter());
-        take(&mut frontier, discovery_quota.min(quota), &mut choices);
-        take(&mut refresh, quota, &mut choices);
-        take(&mut frontier, quota, &mut choices);
-        // Host caps can turn away candidates the top k never kept: widen and retry.
-        if choices.len() == quota || !(frontier_overflowed || refresh_overflowed) {
+        let discovery_short = take(&mut frontier, discovery_quota.min(quota), &mut choices);
+        let refresh_short = take(&mut refresh, quota, &mut choices);
+        let frontier_short = take(&mut frontier, quota, &mut choices);
+        // Host caps can turn away candidates the top k never kept: widen and retry when a
+        // list ran out short of its share, even if the other list filled the quota, which
+        // takes only the share this one leaves.
+        let widen = (refresh_short && refresh_overflowed)
+            || ((discovery_short || frontier_short) && frontier_overflowed);
+        if !widen {
             return choices;
         }
         headroom = headroom.saturating_mul(4);
@@ -624,6 +630,53 @@ mod tests {
             assert_eq!(hosts_picked.len(), 4, "{policy:?}: {:?}", urls(&book, &picks));
             assert_eq!(hosts_picked.iter().filter(|&&host| host == capped).count(), 1, "{policy:?}");
         }
+    }
+
+    /// Frontier URLs of `host` linked in `period`.
+    fn link_frontier(book: &mut Book, hosts: &mut Hosts, host: &str, count: usize, period: u64) {
+        for i in 0..count {
+            let seed = link(&format!("http://{host}/new-{i}"), None, period, 0);
+            book.apply_link(hosts, &seed, &LinkRules::default(), 100, &BookSettings::default()).unwrap();
+        }
+    }
+
+    #[test]
+    fn refreshes_a_host_cap_turned_away_are_widened_to_not_given_to_the_frontier() {
+        // As above, with frontier URLs that could fill the quota: with no discovery share
+        // they get only what the refreshes leave, and 4 refreshes can be picked.
+        let stale: Vec<String> = (0..21).map(|i| format!("http://capped/{i}")).collect();
+        let mut pages: Vec<(&str, u64, u64, f64)> =
+            stale.iter().map(|url| (url.as_str(), 1, 100, 1.0)).collect();
+        pages.extend(["http://open/1", "http://open/2", "http://open/3"].map(|url| (url, 40, 100, 1.0)));
+        let (mut book, mut hosts) = tracked(&pages);
+        link_frontier(&mut book, &mut hosts, "open", 3, 45);
+        let capped = hosts.find("capped").unwrap() as usize;
+        let mut caps = vec![10; hosts.len()];
+        caps[capped] = 1;
+        for policy in [Policy::Paper, Policy::Uniform, Policy::ChangeAware, Policy::Freshness] {
+            let picks = choose(&[&book], &hosts, 50, 10.0, 4, &caps, &settings(policy));
+            let refreshes = picks.iter().filter(|pick| pick.reason == PickReason::Refresh).count();
+            assert_eq!((picks.len(), refreshes), (4, 4), "{policy:?}: {:?}", urls(&book, &picks));
+        }
+    }
+
+    #[test]
+    fn a_discovery_share_a_host_cap_cut_short_is_widened_to() {
+        // Breadth first, the first 21 frontier URLs are a host's capped at one; the share
+        // of 2 needs one of the later ones, though refreshes could fill the quota.
+        let tracked_urls: Vec<String> = (0..10).map(|i| format!("http://other/{i}")).collect();
+        let (mut book, mut hosts) =
+            tracked(&tracked_urls.iter().map(|url| (url.as_str(), 1, 100, 1.0)).collect::<Vec<_>>());
+        link_frontier(&mut book, &mut hosts, "capped", 21, 1);
+        link_frontier(&mut book, &mut hosts, "open", 3, 5);
+        let capped = hosts.find("capped").unwrap() as usize;
+        let mut caps = vec![10; hosts.len()];
+        caps[capped] = 1;
+        let settings =
+            PlanSettings { discovery: Discovery::Bfs, discovery_share: 0.5, ..settings(Policy::Paper) };
+        let picks = choose(&[&book], &hosts, 50, 10.0, 4, &caps, &settings);
+        let discoveries = picks.iter().filter(|pick| pick.reason == PickReason::Discovery).count();
+        assert_eq!((picks.len(), discoveries), (4, 2), "{:?}", urls(&book, &picks));
     }
 
     #[test]
