@@ -94,7 +94,8 @@ impl DayProfile {
         let (from, to) = (angle_of(previous_ms), angle_of(previous_ms) + length_ms as f64 * omega);
         let gradient = [rate * (to.sin() - from.sin()) / omega, rate * (from.cos() - to.cos()) / omega];
         let surprise = (rate * length_ms as f64).exp_m1();
-        if !(surprise > 0.0 && surprise.is_finite()) {
+        // A subnormal one (from a rate no estimator gives) would make 1/surprise infinite.
+        if !(surprise > 0.0 && surprise.is_normal()) {
             return;
         }
         let sign = if changed { 1.0 / surprise } else { -1.0 };
@@ -377,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn intervals_that_are_not_forward_and_rates_that_are_not_finite_are_harmless() {
+    fn intervals_that_are_not_forward_and_rates_out_of_range_are_harmless() {
         let mut profile = DayProfile::default();
         profile.observe(MIDNIGHT, MIDNIGHT, MIDNIGHT, 0.0);
         profile.observe(MIDNIGHT, MIDNIGHT + HOUR_MS, MIDNIGHT, 0.0);
@@ -386,6 +387,10 @@ mod tests {
         for rate in [f64::NAN, f64::INFINITY, -1.0, 1e300] {
             profile.observe(MIDNIGHT - HOUR_MS, MIDNIGHT - DAY_MS, MIDNIGHT, rate);
         }
+        for changed in [true, false] {
+            profile.observe_comparison(changed, MIDNIGHT - DAY_MS, MIDNIGHT, 1e-320);
+        }
+        assert!(profile.is_sound());
         let (x, y) = profile.harmonic();
         assert!(x.is_finite() && y.is_finite());
         let (amplitude, peak_ms) = profile.shape().unwrap();

@@ -36,7 +36,7 @@ use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PageRef, PickReason};
 use thiserror::Error;
 
-use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState};
+use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState, NONE};
 use crate::groups::{GroupClasses, HourRule};
 use crate::hosts::Hosts;
 use crate::plan::{choose, PlanSettings};
@@ -146,6 +146,12 @@ pub enum SchedulerError {
     SeedUrl { path: String, line: usize, reason: String },
     #[error("--nutch-*-interval: expected 0 < min ≤ initial ≤ max, got {min}, {initial}, {max}")]
     NutchIntervals { min: f64, initial: f64, max: f64 },
+    #[error(
+        "--period-ms {period_ms} from --epoch-unix-ms {epoch_unix_ms}: the periods of the next ten years \
+         pass {}, the last the scheduler's state can store; use a later epoch or longer periods",
+        NONE - 2
+    )]
+    PeriodsTooMany { period_ms: u64, epoch_unix_ms: i64 },
 }
 
 /// Reads a seed file into normalised URLs; a bad line is an error naming it.
@@ -188,6 +194,21 @@ impl SchedulerArgs {
             epoch_unix_ms: self.epoch_unix_ms,
             learns_day: self.plan_settings().scores_time_of_day(),
         })
+    }
+
+    /// Refuses an epoch and period length whose periods pass what a [`Page`](book::Page)
+    /// stores within ten years of `now_ms`: past it every period would read as one, so
+    /// picks would not stay pending and estimates would all look replayed.
+    fn check_period_range(&self, now_ms: i64) -> Result<(), SchedulerError> {
+        const TEN_YEARS_MS: i64 = 10 * 366 * 86_400_000;
+        let elapsed = now_ms.saturating_add(TEN_YEARS_MS).saturating_sub(self.epoch_unix_ms).max(0);
+        match (elapsed as u64).checked_div(self.period_ms) {
+            Some(period) if period < u64::from(NONE - 1) => Ok(()),
+            _ => Err(SchedulerError::PeriodsTooMany {
+                period_ms: self.period_ms,
+                epoch_unix_ms: self.epoch_unix_ms,
+            }),
+        }
     }
 
     fn plan_settings(&self) -> PlanSettings {
@@ -600,7 +621,10 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
         max_picks_per_host: args.max_picks_per_host,
         horizon: args.horizon,
         plan,
-        book_settings: args.book_settings().map_err(SetupError::settings)?,
+        book_settings: args
+            .check_period_range(unix_ms())
+            .and_then(|()| args.book_settings())
+            .map_err(SetupError::settings)?,
         link_rules: args.links.clone(),
         max_per_site: args.link_max_per_site,
         pending_seeds,
@@ -731,6 +755,26 @@ mod tests {
             assert_eq!(learned.observations(), moved.observations());
             assert!((x - moved_x).abs() < 1e-9 && (y - moved_y).abs() < 1e-9, "{learned:?} {moved:?}");
         }
+    }
+
+    #[test]
+    fn periods_the_state_cannot_store_are_refused_at_start() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: SchedulerArgs,
+        }
+        let args = |flags: &[&str]| {
+            let argv = ["recrawl-scheduler", "--brokers", "127.0.0.1:9"].iter().chain(flags);
+            <Cli as clap::Parser>::parse_from(argv).args
+        };
+        let now = 1_795_900_000_000;
+        assert!(args(&[]).check_period_range(now).is_ok());
+        assert!(args(&["--period-ms", "100"]).check_period_range(now).is_ok());
+        let error =
+            args(&["--period-ms", "100", "--epoch-unix-ms", "0"]).check_period_range(now).unwrap_err();
+        assert!(error.to_string().contains("--period-ms 100 from --epoch-unix-ms 0"), "{error}");
+        assert!(args(&["--period-ms", "1000", "--epoch-unix-ms", "0"]).check_period_range(now).is_ok());
     }
 
     #[test]
