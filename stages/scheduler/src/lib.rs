@@ -723,7 +723,7 @@ mod tests {
         let mut store = StateStore::default();
         for i in 0..12u64 {
             let url = format!("http://h{}/{i}.html", i % 2);
-            // Each page downloaded twice a day apart, its change dated at 09:00 or 10:00.
+            // Each page downloaded three times a day apart, its changes dated at 09:00 or 10:00.
             for (day, changed) in [(0, None), (1, Some(true)), (2, Some(true))] {
                 let period = 24 * (day + 10 * i);
                 let mut e = estimate(&url, period, true, changed);

@@ -610,20 +610,29 @@ mod tests {
         }
     }
 
+    /// 21 pages of a host capped at one, downloaded in period 1 and first in the book, and
+    /// 3 of an open host downloaded in `open_downloaded`; the caps.
+    fn capped_then_open(open_downloaded: u64) -> (Book, Hosts, Vec<u32>) {
+        let stale: Vec<String> = (0..21).map(|i| format!("http://capped/{i}")).collect();
+        let mut pages: Vec<(&str, u64, u64, f64)> =
+            stale.iter().map(|url| (url.as_str(), 1, 100, 1.0)).collect();
+        pages.extend(
+            ["http://open/1", "http://open/2", "http://open/3"].map(|url| (url, open_downloaded, 100, 1.0)),
+        );
+        let (book, hosts) = tracked(&pages);
+        let mut caps = vec![10; hosts.len()];
+        caps[hosts.find("capped").unwrap() as usize] = 1;
+        (book, hosts, caps)
+    }
+
     #[test]
     fn pages_passed_over_for_their_bound_still_fill_what_a_host_cap_turns_away() {
         // Quota 4 keeps the best 4 + 1 + 16 = 21: the stale pages of a host capped at one,
         // first in the book. The fresher pages of the other host cannot reach their floor,
         // so they are passed over without a score; the cap then turns 20 away and the
         // choice must widen to them.
-        let stale: Vec<String> = (0..21).map(|i| format!("http://capped/{i}")).collect();
-        let mut pages: Vec<(&str, u64, u64, f64)> =
-            stale.iter().map(|url| (url.as_str(), 1, 100, 1.0)).collect();
-        pages.extend(["http://open/1", "http://open/2", "http://open/3"].map(|url| (url, 48, 100, 1.0)));
-        let (book, hosts) = tracked(&pages);
+        let (book, hosts, caps) = capped_then_open(48);
         let capped = hosts.find("capped").unwrap() as usize;
-        let mut caps = vec![10; hosts.len()];
-        caps[capped] = 1;
         for policy in [Policy::ChangeAware, Policy::Freshness] {
             let picks = choose(&[&book], &hosts, 50, 10.0, 4, &caps, &settings(policy));
             let hosts_picked: Vec<_> = picks.iter().map(|pick| book.page(pick.slot).host as usize).collect();
@@ -644,15 +653,8 @@ mod tests {
     fn refreshes_a_host_cap_turned_away_are_widened_to_not_given_to_the_frontier() {
         // As above, with frontier URLs that could fill the quota: with no discovery share
         // they get only what the refreshes leave, and 4 refreshes can be picked.
-        let stale: Vec<String> = (0..21).map(|i| format!("http://capped/{i}")).collect();
-        let mut pages: Vec<(&str, u64, u64, f64)> =
-            stale.iter().map(|url| (url.as_str(), 1, 100, 1.0)).collect();
-        pages.extend(["http://open/1", "http://open/2", "http://open/3"].map(|url| (url, 40, 100, 1.0)));
-        let (mut book, mut hosts) = tracked(&pages);
+        let (mut book, mut hosts, caps) = capped_then_open(40);
         link_frontier(&mut book, &mut hosts, "open", 3, 45);
-        let capped = hosts.find("capped").unwrap() as usize;
-        let mut caps = vec![10; hosts.len()];
-        caps[capped] = 1;
         for policy in [Policy::Paper, Policy::Uniform, Policy::ChangeAware, Policy::Freshness] {
             let picks = choose(&[&book], &hosts, 50, 10.0, 4, &caps, &settings(policy));
             let refreshes = picks.iter().filter(|pick| pick.reason == PickReason::Refresh).count();
