@@ -81,7 +81,15 @@ pub struct PeriodicPage {
 /// where the bucket's interval spans too many days.
 #[derive(Debug, Default)]
 pub struct DayTables {
-    tables: HashMap<Bucket, Option<Box<[f64; STEPS]>>, BuildHasherDefault<BucketHasher>>,
+    tables: HashMap<Bucket, Option<Box<DayTable>>, BuildHasherDefault<BucketHasher>>,
+}
+
+/// One bucket's h, and the longest interval its programme weighed: h′ says nothing about
+/// a copy older than that.
+#[derive(Debug)]
+struct DayTable {
+    relative: [f64; STEPS],
+    longest_hours: f64,
 }
 
 /// A table's rounded (ln λ, amplitude, ln ν), in buckets.
@@ -115,11 +123,13 @@ impl Hasher for BucketHasher {
 
 impl PeriodicPage {
     /// The index in freshness·hours, given its [`DayTables::correction`]: the fresh time
-    /// the copy kept, ∫₀^τ (F_d(s) − F_d(τ)) ds, plus the correction.
+    /// the copy kept, ∫₀^τ (F_d(s) − F_d(τ)) ds, plus the correction. Never negative: a
+    /// fetch buys no less than nothing, and a negative index ending a full quota would
+    /// become the next period's ν.
     pub fn index(&self, correction: f64) -> f64 {
         let since_download = (self.since_peak - self.age).rem_euclid(DAY_HOURS);
         let (area, left) = accrued(self.rate, self.amplitude(), since_download, self.age);
-        (area - self.age * left).max(0.0) + correction
+        ((area - self.age * left).max(0.0) + correction).max(0.0)
     }
 
     /// At least [`Self::index`], with the first term bounded by one exponential rather
@@ -134,7 +144,7 @@ impl PeriodicPage {
             .min(age)
             .min(lift / rate)
             .min((1.0 + amplitude) * lift * PEAK_INDEX_PER_AGE * age);
-        first * (1.0 + 1e-9) + correction.abs() * 1e-9 + correction
+        (first * (1.0 + 1e-9) + correction.abs() * 1e-9 + correction).max(0.0)
     }
 
     fn amplitude(&self) -> f64 {
@@ -145,7 +155,11 @@ impl PeriodicPage {
 impl DayTables {
     /// The page's correction h(t) − h(d) − τ·h′(t) for [`PeriodicPage::index`]; `None`
     /// where the constant index applies: an amplitude under [`LEAST_AMPLITUDE`], inputs
-    /// that are not positive and finite, or an interval of days.
+    /// that are not positive and finite, an interval of days, or a copy older than any
+    /// interval the table's programme weighed. The last is a page left overdue (a
+    /// back-off, an outage, a shrunk budget): τ·h′(t) would grow with its age and swing
+    /// its index with the hour without bound, while its day no longer matters to when it
+    /// should be fetched: as soon as it can.
     pub fn correction(&mut self, page: &PeriodicPage) -> Option<f64> {
         let usable = |x: f64| x.is_finite() && x > 0.0;
         if !(usable(page.rate) && usable(page.age) && usable(page.multiplier) && page.since_peak.is_finite())
@@ -157,9 +171,12 @@ impl DayTables {
             return None;
         }
         let amplitude = page.amplitude();
-        let (values, solved_amplitude) = self.relative_values(page.rate, amplitude, page.multiplier)?;
-        let (h_now, slope) = interpolate(values, page.since_peak);
-        let (h_download, _) = interpolate(values, page.since_peak - page.age);
+        let (table, solved_amplitude) = self.table(page.rate, amplitude, page.multiplier)?;
+        if page.age > table.longest_hours {
+            return None;
+        }
+        let (h_now, slope) = interpolate(&table.relative, page.since_peak);
+        let (h_download, _) = interpolate(&table.relative, page.since_peak - page.age);
         // h is about linear in the amplitude: scaled from the bucket's centre.
         Some((h_now - h_download - page.age * slope) * amplitude / solved_amplitude)
     }
@@ -175,12 +192,7 @@ impl DayTables {
 
     /// The table of the bucket of (`rate`, `amplitude`, `multiplier`), and the amplitude it
     /// was solved at.
-    fn relative_values(
-        &mut self,
-        rate: f64,
-        amplitude: f64,
-        multiplier: f64,
-    ) -> Option<(&[f64; STEPS], f64)> {
+    fn table(&mut self, rate: f64, amplitude: f64, multiplier: f64) -> Option<(&DayTable, f64)> {
         // Saturating casts: the rounded logarithms of positive finite numbers fit an i32.
         let bucket = |x: f64| (x * BUCKETS_PER_UNIT).round() as i32;
         let key = (bucket(rate.ln()), bucket(amplitude), bucket(multiplier.ln()));
@@ -192,7 +204,7 @@ impl DayTables {
             .entry(key)
             .or_insert_with(|| solve(centre(key.0).exp(), centre(key.1), centre(key.2).exp()).map(Box::new))
             .as_deref()
-            .map(|values| (values, centre(key.1)))
+            .map(|table| (table, centre(key.1)))
     }
 }
 
@@ -266,7 +278,7 @@ fn fresh_time(hazard: f64, step: f64) -> f64 {
 /// ν is longer than [`LONGEST_INTERVAL_HOURS`] or ν is out of reach.
 // Grid indices, bounded by the constants above and the interval's bound.
 #[allow(clippy::arithmetic_side_effects)]
-fn solve(rate: f64, amplitude: f64, multiplier: f64) -> Option<[f64; STEPS]> {
+fn solve(rate: f64, amplitude: f64, multiplier: f64) -> Option<DayTable> {
     // The constant-rate interval: D(λτ) = λν.
     let target = multiplier * rate;
     let longest_x = rate * LONGEST_INTERVAL_HOURS;
@@ -295,7 +307,7 @@ fn solve(rate: f64, amplitude: f64, multiplier: f64) -> Option<[f64; STEPS]> {
     for ((h, periodic), flat) in relative.iter_mut().zip(periodic).zip(flat) {
         *h = periodic - flat;
     }
-    Some(relative)
+    Some(DayTable { relative, longest_hours: longest as f64 * STEP_HOURS })
 }
 
 /// h at the grid's phases from backward induction over `horizon` steps, with intervals of
@@ -389,10 +401,10 @@ mod tests {
         // flat day the grid alone varies h, by 2.5 % of what an amplitude of 0.8 does.
         let (rate, multiplier) = ((-12.0 / BUCKETS_PER_UNIT).exp(), (3.5 / BUCKETS_PER_UNIT).exp());
         let ripple = spread(relative_values_on_the_grid(rate, 0.0, multiplier, 80, 2000));
-        let large = spread(solve(rate, 0.8, multiplier).unwrap());
+        let large = spread(solve(rate, 0.8, multiplier).unwrap().relative);
         assert!(ripple > 0.02 * large, "{ripple} {large}");
         // Taken off, what is left is about linear in the amplitude: 0.01 / 0.8 of it.
-        let small = spread(solve(rate, 0.01, multiplier).unwrap());
+        let small = spread(solve(rate, 0.01, multiplier).unwrap().relative);
         assert!(small < 0.015 * large, "{small} {large}");
     }
 
@@ -484,6 +496,33 @@ mod tests {
             if let Some(index) = index(&mut tables, &page(rate, amplitude, 3.0, 1.0, multiplier)) {
                 assert!(index.is_finite(), "{rate} {amplitude} {multiplier}");
             }
+        }
+    }
+
+    #[test]
+    fn an_overdue_copy_keeps_the_constant_index_and_no_index_is_negative() {
+        // λ = 0.05/h at ν = 1 h: an interval of about 7 h, whose programme weighs
+        // intervals up to three of them and a day. Before, at 240 h the index swung over
+        // [−39, 77] with the hour, where the constant index is 20.
+        let mut tables = DayTables::default();
+        let (rate, multiplier) = (0.05, 1.0);
+        let mut weighed = 0.0f64;
+        for tenths in 1..4000 {
+            let age = f64::from(tenths) / 10.0;
+            for half_hours in 0..48 {
+                let page = page(rate, 0.9, age, f64::from(half_hours) / 2.0, multiplier);
+                let Some(correction) = tables.correction(&page) else {
+                    continue;
+                };
+                weighed = weighed.max(age);
+                let index = page.index(correction);
+                assert!(index >= 0.0 && index <= page.bound(correction), "{page:?}: {index}");
+            }
+        }
+        assert!(weighed > 24.0 && weighed < 240.0, "{weighed}");
+        for half_hours in 0..48 {
+            let overdue = page(rate, 0.9, 240.0, f64::from(half_hours) / 2.0, multiplier);
+            assert_eq!(tables.correction(&overdue), None);
         }
     }
 

@@ -205,8 +205,12 @@ pub fn choose(
     if let Some(state) = day_state.as_deref_mut() {
         // A period that filled its quota shows the score a fetch must reach.
         let last_refresh = choices.iter().rev().find(|choice| choice.reason == PickReason::Refresh);
+        // A score of nothing says no more than the budget outran what is worth a fetch;
+        // ν stays, so that the day is still scored.
         if let (true, Some(last)) = (choices.len() == quota, last_refresh) {
-            state.cutoff = last.score;
+            if last.score > 0.0 {
+                state.cutoff = last.score;
+            }
         }
     }
     choices
@@ -994,6 +998,22 @@ mod tests {
         assert!(day[0] > day[1], "{day:?}");
         // The quota was filled: the last refresh pick's score is the next multiplier.
         assert_eq!(hosts.day.lock().unwrap().cutoff, day[1]);
+    }
+
+    #[test]
+    fn a_full_quota_ending_on_a_refresh_worth_nothing_keeps_the_cutoff() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        // Never seen to change: its index is 0 at any age.
+        book.add_tracked(&mut hosts, "http://a/", "a", 20, 100, 0.0, 1.0, None).unwrap();
+        hosts.day.lock().unwrap().cutoff = 1.0;
+        let settings =
+            PlanSettings { period_ms: HOUR_MS as u64, time_of_day: true, ..settings(Policy::Freshness) };
+        let picks = choose(&[&book], &hosts, 30, 10.0, 1, &[1], &settings);
+        assert_eq!(
+            picks.iter().map(|c| (c.reason, c.score)).collect::<Vec<_>>(),
+            [(PickReason::Refresh, 0.0)]
+        );
+        assert_eq!(hosts.day.lock().unwrap().cutoff, 1.0);
     }
 
     proptest::proptest! {
