@@ -1,5 +1,6 @@
 //! Partitioned state: restored from the changelog when partitions move between instances,
-//! replays are no-ops, malformed input is dead-lettered and counted.
+//! replays are no-ops, malformed input is dead-lettered and counted, and a changelog
+//! record no stage could have written is skipped and counted.
 
 use std::time::Duration;
 
@@ -7,9 +8,11 @@ use rdkafka::mocking::{MockCluster, MockCoordinator};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
-use recrawl_e2e::{kafka_flags, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
+use recrawl_e2e::{kafka_flags, metric, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
+use recrawl_scheduler::book::{Book, SchedulerState};
+use recrawl_scheduler::hosts::Hosts;
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{ChangeEvent, FetchOutcome, FetchResult, TopicCatalogue};
+use recrawl_schemas::{encode, ChangeEvent, FetchOutcome, FetchResult, TopicCatalogue};
 
 const URLS: usize = 8;
 const ORIGINAL: &str = "<p>one two three alpha</p>";
@@ -249,4 +252,40 @@ async fn a_crash_before_the_outputs_are_acknowledged_loses_no_output() {
     events_until(&observer, &mut events, &mut dead, 1, 0).await;
     assert_eq!((events[0].page.url.as_str(), events[0].period), ("http://site0.example/page.html", 1));
     restarted.stop().await.expect("stops cleanly");
+}
+
+/// A changelog record holding what no stage writes (a forged probability) and one no build
+/// can read are skipped and counted on restore; the stage starts, and the URL whose
+/// record is sound keeps its state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changelog_records_out_of_range_or_unreadable_are_skipped_and_counted() {
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("forged-state"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let (mut book, mut hosts) = (Book::default(), Hosts::default());
+    let url = |i: usize| format!("http://site{i}.example/page.html");
+    for i in 0..3 {
+        book.add_tracked(&mut hosts, &url(i), &format!("site{i}.example"), 1, 100, 0.5, 0.9, Some(0.1))
+            .expect("room");
+    }
+    let forged = SchedulerState { p_download: f32::NAN, ..book.record(1) };
+    let payloads =
+        [encode(&book.record(0)).expect("encodes"), encode(&forged).expect("encodes"), b"\xc5\x01".to_vec()];
+    let changelog = kafka.cluster.topics().state("scheduler");
+    for (i, payload) in payloads.iter().enumerate() {
+        let key = url(i);
+        let record = FutureRecord::to(&changelog).key(&key).payload(payload);
+        producer.send(record, Duration::from_secs(10)).await.expect("produced");
+    }
+
+    let stage = RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(parse_args(&flags), ctx));
+    stage.ready().await;
+    // The gauge is set once the restore is done; only looking again shows it.
+    wait_for("no state restored", || stage.ctx.metrics.state_keys.get() > 0).await;
+    assert_eq!(stage.ctx.metrics.state_keys.get(), 1);
+    let skipped = metric(&stage, r#"recrawl_errors_total{kind="restore_decode",stage="scheduler"}"#);
+    assert_eq!(skipped, Some(2.0));
+    stage.stop().await.expect("stops cleanly");
 }

@@ -188,7 +188,8 @@ pub enum ErrorKind {
     DeadLetterRefused,
     /// A changelog restore failed and will be retried.
     Restore,
-    /// A changelog record this build cannot read was skipped.
+    /// A changelog record this build cannot read, or whose values are out of range, was
+    /// skipped.
     RestoreDecode,
     /// Offsets could not be stored (the partition was revoked meanwhile).
     StoreOffsets,
@@ -1372,7 +1373,11 @@ impl<S: Stage> Loop<S> {
                 let Some(values) = restored.get_mut(&message.partition()) else { return };
                 records_read.inc();
                 let Some(key) = message.key().and_then(|k| std::str::from_utf8(k).ok()) else { return };
-                match message.payload().map(decode::<S::State>) {
+                let read = message.payload().map(|payload| {
+                    let value = decode::<S::State>(payload).map_err(|error| error.to_string())?;
+                    value.validate().map(|()| value)
+                });
+                match read {
                     None => {
                         values.remove(key);
                     }
@@ -1380,8 +1385,9 @@ impl<S: Stage> Loop<S> {
                         values.insert(key.to_owned(), value);
                     }
                     Some(Err(error)) => {
-                        // A record this build cannot read is skipped, not fatal: the key's
-                        // state restarts and is rebuilt from new input.
+                        // A record this build cannot read, or holding what no stage writes
+                        // (corrupted, forged), is skipped, not fatal: the key's state
+                        // restarts and is rebuilt from new input.
                         errors.with_label_values(&[ErrorKind::RestoreDecode.as_str()]).inc();
                         tracing::warn!(key, %error, "skipping unreadable changelog record");
                     }

@@ -16,7 +16,7 @@ use recrawl_model::modified::dates_the_change;
 use recrawl_model::rate::{central_rate, middle_half_low};
 use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
-use recrawl_schemas::{host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate};
+use recrawl_schemas::{bounds, host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -277,6 +277,30 @@ impl Message for SchedulerState {
     /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`, the last field.
     const VERSION: u16 = 4;
     const ADDED_TRAILING_OPTIONS: usize = 3;
+
+    /// What the book keeps raw: a probability or rate out of range would score NaN and
+    /// outrank every page. The coarse fields (latency, central and low rates) read
+    /// anything out of range as absent, and an unsound `host_day` is skipped on its own.
+    fn validate(&self) -> Result<(), String> {
+        bounds::probability("p_change", f64::from(self.p_change))?;
+        bounds::probability("p_download", f64::from(self.p_download))?;
+        // A finite rate or interval past f32's range is stored as infinity, which the
+        // scores take as no estimate and as never due.
+        let at_least_zero = |name: &str, value: f32| {
+            if value >= 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{name} is {value}, not a number ≥ 0"))
+            }
+        };
+        if let Some(rate) = self.change_rate {
+            at_least_zero("change_rate", rate)?;
+        }
+        at_least_zero("interval", self.interval)?;
+        bounds::count("in_links", self.in_links.len(), MAX_IN_LINKS as usize)?;
+        bounds::optional_text("etag", self.etag.as_deref())?;
+        bounds::optional_text("last_modified", self.last_modified.as_deref())
+    }
 
     /// Version 1 reads with no central rate: the freshness index scores the page at its
     /// mean rate until its next estimate; versions 1 and 2 with no middle half: at its

@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use recrawl_model::day::DayProfile;
-use recrawl_scheduler::book::{Book, BookSettings, SchedulerState};
+use recrawl_scheduler::book::{Book, BookSettings, SchedulerState, MAX_IN_LINKS};
 use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::hosts::Hosts;
-use recrawl_schemas::decode;
 use recrawl_schemas::envelope::check_fixture;
 use recrawl_schemas::frequency::FrequencyGroup;
+use recrawl_schemas::{bounds, decode, Message};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state.bin");
 /// The same state as version 1 wrote it, before `central_change_rate` was kept.
@@ -122,4 +122,22 @@ fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
     let records = HashMap::from([("http://example.org/a.html".to_owned(), sample())]);
     Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
     assert_eq!(hosts.stats[0].day, host_day());
+}
+
+#[test]
+fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
+    assert_eq!(sample().validate(), Ok(()));
+    let forged = [
+        ("p_download", SchedulerState { p_download: f32::NAN, ..sample() }),
+        ("p_change", SchedulerState { p_change: 1.5, ..sample() }),
+        ("change_rate", SchedulerState { change_rate: Some(-0.5), ..sample() }),
+        ("change_rate", SchedulerState { change_rate: Some(f32::NAN), ..sample() }),
+        ("interval", SchedulerState { interval: f32::NAN, ..sample() }),
+        ("in_links", SchedulerState { in_links: vec![7; MAX_IN_LINKS as usize + 1], ..sample() }),
+        ("etag", SchedulerState { etag: Some("e".repeat(bounds::MAX_URL_BYTES + 1)), ..sample() }),
+    ];
+    for (field, state) in forged {
+        let error = state.validate().expect_err(field);
+        assert!(error.contains(field), "{field}: {error}");
+    }
 }
