@@ -51,7 +51,7 @@ impl PageRef {
     }
 
     /// Checks the identity `name` (`page`, `source`) holds; the error names the field.
-    fn validate(&self, name: &str) -> Result<(), String> {
+    pub fn validate(&self, name: &str) -> Result<(), String> {
         bounds::text(&format!("{name}.url"), &self.url, bounds::MAX_URL_BYTES)?;
         bounds::text(&format!("{name}.key"), &self.key, bounds::MAX_URL_BYTES)?;
         if self.host.is_empty() {

@@ -23,7 +23,7 @@ use recrawl_common::service::run_service;
 use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{ChangeEvent, Format, Message};
+use recrawl_schemas::{bounds, ChangeEvent, Format, Message};
 use serde::{Deserialize, Serialize};
 
 use crate::change::{Baselines, DiffSettings, Differ, PageVersion};
@@ -131,6 +131,17 @@ impl Message for DiffState {
     const VERSION: u16 = 2;
     /// Version 1 ends before `applied_before`, the last field.
     const ADDED_TRAILING_OPTIONS: usize = 1;
+
+    /// The periods and the size a change event repeats: out of range, every event of the
+    /// URL would be refused downstream.
+    fn validate(&self) -> Result<(), String> {
+        bounds::period(self.last_period)?;
+        if let Some(version) = &self.version {
+            bounds::period(version.period)?;
+            bounds::size_bytes("version.size_bytes", version.size_bytes)?;
+        }
+        Ok(())
+    }
 
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         decode_as(framed, bytes)

@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 use recrawl_common::{http_date_ms, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{
-    ChangeEvent, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution, LastRequest, Message,
-    PageEstimate, PageRef, RefreshPlan, UtcTime,
+    bounds, ChangeEvent, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution, LastRequest,
+    Message, PageEstimate, PageRef, RefreshPlan, UtcTime,
 };
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +17,9 @@ use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView,
 use recrawl_model::history::PageHistory;
 use recrawl_model::modified::DateTally;
 use recrawl_model::page::{BinMove, PageRate, PageState, RateSource, Request};
-use recrawl_model::prediction::{predict, predict_next, Eligibility, Kind, Model, PreparedPrior, Prior};
+use recrawl_model::prediction::{
+    predict, predict_next, Eligibility, Kind, Model, PreparedPrior, Prior, FINE_BINS,
+};
 use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
 use recrawl_model::DEFAULT_PERIOD_MS;
@@ -176,6 +178,32 @@ impl Message for EstimatorState {
     /// Version 1 ends before `page.compared`, version 2 before `page.dated`, version 3
     /// before `last_response`, the last fields.
     const ADDED_TRAILING_OPTIONS: usize = 3;
+
+    /// What an estimate repeats, and the fine bins the URL is counted in: out of range, a
+    /// bin would index past its group's histogram and every estimate of the URL would be
+    /// refused downstream.
+    fn validate(&self) -> Result<(), String> {
+        bounds::text("host", &self.host, bounds::MAX_HOST_BYTES)?;
+        bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
+        let page = &self.page;
+        for (name, bin) in [("page.download_bin", page.download_bin), ("page.change_bin", page.change_bin)] {
+            if let Some(bin) = bin.filter(|&bin| usize::from(bin) >= FINE_BINS) {
+                return Err(format!("{name} is {bin}, not a fine bin below {FINE_BINS}"));
+            }
+        }
+        bounds::period(page.history.first_request)?;
+        bounds::period(page.history.last_request)?;
+        bounds::time_ms("page.first_seen_ms", page.first_seen_ms)?;
+        bounds::time_ms("page.last_fetched_at_ms", page.last_fetched_at_ms)?;
+        bounds::size_bytes("page.last_size_bytes", page.last_size_bytes)?;
+        bounds::duration_ms("page.last_latency_ms", f64::from(page.last_latency_ms))?;
+        if let Some(last) = &self.last_response {
+            last.page.validate("last_response.page")?;
+            bounds::optional_text("last_response.etag", last.etag.as_deref())?;
+            bounds::optional_text("last_response.last_modified", last.last_modified.as_deref())?;
+        }
+        Ok(())
+    }
 
     /// Versions 1 to 3 read with the fields they lack absent; the state then estimates
     /// as it did, dates count from the next download, and the URL's estimate is revised
@@ -1055,6 +1083,30 @@ mod tests {
         );
         restarted.revoked(2);
         assert!(restarted.live.is_empty());
+    }
+
+    #[test]
+    fn a_record_whose_bin_is_past_the_histogram_is_refused_before_it_is_restored() {
+        let mut estimator = Estimator::new(Settings::default());
+        let mut state = StateStore::default();
+        new_estimate(estimator.apply(&event("http://a/1", 1, true, None), 2, &mut state, 0));
+        let written = state.get(2, "http://a/1").expect("kept").clone();
+        assert_eq!(written.validate(), Ok(()));
+        // Restored, bin 200 of a 101-bin histogram panicked the estimator as it
+        // published the group's share, at every restart.
+        for forged in [
+            EstimatorState {
+                page: PageState { download_bin: Some(200), ..written.page.clone() },
+                ..written.clone()
+            },
+            EstimatorState {
+                page: PageState { change_bin: Some(101), ..written.page.clone() },
+                ..written.clone()
+            },
+        ] {
+            let error = forged.validate().expect_err("refused");
+            assert!(error.contains("not a fine bin below 101"), "{error}");
+        }
     }
 
     #[test]

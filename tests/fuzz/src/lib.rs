@@ -6,17 +6,28 @@
 //! A target panics only on a real bug: a panic in the code under test, or a broken
 //! invariant that the code documents.
 
+use std::collections::HashMap;
+
+use clap::ValueEnum;
+use recrawl_common::StateStore;
+use recrawl_diff::change::{DiffSettings, Differ};
 use recrawl_diff::offline::{score, InputKind};
 use recrawl_diff::text::{page_words, CaseFold};
-use recrawl_diff::CompareArgs;
+use recrawl_diff::{CompareArgs, DiffState};
+use recrawl_estimator::estimate::Estimator;
 use recrawl_estimator::offline::{stats, StatsArgs};
+use recrawl_estimator::{Applied, EstimatorState, Settings as EstimatorSettings};
 use recrawl_fetch::links::{extract_links, LinkFilter};
 use recrawl_fetch::robots::{RobotsRules, MAX_ROBOTS_BYTES};
 use recrawl_lab::evaluate::parse_histories;
+use recrawl_scheduler::book::{Book, BookSettings, SchedulerState};
+use recrawl_scheduler::hosts::Hosts;
+use recrawl_scheduler::plan::{choose, PlanSettings};
+use recrawl_scheduler::policy::Policy;
 use recrawl_schemas::envelope::{check_kafka_headers, inspect};
 use recrawl_schemas::{
-    decode, encode, normalise_url, ChangeEvent, DiscoveredLinks, FetchResult, Format, GroupDistribution,
-    Message, PageEstimate, PagePick,
+    bounds, decode, encode, normalise_url, ChangeEvent, DiscoveredLinks, FetchResult, Format,
+    GroupDistribution, Message, PageEstimate, PagePick, RequestOutcome,
 };
 use url::Url;
 
@@ -25,8 +36,9 @@ pub type Target = fn(&[u8]);
 
 /// Every target by name: the name is its directory under `fuzz/corpus/` and
 /// `fuzz/regressions/` and its file under `fuzz/fuzz_targets/`.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("decode_topics", decode_topics),
+    ("restore_state", restore_state),
     ("robots", robots),
     ("html_text", html_text),
     ("html_links", html_links),
@@ -43,11 +55,78 @@ pub fn decode_topics(data: &[u8]) {
     round_trip::<ChangeEvent>(data);
     round_trip::<PageEstimate>(data);
     round_trip::<GroupDistribution>(data);
-    round_trip::<recrawl_diff::DiffState>(data);
-    round_trip::<recrawl_estimator::EstimatorState>(data);
-    round_trip::<recrawl_scheduler::book::SchedulerState>(data);
+    round_trip::<DiffState>(data);
+    round_trip::<EstimatorState>(data);
+    round_trip::<SchedulerState>(data);
     // Headers from the record itself: any bytes a producer may have put there.
     let _ = check_kafka_headers(data, Some(data), Some(data));
+}
+
+/// The URL a restored record is filed under.
+const RESTORED_URL: &str = "http://a.test/page.html";
+
+/// A stage's changelog record as a restore reads it: what decodes and validates (the
+/// rest is skipped and counted) is restored into the stage's own structures and stepped
+/// as after a restart: the diff stage compares a new download with the restored version,
+/// the estimator republishes its groups' shares and applies the URL's next request, the
+/// scheduler chooses under every policy and writes the record again.
+pub fn restore_state(data: &[u8]) {
+    if let Some(state) = restored::<DiffState>(data) {
+        let mut differ = Differ::new(DiffSettings::default());
+        let mut kept = state.version;
+        if let Some(version) = &kept {
+            differ.hold(version);
+        }
+        let next =
+            FetchResult::html_page(RESTORED_URL, "a.test", state.last_period.saturating_add(1), "<p>a b</p>");
+        let event = differ.apply(&mut kept, &next);
+        assert!(event.validate().is_ok(), "{event:?}");
+    }
+    if let Some(state) = restored::<EstimatorState>(data) {
+        let next_period = state.page.history.last_request.saturating_add(1);
+        let fetched_at_ms =
+            state.page.last_fetched_at_ms.clamp(0, bounds::MAX_TIME_MS / 2).saturating_add(60_000);
+        let mut store = StateStore::default();
+        store.insert_partition(0, HashMap::from([(RESTORED_URL.to_owned(), state)]));
+        let mut estimator = Estimator::new(EstimatorSettings::default());
+        estimator.restored(0, &mut store);
+        for partial in estimator.take_partials(fetched_at_ms) {
+            assert!(partial.validate().is_ok(), "{partial:?}");
+        }
+        let outcome =
+            RequestOutcome { period: next_period, downloaded: true, changed: Some(true), fetched_at_ms };
+        let event = ChangeEvent::request(RESTORED_URL, "a.test", outcome);
+        if let Applied::New(estimate, _) | Applied::Repeated(estimate) =
+            estimator.apply(&event, 0, &mut store, fetched_at_ms)
+        {
+            assert!(estimate.validate().is_ok(), "{estimate:?}");
+        }
+        for estimate in estimator.take_revised() {
+            assert!(estimate.validate().is_ok(), "{estimate:?}");
+        }
+    }
+    if let Some(state) = restored::<SchedulerState>(data) {
+        let mut hosts = Hosts::default();
+        let records = HashMap::from([(RESTORED_URL.to_owned(), state)]);
+        let Ok((book, _)) = Book::restore(records, &mut hosts, &BookSettings::default()) else { return };
+        let caps = vec![u32::MAX; hosts.len()];
+        for &policy in Policy::value_variants() {
+            let settings = PlanSettings { policy, ..PlanSettings::default() };
+            for choice in choose(&[&book], &hosts, 1_000, 10.0, 1, &caps, &settings) {
+                assert!(!choice.score.is_nan(), "{policy:?}: {choice:?}");
+            }
+        }
+        for slot in 0..book.len() as u32 {
+            let record = book.record(slot);
+            assert!(record.validate().is_ok(), "{record:?}");
+        }
+        book.release(&mut hosts);
+    }
+}
+
+/// `data` as a restore reads a changelog record of `M`: `None` where it is skipped.
+fn restored<M: Message>(data: &[u8]) -> Option<M> {
+    decode::<M>(data).ok().filter(|state| state.validate().is_ok())
 }
 
 /// A payload that decodes must pass the header check with the headers its framing is
