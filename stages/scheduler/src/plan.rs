@@ -197,8 +197,10 @@ pub fn choose(
     let day = day_state.as_deref_mut().and_then(|state| DayScoring::new(hosts, clock, settings, state));
     let mut period = Period { clock, remaining, cost_per_byte, kappa: None, day };
     if settings.policy == Policy::LambdaCrawl {
-        period.kappa =
-            lambda_kappa(books, host_caps, &period, quota.saturating_sub(discovery_quota), settings);
+        // Refreshes take what discoveries leave, all of it when the frontier is empty.
+        let discoveries =
+            eligible(books, host_caps, clock, settings, true).take(discovery_quota.min(quota)).count();
+        period.kappa = lambda_kappa(books, host_caps, &period, quota.saturating_sub(discoveries), settings);
     }
     let choices = pick(books, host_caps, &period, quota, discovery_quota, settings);
     drop(period);
@@ -741,6 +743,22 @@ mod tests {
                 "{policy:?}: the live page first when there is one pick"
             );
         }
+    }
+
+    #[test]
+    fn lambda_crawl_spends_on_refreshes_the_discovery_share_an_empty_frontier_leaves() {
+        let (book, hosts) = tracked(&[("http://a/1", 1, 100, 1.0), ("http://b/1", 3, 100, 1.0)]);
+        let caps = vec![10; hosts.len()];
+        let scores = |discovery_share| {
+            let settings = PlanSettings { discovery_share, ..settings(Policy::LambdaCrawl) };
+            let picks = choose(&[&book], &hosts, 6, 10.0, 2, &caps, &settings);
+            picks.iter().map(|c| (c.reason, c.score)).collect::<Vec<_>>()
+        };
+        // κ is solved for the two picks refreshes get, not for the one a discovery would
+        // have taken.
+        let all_refreshes = scores(0.0);
+        assert_eq!(all_refreshes.len(), 2);
+        assert_eq!(scores(0.5), all_refreshes);
     }
 
     #[test]
