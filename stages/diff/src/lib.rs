@@ -373,6 +373,14 @@ mod tests {
         };
         let bytes = recrawl_schemas::encode(&state).expect("encode");
         assert_eq!(recrawl_schemas::decode::<DiffState>(&bytes).expect("decode"), state);
+        assert_eq!(state.validate(), Ok(()));
+        // A size past what a change event may carry would make every event of the URL
+        // one its readers refuse.
+        let forged = DiffState {
+            version: state.version.clone().map(|version| PageVersion { size_bytes: u64::MAX, ..version }),
+            ..state
+        };
+        assert!(forged.validate().is_err_and(|error| error.starts_with("version.size_bytes")));
     }
 
     #[test]

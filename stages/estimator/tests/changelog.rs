@@ -9,7 +9,7 @@ use recrawl_model::modified::{DateTrust, DatedChanges};
 use recrawl_model::page::{ComparedDownloads, PageState, Request};
 use recrawl_model::refresh::{ChangeCalendar, ChangeHours, RefreshSettings, WeeklyChanges};
 use recrawl_schemas::envelope::check_fixture;
-use recrawl_schemas::{decode, encode, PageRef};
+use recrawl_schemas::{decode, encode, Message, PageRef};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state.bin");
 /// The same state as version 1 wrote it, before `page.compared` was kept.
@@ -132,5 +132,15 @@ fn unchanged_download(period: u64) -> Request {
         update_size: Some(0),
         latency_ms: 40.0,
         last_modified_ms: None,
+    }
+}
+
+/// A restore skips what fails `validate`: every layout a build has written must pass, or a
+/// rolling upgrade would drop the URLs it wrote.
+#[test]
+fn records_of_every_version_pass_the_restore_s_check() {
+    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3] {
+        let state = decode::<EstimatorState>(&std::fs::read(fixture).expect("fixture")).expect("decodes");
+        assert_eq!(state.validate(), Ok(()), "{fixture}");
     }
 }

@@ -141,3 +141,13 @@ fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
         assert!(error.contains(field), "{field}: {error}");
     }
 }
+
+/// A restore skips what fails `validate`: every layout a build has written must pass, or a
+/// rolling upgrade would drop the URLs it wrote.
+#[test]
+fn records_of_every_version_pass_the_restore_s_check() {
+    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3] {
+        let state = decode::<SchedulerState>(&std::fs::read(fixture).expect("fixture")).expect("decodes");
+        assert_eq!(state.validate(), Ok(()), "{fixture}");
+    }
+}
