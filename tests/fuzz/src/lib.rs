@@ -60,6 +60,40 @@ pub fn decode_topics(data: &[u8]) {
     round_trip::<SchedulerState>(data);
     // Headers from the record itself: any bytes a producer may have put there.
     let _ = check_kafka_headers(data, Some(data), Some(data));
+    file_share(data);
+}
+
+/// Another instance's share of a group, as the estimator files it from the distributions
+/// topic: one that validates is filed, and a request of a URL of its group is estimated
+/// from it and the estimator's own share, as the group's view merges them.
+fn file_share(data: &[u8]) {
+    let Ok(share) = decode::<GroupDistribution>(data) else { return };
+    if share.validate().is_err() {
+        return;
+    }
+    let mut estimator = Estimator::new(EstimatorSettings::default());
+    if estimator.file(&share).is_err() {
+        return;
+    }
+    let mut store = StateStore::default();
+    let url = format!("http://{}/page.html", share.group);
+    for period in [share.period, share.period.saturating_add(1)] {
+        let outcome =
+            RequestOutcome { period, downloaded: true, changed: Some(period % 2 == 0), fetched_at_ms: 0 };
+        let event = ChangeEvent::request(&url, &share.group, outcome);
+        // The stage reads only events that validate: a group that is no host names none.
+        if event.validate().is_err() {
+            return;
+        }
+        if let Applied::New(estimate, _) | Applied::Repeated(estimate) =
+            estimator.apply(&event, share.partition.saturating_add(1), &mut store, 0)
+        {
+            assert!(estimate.validate().is_ok(), "{estimate:?}");
+        }
+    }
+    for partial in estimator.take_partials(0) {
+        assert!(partial.validate().is_ok(), "{partial:?}");
+    }
 }
 
 /// The URL a restored record is filed under.
