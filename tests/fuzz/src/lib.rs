@@ -67,10 +67,7 @@ pub fn decode_topics(data: &[u8]) {
 /// topic: one that validates is filed, and a request of a URL of its group is estimated
 /// from it and the estimator's own share, as the group's view merges them.
 fn file_share(data: &[u8]) {
-    let Ok(share) = decode::<GroupDistribution>(data) else { return };
-    if share.validate().is_err() {
-        return;
-    }
+    let Some(share) = valid::<GroupDistribution>(data) else { return };
     let mut estimator = Estimator::new(EstimatorSettings::default());
     if estimator.file(&share).is_err() {
         return;
@@ -85,13 +82,29 @@ fn file_share(data: &[u8]) {
         if event.validate().is_err() {
             return;
         }
-        if let Applied::New(estimate, _) | Applied::Repeated(estimate) =
-            estimator.apply(&event, share.partition.saturating_add(1), &mut store, 0)
-        {
-            assert!(estimate.validate().is_ok(), "{estimate:?}");
-        }
+        apply_checked(&mut estimator, &event, share.partition.saturating_add(1), &mut store, 0);
     }
-    for partial in estimator.take_partials(0) {
+    check_partials(&mut estimator, 0);
+}
+
+/// Applies `event` from `partition`; the estimate it gives, if any, must validate.
+fn apply_checked(
+    estimator: &mut Estimator,
+    event: &ChangeEvent,
+    partition: i32,
+    store: &mut StateStore<EstimatorState>,
+    now_ms: i64,
+) {
+    if let Applied::New(estimate, _) | Applied::Repeated(estimate) =
+        estimator.apply(event, partition, store, now_ms)
+    {
+        assert!(estimate.validate().is_ok(), "{estimate:?}");
+    }
+}
+
+/// The shares the estimator publishes at `now_ms` must validate.
+fn check_partials(estimator: &mut Estimator, now_ms: i64) {
+    for partial in estimator.take_partials(now_ms) {
         assert!(partial.validate().is_ok(), "{partial:?}");
     }
 }
@@ -105,7 +118,7 @@ const RESTORED_URL: &str = "http://a.test/page.html";
 /// the estimator republishes its groups' shares and applies the URL's next request, the
 /// scheduler chooses under every policy and writes the record again.
 pub fn restore_state(data: &[u8]) {
-    if let Some(state) = restored::<DiffState>(data) {
+    if let Some(state) = valid::<DiffState>(data) {
         let mut differ = Differ::new(DiffSettings::default());
         let mut kept = state.version;
         if let Some(version) = &kept {
@@ -116,7 +129,7 @@ pub fn restore_state(data: &[u8]) {
         let event = differ.apply(&mut kept, &next);
         assert!(event.validate().is_ok(), "{event:?}");
     }
-    if let Some(state) = restored::<EstimatorState>(data) {
+    if let Some(state) = valid::<EstimatorState>(data) {
         let next_period = state.page.history.last_request.saturating_add(1);
         let fetched_at_ms =
             state.page.last_fetched_at_ms.clamp(0, bounds::MAX_TIME_MS / 2).saturating_add(60_000);
@@ -124,22 +137,16 @@ pub fn restore_state(data: &[u8]) {
         store.insert_partition(0, HashMap::from([(RESTORED_URL.to_owned(), state)]));
         let mut estimator = Estimator::new(EstimatorSettings::default());
         estimator.restored(0, &mut store);
-        for partial in estimator.take_partials(fetched_at_ms) {
-            assert!(partial.validate().is_ok(), "{partial:?}");
-        }
+        check_partials(&mut estimator, fetched_at_ms);
         let outcome =
             RequestOutcome { period: next_period, downloaded: true, changed: Some(true), fetched_at_ms };
         let event = ChangeEvent::request(RESTORED_URL, "a.test", outcome);
-        if let Applied::New(estimate, _) | Applied::Repeated(estimate) =
-            estimator.apply(&event, 0, &mut store, fetched_at_ms)
-        {
-            assert!(estimate.validate().is_ok(), "{estimate:?}");
-        }
+        apply_checked(&mut estimator, &event, 0, &mut store, fetched_at_ms);
         for estimate in estimator.take_revised() {
             assert!(estimate.validate().is_ok(), "{estimate:?}");
         }
     }
-    if let Some(state) = restored::<SchedulerState>(data) {
+    if let Some(state) = valid::<SchedulerState>(data) {
         let mut hosts = Hosts::default();
         let records = HashMap::from([(RESTORED_URL.to_owned(), state)]);
         let Ok((book, _)) = Book::restore(records, &mut hosts, &BookSettings::default()) else { return };
@@ -158,9 +165,10 @@ pub fn restore_state(data: &[u8]) {
     }
 }
 
-/// `data` as a restore reads a changelog record of `M`: `None` where it is skipped.
-fn restored<M: Message>(data: &[u8]) -> Option<M> {
-    decode::<M>(data).ok().filter(|state| state.validate().is_ok())
+/// `data` as a stage reads a record of `M`, from a topic or its changelog: `None` where it
+/// is refused (dead-lettered or skipped).
+fn valid<M: Message>(data: &[u8]) -> Option<M> {
+    decode::<M>(data).ok().filter(|message| message.validate().is_ok())
 }
 
 /// A payload that decodes must pass the header check with the headers its framing is
