@@ -60,7 +60,13 @@ const MAX_AMPLITUDE: f64 = 0.95;
 
 /// Below this amplitude a page keeps the constant index: its tables' bucket is a flat
 /// day's, and the day would move its first term by a few percent at most.
-pub const LEAST_AMPLITUDE: f64 = 0.5 / BUCKETS_PER_UNIT;
+const LEAST_AMPLITUDE: f64 = 0.5 / BUCKETS_PER_UNIT;
+
+/// Whether a day profile of this amplitude is strong enough for the periodic index, as
+/// opposed to the constant one (NaN is not).
+pub fn shows_the_day(amplitude: f64) -> bool {
+    amplitude >= LEAST_AMPLITUDE
+}
 
 /// A page as the periodic index sees it. Times are in hours.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -154,7 +160,7 @@ impl PeriodicPage {
 
 impl DayTables {
     /// The page's correction h(t) − h(d) − τ·h′(t) for [`PeriodicPage::index`]; `None`
-    /// where the constant index applies: an amplitude under [`LEAST_AMPLITUDE`], inputs
+    /// where the constant index applies: a day too flat to show ([`shows_the_day`]), inputs
     /// that are not positive and finite, an interval of days, or a copy older than any
     /// interval the table's programme weighed. The last is a page left overdue (a
     /// back-off, an outage, a shrunk budget): τ·h′(t) would grow with its age and swing
@@ -166,8 +172,7 @@ impl DayTables {
         {
             return None;
         }
-        // NaN too.
-        if page.amplitude.partial_cmp(&LEAST_AMPLITUDE).is_none_or(|order| order.is_lt()) {
+        if !shows_the_day(page.amplitude) {
             return None;
         }
         let amplitude = page.amplitude();

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use hashbrown::HashTable;
 use recrawl_model::day::DayProfile;
-use recrawl_model::periodic::{DayTables, LEAST_AMPLITUDE};
+use recrawl_model::periodic::{shows_the_day, DayTables};
 use recrawl_schemas::LastRequest;
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -81,7 +81,7 @@ impl Hosts {
     /// Hosts whose day profile the `freshness` policy scores by the periodic index.
     pub fn with_day_profile(&self) -> usize {
         let placed =
-            |stats: &&HostStats| stats.day.shape().is_some_and(|(amplitude, _)| amplitude >= LEAST_AMPLITUDE);
+            |stats: &&HostStats| stats.day.shape().is_some_and(|(amplitude, _)| shows_the_day(amplitude));
         self.stats.iter().filter(placed).count()
     }
 
