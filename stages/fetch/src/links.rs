@@ -53,8 +53,9 @@ pub struct PageLinks {
     /// Whether extraction stopped at [`MAX_RESOLVED_BYTES`], before the end of the page.
     pub cut_short: bool,
     /// Distinct links dropped for being longer than [`MAX_URL_BYTES`] or naming a host
-    /// longer than [`MAX_HOST_BYTES`] (which no DNS name is, and no record may carry): a
-    /// rule of this stage's, not one of [`LinkRules`].
+    /// longer than [`MAX_HOST_BYTES`] with its port (which no record may carry: a DNS name
+    /// of 253 bytes and a port are past it): a rule of this stage's, not one of
+    /// [`LinkRules`].
     pub too_long: u64,
     /// Position of each kept URL in `links`, by the URL's hash (as `sighted`), so the
     /// URLs' text is held once.
@@ -94,7 +95,9 @@ impl PageLinks {
     /// Adds the normalised `url` if `filter` admits it as a link at `depth`, else counts
     /// its rejection.
     pub fn record(&mut self, url: Url, filter: &LinkFilter, depth: u32) {
-        let host_bytes = url.host_str().map_or(0, str::len);
+        // The host as records carry it (`host_of`): with the port, when there is one.
+        let port_bytes = url.port().map_or(0, |port| 2 + port.checked_ilog10().unwrap_or(0) as usize);
+        let host_bytes = url.host_str().map_or(0, str::len) + port_bytes;
         let url = String::from(url);
         if url.len() > MAX_URL_BYTES || host_bytes > MAX_HOST_BYTES {
             if self.first_sighting(&url) {
@@ -368,6 +371,7 @@ fn decode_character_references(raw: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use recrawl_schemas::PageRef;
 
     fn page() -> Url {
         Url::parse("http://example.com/dir/page.html").unwrap()
@@ -560,6 +564,28 @@ mod tests {
         let found = extract_links(&page(), html.as_bytes(), &LinkFilter::default(), 1);
         assert_eq!(urls(&found.links), ["http://example.com/ok"]);
         assert_eq!(found.too_long, 1);
+    }
+
+    /// A record carries the host with its port: a DNS name of legal length can pass the
+    /// limit with one, and the link would be a record every reader refuses.
+    #[test]
+    fn a_host_within_the_limit_only_without_its_port_is_dropped_and_counted() {
+        let labels = |last: usize| {
+            format!("{}.{}.{}.{}", "a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(last))
+        };
+        let (longest, shorter) = (labels(61), labels(57));
+        assert_eq!(longest.len(), 253);
+        let html = format!(
+            r#"<a href="http://{longest}:8080/x.html">1</a><a href="http://{longest}/y.html">2</a><a href="http://{shorter}:8080/z.html">3</a>"#
+        );
+        let found = extract_links(&page(), html.as_bytes(), &LinkFilter::default(), 1);
+        assert_eq!(found.too_long, 1);
+        assert_eq!(found.links.len(), 2);
+        for link in &found.links {
+            let page = PageRef::of_url(&link.url).unwrap();
+            page.validate("page").unwrap();
+            assert!(page.host.len() >= 253, "{}", page.host);
+        }
     }
 
     #[test]
