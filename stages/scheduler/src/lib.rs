@@ -165,11 +165,11 @@ pub fn read_seeds(path: &std::path::Path) -> Result<Vec<String>, SchedulerError>
         if line.is_empty() {
             continue;
         }
-        let url = normalise_url(line).map_err(|e| SchedulerError::SeedUrl {
-            path: shown.clone(),
-            line: number,
-            reason: e.to_string(),
-        })?;
+        let bad_line = |reason: String| SchedulerError::SeedUrl { path: shown.clone(), line: number, reason };
+        let url = normalise_url(line).map_err(|e| bad_line(e.to_string()))?;
+        // A seed is sent as a links record: one no reader takes (a URL or host past the
+        // records' limits) is refused here rather than dead-lettered at every start.
+        PageRef::of_url(&url).map_err(|e| bad_line(e.to_string()))?.validate("seed").map_err(bad_line)?;
         seeds.push(url);
     }
     Ok(seeds)
@@ -787,5 +787,9 @@ mod tests {
         std::fs::write(&path, "http://ok.example/\nftp://nope.example/\n").unwrap();
         let error = read_seeds(&path).unwrap_err().to_string();
         assert!(error.contains("line 2") && error.contains("ftp"), "{error}");
+        let host = format!("{}.{}.{}.{}", "a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61));
+        std::fs::write(&path, format!("http://{host}/\nhttp://{host}:8080/\n")).unwrap();
+        let error = read_seeds(&path).unwrap_err().to_string();
+        assert!(error.contains("line 2") && error.contains("seed.host"), "{error}");
     }
 }
