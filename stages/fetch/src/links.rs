@@ -96,8 +96,9 @@ impl PageLinks {
     /// its rejection.
     pub fn record(&mut self, url: Url, filter: &LinkFilter, depth: u32) {
         // The host as records carry it (`host_of`): with the port, when there is one.
-        let port_bytes = url.port().map_or(0, |port| 2 + port.checked_ilog10().unwrap_or(0) as usize);
-        let host_bytes = url.host_str().map_or(0, str::len) + port_bytes;
+        // Only a port other than the scheme's default is kept, and written.
+        let port_bytes = url.port().map_or(0, |port| format!(":{port}").len());
+        let host_bytes = url.host_str().map_or(0, str::len).saturating_add(port_bytes);
         let url = String::from(url);
         if url.len() > MAX_URL_BYTES || host_bytes > MAX_HOST_BYTES {
             if self.first_sighting(&url) {
