@@ -754,7 +754,11 @@ async fn serve_pick(
         let pause = result.retry_after_ms.map_or(shared.settings.overload_pause, |ms| {
             Duration::from_millis(ms).min(shared.settings.max_retry_after)
         });
-        lock(gate).paused_until = Some(later(Instant::now(), pause));
+        // The host that answered: after a redirect to another host, that host asked for
+        // the pause, and the one that redirected is not overloaded.
+        let answered = result.final_url.as_deref().and_then(|url| recrawl_schemas::host_of(url).ok());
+        let answered = answered.filter(|host| *host != pick.host).map(|host| gate_of(shared, &host));
+        lock(answered.as_ref().unwrap_or(gate)).paused_until = Some(later(Instant::now(), pause));
     }
     let outcome = result.outcome.as_str();
     metrics.latency.with_label_values(&[outcome]).observe(result.latency_ms / 1000.0);
@@ -1206,6 +1210,37 @@ mod tests {
             [format!("http://{address}/later.html")]
         );
         assert_eq!(paths(&log), ["/robots.txt", "/busy.html"]);
+    }
+
+    /// A 429 after a redirect to another host pauses that host: the pick's host only
+    /// redirected, and goes on serving its picks.
+    #[tokio::test]
+    async fn retry_after_from_a_redirect_target_pauses_the_target_not_the_redirecting_host() {
+        let (target, target_log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            "/busy.html" => (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, "5")]).into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let (redirecting, redirecting_log) = site(redirect_to_port).await;
+        let port = target.port();
+        let soon = PagePick {
+            deadline_ms: Some(unix_ms() + 1_000),
+            ..pick(&format!("http://{redirecting}/soon-{port}"))
+        };
+        let mut crawler = crawler(no_delay());
+        let output = crawler.crawl(vec![pick(&format!("http://{redirecting}/busy-{port}")), soon]).await;
+        assert_eq!(output.crawled[0].result.http_status, Some(429));
+        assert!(output.requeued.is_empty());
+        assert_eq!(
+            paths(&redirecting_log),
+            ["/robots.txt", &format!("/busy-{port}"), &format!("/soon-{port}")]
+        );
+        let deferred = &output.crawled[1].result;
+        assert_eq!(deferred.outcome, FetchOutcome::Deferred);
+        let error = deferred.error.as_deref().unwrap_or_default();
+        assert!(error.contains(&format!("127.0.0.1:{port}'s next polite slot")), "{error}");
+        assert_eq!(paths(&target_log), ["/robots.txt", "/busy.html"]);
     }
 
     #[tokio::test]
