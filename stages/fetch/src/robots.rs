@@ -113,11 +113,12 @@ impl RobotsRules {
         tokio::task::spawn_blocking(move || rules.allows(&url)).await.unwrap_or(false)
     }
 
-    /// The Crawl-delay for our user-agent, at most [`MAX_CRAWL_DELAY`]; a negative or
-    /// non-finite one is no delay at all.
+    /// The Crawl-delay for our user-agent, at most [`MAX_CRAWL_DELAY`], which is also what
+    /// an infinite one asks for (a value past f32's range reads as one); a negative or NaN
+    /// one is no delay at all.
     pub fn crawl_delay(&self) -> Option<Duration> {
         let Self::Parsed { robot, .. } = self else { return None };
-        let seconds = robot.delay.filter(|seconds| seconds.is_finite() && *seconds >= 0.0)?;
+        let seconds = robot.delay.filter(|seconds| *seconds >= 0.0)?;
         Duration::try_from_secs_f32(seconds.min(MAX_CRAWL_DELAY.as_secs_f32())).ok()
     }
 
@@ -424,13 +425,14 @@ mod tests {
     }
 
     #[test]
-    fn crawl_delay_is_finite_not_negative_and_at_most_a_day() {
+    fn crawl_delay_is_not_negative_and_at_most_a_day_however_large() {
         let cases = [
             ("0", Some(Duration::ZERO)),
             ("1.5", Some(Duration::from_millis(1500))),
             ("-1", None),
             ("NaN", None),
-            ("inf", None),
+            ("inf", Some(MAX_CRAWL_DELAY)),
+            ("1e39", Some(MAX_CRAWL_DELAY)),
             ("-inf", None),
             ("1e6", Some(MAX_CRAWL_DELAY)),
             ("1e19", Some(MAX_CRAWL_DELAY)),
