@@ -161,12 +161,15 @@ pub fn nutch_interval(interval: f64, changed: bool, min: f64, max: f64) -> f64 {
 }
 
 /// LambdaCrawl's crawl rate for a page of change rate λ and importance 1 under the
-/// harmonic staleness cost: ρ = (−λ + √(λ² + 4λ/κ)) / 2.
+/// harmonic staleness cost: ρ = (−λ + √(λ² + 4λ/κ)) / 2, computed as the equal
+/// (2λ/κ) / (λ + √(λ² + 4λ/κ)), which does not cancel: for λ ≫ 1/κ the first form loses
+/// every digit (0 at λ = 10¹⁶, κ = 100) where ρ approaches its largest, 1/κ.
 pub fn lambda_crawl_rate(rate: f64, kappa: f64) -> f64 {
     if rate <= 0.0 {
         return 0.0;
     }
-    (-rate + (rate * rate + 4.0 * rate / kappa).sqrt()) / 2.0
+    let twice_over_kappa = 2.0 * rate / kappa;
+    twice_over_kappa / (rate + (rate * rate + 2.0 * twice_over_kappa).sqrt())
 }
 
 /// The κ for which the LambdaCrawl rates of `rates` (change rate → number of pages with
@@ -408,6 +411,11 @@ mod tests {
         let kappa = lambda_crawl_kappa(&one, 8.0).unwrap();
         assert!((lambda_crawl_rate(0.3, kappa) - 0.2).abs() < 1e-9);
         assert_eq!(lambda_crawl_kappa(&HashMap::from([(0.0f64.to_bits(), 3)]), 1.0), None);
+        // A page changing far faster than any crawl rate gets the most there is, 1/κ.
+        for kappa in [1.0, 100.0] {
+            let fastest = lambda_crawl_rate(1e20, kappa);
+            assert!((fastest * kappa - 1.0).abs() < 1e-9, "κ = {kappa}: {fastest}");
+        }
     }
 
     proptest! {
