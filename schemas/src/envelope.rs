@@ -585,6 +585,19 @@ mod tests {
         let mut estimate = samples::page_estimate();
         estimate.last_request.latency_ms = f64::MAX;
         assert!(estimate.validate().unwrap_err().contains("last_request.latency_ms"));
+        // A comparison only on a download, and not on a first one.
+        let mut event = samples::change_event();
+        event.downloaded = false;
+        assert!(event.validate().unwrap_err().contains("did not download"));
+        let mut event = samples::change_event();
+        event.first_seen = true;
+        assert!(event.validate().unwrap_err().contains("first download"));
+        let mut event = samples::change_event();
+        event.changed = None;
+        assert!(event.validate().unwrap_err().contains("where changed is null"));
+        let mut estimate = samples::page_estimate();
+        estimate.last_request.downloaded = false;
+        assert!(estimate.validate().unwrap_err().contains("last_request.changed"));
         let mut event = samples::change_event();
         event.page.host.clear();
         assert_eq!(event.validate(), Err("page.host is empty".into()));

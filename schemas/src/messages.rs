@@ -543,6 +543,18 @@ impl Message for ChangeEvent {
     fn validate(&self) -> Result<(), String> {
         self.page.validate("page")?;
         bounds::period(self.period)?;
+        // Only a download is compared, and a first one with nothing: a comparison on
+        // anything else would be learned as a change, or a quiet spell, never seen.
+        let compared = self.changed.is_some();
+        if (compared || self.first_seen) && !self.downloaded {
+            return Err("changed or first_seen is set on a request that did not download".to_owned());
+        }
+        if compared && self.first_seen {
+            return Err("changed is set on a first download, which has nothing to compare with".to_owned());
+        }
+        if !compared && (self.text_changed.is_some() || self.degrees.is_some()) {
+            return Err("text_changed or degrees is set where changed is null".to_owned());
+        }
         bounds::instant("fetched_at", self.fetched_at, self.fetched_at_ms)?;
         bounds::duration_ms("latency_ms", self.latency_ms)?;
         bounds::size_bytes("size_bytes", self.size_bytes)?;
@@ -801,6 +813,9 @@ impl Message for PageEstimate {
         bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
         let last = &self.last_request;
         bounds::period(last.period)?;
+        if last.changed.is_some() && !last.downloaded {
+            return Err("last_request.changed is set on a request that did not download".to_owned());
+        }
         bounds::instant("last_request.fetched_at", last.fetched_at, last.fetched_at_ms)?;
         bounds::duration_ms("last_request.latency_ms", last.latency_ms)?;
         bounds::size_bytes("last_request.size_bytes", last.size_bytes)?;
