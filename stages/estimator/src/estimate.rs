@@ -414,7 +414,7 @@ impl Estimator {
         let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, live.dates.trusted());
         live.rates.replace(rate_evidence_before, entry.page.rate_evidence(self.settings.period_ms));
         live.dates.replace(date_verdict_before, entry.page.date_verdict());
-        partial.urls = partial.urls.saturating_add(u64::from(new_url));
+        partial.urls = partial.urls.saturating_add(u64::from(new_url || moved));
         partial.requests = partial.requests.saturating_add(1);
         partial.period = partial.period.max(event.period);
         partial.first_period = partial.first_period.min(entry.page.history.first_request);
@@ -993,6 +993,12 @@ mod tests {
         let mut restarted = by_site();
         restarted.restored(1, &mut state);
         assert_eq!(rates(&moved, "example.co.kr"), rates(&restarted, "example.co.kr"));
+        // Its count moves too: the shares other instances read say how many URLs they hold.
+        let urls =
+            |e: &Estimator, group: &str| e.live.get(&(1, group.to_owned())).map(|live| live.partial.urls);
+        assert_eq!(urls(&moved, "news.example.co.kr:8080"), Some(0));
+        assert_eq!(urls(&moved, "example.co.kr"), Some(1));
+        assert_eq!(urls(&restarted, "example.co.kr"), Some(1));
     }
 
     /// The group's date verdicts move with its URLs: rebuilt on restore, and a URL that
