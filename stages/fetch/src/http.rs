@@ -318,8 +318,7 @@ impl Fetcher {
                 Err(failure) => return Err((failure, redirects)),
             };
             let status = response.status();
-            let target = status
-                .is_redirection()
+            let target = is_followed_redirect(status)
                 .then(|| response.headers().get(LOCATION))
                 .flatten()
                 .and_then(|location| location.to_str().ok())
@@ -541,6 +540,13 @@ fn describe_with_causes(error: &dyn StdError) -> String {
     text
 }
 
+/// The statuses that send a client elsewhere (RFC 9110 §15.4): 301, 302, 303, 307 and 308.
+/// A 304 answers the conditional request, whatever `Location` it carries, and 300 and 305
+/// name no single place to go.
+fn is_followed_redirect(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
+}
+
 /// `url` without its user name and password, for logs and error texts.
 pub fn redacted(url: &str) -> String {
     match Url::parse(url) {
@@ -752,6 +758,18 @@ pub(crate) mod tests {
         assert_eq!(result.etag.as_deref(), Some("\"v1\""));
         assert!(result.body.is_empty());
         assert_eq!(result.error, None);
+    }
+
+    /// A 304 is the answer to the conditional request even with a `Location`, which is
+    /// not followed.
+    #[tokio::test]
+    async fn a_not_modified_answer_is_not_followed_whatever_its_location() {
+        let router = Router::new()
+            .route("/same", get(|| async { (StatusCode::NOT_MODIFIED, [(LOCATION, "/elsewhere")]) }))
+            .route("/elsewhere", get(|| async { axum::response::Html("elsewhere") }));
+        let result = fetch_from(router, "/same").await;
+        assert_eq!(result.outcome, FetchOutcome::NotModified);
+        assert!(result.redirects.is_empty() && result.final_url.is_none(), "{:?}", result.redirects);
     }
 
     /// `/hop/{n}` redirects `n` more times before answering.
