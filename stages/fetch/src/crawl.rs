@@ -479,7 +479,12 @@ fn robots_url(origin: &str) -> Option<Url> {
 
 /// robots.txt is read whatever its type, and one past [`MAX_ROBOTS_BYTES`] only that far,
 /// as RFC 9309 §2.5 allows.
-const ROBOTS_READING: Reading = Reading { cap: MAX_ROBOTS_BYTES, any_type: true, truncate: true };
+const ROBOTS_READING: Reading =
+    Reading { cap: MAX_ROBOTS_BYTES, any_type: true, truncate: true, least_redirects: ROBOTS_REDIRECTS };
+
+/// Redirects followed for a robots.txt whatever `--max-redirects` says: past them (or in
+/// a loop) the file counts as unavailable, as a 4xx (RFC 9309 §2.3.1.2).
+const ROBOTS_REDIRECTS: usize = 5;
 
 /// The cached rules of `origin`, or fetches its robots.txt in the host's next slot.
 async fn robots_for(shared: &Shared, origin: &str, gate: &SharedGate, budget_end: Instant) -> Robots {
@@ -518,10 +523,17 @@ async fn cache_robots(
     answer: Result<Answer, (FetchOutcome, String)>,
 ) -> Result<Arc<RobotsRules>, (FetchOutcome, String)> {
     let metrics = &shared.metrics;
-    let answer = answer.map_err(|(outcome, error)| {
-        metrics.robots.with_label_values(&["unreachable"]).inc();
-        (outcome, format!("robots.txt: {error}"))
-    })?;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err((FetchOutcome::TooManyRedirects, _)) => {
+            metrics.robots.with_label_values(&["absent"]).inc();
+            return Ok(lock(&shared.robots).insert(origin, RobotsRules::AllowAll, false, Instant::now()));
+        }
+        Err((outcome, error)) => {
+            metrics.robots.with_label_values(&["unreachable"]).inc();
+            return Err((outcome, format!("robots.txt: {error}")));
+        }
+    };
     let (body, status, agent) =
         (answer.body.unwrap_or_default(), answer.status.as_u16(), shared.agent.clone());
     let truncated = answer.truncated;
@@ -818,7 +830,12 @@ async fn with_frames(
             continue;
         };
         fetched = fetched.saturating_add(1);
-        let reading = Reading { cap: shared.fetcher.max_body_bytes, any_type: false, truncate: false };
+        let reading = Reading {
+            cap: shared.fetcher.max_body_bytes,
+            any_type: false,
+            truncate: false,
+            least_redirects: 0,
+        };
         let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
         let answer = request(shared, claimed, || {
             asked.begin();
@@ -902,13 +919,23 @@ mod tests {
 
     /// A crawler allowed to reach loopback, with `names` resolving to 127.0.0.1.
     fn crawler_with(settings: CrawlSettings, names: &[&str], shutdown: CancellationToken) -> Crawler {
+        crawler_of(settings, FetchConfig::default(), names, shutdown)
+    }
+
+    /// [`crawler_with`] from `config`, whose address policy and timeout it replaces.
+    fn crawler_of(
+        settings: CrawlSettings,
+        config: FetchConfig,
+        names: &[&str],
+        shutdown: CancellationToken,
+    ) -> Crawler {
         let loopback = parse_allowed_network("127.0.0.1").unwrap();
         let overrides: Vec<(String, IpAddr)> =
             names.iter().map(|name| ((*name).to_owned(), IpAddr::from([127, 0, 0, 1]))).collect();
         let config = FetchConfig {
             request_timeout: Duration::from_secs(3),
             resolver: GuardedResolver::new(AddressPolicy::new(vec![loopback]), overrides),
-            ..FetchConfig::default()
+            ..config
         };
         let metrics = FetchMetrics::register(&Registry::new()).unwrap();
         Crawler::new(Fetcher::new(config).unwrap(), settings, LinkFilter::default(), metrics, shutdown)
@@ -1241,6 +1268,47 @@ mod tests {
         let error = deferred.error.as_deref().unwrap_or_default();
         assert!(error.contains(&format!("127.0.0.1:{port}'s next polite slot")), "{error}");
         assert_eq!(paths(&target_log), ["/robots.txt", "/busy.html"]);
+    }
+
+    /// RFC 9309 §2.3.1.2: five redirects are followed for a robots.txt whatever
+    /// `--max-redirects` says, and the rules found apply to the origin asked.
+    #[tokio::test]
+    async fn robots_txt_redirects_are_followed_however_few_pages_may_take() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => (StatusCode::FOUND, [(LOCATION, "/moved/robots.txt")]).into_response(),
+            "/moved/robots.txt" => "User-agent: *\nDisallow: /private".into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let config = FetchConfig { max_redirects: 0, ..FetchConfig::default() };
+        let mut crawler = crawler_of(no_delay(), config, &[], CancellationToken::new());
+        let picks = ["page.html", "private.html"].map(|page| pick(&format!("http://{address}/{page}")));
+        let output = crawler.crawl(picks.to_vec()).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("page.html".to_owned(), FetchOutcome::Downloaded),
+                ("private.html".to_owned(), FetchOutcome::RobotsDenied)
+            ]
+        );
+        assert_eq!(paths(&log), ["/robots.txt", "/moved/robots.txt", "/page.html"]);
+    }
+
+    /// Past its redirects, or in a loop, a robots.txt counts as unavailable, as a 4xx,
+    /// and is kept like one: not asked for again at every batch.
+    #[tokio::test]
+    async fn a_robots_txt_redirected_in_a_loop_is_unavailable_and_kept() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => (StatusCode::FOUND, [(LOCATION, "/robots.txt")]).into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let mut crawler = crawler(no_delay());
+        for page in ["a.html", "b.html"] {
+            let output = crawler.crawl(vec![pick(&format!("http://{address}/{page}"))]).await;
+            assert_eq!(outcomes(&output), [(page.to_owned(), FetchOutcome::Downloaded)]);
+        }
+        assert_eq!(paths(&log), ["/robots.txt", "/a.html", "/b.html"]);
     }
 
     #[tokio::test]

@@ -140,6 +140,9 @@ pub struct Reading {
     /// Past `cap`, keep the first `cap` bytes and stop reading, rather than fail with
     /// `BodyTooLarge`.
     pub truncate: bool,
+    /// Redirects followed however few `max_redirects` allows (RFC 9309 §2.3.1.2 asks five
+    /// for robots.txt).
+    pub least_redirects: usize,
 }
 
 /// Fetches over HTTP(S). Cheap to clone: clones share one connection pool.
@@ -236,7 +239,8 @@ impl Fetcher {
                 conditions.insert(name, value);
             }
         }
-        let reading = Reading { cap: self.max_body_bytes, any_type: false, truncate: false };
+        let reading =
+            Reading { cap: self.max_body_bytes, any_type: false, truncate: false, least_redirects: 0 };
         let answer = self.get(url, conditions, reading, may_follow, &mut result.size_bytes).await;
         let answer = match answer {
             Ok(answer) => answer,
@@ -331,8 +335,9 @@ impl Fetcher {
                 if target == url || redirects.contains(&target) {
                     return Err((FetchFailure::RedirectLoop(redacted(target.as_str())), redirects));
                 }
-                if redirects.len() >= self.max_redirects {
-                    return Err((FetchFailure::TooManyRedirects(self.max_redirects), redirects));
+                let most_redirects = self.max_redirects.max(reading.least_redirects);
+                if redirects.len() >= most_redirects {
+                    return Err((FetchFailure::TooManyRedirects(most_redirects), redirects));
                 }
                 redirects.push(target.clone());
                 // Before robots.txt is asked for: a refused address is the hop's outcome.
@@ -1118,7 +1123,7 @@ pub(crate) mod tests {
             .route("/announced", get(|| async { vec![b'y'; 3000] }));
         let address = serve(router).await;
         let fetcher = Fetcher::new(test_config()).unwrap();
-        let reading = Reading { cap: SMALL_CAP, any_type: true, truncate: true };
+        let reading = Reading { cap: SMALL_CAP, any_type: true, truncate: true, least_redirects: 0 };
         for (path, byte) in [("/endless", b'x'), ("/announced", b'y')] {
             let url = Url::parse(&format!("http://{address}{path}")).unwrap();
             let answer = fetcher.get_document(url, reading, &any_redirect).await.unwrap();
@@ -1201,7 +1206,7 @@ pub(crate) mod tests {
         assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
         assert!(result.size_bytes < len as u64 / 10, "inflated {} of {len} bytes", result.size_bytes);
         // The bomb is valid gzip: read with room for it all, it inflates to every zero.
-        let reading = Reading { cap: len as u64, any_type: false, truncate: false };
+        let reading = Reading { cap: len as u64, any_type: false, truncate: false, least_redirects: 0 };
         let answer = Fetcher::new(test_config())
             .unwrap()
             .get_document(Url::parse(&url).unwrap(), reading, &any_redirect)
