@@ -417,7 +417,7 @@ pub fn check_kafka_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::samples;
+    use crate::messages::{bounds, samples};
     use crate::{ChangeEvent, PagePick};
 
     #[test]
@@ -598,6 +598,14 @@ mod tests {
         let mut estimate = samples::page_estimate();
         estimate.last_request.downloaded = false;
         assert!(estimate.validate().unwrap_err().contains("last_request.changed"));
+        // The scheduler keeps the validators and puts them on the URL's picks: one that no
+        // pick may carry would leave the URL unfetched for good.
+        let mut estimate = samples::page_estimate();
+        estimate.last_request.etag = Some("e".repeat(bounds::MAX_HEADER_BYTES + 1));
+        assert!(estimate.validate().unwrap_err().contains("last_request.etag"));
+        let mut result = samples::fetch_result();
+        result.content_type = Some("t".repeat(bounds::MAX_HEADER_BYTES + 1));
+        assert!(result.validate().unwrap_err().contains("content_type"));
         let mut event = samples::change_event();
         event.page.host.clear();
         assert_eq!(event.validate(), Err("page.host is empty".into()));

@@ -143,8 +143,8 @@ impl Message for PagePick {
 
     fn validate(&self) -> Result<(), String> {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
-        bounds::optional_text("etag", self.etag.as_deref())?;
-        bounds::optional_text("last_modified", self.last_modified.as_deref())?;
+        bounds::header("etag", self.etag.as_deref())?;
+        bounds::header("last_modified", self.last_modified.as_deref())?;
         bounds::finite("score", self.score)
     }
 }
@@ -324,8 +324,15 @@ impl Message for FetchResult {
         bounds::time_ms("fetched_at_ms", self.fetched_at_ms)?;
         bounds::duration_ms("latency_ms", self.latency_ms)?;
         bounds::size_bytes("size_bytes", self.size_bytes)?;
-        for text in [&self.content_type, &self.etag, &self.last_modified, &self.final_url, &self.error] {
-            bounds::optional_text("a header, URL or error", text.as_deref())?;
+        for (name, header) in [
+            ("content_type", &self.content_type),
+            ("etag", &self.etag),
+            ("last_modified", &self.last_modified),
+        ] {
+            bounds::header(name, header.as_deref())?;
+        }
+        for text in [&self.final_url, &self.error] {
+            bounds::optional_text("a URL or error", text.as_deref())?;
         }
         bounds::count("redirects", self.redirects.len(), bounds::MAX_REDIRECTS)?;
         self.redirects.iter().try_for_each(|url| bounds::text("a redirect", url, bounds::MAX_URL_BYTES))
@@ -577,8 +584,8 @@ impl Message for ChangeEvent {
                 bounds::non_negative(&format!("degrees.{name}"), value)?;
             }
         }
-        bounds::optional_text("etag", self.etag.as_deref())?;
-        bounds::optional_text("last_modified", self.last_modified.as_deref())
+        bounds::header("etag", self.etag.as_deref())?;
+        bounds::header("last_modified", self.last_modified.as_deref())
     }
 
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
@@ -816,6 +823,8 @@ impl Message for PageEstimate {
         if last.changed.is_some() && !last.downloaded {
             return Err("last_request.changed is set on a request that did not download".to_owned());
         }
+        bounds::header("last_request.etag", last.etag.as_deref())?;
+        bounds::header("last_request.last_modified", last.last_modified.as_deref())?;
         bounds::instant("last_request.fetched_at", last.fetched_at, last.fetched_at_ms)?;
         bounds::duration_ms("last_request.latency_ms", last.latency_ms)?;
         bounds::size_bytes("last_request.size_bytes", last.size_bytes)?;
@@ -1199,6 +1208,9 @@ pub mod bounds {
     pub const MAX_URL_BYTES: usize = 8 * 1024;
     /// Longest host name (DNS allows 253 characters).
     pub const MAX_HOST_BYTES: usize = 255;
+    /// Longest `Content-Type`, `ETag` or `Last-Modified` a record carries: the fetcher
+    /// drops a longer one, and the scheduler keeps the validators of every URL it tracks.
+    pub const MAX_HEADER_BYTES: usize = 1024;
     /// Most redirects followed (and recorded) for one request.
     pub const MAX_REDIRECTS: usize = 10;
     /// Largest period number: a million years of one-minute periods, far from overflow.
@@ -1228,6 +1240,11 @@ pub mod bounds {
 
     pub fn optional_text(name: &str, value: Option<&str>) -> Result<(), String> {
         value.map_or(Ok(()), |value| text(name, value, MAX_URL_BYTES))
+    }
+
+    /// A header value a record carries, if any: at most [`MAX_HEADER_BYTES`].
+    pub fn header(name: &str, value: Option<&str>) -> Result<(), String> {
+        value.map_or(Ok(()), |value| text(name, value, MAX_HEADER_BYTES))
     }
 
     pub fn count(name: &str, count: usize, max: usize) -> Result<(), String> {

@@ -199,8 +199,8 @@ impl Message for EstimatorState {
         bounds::duration_ms("page.last_latency_ms", f64::from(page.last_latency_ms))?;
         if let Some(last) = &self.last_response {
             last.page.validate("last_response.page")?;
-            bounds::optional_text("last_response.etag", last.etag.as_deref())?;
-            bounds::optional_text("last_response.last_modified", last.last_modified.as_deref())?;
+            bounds::header("last_response.etag", last.etag.as_deref())?;
+            bounds::header("last_response.last_modified", last.last_modified.as_deref())?;
         }
         Ok(())
     }

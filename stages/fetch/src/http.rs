@@ -61,8 +61,9 @@ pub fn any_redirect<'a>(_: Url) -> BoxFuture<'a, Hop> {
     Box::pin(std::future::ready(Hop::Follow(None)))
 }
 
-/// Longest `Content-Type`, `ETag` or `Last-Modified` kept; a longer one is dropped.
-pub const MAX_HEADER_BYTES: usize = 1024;
+/// Longest `Content-Type`, `ETag` or `Last-Modified` kept, as records carry them; a
+/// longer one is dropped.
+pub use recrawl_schemas::messages::bounds::MAX_HEADER_BYTES;
 
 /// Longest `error` text in a result.
 pub const MAX_ERROR_BYTES: usize = 1024;

@@ -298,8 +298,8 @@ impl Message for SchedulerState {
         }
         at_least_zero("interval", self.interval)?;
         bounds::count("in_links", self.in_links.len(), MAX_IN_LINKS as usize)?;
-        bounds::optional_text("etag", self.etag.as_deref())?;
-        bounds::optional_text("last_modified", self.last_modified.as_deref())
+        bounds::header("etag", self.etag.as_deref())?;
+        bounds::header("last_modified", self.last_modified.as_deref())
     }
 
     /// Version 1 reads with no central rate: the freshness index scores the page at its
