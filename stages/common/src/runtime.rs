@@ -401,13 +401,34 @@ impl Emitter {
         &self.topics
     }
 
-    /// Encodes `message` for `topic`, keyed as the topic keys it.
+    /// Encodes `message` for `topic`, keyed as the topic keys it. A message its readers
+    /// would refuse ([`Message::validate`]) goes to the dead-letter topic instead, as
+    /// `unproducible` with the reason: once, from the stage that made it, and never to
+    /// the analysts who read the topic with their own tools.
     pub fn send<M: Message>(&mut self, topic: Topic<M>, message: &M) -> Result<(), StageError> {
         let payload = encode(message)?;
+        let topic_name = self.topics.name(topic.name);
+        let key = topic.key(message).into_owned().into_bytes();
+        if let Err(reason) = message.validate() {
+            let reason = format!("an output no reader takes: {reason}");
+            tracing::warn!(topic = %topic_name, %reason, "dead-lettering an output");
+            self.records.push(OutputRecord::dead_letter(
+                &self.topics,
+                self.stage,
+                &topic_name,
+                None,
+                &key,
+                Some(&payload),
+                DeadLetterKind::Unproducible,
+                &reason,
+                self.max_record_bytes,
+            ));
+            return Ok(());
+        }
         let headers = kafka_headers::<M>().map(|(name, value)| (name, value.into_bytes())).into();
         self.records.push(OutputRecord {
-            topic: self.topics.name(topic.name),
-            key: topic.key(message).into_owned().into_bytes(),
+            topic: topic_name,
+            key,
             payload: Some(payload),
             headers,
             partition: None,
@@ -1681,6 +1702,24 @@ mod tests {
             assert_eq!(letter.topic, "p.dead-letter");
         }
         assert_eq!(out.records.len(), 7);
+    }
+
+    #[test]
+    fn an_output_its_readers_would_refuse_is_dead_lettered_by_its_maker() {
+        let mut out = Emitter::new(TopicNames::new("p."), "scheduler", 1 << 20);
+        let pick = PagePick::discovery("http://example.com/a.html", 42).unwrap();
+        out.send(FETCH, &pick).unwrap();
+        let forged = PagePick { score: f64::NAN, ..pick };
+        out.send(FETCH, &forged).unwrap();
+        assert_eq!(out.records.len(), 2);
+        assert_eq!((out.records[0].topic.as_str(), out.records[0].dead_letter.is_none()), ("p.fetch", true));
+        let letter = &out.records[1];
+        assert_eq!(letter.topic, "p.dead-letter");
+        assert_eq!(header(letter, dead_letter_headers::KIND), Some("unproducible"));
+        assert_eq!(header(letter, dead_letter_headers::TOPIC), Some("p.fetch"));
+        assert_eq!(header(letter, dead_letter_headers::STAGE), Some("scheduler"));
+        assert!(header(letter, dead_letter_headers::REASON).is_some_and(|reason| reason.contains("score")));
+        assert_eq!(letter.payload, Some(encode(&forged).unwrap()));
     }
 
     #[test]
