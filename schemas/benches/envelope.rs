@@ -4,7 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use recrawl_schemas::{
-    decode, encode, ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult, IedOps, PageRef, UtcTime,
+    decode, encode, ChangeDegrees, ChangeEvent, FetchOutcome, FetchResult, IedOps, Message, PageRef, UtcTime,
 };
 use std::hint::black_box;
 
@@ -96,6 +96,8 @@ fn bench(c: &mut Criterion) {
     group.bench_function("plain_json_encode", |b| b.iter(|| encode(black_box(&event))));
     group.bench_function("baseline_json_encode", |b| b.iter(|| serde_json::to_vec(black_box(&event))));
     group.bench_function("plain_json_decode", |b| b.iter(|| decode::<ChangeEvent>(black_box(&encoded))));
+    // Every reader checks what it decodes, and the stage that makes an event checks it too.
+    group.bench_function("validate", |b| b.iter(|| black_box(&event).validate()));
     group.bench_function("baseline_json_decode", |b| {
         b.iter(|| serde_json::from_slice::<ChangeEvent>(black_box(&json)))
     });

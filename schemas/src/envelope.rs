@@ -643,6 +643,9 @@ mod tests {
         share.download_rate_fine = vec![0; 1_000_000];
         assert!(share.validate().unwrap_err().contains("download_rate_fine"));
         let mut share = samples::group_distribution();
+        share.group = "g".repeat(bounds::MAX_HOST_BYTES + 1);
+        assert!(share.validate().unwrap_err().contains("group"));
+        let mut share = samples::group_distribution();
         share.partition = -1;
         assert!(share.validate().unwrap_err().contains("partition"));
     }

@@ -952,7 +952,8 @@ impl Message for GroupDistribution {
 
     /// Every instance sums these over partitions: bounded counts keep the sums in range.
     fn validate(&self) -> Result<(), String> {
-        bounds::text("group", &self.group, bounds::MAX_URL_BYTES)?;
+        // A host or a site, as an estimate's group: every instance keeps each one it reads.
+        bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
         if !(0..=bounds::MAX_PARTITION).contains(&self.partition) {
             return Err(format!("partition {} is not in [0, {}]", self.partition, bounds::MAX_PARTITION));
         }
