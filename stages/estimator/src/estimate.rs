@@ -199,6 +199,10 @@ impl Message for EstimatorState {
         bounds::duration_ms("page.last_latency_ms", f64::from(page.last_latency_ms))?;
         if let Some(last) = &self.last_response {
             last.page.validate("last_response.page")?;
+            // Revisions republish it as the estimate's last request, which must hold.
+            if last.changed.is_some() && !last.downloaded {
+                return Err("last_response.changed is set on a request that did not download".to_owned());
+            }
             bounds::header("last_response.etag", last.etag.as_deref())?;
             bounds::header("last_response.last_modified", last.last_modified.as_deref())?;
         }
