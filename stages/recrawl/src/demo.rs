@@ -32,7 +32,7 @@ use crate::observe::{Observed, Observer, PeriodTally, Tally};
 use crate::sim::measure::{CopyTracker, Measures};
 use crate::sim::server::{site_host, PageTruth, SimWebArgs, SimWebServer};
 use crate::sim::simulate::{run_policy, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
-use crate::sim::web::{Truth, Web, WebParams};
+use crate::sim::web::{Truth, Web, WebParams, WorldKind};
 use recrawl_scheduler::policy::{Policy, DEFAULT_POLICY};
 
 pub const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
@@ -66,6 +66,14 @@ pub struct DemoArgs {
     /// Median changes per period of a page (rates are heavy-tailed around it).
     #[arg(long, default_value_t = 0.2, value_parser = crate::sim::parse_positive)]
     pub median_change_rate: f64,
+    /// How the simulated web's pages change: web, periodic, bursty, drifting,
+    /// heavy-tailed or mixed (`docs/algorithms/worlds.md`).
+    #[arg(long, value_enum, default_value_t = WorldKind::Web)]
+    pub world: WorldKind,
+    /// Whether requests fail as the estimator paper's Table 1 says (default: on the `web`
+    /// world only).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub failures: Option<bool>,
     /// m: picks per period (default: a fifth of the pages).
     #[arg(long)]
     pub picks_per_period: Option<usize>,
@@ -387,6 +395,9 @@ fn web_args(args: &DemoArgs, epoch_unix_ms: i64, log_dir: &Path) -> anyhow::Resu
         truthful_dates_share: WebParams::default().truthful_dates_share,
         response_dates_share: WebParams::default().response_dates_share,
         stuck_dates_share: WebParams::default().stuck_dates_share,
+        world: args.world,
+        failures: args.failures,
+        run_periods: args.periods as f64,
         listen: "127.0.0.1:0".parse()?,
         truth_log: Some(log_dir.join("truth.jsonl")),
     })

@@ -354,6 +354,34 @@ fn sim_runs_each_budget_of_a_list() {
     assert_eq!(requests, [250, 750]);
 }
 
+#[test]
+fn sim_runs_every_world_of_the_family_and_ends_with_their_table() {
+    let args = ["sim", "--pages", "1000", "--periods", "8", "--budget", "0.1", "--world", "all"];
+    let policies = ["--policies", "optimum,clairvoyant,uniform,freshness,lambda-crawl"];
+    let output = recrawl().args(args).args(policies).arg("--json").output().expect("sim runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let worlds: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a JSON object per line"))
+        .map(|report| report["world"].as_str().expect("each report names its world").to_owned())
+        .collect();
+    assert_eq!(worlds, ["web", "periodic", "bursty", "drifting", "heavy-tailed", "mixed"]);
+    let table = recrawl().args(args).args(policies).output().expect("sim runs");
+    let table = String::from_utf8_lossy(&table.stdout);
+    let summary = table.split("Every world").nth(1).expect("the worlds' table");
+    for world in ["web", "periodic", "bursty", "drifting", "heavy-tailed", "mixed"] {
+        let line = summary.lines().find(|line| line.starts_with(world)).expect(world);
+        let best_other = line.split_whitespace().rev().nth(1).expect("the best other learned policy");
+        assert!(
+            ["uniform", "lambda-crawl"].contains(&best_other),
+            "neither the default nor a reference: {line}"
+        );
+    }
+    let output = recrawl().args(["sim", "--world", "lunar"]).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--world") && stderr.contains("heavy-tailed"), "{stderr}");
+}
+
 /// Rates, shares and scales that make no sense are refused at start, naming the flag,
 /// where they used to run a web of NaN rates or a Korean share of 5.
 #[test]

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use matching::{requests_to_match, Bound, RequestsToMatch};
 use simulate::{simulate, PolicyResult, SimConfig, SimPolicy, SimulatedWeb, World};
-use web::{Truth, Web, WebParams};
+use web::{Truth, Web, WebParams, WorldKind};
 
 /// `recrawl sim`: every policy on the same web at the same budget.
 #[derive(Debug, Args)]
@@ -78,9 +78,18 @@ pub struct SimArgs {
     /// changes (the estimator must find them out); the other sites send none.
     #[arg(long, default_value_t = WebParams::default().stuck_dates_share, value_parser = parse_fraction)]
     pub stuck_dates_share: f64,
+    /// The kind of web: `web` (recrawl's own), `periodic`, `bursty`, `drifting`,
+    /// `heavy-tailed`, `mixed` (`docs/algorithms/worlds.md`); a comma-separated list, or
+    /// `all`, runs each in turn and ends with a table of every world.
+    #[arg(long, value_delimiter = ',', default_value = "web", value_parser = parse_worlds)]
+    pub world: Vec<Vec<WorldKind>>,
+    /// Whether requests fail as the estimator paper's Table 1 says (default: on the `web`
+    /// world only; the family's other worlds download every request).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub failures: Option<bool>,
     /// Replay change histories in the `urlid_offset_history.txt` format instead of
     /// simulating a web: one period per day, every request downloads.
-    #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed"])]
+    #[arg(long, conflicts_with_all = ["pages", "pages_per_site", "seed", "world", "failures"])]
     pub replay: Option<PathBuf>,
     /// Print one JSON object (per budget, one a line) instead of a table; with two or more
     /// budgets and `uniform` among the policies, a last object gives the requests each
@@ -117,6 +126,17 @@ pub(crate) fn parse_non_negative(raw: &str) -> Result<f64, String> {
     parse_finite(raw, |value| value >= 0.0, "a finite number ≥ 0")
 }
 
+/// A world's name, or `all`.
+fn parse_worlds(raw: &str) -> Result<Vec<WorldKind>, String> {
+    if raw == "all" {
+        return Ok(WorldKind::ALL.to_vec());
+    }
+    WorldKind::ALL.into_iter().find(|kind| kind.name() == raw).map(|kind| vec![kind]).ok_or_else(|| {
+        let names: Vec<&str> = WorldKind::ALL.iter().map(|kind| kind.name()).collect();
+        format!("{raw:?}: expected all or one of {}", names.join(", "))
+    })
+}
+
 fn parse_policy(raw: &str) -> Result<SimPolicy, String> {
     SimPolicy::parse(raw).ok_or_else(|| {
         let names: Vec<&str> = SimPolicy::ALL.iter().map(|p| p.name()).collect();
@@ -126,6 +146,8 @@ fn parse_policy(raw: &str) -> Result<SimPolicy, String> {
 
 #[derive(Debug, Serialize)]
 struct SimReport<'a> {
+    /// The world simulated (none for a replay).
+    world: Option<WorldKind>,
     pages: usize,
     periods: u64,
     budget: f64,
@@ -195,43 +217,91 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
 
 fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
     let policies = if args.policies.is_empty() { SimPolicy::ALL.to_vec() } else { args.policies.clone() };
-    match &args.replay {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("--replay {}", path.display()))?;
-            let world =
-                replay::ReplayWorld::parse(&text).with_context(|| format!("--replay {}", path.display()))?;
-            let periods = args.periods.min(world.truth.horizon().ceil() as u64);
-            report_budgets(args, &world, &policies, periods, None)
-        }
-        None => {
-            let dates =
-                dates_shares(args.truthful_dates_share, args.response_dates_share, args.stuck_dates_share)?;
-            let sites = args.pages.div_ceil(u64::from(args.pages_per_site));
-            if sites > u64::from(u32::MAX) {
-                bail!("--pages / --pages-per-site: too many sites");
-            }
-            let web = Web::generate(dates.applied_to(WebParams {
-                seed: args.seed,
-                sites: sites as u32,
-                pages_per_site: args.pages_per_site,
-                period_minutes: args.period_minutes,
-                ..WebParams::default()
-            }));
-            let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };
-            report_budgets(args, &world, &policies, args.periods, Some(dates))
-        }
+    if let Some(path) = &args.replay {
+        let text = std::fs::read_to_string(path).with_context(|| format!("--replay {}", path.display()))?;
+        let world =
+            replay::ReplayWorld::parse(&text).with_context(|| format!("--replay {}", path.display()))?;
+        let periods = args.periods.min(world.truth.horizon().ceil() as u64);
+        report_budgets(args, &world, None, &policies, periods, None)?;
+        return Ok(());
     }
+    let dates = dates_shares(args.truthful_dates_share, args.response_dates_share, args.stuck_dates_share)?;
+    let sites = args.pages.div_ceil(u64::from(args.pages_per_site));
+    if sites > u64::from(u32::MAX) {
+        bail!("--pages / --pages-per-site: too many sites");
+    }
+    let mut worlds: Vec<WorldKind> = args.world.iter().flatten().copied().collect();
+    worlds.dedup();
+    let mut summary = Vec::new();
+    for &kind in &worlds {
+        let web = Web::generate(dates.applied_to(WebParams {
+            seed: args.seed,
+            sites: sites as u32,
+            pages_per_site: args.pages_per_site,
+            period_minutes: args.period_minutes,
+            world: kind,
+            failures: args.failures.unwrap_or(kind.fails_by_default()),
+            run_periods: args.periods as f64,
+            ..WebParams::default()
+        }));
+        let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };
+        let runs = report_budgets(args, &world, Some(kind), &policies, args.periods, Some(dates))?;
+        summary.extend(runs.into_iter().map(|(budget, results)| (kind, budget, results)));
+    }
+    if worlds.len() > 1 && !args.json {
+        print(format_args!("\n{}", worlds_table(&summary)))?;
+    }
+    Ok(())
+}
+
+/// The policy the scheduler runs by default, as the worlds' table names it.
+const DEFAULT_NAME: &str = "freshness";
+
+/// Each world and budget on a line: the default's freshness over the known-rate optimum
+/// beside uniform's, the clairvoyant's and the best other learned policy's.
+fn worlds_table(runs: &[(WorldKind, f64, Vec<PolicyResult>)]) -> String {
+    let mut out = String::from("Every world, freshness ÷ the known-rate optimum\n");
+    out.push_str(&format!(
+        "{:<13} {:>7} {:>9} {:>9} {:>9} {:>10}  {}\n",
+        "world", "budget", "default", "uniform", "clairv.", "÷uniform", "best other learned"
+    ));
+    for (kind, budget, results) in runs {
+        let of = |name: &str| results.iter().find(|r| r.name == name);
+        let ratio_of = |name: &str| ratio(of(name).and_then(|r| r.ratio_to_optimum));
+        let over_uniform = match (of(DEFAULT_NAME), of(REFERENCE)) {
+            (Some(default), Some(uniform)) if uniform.freshness > 0.0 => {
+                format!("{:+.1} %", 100.0 * (default.freshness / uniform.freshness - 1.0))
+            }
+            _ => "-".to_owned(),
+        };
+        let best_other = results
+            .iter()
+            .filter(|r| !r.sees_truth && r.name != DEFAULT_NAME)
+            .max_by(|a, b| a.freshness.total_cmp(&b.freshness))
+            .map_or_else(|| "-".to_owned(), |r| format!("{} {}", r.name, ratio(r.ratio_to_optimum)));
+        out.push_str(&format!(
+            "{:<13} {:>7} {:>9} {:>9} {:>9} {:>10}  {}\n",
+            kind.name(),
+            budget,
+            ratio_of(DEFAULT_NAME),
+            ratio_of(REFERENCE),
+            ratio_of("clairvoyant"),
+            over_uniform,
+            best_other
+        ));
+    }
+    out
 }
 
 /// Every policy on `world` at each budget asked for, printed as it completes.
 fn report_budgets(
     args: &SimArgs,
     world: &dyn World,
+    kind: Option<WorldKind>,
     policies: &[SimPolicy],
     periods: u64,
     last_modified: Option<ServerDatesShares>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<(f64, Vec<PolicyResult>)>> {
     let mut runs = Vec::with_capacity(args.budget.len());
     for (index, &budget) in args.budget.iter().enumerate() {
         let started = Instant::now();
@@ -246,6 +316,7 @@ fn report_budgets(
         };
         let results = simulate(world, policies, &config);
         let report = SimReport {
+            world: kind,
             pages: world.truth().len(),
             periods,
             budget,
@@ -265,7 +336,7 @@ fn report_budgets(
     }
     let matches_reference = policies.iter().any(|policy| policy.name() == REFERENCE);
     if runs.len() < 2 || !matches_reference {
-        return Ok(());
+        return Ok(runs);
     }
     let needs = requests_to_match(&runs, REFERENCE);
     if args.json {
@@ -274,7 +345,7 @@ fn report_budgets(
         let budgets: Vec<f64> = runs.iter().map(|(budget, _)| *budget).collect();
         print(format_args!("\n{}", match_table(&budgets, &needs)))?;
     }
-    Ok(())
+    Ok(runs)
 }
 
 /// The requests each policy needs to be as fresh as uniform, a row per policy.
@@ -322,8 +393,9 @@ fn table(report: &SimReport<'_>) -> String {
             100.0 * shares.stuck
         )
     });
+    let world = report.world.map_or_else(String::new, |kind| format!("world {}: ", kind.name()));
     let mut out = format!(
-        "{} pages, {} periods, budget {} of the pages per period, {} changes{dates}; {:.1} s\n",
+        "{world}{} pages, {} periods, budget {} of the pages per period, {} changes{dates}; {:.1} s\n",
         report.pages, report.periods, report.budget, report.changes, report.seconds
     );
     out.push_str(&format!(

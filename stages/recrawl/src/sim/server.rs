@@ -32,7 +32,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::text::{apply_change, encode, initial_words, render_html, Charset, Language, Vocabulary};
-use super::web::{ChangeState, Failure, Web, WebParams};
+use super::web::{ChangeState, Failure, Web, WebParams, WorldKind};
 use super::{dates_shares, parse_fraction, parse_non_negative, parse_positive};
 
 /// Every site's host name ends in this.
@@ -102,6 +102,18 @@ pub struct SimWebArgs {
     /// the other sites send none.
     #[arg(long, env = "RECRAWL_SIMWEB_STUCK_DATES_SHARE", default_value_t = WebParams::default().stuck_dates_share, value_parser = parse_fraction)]
     pub stuck_dates_share: f64,
+    /// How the pages change: web, periodic, bursty, drifting, heavy-tailed or mixed
+    /// (`docs/algorithms/worlds.md`).
+    #[arg(long, env = "RECRAWL_SIMWEB_WORLD", value_enum, default_value_t = WorldKind::Web)]
+    pub world: WorldKind,
+    /// Whether requests fail as the estimator paper's Table 1 says: some pages never
+    /// download, others now and then (default: on the `web` world only).
+    #[arg(long, env = "RECRAWL_SIMWEB_FAILURES", action = clap::ArgAction::Set)]
+    pub failures: Option<bool>,
+    /// Periods the web is meant to be crawled for: where in the run a drifting page's
+    /// rate jumps.
+    #[arg(long, env = "RECRAWL_SIMWEB_RUN_PERIODS", default_value_t = WebParams::default().run_periods, value_parser = parse_positive)]
+    pub run_periods: f64,
     /// Address to serve on, host:port (port 0: any free port; the first line says which).
     #[arg(long, env = "RECRAWL_SIMWEB_LISTEN", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -122,6 +134,9 @@ impl SimWebArgs {
             period_minutes: self.period_minutes,
             median_change_rate: self.median_change_rate,
             korean_share: self.korean_share,
+            world: self.world,
+            failures: self.failures.unwrap_or(self.world.fails_by_default()),
+            run_periods: self.run_periods,
             ..WebParams::default()
         }))
     }
@@ -633,6 +648,9 @@ mod tests {
             truthful_dates_share: WebParams::default().truthful_dates_share,
             response_dates_share: WebParams::default().response_dates_share,
             stuck_dates_share: WebParams::default().stuck_dates_share,
+            world: WorldKind::Web,
+            failures: None,
+            run_periods: WebParams::default().run_periods,
             listen: "127.0.0.1:0".parse().expect("address"),
             truth_log: None,
         }

@@ -20,6 +20,7 @@ use std::f64::consts::TAU;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use recrawl_model::prediction::{CoarseShares, PAPER_POPULAR, PAPER_RANDOM};
+use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::text::{Charset, Language};
@@ -46,6 +47,14 @@ pub struct WebParams {
     /// whatever changed since, as a date taken from a template or a file the page is
     /// built from. The rest of the sites send none.
     pub stuck_dates_share: f64,
+    /// How the pages change ([`WorldKind`]).
+    pub world: WorldKind,
+    /// Whether requests fail as the estimator paper's Table 1 says (some pages never
+    /// download, some now and then); without, every request downloads.
+    pub failures: bool,
+    /// Periods the web is meant to be crawled for: where in a run a drifting page's rate
+    /// jumps.
+    pub run_periods: f64,
 }
 
 impl Default for WebParams {
@@ -61,9 +70,154 @@ impl Default for WebParams {
             truthful_dates_share: 0.4,
             response_dates_share: 0.2,
             stuck_dates_share: 0.0,
+            world: WorldKind::Web,
+            failures: true,
+            run_periods: 100.0,
         }
     }
 }
+
+/// How a generated web's pages change. `Web` is recrawl's own simulated web; the others
+/// are a family of webs whose pages follow processes the estimator was not built around,
+/// each kind reported by studies of real pages (`docs/algorithms/worlds.md` has their
+/// parameters). In every kind a fifth of the pages never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorldKind {
+    /// Poisson changes at log-normal rates, each site's intensity following its day.
+    Web,
+    /// A change every k periods at a fixed phase, a little jitter, now and then one missed.
+    Periodic,
+    /// On and off spells: bursts of changes, then long quiet.
+    Bursty,
+    /// Poisson at log-normal rates that jump ten-fold, up or down, once mid-run.
+    Drifting,
+    /// Poisson at Pareto-distributed rates: many slow pages and a long tail of fast ones.
+    HeavyTailed,
+    /// Every kind above, page by page.
+    Mixed,
+}
+
+impl WorldKind {
+    /// Every kind, in the order a table lists them.
+    pub const ALL: [WorldKind; 6] = [
+        WorldKind::Web,
+        WorldKind::Periodic,
+        WorldKind::Bursty,
+        WorldKind::Drifting,
+        WorldKind::HeavyTailed,
+        WorldKind::Mixed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Web => "web",
+            Self::Periodic => "periodic",
+            Self::Bursty => "bursty",
+            Self::Drifting => "drifting",
+            Self::HeavyTailed => "heavy-tailed",
+            Self::Mixed => "mixed",
+        }
+    }
+
+    /// Whether its requests fail as Table 1 says unless told otherwise: the family's
+    /// other webs download every request, so that what a policy gains or loses there is
+    /// learning the changes alone.
+    pub fn fails_by_default(self) -> bool {
+        self == Self::Web
+    }
+}
+
+/// How one page changes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Process {
+    /// Poisson at the page's rate, its intensity following the site's day.
+    Diurnal,
+    /// Poisson at the page's rate at every hour.
+    Poisson,
+    /// A change every `interval` periods from `phase`, each moved by up to `jitter`
+    /// periods either way and missed with chance `skip`.
+    Periodic { interval: f32, phase: f32, jitter: f32, skip: f32 },
+    /// Spells on and off of exponential lengths with means `on` and `off` periods:
+    /// Poisson changes at `on_rate` in the on spells, none in the off ones.
+    Bursty { on_rate: f32, on: f32, off: f32 },
+    /// Poisson at `before` changes per period until `at`, at `after` from then on.
+    Drifting { before: f32, after: f32, at: f32 },
+}
+
+/// Share of pages that never change, in every world.
+const STATIC_SHARE: f64 = 0.2;
+/// A uniform draw in [low, high) on the log scale.
+fn log_uniform(rng: &mut Pcg64, low: f64, high: f64) -> f64 {
+    (low.ln() + (high / low).ln() * rng.random::<f64>()).exp()
+}
+
+/// The change process of a page of the family's webs other than `Web`, and its mean rate
+/// over the run; `None` for one that never changes. Drawn from its own stream, after the
+/// page's other features, so those stay as the `Web` world draws them.
+fn family_process(params: &WebParams, kind: WorldKind, id: u64) -> Option<(Process, f64)> {
+    let mut rng = Pcg64::seed_from_u64(params.seed ^ 0xF4A1_11E5 ^ id.wrapping_mul(0xA24B_AED4_963E_E407));
+    if rng.random::<f64>() < STATIC_SHARE {
+        return None;
+    }
+    let kind = match kind {
+        WorldKind::Mixed => match rng.random::<f64>() {
+            // Shares among the pages that change.
+            x if x < 0.25 => WorldKind::Periodic,
+            x if x < 0.4 => WorldKind::Web,
+            x if x < 0.6 => WorldKind::HeavyTailed,
+            x if x < 0.8 => WorldKind::Bursty,
+            _ => WorldKind::Drifting,
+        },
+        kind => kind,
+    };
+    let log_normal = |rng: &mut Pcg64| {
+        (params.median_change_rate.ln() + params.change_rate_sigma * normal(rng)).exp().min(MAX_CHANGE_RATE)
+    };
+    Some(match kind {
+        // `Mixed` was resolved to a kind above.
+        WorldKind::Web | WorldKind::Mixed => (Process::Diurnal, log_normal(&mut rng)),
+        WorldKind::Periodic => {
+            let interval = log_uniform(&mut rng, 2.0, 60.0);
+            let phase = interval * rng.random::<f64>();
+            let jitter = 0.1 * interval * rng.random::<f64>();
+            let skip = 0.1 * rng.random::<f64>();
+            let process = Process::Periodic {
+                interval: interval as f32,
+                phase: phase as f32,
+                jitter: jitter as f32,
+                skip: skip as f32,
+            };
+            (process, (1.0 - skip) / interval)
+        }
+        WorldKind::Bursty => {
+            let on = log_uniform(&mut rng, 2.0, 12.0);
+            let off = on * log_uniform(&mut rng, 3.0, 20.0);
+            let on_rate = log_uniform(&mut rng, 1.0, 8.0) / on;
+            (
+                Process::Bursty { on_rate: on_rate as f32, on: on as f32, off: off as f32 },
+                on_rate * on / (on + off),
+            )
+        }
+        WorldKind::Drifting => {
+            let before = log_normal(&mut rng);
+            let after =
+                if rng.random::<f64>() < 0.5 { before * 10.0 } else { before / 10.0 }.min(MAX_CHANGE_RATE);
+            let run = params.run_periods.max(1.0);
+            let at = run * (0.25 + 0.5 * rng.random::<f64>());
+            let mean = (before * at + after * (run - at)) / run;
+            (Process::Drifting { before: before as f32, after: after as f32, at: at as f32 }, mean)
+        }
+        WorldKind::HeavyTailed => {
+            // Pareto of shape 1 from 0.004: median 0.008, one in a hundred past 0.4.
+            let rate = (PARETO_LEAST_RATE / (1.0 - rng.random::<f64>())).min(MAX_CHANGE_RATE);
+            (Process::Poisson, rate)
+        }
+    })
+}
+
+/// The least rate of the heavy-tailed world's Pareto rates, changes per period.
+const PARETO_LEAST_RATE: f64 = 0.004;
 
 /// The estimator paper's two site groups (Table 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,12 +273,13 @@ pub enum ServerDates {
     Absent,
 }
 
-/// One page: 24 bytes, so a million fit in memory beside the simulator's books.
+/// One page: 40 bytes, so a million fit in memory beside the simulator's books.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Page {
     pub site: u32,
-    /// λ: mean changes per period.
+    /// λ: mean changes per period (over the run, for a page whose rate moves).
     pub change_rate: f32,
+    pub process: Process,
     /// Chance that a request downloads; 0 for pages that never do, 1 for most.
     pub download_probability: f32,
     pub failure: Failure,
@@ -245,9 +400,15 @@ impl Web {
                 let words = (256f64.ln() + 1.2 * normal(&mut rng)).exp().clamp(4.0, 8192.0);
                 // Pareto out-degree, shape 1.5, at least 2: mean about 6, a few hubs.
                 let out_links = (2.0 / (1.0 - rng.random::<f64>()).powf(1.0 / 1.5)).min(MAX_OUT_LINKS);
+                let (process, change_rate) = match params.world {
+                    WorldKind::Web => (Process::Diurnal, change_rate),
+                    kind => family_process(&params, kind, id).unwrap_or((Process::Poisson, 0.0)),
+                };
+                let download_probability = if params.failures { download_probability } else { 1.0 };
                 Page {
                     site,
                     change_rate: change_rate as f32,
+                    process,
                     download_probability,
                     failure,
                     words: words as u16,
@@ -308,11 +469,25 @@ impl Web {
     pub fn change_state(&self, id: u32) -> ChangeState {
         let page = &self.pages[id as usize];
         let stream = self.params.seed.rotate_left(17) ^ u64::from(id).wrapping_mul(0xD1B5_4A32_D192_ED03);
+        let mut rng = Pcg64::seed_from_u64(stream);
+        let spell = match page.process {
+            // Starts in a spell drawn from the process's long-run shares; spells are
+            // memoryless, so what is left of it is as long as a whole one.
+            Process::Bursty { on, off, .. } => {
+                let (on, off) = (f64::from(on), f64::from(off));
+                let is_on = rng.random::<f64>() < on / (on + off);
+                Spell { on: is_on, until: exponential(&mut rng, if is_on { on } else { off }) }
+            }
+            _ => Spell { on: false, until: 0.0 },
+        };
         ChangeState {
-            rng: Pcg64::seed_from_u64(stream),
+            rng,
             site: page.site,
-            bound: f64::from(page.change_rate) * (1.0 + DIURNAL_AMPLITUDE),
+            process: page.process,
+            rate: f64::from(page.change_rate),
             t: 0.0,
+            cycle: 0,
+            spell,
         }
     }
 
@@ -335,7 +510,15 @@ impl Web {
     /// before; a page that never changes has been as it is since then.
     pub fn changed_before_start(&self, id: u32) -> f64 {
         let made = self.made(id);
-        let rate = f64::from(self.pages[id as usize].change_rate);
+        let page = &self.pages[id as usize];
+        let rate = match page.process {
+            // The cycle before the first: the page keeps its period before the run too.
+            Process::Periodic { interval, phase, .. } if page.change_rate > 0.0 => {
+                return (f64::from(phase) - f64::from(interval)).max(made);
+            }
+            Process::Drifting { before, .. } => f64::from(before),
+            _ => f64::from(page.change_rate),
+        };
         if rate > 0.0 {
             ((-unit_draw(Self::age_stream(&self.params, id), 1)).ln_1p() / rate).max(made)
         } else {
@@ -404,30 +587,103 @@ impl Web {
     }
 }
 
-/// A page's change process: a Poisson process whose intensity follows the site's day,
-/// drawn by thinning (candidates at the peak rate, each kept with probability
-/// weight(t) / peak weight). It owns its state, so a server can keep one per page.
+/// A page's change process as it runs, owned, so a server can keep one per page. A
+/// diurnal page's changes are drawn by thinning (candidates at the peak rate, each kept
+/// with probability weight(t) / peak weight).
 #[derive(Debug, Clone)]
 pub struct ChangeState {
     rng: Pcg64,
     site: u32,
-    bound: f64,
+    process: Process,
+    /// The page's mean rate (a Poisson or diurnal page's rate).
+    rate: f64,
     t: f64,
+    /// A periodic page's next cycle.
+    cycle: u64,
+    /// A bursty page's spell.
+    spell: Spell,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Spell {
+    on: bool,
+    until: f64,
+}
+
+/// An exponential wait of mean `mean` (infinite for a mean of 0 or less).
+fn exponential(rng: &mut Pcg64, mean: f64) -> f64 {
+    -(1.0 - rng.random::<f64>()).ln() * mean
 }
 
 impl ChangeState {
     /// The next change time; `None` for a page that never changes.
     pub fn next_change(&mut self, web: &Web) -> Option<f64> {
-        if self.bound <= 0.0 {
+        if self.rate <= 0.0 {
             return None;
         }
-        let site = &web.sites[self.site as usize];
-        loop {
-            self.t += -(1.0 - self.rng.random::<f64>()).ln() / self.bound;
-            let keep = web.diurnal_weight(site, self.t) / (1.0 + DIURNAL_AMPLITUDE);
-            if self.rng.random::<f64>() < keep {
-                return Some(self.t);
+        match self.process {
+            Process::Diurnal => {
+                let site = &web.sites[self.site as usize];
+                let bound = self.rate * (1.0 + DIURNAL_AMPLITUDE);
+                loop {
+                    self.t += -(1.0 - self.rng.random::<f64>()).ln() / bound;
+                    let keep = web.diurnal_weight(site, self.t) / (1.0 + DIURNAL_AMPLITUDE);
+                    if self.rng.random::<f64>() < keep {
+                        return Some(self.t);
+                    }
+                }
             }
+            Process::Poisson => {
+                self.t += exponential(&mut self.rng, 1.0 / self.rate);
+                Some(self.t)
+            }
+            Process::Periodic { interval, phase, jitter, skip } => loop {
+                let cycle = self.cycle;
+                self.cycle += 1;
+                let (missed, shift) = (self.rng.random::<f64>() < f64::from(skip), self.rng.random::<f64>());
+                let at = f64::from(phase)
+                    + cycle as f64 * f64::from(interval)
+                    + f64::from(jitter) * (2.0 * shift - 1.0);
+                // A jitter before 0 or before the previous change is taken as at it.
+                if !missed && at >= 0.0 {
+                    self.t = at.max(self.t);
+                    return Some(self.t);
+                }
+            },
+            Process::Bursty { on_rate, on, off } => loop {
+                if self.spell.on {
+                    let next = self.t + exponential(&mut self.rng, 1.0 / f64::from(on_rate));
+                    if next < self.spell.until {
+                        self.t = next;
+                        return Some(next);
+                    }
+                    self.t = self.spell.until;
+                    self.spell =
+                        Spell { on: false, until: self.t + exponential(&mut self.rng, f64::from(off)) };
+                } else {
+                    self.t = self.spell.until;
+                    self.spell =
+                        Spell { on: true, until: self.t + exponential(&mut self.rng, f64::from(on)) };
+                }
+            },
+            Process::Drifting { before, after, at } => loop {
+                let (rate, at) = (if self.t < f64::from(at) { before } else { after }, f64::from(at));
+                if rate <= 0.0 {
+                    if self.t >= at {
+                        return None;
+                    }
+                    self.t = at;
+                    continue;
+                }
+                let next = self.t + exponential(&mut self.rng, 1.0 / f64::from(rate));
+                // Memoryless: a wait that crosses the jump is drawn again from it.
+                if self.t < at && next >= at {
+                    self.t = at;
+                } else {
+                    self.t = next;
+                    return Some(next);
+                }
+            },
         }
     }
 }
@@ -450,7 +706,12 @@ impl Truth {
             times.extend(web.changes(id, 0.0).take_while(|&t| t < horizon));
             offsets.push(times.len() as u64);
         }
-        let rates = web.pages().iter().map(|p| f64::from(p.change_rate)).collect();
+        let rates = match web.params().world {
+            WorldKind::Web => web.pages().iter().map(|p| f64::from(p.change_rate)).collect(),
+            // As a replay's: the changes each page made over the run, so that the
+            // known-rate optimum is told what a record of the run would say.
+            _ => offsets.windows(2).map(|pair| (pair[1] - pair[0]) as f64 / horizon).collect(),
+        };
         Self { horizon, offsets, times, rates }
     }
 
@@ -633,6 +894,145 @@ mod tests {
         let mean = in_degree.iter().map(|&d| f64::from(d)).sum::<f64>() / web.len() as f64;
         let max = in_degree.iter().copied().max().unwrap_or(0);
         assert!(f64::from(max) > 20.0 * mean, "max {max}, mean {mean}");
+    }
+
+    fn world(kind: WorldKind, seed: u64) -> Web {
+        Web::generate(WebParams {
+            seed,
+            sites: 40,
+            pages_per_site: 100,
+            world: kind,
+            failures: kind.fails_by_default(),
+            ..WebParams::default()
+        })
+    }
+
+    #[test]
+    fn the_family_s_worlds_change_as_their_kinds_say_and_keep_the_web_s_other_features() {
+        let web = world(WorldKind::Web, 9);
+        for kind in WorldKind::ALL {
+            let other = world(kind, 9);
+            // Sites, sizes and links are the web's; only the changes (and failures) differ.
+            assert_eq!(other.sites(), web.sites(), "{kind:?}");
+            assert!(other
+                .pages()
+                .iter()
+                .zip(web.pages())
+                .all(|(a, b)| (a.words, a.out_links) == (b.words, b.out_links)));
+            assert_eq!(other.links(17), web.links(17));
+            let static_share =
+                other.pages().iter().filter(|p| p.change_rate == 0.0).count() as f64 / other.len() as f64;
+            assert!((0.17..0.23).contains(&static_share), "{kind:?}: {static_share}");
+            let always = other.pages().iter().all(|p| p.download_probability >= 1.0);
+            assert_eq!(always, !kind.fails_by_default(), "{kind:?}");
+        }
+        let kinds = |web: &Web| {
+            let mut seen: Vec<&'static str> = web
+                .pages()
+                .iter()
+                .filter(|p| p.change_rate > 0.0)
+                .map(|p| match p.process {
+                    Process::Diurnal => "diurnal",
+                    Process::Poisson => "poisson",
+                    Process::Periodic { .. } => "periodic",
+                    Process::Bursty { .. } => "bursty",
+                    Process::Drifting { .. } => "drifting",
+                })
+                .collect();
+            seen.sort_unstable();
+            seen.dedup();
+            seen
+        };
+        assert_eq!(
+            kinds(&world(WorldKind::Mixed, 9)),
+            ["bursty", "diurnal", "drifting", "periodic", "poisson"]
+        );
+        assert_eq!(kinds(&world(WorldKind::Periodic, 9)), ["periodic"]);
+    }
+
+    #[test]
+    fn periodic_pages_change_near_their_phase_every_interval() {
+        let web = world(WorldKind::Periodic, 4);
+        let horizon = 400.0;
+        let truth = Truth::of_web(&web, horizon);
+        for id in (0..web.len() as u32).filter(|&id| web.page(id).change_rate > 0.0).take(200) {
+            let Process::Periodic { interval, phase, jitter, skip } = web.page(id).process else {
+                panic!("{id} is not periodic")
+            };
+            let (interval, phase, jitter) = (f64::from(interval), f64::from(phase), f64::from(jitter));
+            let changes = truth.changes(id);
+            for &t in changes {
+                let cycle = ((t - phase) / interval).round();
+                assert!((t - phase - cycle * interval).abs() <= jitter + 1e-6, "{id}: {t}");
+            }
+            let cycles = (horizon - phase) / interval;
+            let expected = cycles * (1.0 - f64::from(skip));
+            assert!((changes.len() as f64) <= cycles.ceil() + 1.0, "{id}");
+            assert!(
+                changes.len() as f64 >= expected - 3.0 * expected.sqrt() - 2.0,
+                "{id}: {}",
+                changes.len()
+            );
+        }
+    }
+
+    #[test]
+    fn bursty_pages_change_in_spells_and_drifting_ones_jump_ten_fold() {
+        let horizon = 2000.0;
+        // Bursty: counts per window vary far more than a Poisson process's (whose variance
+        // equals its mean).
+        let bursty = world(WorldKind::Bursty, 2);
+        let truth = Truth::of_web(&bursty, horizon);
+        let (mut over_dispersed, mut checked) = (0, 0);
+        for id in (0..bursty.len() as u32).filter(|&id| truth.changes(id).len() > 40).take(100) {
+            let mut counts = [0f64; 40];
+            truth.changes(id).iter().for_each(|&t| counts[(t / horizon * 40.0) as usize] += 1.0);
+            let mean = counts.iter().sum::<f64>() / 40.0;
+            let variance = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / 39.0;
+            checked += 1;
+            over_dispersed += usize::from(variance > 2.0 * mean);
+        }
+        assert!(checked > 50 && over_dispersed * 10 >= checked * 9, "{over_dispersed} of {checked}");
+        // Drifting: the rate after the jump is ten times, or a tenth of, the rate before.
+        let params = WebParams { run_periods: horizon, ..WebParams::default() };
+        let drifting = Web::generate(WebParams { world: WorldKind::Drifting, sites: 40, ..params });
+        let truth = Truth::of_web(&drifting, horizon);
+        let (mut before, mut after) = (0.0, 0.0);
+        let (mut rising_before, mut rising_after) = (0.0, 0.0);
+        for id in 0..drifting.len() as u32 {
+            let Process::Drifting { before: rate_before, after: rate_after, at } = drifting.page(id).process
+            else {
+                continue;
+            };
+            assert!((0.25 * horizon..=0.75 * horizon).contains(&f64::from(at)));
+            let at = f64::from(at);
+            let changes = truth.changes(id);
+            let early = changes.iter().filter(|&&t| t < at).count() as f64 / at;
+            let late = changes.iter().filter(|&&t| t >= at).count() as f64 / (horizon - at);
+            if rate_after > rate_before {
+                (rising_before, rising_after) = (rising_before + early, rising_after + late);
+            } else {
+                (before, after) = (before + early, after + late);
+            }
+        }
+        assert!((7.0..14.0).contains(&(rising_after / rising_before)), "{rising_before} → {rising_after}");
+        assert!((7.0..14.0).contains(&(before / after)), "{before} → {after}");
+    }
+
+    #[test]
+    fn heavy_tailed_rates_follow_a_pareto_law_and_the_optimum_is_told_each_page_s_changes() {
+        let web = world(WorldKind::HeavyTailed, 3);
+        let rates: Vec<f64> =
+            web.pages().iter().map(|p| f64::from(p.change_rate)).filter(|&rate| rate > 0.0).collect();
+        // P(λ > x) = 0.004 / x: a tenth above 0.04, a hundredth above 0.4.
+        let above = |x: f64| rates.iter().filter(|&&rate| rate > x).count() as f64 / rates.len() as f64;
+        assert!((above(0.04) - 0.1).abs() < 0.02 && (above(0.4) - 0.01).abs() < 0.006, "{}", above(0.4));
+        assert!(rates.iter().all(|&rate| rate >= PARETO_LEAST_RATE));
+        // The reference policies see the changes each page made over the run, as a replay's.
+        let truth = Truth::of_web(&web, 50.0);
+        for id in [0, 5, 77] {
+            assert_eq!(truth.rates()[id as usize], truth.changes(id).len() as f64 / 50.0);
+        }
     }
 
     #[test]
