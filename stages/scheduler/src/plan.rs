@@ -196,10 +196,14 @@ pub fn choose(
         settings.scores_time_of_day().then(|| hosts.day.lock().unwrap_or_else(PoisonError::into_inner));
     let day = day_state.as_deref_mut().and_then(|state| DayScoring::new(hosts, clock, settings, state));
     let mut period = Period { clock, remaining, cost_per_byte, kappa: None, day };
+    // Seeds, the URLs the crawl was told to start from, are not held to the share: a
+    // recrawl has nothing to refresh until it has them.
+    let seeds =
+        eligible(books, host_caps, clock, settings, true).filter(|(_, _, page)| page.depth == 0).count();
+    let discovery_quota = discovery_quota.max(seeds).min(quota);
     if settings.policy == Policy::LambdaCrawl {
         // Refreshes take what discoveries leave, all of it when the frontier is empty.
-        let discoveries =
-            eligible(books, host_caps, clock, settings, true).take(discovery_quota.min(quota)).count();
+        let discoveries = eligible(books, host_caps, clock, settings, true).take(discovery_quota).count();
         period.kappa = lambda_kappa(books, host_caps, &period, quota.saturating_sub(discoveries), settings);
     }
     let choices = pick(books, host_caps, &period, quota, discovery_quota, settings);
@@ -312,6 +316,8 @@ fn frontier_candidates(
     let mut top = TopK::<(u32, u32, u32)>::new(k);
     for (book, slot, page) in eligible(books, host_caps, clock, settings, true) {
         let score = match settings.discovery {
+            // Seeds first, then the most linked-to.
+            _ if page.depth == 0 => f64::from(u32::MAX),
             Discovery::Ifs => f64::from(page.in_degree),
             Discovery::Bfs => 0.0,
         };
@@ -447,16 +453,19 @@ impl FreshnessTerms {
             // looks too fast to follow is fetched again as its copy ages, a slow one a
             // little earlier, and a wrong rate is corrected.
             let (least_rate, most_rate) = middle_half(rate, page.middle_half_low_rate.get());
-            let (weight, age) = (f64::from(page.p_download), period.copy_age(page));
+            let weight = f64::from(page.p_download);
+            // A page never stored is stale whatever its rate: a download keeps it until its
+            // next change, the whole of what a copy can be worth (D(λτ)/λ as τ grows).
+            let age = if page.last_download().is_none() { f64::INFINITY } else { period.copy_age(page) };
             let (periodic, hours_per_period) = match &period.day {
-                Some(day) => {
+                Some(day) if age.is_finite() => {
                     let rate = best_index_rate(least_rate, most_rate, age);
                     let periodic = day.page(page.host, weight, rate, age).and_then(|periodic| {
                         Some((periodic, day.tables.borrow_mut().correction(&periodic)?))
                     });
                     (periodic, day.hours_per_period)
                 }
-                None => (None, 1.0),
+                _ => (None, 1.0),
             };
             Self { weight, least_rate, most_rate, age, periodic, hours_per_period }
         }
@@ -648,10 +657,39 @@ mod tests {
     }
 
     /// Frontier URLs of `host` linked in `period`.
-    fn link_frontier(book: &mut Book, hosts: &mut Hosts, host: &str, count: usize, period: u64) {
+    /// `count` URLs of `host` found by links (depth 1), or given as seeds (depth 0).
+    fn frontier_of(book: &mut Book, hosts: &mut Hosts, host: &str, count: usize, period: u64, depth: u32) {
         for i in 0..count {
-            let seed = link(&format!("http://{host}/new-{i}"), None, period, 0);
-            book.apply_link(hosts, &seed, &LinkRules::default(), 100, &BookSettings::default()).unwrap();
+            let source = (depth > 0).then(|| format!("http://{host}/"));
+            let found = link(&format!("http://{host}/new-{i}"), source.as_deref(), period, depth);
+            book.apply_link(hosts, &found, &LinkRules::default(), 100, &BookSettings::default()).unwrap();
+        }
+    }
+
+    fn link_frontier(book: &mut Book, hosts: &mut Hosts, host: &str, count: usize, period: u64) {
+        frontier_of(book, hosts, host, count, period, 1);
+    }
+
+    #[test]
+    fn seeds_are_fetched_before_refreshes_whatever_the_discovery_share() {
+        let tracked_urls: Vec<String> = (0..10).map(|i| format!("http://old/{i}")).collect();
+        let (mut book, mut hosts) =
+            tracked(&tracked_urls.iter().map(|url| (url.as_str(), 1, 100, 1.0)).collect::<Vec<_>>());
+        frontier_of(&mut book, &mut hosts, "seeded", 3, 2, 0);
+        frontier_of(&mut book, &mut hosts, "linked", 5, 2, 1);
+        let caps = vec![10; hosts.len()];
+        for policy in [Policy::Freshness, Policy::LambdaCrawl, Policy::Uniform] {
+            let settings = PlanSettings { discovery_share: 0.2, ..settings(policy) };
+            let picks = choose(&[&book], &hosts, 20, 10.0, 5, &caps, &settings);
+            let seeded = urls(&book, &picks).iter().filter(|url| url.contains("seeded")).count();
+            let discoveries = picks.iter().filter(|pick| pick.reason == PickReason::Discovery).count();
+            // The three seeds, though a fifth of five picks is one; the linked URLs wait.
+            assert_eq!(
+                (seeded, discoveries, picks.len()),
+                (3, 3, 5),
+                "{policy:?}: {:?}",
+                urls(&book, &picks)
+            );
         }
     }
 
@@ -802,6 +840,25 @@ mod tests {
             "at its centre alone the steady page wins"
         );
         assert!(freshness_index(3.0, age) < freshness_index(0.16, age), "at its mean too");
+    }
+
+    #[test]
+    fn a_page_never_stored_is_worth_its_whole_copy_and_tried_again_after_a_failure() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        // Static-looking pages: one stored long ago, one whose only request failed.
+        for (url, downloaded, p_download) in
+            [("http://h/stored", true, 1.0), ("http://h/never-stored", false, 0.5)]
+        {
+            let mut e = estimate(url, 1, downloaded, None);
+            (e.change_rate, e.change_rate_low, e.change_rate_high) = (Some(0.001), Some(0.0005), Some(0.002));
+            e.downloads.next = p_download;
+            book.apply_estimate(&mut hosts, &e, &BookSettings::default()).unwrap();
+        }
+        let caps = vec![10; hosts.len()];
+        let picks = choose(&[&book], &hosts, 40, 10.0, 1, &caps, &settings(Policy::Freshness));
+        assert_eq!(urls(&book, &picks), ["http://h/never-stored"]);
+        // Half of all a copy is worth: half of 1/λ at the rate the policy looks at.
+        assert!(picks[0].score > 0.5 / 0.002 - 1e-6, "{}", picks[0].score);
     }
 
     #[test]
