@@ -38,6 +38,9 @@ use recrawl_scheduler::policy::{Policy, DEFAULT_POLICY};
 pub const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The demo's politeness delay between requests to a host, for fetch and the scheduler's
+/// host caps alike: its periods are seconds long.
+const DEMO_HOST_DELAY_MS: u64 = 100;
 
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
@@ -359,16 +362,10 @@ fn spawn_crawl_stages(
             // its host names resolve there. Pages that time out hold their requests for
             // 30 s: a 1 s timeout keeps a period's batch short.
             extra.extend(
-                [
-                    "--allow-address",
-                    "127.0.0.1",
-                    "--min-host-delay-ms",
-                    "100",
-                    "--request-timeout-ms",
-                    "1000",
-                ]
-                .map(String::from),
+                ["--allow-address", "127.0.0.1", "--request-timeout-ms", "1000", "--min-host-delay-ms"]
+                    .map(String::from),
             );
+            extra.push(DEMO_HOST_DELAY_MS.to_string());
             for site in 0..args.sites {
                 extra.push("--resolve".into());
                 extra.push(format!("{}=127.0.0.1", site_host(site)));
@@ -408,7 +405,7 @@ fn scheduler_flags(
     epoch_unix_ms: i64,
     picks_per_period: usize,
     seeds: &Path,
-) -> [String; 12] {
+) -> [String; 14] {
     [
         "--period-ms".into(),
         args.period_ms.to_string(),
@@ -428,6 +425,9 @@ fn scheduler_flags(
         },
         "--policy".into(),
         args.policy.as_str().into(),
+        // As the fetch stage's below: the host caps follow it.
+        "--min-host-delay-ms".into(),
+        DEMO_HOST_DELAY_MS.to_string(),
     ]
 }
 

@@ -895,7 +895,9 @@ impl Book {
             {
                 // Seeds g_i with the pages' latest samples until new estimates arrive.
                 let sample = latency_ms / f64::from(page.size);
-                hosts.stats[host as usize].add_sample(sample, settings.response_time_smoothing);
+                let stats = &mut hosts.stats[host as usize];
+                stats.add_sample(sample, settings.response_time_smoothing);
+                stats.add_latency(latency_ms, settings.response_time_smoothing);
             }
             if let Some(day) = state.host_day.filter(DayProfile::is_sound) {
                 let kept = book.host_day_mut(host);

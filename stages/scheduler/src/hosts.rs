@@ -14,6 +14,8 @@ use xxhash_rust::xxh3::xxh3_64;
 /// Per-host knowledge, shared by an instance's partitions.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HostStats {
+    /// Moving average of a request's milliseconds, answered or not; NaN before a sample.
+    pub latency_ms: f64,
     /// g_i: moving average of download milliseconds per byte; NaN before a sample.
     pub ms_per_byte: f64,
     /// Consecutive 429/503 answers; the back-off doubles with each.
@@ -36,17 +38,46 @@ impl HostStats {
 
     /// Folds a download's milliseconds per byte into g_i, weighting it by `smoothing`.
     pub(crate) fn add_sample(&mut self, ms_per_byte: f64, smoothing: f64) {
-        self.ms_per_byte = if self.ms_per_byte.is_nan() {
-            ms_per_byte
-        } else {
-            (1.0 - smoothing) * self.ms_per_byte + smoothing * ms_per_byte
-        };
+        self.ms_per_byte = moving_average(self.ms_per_byte, ms_per_byte, smoothing);
+    }
+
+    /// Folds a request's milliseconds into the host's response time.
+    pub(crate) fn add_latency(&mut self, latency_ms: f64, smoothing: f64) {
+        if latency_ms.is_finite() && latency_ms > 0.0 {
+            self.latency_ms = moving_average(self.latency_ms, latency_ms, smoothing);
+        }
+    }
+
+    /// Requests the fetch stage can make to the host in a period of `period_ms`, one at a
+    /// time, each starting `min_delay_ms` (or the host's Crawl-delay, if longer) after the
+    /// previous one ended: 1 + (period − latency) / (delay + latency), at least 1.
+    pub fn requests_per_period(&self, period_ms: u64, min_delay_ms: u64) -> u64 {
+        let latency = if self.latency_ms.is_finite() { self.latency_ms.max(0.0) } else { 0.0 };
+        let delay = min_delay_ms.max(self.crawl_delay_ms) as f64;
+        let each = delay + latency;
+        if each <= 0.0 {
+            return u64::MAX;
+        }
+        let more = ((period_ms as f64 - latency).max(0.0) / each).floor();
+        // Saturating: a float past u64 converts to its largest.
+        (more as u64).saturating_add(1)
+    }
+}
+
+/// An exponentially weighted moving average: `sample` weighed by `smoothing`; the sample
+/// alone before any (NaN).
+fn moving_average(average: f64, sample: f64, smoothing: f64) -> f64 {
+    if average.is_nan() {
+        sample
+    } else {
+        (1.0 - smoothing) * average + smoothing * sample
     }
 }
 
 impl Default for HostStats {
     fn default() -> Self {
         Self {
+            latency_ms: f64::NAN,
             ms_per_byte: f64::NAN,
             backoff_level: 0,
             backoff_until: 0,
@@ -126,6 +157,7 @@ impl Hosts {
         if request.downloaded && request.size_bytes > 0 && request.latency_ms > 0.0 {
             stats.add_sample(request.latency_ms / request.size_bytes as f64, smoothing);
         }
+        stats.add_latency(request.latency_ms, smoothing);
         if let Some(delay) = request.crawl_delay_ms {
             stats.crawl_delay_ms = delay;
         }

@@ -86,6 +86,13 @@ pub struct SchedulerArgs {
     /// Share of each period's picks for never-fetched URLs (unused shares flow over).
     #[arg(long, env = "RECRAWL_DISCOVERY_SHARE", default_value_t = 0.2, value_parser = unit_interval)]
     pub discovery_share: f64,
+    /// The least time between requests to a host that the fetch stage keeps (its
+    /// `--min-host-delay-ms`, read from the same variable): with each host's Crawl-delay
+    /// and response time it caps the host's picks at what fetch can serve in a period,
+    /// so that none is deferred for want of a slot.
+    #[arg(long, env = "RECRAWL_FETCH_MIN_HOST_DELAY_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    pub min_host_delay_ms: u64,
     /// At most this many picks per host per period, across all instances.
     #[arg(long, env = "RECRAWL_MAX_PICKS_PER_HOST", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=MAX_PICKS_PER_PERIOD).map(|m| m as usize))]
@@ -322,6 +329,7 @@ impl SchedulerMetrics {
 pub struct Scheduler {
     picks_per_period: usize,
     max_picks_per_host: usize,
+    min_host_delay_ms: u64,
     horizon: Horizon,
     plan: PlanSettings,
     book_settings: BookSettings,
@@ -354,8 +362,9 @@ impl Scheduler {
         u32::try_from(u64::from(self.max_per_site).saturating_mul(owned).div_ceil(total)).unwrap_or(u32::MAX)
     }
 
-    /// Each host's picks this period: its share of the per-host cap, lowered to what its
-    /// robots Crawl-delay allows in a period, and none while it is backed off.
+    /// Each host's picks this period: its share of the per-host cap, lowered to what the
+    /// fetch stage can serve in a period (its delay between requests, the host's
+    /// Crawl-delay and response time), and none while it is backed off.
     fn host_caps(&self, period: u64) -> (Vec<u32>, usize) {
         let (partitions, total) = (&self.assignment.partitions, self.assignment.total);
         let cap = quota(self.max_picks_per_host, partitions, total, period);
@@ -369,10 +378,9 @@ impl Scheduler {
                     backed_off = backed_off.saturating_add(1);
                     return 0;
                 }
-                let mut host_cap = cap;
-                if let Some(per_period) = self.plan.period_ms.checked_div(stats.crawl_delay_ms) {
-                    host_cap = host_cap.min(quota(per_period.max(1) as usize, partitions, total, period));
-                }
+                let per_period = stats.requests_per_period(self.plan.period_ms, self.min_host_delay_ms);
+                let per_period = usize::try_from(per_period).unwrap_or(usize::MAX);
+                let host_cap = cap.min(quota(per_period, partitions, total, period));
                 u32::try_from(host_cap).unwrap_or(u32::MAX)
             })
             .collect();
@@ -619,6 +627,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
     let mut scheduler = Scheduler {
         picks_per_period: args.picks_per_period,
         max_picks_per_host: args.max_picks_per_host,
+        min_host_delay_ms: args.min_host_delay_ms,
         horizon: args.horizon,
         plan,
         book_settings: args
@@ -655,6 +664,8 @@ mod tests {
         Scheduler {
             picks_per_period: 4,
             max_picks_per_host: 60,
+            // Periods of a second: ten requests a host at most.
+            min_host_delay_ms: 100,
             horizon: Horizon::Rolling(10),
             plan: PlanSettings { period_ms: 1000, ..PlanSettings::default() },
             book_settings: BookSettings::default(),
@@ -667,6 +678,32 @@ mod tests {
             assignment: Assignment { partitions: vec![0, 1], total: 2 },
             metrics: SchedulerMetrics::register(&prometheus::Registry::new()).unwrap(),
         }
+    }
+
+    #[test]
+    fn a_host_gets_no_more_picks_than_fetch_can_serve_in_a_period() {
+        let mut scheduler = scheduler();
+        scheduler.picks_per_period = 40;
+        for i in 0..40 {
+            let url = format!("http://{}/{i}.html", if i % 2 == 0 { "quick" } else { "slow" });
+            scheduler.apply_link(&link(&url, Some("http://src/"), 1, 2), 0).unwrap();
+            let mut e = estimate(&url, 2, true, Some(true));
+            e.last_request.latency_ms = if i % 2 == 0 { 10.0 } else { 450.0 };
+            scheduler.apply_estimate(&e, 0).unwrap();
+        }
+        let (caps, _) = scheduler.host_caps(5);
+        let cap_of = |host: &str| caps[scheduler.hosts.find(host).unwrap() as usize];
+        // A second a period, 100 ms between requests: 1 + (1000 − 10) / 110 = 10 for the
+        // quick host; 1 + (1000 − 450) / 550 = 2 for the slow one.
+        assert_eq!((cap_of("quick"), cap_of("slow")), (10, 2), "{caps:?}");
+        let picks = scheduler.picks(5);
+        let slow_picks = picks.iter().filter(|pick| pick.host == "slow").count();
+        assert_eq!((picks.len(), slow_picks), (12, 2));
+        // A Crawl-delay longer than the stage's delay wins.
+        let slow = scheduler.hosts.find("slow").unwrap() as usize;
+        scheduler.hosts.stats[slow].crawl_delay_ms = 2_000;
+        assert_eq!(scheduler.hosts.stats[slow].requests_per_period(1000, 100), 1);
+        assert_eq!(scheduler.hosts.stats[slow].requests_per_period(10_000, 100), 1 + 9_550 / 2_450);
     }
 
     #[test]
