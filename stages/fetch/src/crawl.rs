@@ -40,8 +40,10 @@ pub struct CrawlSettings {
     pub connections_per_host: usize,
     /// Requests in flight at once over all hosts.
     pub concurrency: usize,
-    /// A host answering 429 or 503 without `Retry-After` gets no request for this long.
-    pub overload_pause: Duration,
+    /// A host answering 429 or 503 without `Retry-After` gets no request for this long;
+    /// `None`: for the rest of the pick's period (the scheduler backs the host off for
+    /// more periods as such answers repeat), or a minute for a pick with no period.
+    pub overload_pause: Option<Duration>,
     /// Longest `Retry-After` honoured; a longer one is cut to this.
     pub max_retry_after: Duration,
     /// How long one batch may hold its picks; the rest are requeued.
@@ -66,7 +68,7 @@ impl Default for CrawlSettings {
             min_host_delay: Duration::from_secs(1),
             connections_per_host: 1,
             concurrency: 64,
-            overload_pause: Duration::from_secs(60),
+            overload_pause: None,
             max_retry_after: Duration::from_secs(3600),
             batch_budget: Duration::from_secs(60),
             batch_body_bytes: 256 << 20,
@@ -81,6 +83,10 @@ impl Default for CrawlSettings {
         }
     }
 }
+
+/// How long a 429 or 503 without `Retry-After` pauses a host when the pick has no period
+/// to pause it for the rest of.
+const PAUSE_WITHOUT_PERIOD: Duration = Duration::from_secs(60);
 
 /// One served pick: its result and, for a downloaded page, its links.
 #[derive(Debug)]
@@ -763,9 +769,12 @@ async fn serve_pick(
     let Some((mut result, links)) = fetched else { return Served::Requeue(pick) };
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     if matches!(result.http_status, Some(429 | 503)) {
-        let pause = result.retry_after_ms.map_or(shared.settings.overload_pause, |ms| {
-            Duration::from_millis(ms).min(shared.settings.max_retry_after)
-        });
+        let pause = match (result.retry_after_ms, shared.settings.overload_pause) {
+            (Some(ms), _) => Duration::from_millis(ms).min(shared.settings.max_retry_after),
+            (None, Some(pause)) => pause,
+            (None, None) => deadline
+                .map_or(PAUSE_WITHOUT_PERIOD, |deadline| deadline.saturating_duration_since(Instant::now())),
+        };
         // The host that answered: after a redirect to another host, that host asked for
         // the pause, and the one that redirected is not overloaded.
         let answered = result.final_url.as_deref().and_then(|url| recrawl_schemas::host_of(url).ok());
@@ -1208,6 +1217,56 @@ mod tests {
         assert_eq!(result.outcome, FetchOutcome::RobotsDenied);
         assert!(result.error.as_deref().unwrap_or_default().contains("503"), "{:?}", result.error);
         assert_eq!(paths(&log), ["/robots.txt"]);
+    }
+
+    #[tokio::test]
+    async fn an_overload_without_retry_after_pauses_the_host_for_the_rest_of_its_period() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            "/busy.html" => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let mut paused = crawler(CrawlSettings { batch_budget: Duration::from_secs(5), ..no_delay() });
+        // The busy pick's period ends in 300 ms: a pick of the same period is deferred, one
+        // of the next is served once it ends (a minute's pause, as before, would defer it).
+        let period_end = unix_ms() + 300;
+        let in_period = |name: &str, deadline_ms| PagePick {
+            deadline_ms: Some(deadline_ms),
+            ..pick(&format!("http://{address}/{name}"))
+        };
+        let picks = vec![
+            in_period("busy.html", period_end),
+            in_period("same-period.html", period_end),
+            in_period("next-period.html", period_end + 3_000),
+        ];
+        let output = paused.crawl(picks).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("busy.html".to_owned(), FetchOutcome::HttpStatus),
+                ("same-period.html".to_owned(), FetchOutcome::Deferred),
+                ("next-period.html".to_owned(), FetchOutcome::Downloaded),
+            ]
+        );
+        assert_eq!(paths(&log), ["/robots.txt", "/busy.html", "/next-period.html"]);
+        // Told a pause, the stage keeps it whatever the period.
+        let (address, _) = site(|path| match path {
+            "/robots.txt" => not_found(),
+            _ => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        })
+        .await;
+        let settings = CrawlSettings {
+            overload_pause: Some(Duration::from_secs(60)),
+            batch_budget: Duration::from_secs(1),
+            ..no_delay()
+        };
+        let picks = vec![
+            PagePick { deadline_ms: Some(unix_ms() + 300), ..pick(&format!("http://{address}/a.html")) },
+            PagePick { deadline_ms: Some(unix_ms() + 3_000), ..pick(&format!("http://{address}/b.html")) },
+        ];
+        let output = crawler(settings).crawl(picks).await;
+        assert_eq!(outcomes(&output)[1], ("b.html".to_owned(), FetchOutcome::Deferred));
     }
 
     #[tokio::test]

@@ -124,9 +124,11 @@ pub struct PolitenessArgs {
     /// Crawl-delay wins).
     #[arg(long, env = "RECRAWL_FETCH_MIN_HOST_DELAY_MS", default_value_t = 1_000)]
     pub min_host_delay_ms: u64,
-    /// A host answering 429 or 503 without Retry-After is left alone this long, ms.
-    #[arg(long, env = "RECRAWL_FETCH_OVERLOAD_PAUSE_MS", default_value_t = 60_000)]
-    pub overload_pause_ms: u64,
+    /// A host answering 429 or 503 without Retry-After is left alone this long, ms
+    /// (default: for the rest of the pick's period; the scheduler backs the host off for
+    /// more periods as such answers repeat).
+    #[arg(long, env = "RECRAWL_FETCH_OVERLOAD_PAUSE_MS")]
+    pub overload_pause_ms: Option<u64>,
     /// Longest Retry-After honoured, milliseconds.
     #[arg(long, env = "RECRAWL_FETCH_MAX_RETRY_AFTER_MS", default_value_t = 3_600_000)]
     pub max_retry_after_ms: u64,
@@ -223,7 +225,7 @@ impl FetchArgs {
             min_host_delay: Duration::from_millis(p.min_host_delay_ms),
             connections_per_host: p.connections_per_host as usize,
             concurrency: p.concurrency as usize,
-            overload_pause: Duration::from_millis(p.overload_pause_ms),
+            overload_pause: p.overload_pause_ms.map(Duration::from_millis),
             max_retry_after: Duration::from_millis(p.max_retry_after_ms),
             batch_budget: Duration::from_millis(p.batch_budget_ms),
             batch_body_bytes: p.max_batch_body_bytes,
