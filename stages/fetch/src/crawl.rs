@@ -772,8 +772,10 @@ async fn serve_pick(
         let pause = match (result.retry_after_ms, shared.settings.overload_pause) {
             (Some(ms), _) => Duration::from_millis(ms).min(shared.settings.max_retry_after),
             (None, Some(pause)) => pause,
-            (None, None) => deadline
-                .map_or(PAUSE_WITHOUT_PERIOD, |deadline| deadline.saturating_duration_since(Instant::now())),
+            // Until the period has ended: a pick may start at its deadline.
+            (None, None) => deadline.map_or(PAUSE_WITHOUT_PERIOD, |deadline| {
+                deadline.saturating_duration_since(Instant::now()).saturating_add(Duration::from_millis(1))
+            }),
         };
         // The host that answered: after a redirect to another host, that host asked for
         // the pause, and the one that redirected is not overloaded.
@@ -1227,10 +1229,10 @@ mod tests {
             _ => html("<p>page</p>"),
         })
         .await;
-        let mut paused = crawler(CrawlSettings { batch_budget: Duration::from_secs(5), ..no_delay() });
-        // The busy pick's period ends in 300 ms: a pick of the same period is deferred, one
-        // of the next is served once it ends (a minute's pause, as before, would defer it).
-        let period_end = unix_ms() + 300;
+        let mut paused = crawler(CrawlSettings { batch_budget: Duration::from_secs(20), ..no_delay() });
+        // The busy pick's period ends in 2 s: a pick of the same period is deferred, one of
+        // the next is served once it ends (a minute's pause, as before, would defer it).
+        let period_end = unix_ms() + 2_000;
         let in_period = |name: &str, deadline_ms| PagePick {
             deadline_ms: Some(deadline_ms),
             ..pick(&format!("http://{address}/{name}"))
@@ -1238,7 +1240,7 @@ mod tests {
         let picks = vec![
             in_period("busy.html", period_end),
             in_period("same-period.html", period_end),
-            in_period("next-period.html", period_end + 3_000),
+            in_period("next-period.html", period_end + 10_000),
         ];
         let output = paused.crawl(picks).await;
         assert_eq!(
