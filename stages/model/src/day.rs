@@ -36,6 +36,11 @@ pub const PRIOR_CHANGES: f64 = 20.0;
 /// many changes says little more of the day.
 const MAX_RATE_PER_MS: f64 = 1.0 / 60_000.0;
 
+/// The least ratio of the information's eigenvalues ([`DayProfile::covers_the_day`]):
+/// observations spread evenly over a stretch of the day give about 0.22 over six hours, 1
+/// over twelve or more, 0.006 over one.
+const MIN_DAY_COVERAGE: f64 = 0.2;
+
 /// Largest amplitude a learned profile takes, so the intensity stays positive.
 const MAX_AMPLITUDE: f64 = 0.95;
 
@@ -170,10 +175,25 @@ impl DayProfile {
         }
     }
 
+    /// Whether the observations cover enough of the day to tell its hours apart: each adds
+    /// information along the direction of its time of day, so observations from one stretch
+    /// of it (a pipeline run of minutes, hours of one day's evening) inform only that
+    /// direction. The smaller eigenvalue of the information must be at least
+    /// [`MIN_DAY_COVERAGE`] of the larger, as for observations spread over a quarter of the
+    /// day or more; a profile from less would place every host's busy hour at the time
+    /// it was watched.
+    pub fn covers_the_day(&self) -> bool {
+        let [a, b, d] = self.information;
+        let (mean, spread) = ((a + d) / 2.0, ((a - d) / 2.0).hypot(b));
+        let (least, most) = (mean - spread, mean + spread);
+        most > 0.0 && least >= MIN_DAY_COVERAGE * most
+    }
+
     /// The profile as w(t) = 1 + amplitude·cos(ω(t − peak)): (amplitude, the peak's
-    /// milliseconds into the UTC day); `None` before a dated change.
+    /// milliseconds into the UTC day); `None` before the observations cover the day
+    /// ([`Self::covers_the_day`]).
     pub fn shape(&self) -> Option<(f64, i64)> {
-        if self.changes == 0.0 && self.comparisons == 0.0 {
+        if !self.covers_the_day() {
             return None;
         }
         let (x, y) = self.harmonic();
@@ -349,6 +369,27 @@ mod tests {
             profile.observe_comparison(true, MIDNIGHT, MIDNIGHT + HOUR_MS, hostile);
         }
         assert_eq!(profile.shape(), None);
+    }
+
+    /// A pipeline of 2-second periods watched for minutes sees its hosts' pages change at
+    /// the time it watched them: no profile from that, one from the same watched all day.
+    #[test]
+    fn a_profile_needs_observations_from_across_the_day() {
+        let rate = 0.05 / 2_000.0;
+        let watched = |span_ms: i64| {
+            let mut profile = DayProfile::default();
+            for i in 0..500i64 {
+                let at = MIDNIGHT + 13 * HOUR_MS + span_ms * i / 500;
+                profile.observe_comparison(i % 3 == 0, at - 4_000, at, rate);
+            }
+            profile
+        };
+        let minutes = watched(10 * 60_000);
+        assert!(!minutes.covers_the_day() && minutes.shape().is_none());
+        assert!(!watched(2 * HOUR_MS).covers_the_day());
+        let day = watched(DAY_MS);
+        assert!(day.covers_the_day() && day.shape().is_some());
+        assert!(watched(8 * HOUR_MS).covers_the_day());
     }
 
     #[test]
