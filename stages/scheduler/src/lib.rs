@@ -791,5 +791,10 @@ mod tests {
         std::fs::write(&path, format!("http://{host}/\nhttp://{host}:8080/\n")).unwrap();
         let error = read_seeds(&path).unwrap_err().to_string();
         assert!(error.contains("line 2") && error.contains("seed.host"), "{error}");
+        // Refused at start, naming the line but not repeating the secret.
+        std::fs::write(&path, "http://ok.example/\nhttp://user:SECRETPW@ok.example/a\n").unwrap();
+        let error = read_seeds(&path).unwrap_err().to_string();
+        assert!(error.contains("line 2: URL carries a user name or password"), "{error}");
+        assert!(!error.contains("SECRETPW"), "{error}");
     }
 }
