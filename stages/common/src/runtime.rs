@@ -549,6 +549,13 @@ pub trait Stage: Send + 'static {
     /// Called after the stage's state for `partition` was restored.
     fn on_restored(&mut self, _partition: i32, _state: &mut StateStore<Self::State>) {}
 
+    /// What a restore does to each record it reads, once it decoded and validated, before
+    /// the next is read: a stage whose bounds are flags brings a record written under
+    /// larger ones within its own, so a restore never holds more than the stage would.
+    fn restored_record_bound(&self) -> impl FnMut(&mut Self::State) + Send + 'static {
+        |_: &mut Self::State| {}
+    }
+
     /// Called before the state of a revoked `partition` is dropped.
     fn on_revoked(&mut self, _partition: i32, _state: &StateStore<Self::State>) {}
 
@@ -1371,6 +1378,7 @@ impl<S: Stage> Loop<S> {
         let records_read = self.ctx.metrics.restored_records.clone();
         let settle_ms = self.args.restore_settle_ms;
         let metadata_timeout = Duration::from_millis(self.args.cluster.startup_timeout_ms);
+        let mut bound = self.stage.restored_record_bound();
         tokio::task::spawn_blocking(move || {
             let restore_error = |partition: i32, reason: String| RuntimeError::Restore {
                 topic: topic.clone(),
@@ -1402,7 +1410,8 @@ impl<S: Stage> Loop<S> {
                     None => {
                         values.remove(key);
                     }
-                    Some(Ok(value)) => {
+                    Some(Ok(mut value)) => {
+                        bound(&mut value);
                         values.insert(key.to_owned(), value);
                     }
                     Some(Err(error)) => {

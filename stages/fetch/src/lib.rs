@@ -17,9 +17,10 @@ use std::time::Duration;
 use clap::Args;
 use ipnet::IpNet;
 use recrawl_common::links::LinkRules;
-use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
+use recrawl_common::runtime::{run_stage, DeadLetterKind, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
-use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_model::PeriodClock;
 use recrawl_schemas::topics::{DEAD_LETTER, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::{DiscoveredLinks, PagePick, PageRef};
 
@@ -65,6 +66,8 @@ pub struct FetchArgs {
     #[arg(long, env = "RECRAWL_FETCH_MAX_FRAMES", default_value_t = 4,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_FRAMES as u64))]
     pub max_frames: usize,
+    #[command(flatten)]
+    pub clock: PeriodClock,
 }
 
 /// How requests are made.
@@ -247,6 +250,7 @@ impl FetchArgs {
 pub struct Fetch {
     crawler: Crawler,
     metrics: FetchMetrics,
+    clock: PeriodClock,
 }
 
 impl Fetch {
@@ -292,8 +296,18 @@ impl Stage for Fetch {
         _state: &mut StateStore<()>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
-        let picks: Vec<PagePick> =
-            batch.iter().filter_map(|record| out.decode_keyed(record, FETCH)).collect();
+        let now_ms = unix_ms();
+        let mut picks: Vec<PagePick> = Vec::with_capacity(batch.len());
+        for record in &batch {
+            let Some(pick) = out.decode_keyed(record, FETCH) else { continue };
+            // Its result would be of a period not begun: diff would keep that version and
+            // take every real download of the URL for a late one.
+            if let Some(ahead) = self.clock.ahead(pick.period, now_ms) {
+                out.dead_letter(record, DeadLetterKind::Invalid, ahead);
+                continue;
+            }
+            picks.push(pick);
+        }
         if let Some(oldest) = picks.iter().map(|p| p.period).min() {
             self.metrics.oldest_period_in_flight.set(i64::try_from(oldest).unwrap_or(i64::MAX));
         }
@@ -321,7 +335,7 @@ pub async fn run(args: FetchArgs, ctx: StageContext) -> Result<(), RuntimeError>
         metrics.clone(),
         ctx.shutdown.clone(),
     );
-    run_stage(Fetch { crawler, metrics }, &args.kafka, ctx).await
+    run_stage(Fetch { crawler, metrics, clock: args.clock }, &args.kafka, ctx).await
 }
 
 /// The process entry point shared by `recrawl-fetch` and `recrawl stage fetch`.
