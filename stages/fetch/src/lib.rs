@@ -112,6 +112,17 @@ pub struct HttpArgs {
     /// policy still applies.
     #[arg(long = "resolve", env = "RECRAWL_FETCH_RESOLVE", value_delimiter = ',', value_parser = parse_resolve)]
     pub resolve: Vec<(String, IpAddr)>,
+    /// Hosts whose connections are kept open between requests, at most, each up to
+    /// --connections-per-host; past it a request to another host closes its connection
+    /// after the answer. Each costs a file descriptor.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_IDLE_CONNECTIONS", default_value_t = 256,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
+    pub max_idle_connections: usize,
+    /// How long an idle connection is kept open, milliseconds; at most --batch-budget-ms,
+    /// so a batch's connections are let go before the next.
+    #[arg(long, env = "RECRAWL_FETCH_IDLE_CONNECTION_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_connection_timeout_ms: u64,
 }
 
 /// How hosts are spared.
@@ -213,6 +224,10 @@ impl FetchArgs {
             user_agent: http.user_agent.clone(),
             content_types: http.content_types.clone(),
             idle_connections_per_host: self.politeness.connections_per_host as usize,
+            max_idle_hosts: http.max_idle_connections,
+            idle_timeout: Duration::from_millis(
+                http.idle_connection_timeout_ms.min(self.politeness.batch_budget_ms),
+            ),
             resolver: GuardedResolver::new(
                 AddressPolicy::new(http.allow_addresses.clone()),
                 http.resolve.clone(),
