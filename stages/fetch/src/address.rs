@@ -354,26 +354,6 @@ pub fn find_cause<'a, E: StdError + 'static>(error: &'a (dyn StdError + 'static)
     None
 }
 
-/// Whether `error` or one of its sources is the process (or the system) running out of
-/// file descriptors: EMFILE or ENFILE (24 and 23 on Linux and the BSDs). The site is not
-/// to blame for such a failure.
-pub fn out_of_descriptors(error: &(dyn StdError + 'static)) -> bool {
-    const ENFILE: i32 = 23;
-    const EMFILE: i32 = 24;
-    let mut current = Some(error);
-    while let Some(layer) = current {
-        let io = layer.downcast_ref::<io::Error>();
-        if io.and_then(io::Error::raw_os_error).is_some_and(|code| code == EMFILE || code == ENFILE) {
-            return true;
-        }
-        current = match io.and_then(io::Error::get_ref) {
-            Some(wrapped) => Some(wrapped as &(dyn StdError + 'static)),
-            None => layer.source(),
-        };
-    }
-    false
-}
-
 /// Parses an `--allow-address` value: an IP address (a single-address network) or a network
 /// in CIDR notation. Host bits are cleared, so `10.1.2.3/8` means `10.0.0.0/8`.
 pub fn parse_allowed_network(raw: &str) -> Result<IpNet, String> {
@@ -582,21 +562,6 @@ mod tests {
             let error = parse_resolve(bad).unwrap_err();
             assert!(error.contains(&format!("{bad:?}")), "{bad}: {error}");
         }
-    }
-
-    #[test]
-    fn running_out_of_descriptors_is_told_through_the_layers() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("connect failed")]
-        struct Layer(#[source] io::Error);
-        let emfile = io::Error::from_raw_os_error(24);
-        assert!(out_of_descriptors(&emfile));
-        assert!(out_of_descriptors(&Layer(io::Error::from_raw_os_error(23))));
-        let wrapped = io::Error::other(Layer(io::Error::from_raw_os_error(24)));
-        assert!(out_of_descriptors(&wrapped));
-        let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
-        assert!(!out_of_descriptors(&Layer(refused)));
-        assert!(!out_of_descriptors(&io::Error::from_raw_os_error(111)));
     }
 
     #[test]

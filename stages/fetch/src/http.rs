@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
+use recrawl_common::descriptors::out_of_descriptors;
 use recrawl_common::unix_ms;
 use recrawl_schemas::url_key::has_credentials;
 use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
@@ -24,8 +25,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::address::{
-    check_url_host, find_cause, out_of_descriptors, AddressPolicy, BlockedAddress, DnsFailure,
-    GuardedResolver,
+    check_url_host, find_cause, AddressPolicy, BlockedAddress, DnsFailure, GuardedResolver,
 };
 
 pub use recrawl_schemas::messages::bounds::{MAX_REDIRECTS, MAX_URL_BYTES};
