@@ -1155,6 +1155,9 @@ impl<S: Stage> Loop<S> {
         for (partition, key, value) in self.store.take_written() {
             records.push(record(partition, key, Some(&value))?);
         }
+        for (partition, key) in self.store.take_removed() {
+            records.push(record(partition, key, None)?);
+        }
         Ok(records)
     }
 
