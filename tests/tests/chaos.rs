@@ -1107,3 +1107,139 @@ fn a_failure_shows_what_was_read_of_each_lost_url_and_where() {
     let poisoned = HashSet::from([("results".to_owned(), 3, 3)]);
     assert_eq!(undecodable(&seen, &poisoned), ["results partition 3 offset 2: not JSON"]);
 }
+
+// The probes of a hostile web (issue 48): each against the binary as an operator runs
+// it, each judged by what comes out, never by time.
+
+/// A site of any number of host names on one loopback port: every page links one page of
+/// its host and one URL carrying a password.
+async fn one_page_per_host() -> std::net::SocketAddr {
+    use axum::http::header::{CONTENT_TYPE, HOST};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listens");
+    let address = listener.local_addr().expect("address");
+    let page = |headers: axum::http::HeaderMap| async move {
+        let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
+        let body = format!(
+            r#"<p>a page of {host}</p><a href="/next.html">next</a><a href="http://user:SECRETPW@{host}/secret.html">s</a>"#
+        );
+        ([(CONTENT_TYPE, "text/html")], body)
+    };
+    let app = axum::Router::new().fallback(page);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    address
+}
+
+/// Starts fetch with at most `descriptors` file descriptors and `extra` flags, runs
+/// `probe` once it is ready, then picks one page of each of `hosts` hosts of the loopback
+/// site; returns their results, the links published, and fetch's metrics then.
+async fn fetch_limited(
+    descriptors: u64,
+    hosts: usize,
+    extra: &[&str],
+    probe: impl AsyncFnOnce(&Stage, &reqwest::Client),
+) -> (Vec<recrawl_schemas::FetchResult>, Vec<String>, String) {
+    let broker = Broker::start();
+    let prefix = unique_prefix("descriptors");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let web = one_page_per_host().await;
+    let hosts: Vec<String> = (0..hosts).map(|i| format!("h{i}.probe.test")).collect();
+    let resolve: Vec<String> = hosts.iter().map(|host| format!("{host}=127.0.0.1")).collect();
+    let mut args = flags.clone();
+    args.extend(["--instance-id".to_owned(), format!("{prefix}fetch")]);
+    let loopback =
+        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "2000"];
+    args.extend(loopback.map(String::from));
+    args.extend(["--resolve".to_owned(), resolve.join(",")]);
+    args.extend(extra.iter().map(|flag| (*flag).to_owned()));
+    let mut fetch = Stage::start_limited("fetch", args, descriptors);
+    let client =
+        reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().expect("client");
+    fetch.ready(&client).await;
+    probe(&fetch, &client).await;
+
+    let observer = Observer::new(&kafka.cluster, &[FETCH_RESULTS.name, LINKS.name]).await.expect("observer");
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    for host in &hosts {
+        let pick = PagePick::discovery(&format!("http://{host}:{}/page.html", web.port()), 1).expect("pick");
+        produce(&producer, &kafka.cluster.topics(), FETCH, &pick).await;
+    }
+    let (mut results, mut links) = (Vec::new(), Vec::new());
+    while results.len() < hosts.len() {
+        let next = tokio::time::timeout(Duration::from_secs(120), observer.next())
+            .await
+            .unwrap_or_else(|_| panic!("{} results of {}", results.len(), hosts.len()))
+            .expect("observer");
+        match next {
+            Observed::Result(result) => results.push(result),
+            Observed::Link(link) => links.push(link.page.url),
+            _ => {}
+        }
+    }
+    let health = client.get(format!("http://{}/healthz", fetch.http)).send().await.expect("answered");
+    assert_eq!(health.status().as_u16(), 200);
+    let metrics = fetch.metrics(&client).await;
+    assert_eq!(fetch.stop(), Some(0));
+    (results, links, metrics)
+}
+
+/// The value of `series` (name and labels, as rendered) in a scrape.
+fn series(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| line.strip_prefix(name)).and_then(|value| value.trim().parse().ok())
+}
+
+fn failed(results: &[recrawl_schemas::FetchResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter(|r| r.outcome != recrawl_schemas::FetchOutcome::Downloaded)
+        .map(|r| format!("{} {:?} {:?}", r.url, r.outcome, r.error))
+        .take(5)
+        .collect()
+}
+
+const STARVED: &str = r#"recrawl_fetch_out_of_descriptors_total{stage="fetch"}"#;
+
+/// Under `ulimit -n 1024` (systemd's default), with 2,000 idle connections held open to
+/// its HTTP port, fetch answers `/healthz`, and one batch of picks over 1,500 hosts all
+/// download, none short of a descriptor: idle connections are capped, the port's too. No
+/// link carries the password every page offers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_under_1024_descriptors_answers_probes_and_fetches_1500_hosts() {
+    let idle = Mutex::new(Vec::new());
+    let probe = async |fetch: &Stage, client: &reqwest::Client| {
+        for _ in 0..2_000 {
+            let connection = tokio::net::TcpStream::connect(fetch.http).await.expect("connects");
+            idle.lock().expect("idle").push(connection);
+        }
+        let asked = Instant::now();
+        let health = client.get(format!("http://{}/healthz", fetch.http)).send().await.expect("answered");
+        println!("/healthz with 2,000 idle connections open, under ulimit -n 1024: {:?}", asked.elapsed());
+        assert_eq!(health.status().as_u16(), 200);
+    };
+    let (results, links, metrics) = fetch_limited(1024, 1_500, &[], probe).await;
+    assert!(failed(&results).is_empty(), "healthy pages failed: {:?}", failed(&results));
+    assert_eq!(series(&metrics, STARVED), Some(0.0));
+    let credentials = r#"recrawl_fetch_links_total{result="credentials",stage="fetch"}"#;
+    assert_eq!(series(&metrics, credentials), Some(1500.0));
+    assert!(links.iter().all(|url| !url.contains("SECRETPW")), "a password published");
+    assert!(links.len() >= 1_500, "each page's own link: {}", links.len());
+}
+
+/// With idle connections uncapped and kept long, as reqwest's defaults did, 400 hosts
+/// under `ulimit -n 256` run fetch out of descriptors: the picks that found none are
+/// fetched again at the batch's end, and every page downloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pick_that_finds_no_descriptor_is_fetched_again_not_charged_to_its_site() {
+    let flags = [
+        "--max-idle-connections",
+        "1000000",
+        "--idle-connection-timeout-ms",
+        "90000",
+        "--batch-budget-ms",
+        "3000",
+    ];
+    let (results, _, metrics) = fetch_limited(256, 400, &flags, async |_, _| {}).await;
+    assert!(failed(&results).is_empty(), "healthy pages failed: {:?}", failed(&results));
+    assert!(series(&metrics, STARVED).is_some_and(|starved| starved > 0.0), "the probe never ran out");
+}
