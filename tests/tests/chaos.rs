@@ -1243,3 +1243,102 @@ async fn a_pick_that_finds_no_descriptor_is_fetched_again_not_charged_to_its_sit
     assert!(failed(&results).is_empty(), "healthy pages failed: {:?}", failed(&results));
     assert!(series(&metrics, STARVED).is_some_and(|starved| starved > 0.0), "the probe never ran out");
 }
+
+/// A body of `words` random words, the first `changed` of them new.
+fn random_words(seed: u64, words: u64, changed: u64) -> String {
+    let mut text = String::with_capacity(words as usize * 10);
+    for i in 0..words {
+        let word = if i < changed { i.wrapping_mul(0x9E37_79B9).wrapping_add(seed) } else { i };
+        // Distinct across pages and words, as random words are.
+        text.push_str(&format!("w{:x} ", xxh3(seed, word)));
+    }
+    text
+}
+
+fn xxh3(seed: u64, word: u64) -> u64 {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..].copy_from_slice(&word.to_le_bytes());
+    // FNV-1a: any spread of the pair will do.
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// 10 pages of 100,000 random words each (the probe that took diff past 1.4 GB: ~4.8 MB
+/// kept a page), twice: diff's resident memory stays within its idle size, its budgets
+/// (--max-kept-bytes, --cos-sketch-bytes) and one page's work; every page is compared on
+/// its second download; a restart restores within the same budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_keeps_pages_of_random_words_within_its_budget_and_restores_within_it() {
+    const PAGES: u64 = 10;
+    const BUDGET: u64 = 256 << 10;
+    const SKETCH: u64 = 1 << 20;
+    /// What one page's text, words and record take while it is compared, with room.
+    const TRANSIENT_KIB: u64 = 24 << 10;
+    let broker = Broker::start();
+    let prefix = unique_prefix("diffmemory");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 1).await;
+    let mut args = flags.clone();
+    args.extend(["--instance-id".to_owned(), format!("{prefix}diff")]);
+    args.extend(["--max-kept-bytes".to_owned(), BUDGET.to_string()]);
+    args.extend(["--cos-sketch-bytes".to_owned(), SKETCH.to_string()]);
+    let mut diff = Stage::start("diff", args);
+    let client =
+        reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().expect("client");
+    diff.ready(&client).await;
+    let before_kib = diff.memory_kib();
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS.name]).await.expect("observer");
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let mut compared = 0;
+    // One at a time: librdkafka's mock broker keeps only a few MB a partition.
+    for (period, changed) in [(1, 0), (2, 10_000)] {
+        for page in 0..PAGES {
+            let url = format!("http://words.example/{page}.html");
+            let body = random_words(page, 100_000, changed);
+            let result = recrawl_schemas::FetchResult {
+                content_type: Some("text/plain".into()),
+                ..recrawl_schemas::FetchResult::html_page(&url, "words.example", period, body)
+            };
+            produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &result).await;
+            loop {
+                let next = tokio::time::timeout(Duration::from_secs(60), observer.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("no change event for page {page} of period {period}"))
+                    .expect("observer");
+                if let Observed::Change(event) = next {
+                    compared += usize::from(event.changed == Some(true));
+                    break;
+                }
+            }
+        }
+    }
+    assert_eq!(compared, PAGES as usize, "every page compared on its second download");
+    let metrics = diff.metrics(&client).await;
+    let kept = series(&metrics, r#"recrawl_diff_kept_word_bytes{stage="diff"}"#).expect("kept bytes");
+    assert!(kept <= BUDGET as f64, "{kept} bytes kept");
+    let none = series(&metrics, r#"recrawl_diff_versions_kept_total{words="none",stage="diff"}"#);
+    let sampled = series(&metrics, r#"recrawl_diff_versions_kept_total{words="sample",stage="diff"}"#);
+    let peak_kib = diff.peak_memory_kib();
+    let bound_kib = before_kib + (BUDGET + SKETCH) / 1024 + TRANSIENT_KIB;
+    assert!(peak_kib <= bound_kib, "peak {peak_kib} KiB, past {bound_kib} KiB");
+    assert_eq!(sampled, Some(2.0 * PAGES as f64), "every version a sample");
+    let args = diff.args.clone();
+    assert_eq!(diff.stop(), Some(0));
+
+    let mut restored = Stage::start("diff", args);
+    restored.ready(&client).await;
+    let metrics = restored.metrics(&client).await;
+    let restored_kept =
+        series(&metrics, r#"recrawl_diff_kept_word_bytes{stage="diff"}"#).expect("kept bytes");
+    assert_eq!(restored_kept, kept, "the restore keeps what was kept");
+    let restore_peak_kib = restored.peak_memory_kib();
+    assert!(restore_peak_kib <= bound_kib, "peak {restore_peak_kib} KiB restoring, past {bound_kib} KiB");
+    println!(
+        "diff, {PAGES} pages of 100,000 random words twice: resident {before_kib} KiB idle, peak {peak_kib} KiB; \
+         {kept} bytes of words kept (sampled {sampled:?}, none {none:?}); restored: {restored_kept} bytes, peak {restore_peak_kib} KiB"
+    );
+    assert_eq!(restored.stop(), Some(0));
+}

@@ -549,11 +549,14 @@ pub trait Stage: Send + 'static {
     /// Called after the stage's state for `partition` was restored.
     fn on_restored(&mut self, _partition: i32, _state: &mut StateStore<Self::State>) {}
 
-    /// What a restore does to each record it reads, once it decoded and validated, before
-    /// the next is read: a stage whose bounds are flags brings a record written under
-    /// larger ones within its own, so a restore never holds more than the stage would.
-    fn restored_record_bound(&self) -> impl FnMut(&mut Self::State) + Send + 'static {
-        |_: &mut Self::State| {}
+    /// What a restore does with each record it reads, once it decoded and validated,
+    /// before the next is read: given the new value (`None` for a tombstone) and the one
+    /// it replaces, a stage whose bounds are flags brings a record written under larger
+    /// ones within its own, so a restore never holds more than the stage would.
+    fn restored_record_bound(
+        &self,
+    ) -> impl FnMut(Option<&mut Self::State>, Option<&Self::State>) + Send + 'static {
+        |_: Option<&mut Self::State>, _: Option<&Self::State>| {}
     }
 
     /// Called before the state of a revoked `partition` is dropped.
@@ -1411,10 +1414,11 @@ impl<S: Stage> Loop<S> {
                 });
                 match read {
                     None => {
+                        bound(None, values.get(key));
                         values.remove(key);
                     }
                     Some(Ok(mut value)) => {
-                        bound(&mut value);
+                        bound(Some(&mut value), values.get(key));
                         values.insert(key.to_owned(), value);
                     }
                     Some(Err(error)) => {

@@ -455,18 +455,23 @@ impl Stage for Diff {
                 self.differ.hold(version);
             }
         }
+        self.metrics.corpus(&self.differ);
     }
 
     /// Each record as it is read: a version kept under larger caps (an earlier build,
     /// other flags) is sampled down to the page's cap and to what the budget has left, so
-    /// a restore needs no more memory than the stage at work. Conservative: a key read
-    /// twice counts twice.
-    fn restored_record_bound(&self) -> impl FnMut(&mut DiffState) + Send + 'static {
+    /// a restore needs no more memory than the stage at work. A record replacing an
+    /// earlier one of its key (a changelog not yet compacted) gives its words back first.
+    fn restored_record_bound(
+        &self,
+    ) -> impl FnMut(Option<&mut DiffState>, Option<&DiffState>) + Send + 'static {
         let settings = self.differ.settings();
         let (per_page, budget) = (settings.max_kept_words, settings.max_kept_bytes);
         let mut held = self.differ.kept_bytes();
-        move |page: &mut DiffState| {
-            if let Some(version) = &mut page.version {
+        let words = |page: &DiffState| page.version.as_ref().map_or(0, |version| version.words.bytes());
+        move |page: Option<&mut DiffState>, replaced: Option<&DiffState>| {
+            held = held.saturating_sub(replaced.map_or(0, words));
+            if let Some(version) = page.and_then(|page| page.version.as_mut()) {
                 let left = usize::try_from(budget.saturating_sub(held) / 8).unwrap_or(usize::MAX);
                 Differ::fit(version, per_page.min(left));
                 held = held.saturating_add(version.words.bytes());
@@ -480,6 +485,7 @@ impl Stage for Diff {
                 self.differ.release(version);
             }
         }
+        self.metrics.corpus(&self.differ);
     }
 }
 
