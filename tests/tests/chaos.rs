@@ -1342,3 +1342,97 @@ async fn diff_keeps_pages_of_random_words_within_its_budget_and_restores_within_
     );
     assert_eq!(restored.stop(), Some(0));
 }
+
+/// A spider trap on three sites, every link new and one in five on a new subdomain,
+/// 30,000 links to the scheduler binary: its frontier stays within
+/// --frontier-max-urls-per-site for each site and --frontier-max-urls in all (each with
+/// its margin of a sixteenth), each site gets --max-hosts-per-site hosts, and what its
+/// URL tables take stays within 200 bytes a frontier URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spider_trap_leaves_the_scheduler_within_its_frontier_caps() {
+    const SITES: u32 = 3;
+    const PER_SITE: u32 = 10_000;
+    const TOTAL_CAP: f64 = 5_000.0;
+    let broker = Broker::start();
+    let prefix = unique_prefix("trap");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let mut args = flags.clone();
+    args.extend(["--instance-id".to_owned(), format!("{prefix}scheduler")]);
+    let caps =
+        ["--frontier-max-urls", "5000", "--frontier-max-urls-per-site", "2000", "--max-hosts-per-site", "20"];
+    args.extend(caps.map(String::from));
+    let mut scheduler = Stage::start("scheduler", args);
+    let client =
+        reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().expect("client");
+    scheduler.ready(&client).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let names = kafka.cluster.topics();
+    for site in 0..SITES {
+        let links: Vec<recrawl_schemas::DiscoveredLinks> = (0..PER_SITE)
+            .map(|i| {
+                let host = if i % 5 == 0 {
+                    format!("s{i}.trap{site}.example")
+                } else {
+                    format!("www.trap{site}.example")
+                };
+                let url = format!("http://{host}/calendar/{i}.html");
+                let source = format!("http://www.trap{site}.example/calendar/{}.html", i.saturating_sub(1));
+                recrawl_schemas::DiscoveredLinks {
+                    page: recrawl_schemas::PageRef::of_url(&url).expect("url"),
+                    source: Some(recrawl_schemas::PageRef::of_url(&source).expect("url")),
+                    occurrences: 1,
+                    period: 1,
+                    depth: 1 + i % 8,
+                }
+            })
+            .collect();
+        for chunk in links.chunks(500) {
+            futures::future::join_all(chunk.iter().map(|link| produce(&producer, &names, LINKS, link))).await;
+        }
+    }
+    let counted = |metrics: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|line| line.starts_with("recrawl_scheduler_links_total{"))
+            .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    // Only its counters tell how far it got: look again until every link is counted.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let metrics = loop {
+        let metrics = scheduler.metrics(&client).await;
+        if counted(&metrics) >= f64::from(SITES * PER_SITE) {
+            break metrics;
+        }
+        assert!(Instant::now() < deadline, "{} links of {} counted", counted(&metrics), SITES * PER_SITE);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let gauge = |name: &str| series(&metrics, &format!("{name}{{stage=\"scheduler\"}}")).expect(name);
+    let frontier = gauge("recrawl_scheduler_frontier_urls");
+    assert!(frontier <= TOTAL_CAP * 17.0 / 16.0, "{frontier} frontier URLs");
+    assert!(gauge("recrawl_scheduler_hosts") <= f64::from(SITES * 20), "hosts past the caps");
+    let refused = |label: &str| {
+        series(&metrics, &format!("recrawl_scheduler_links_total{{outcome=\"{label}\",stage=\"scheduler\"}}"))
+    };
+    assert!(refused("site_hosts_full").is_some_and(|n| n > 0.0));
+    let dropped = |cap: &str| {
+        series(
+            &metrics,
+            &format!("recrawl_scheduler_frontier_dropped_total{{cap=\"{cap}\",stage=\"scheduler\"}}"),
+        )
+    };
+    assert!(
+        dropped("site").is_some_and(|n| n > 0.0) && dropped("total").is_some_and(|n| n > 0.0),
+        "{metrics}"
+    );
+    let bytes = gauge("recrawl_scheduler_state_bytes");
+    assert!(bytes <= 200.0 * TOTAL_CAP * 17.0 / 16.0, "{bytes} bytes");
+    println!(
+        "scheduler after a trap of {} links: {frontier} frontier URLs, {bytes} bytes of URL tables, peak resident {} KiB",
+        SITES * PER_SITE,
+        scheduler.peak_memory_kib()
+    );
+    assert_eq!(scheduler.stop(), Some(0));
+}
