@@ -437,8 +437,8 @@ pub struct ChangeDegrees {
     pub ied_s: f64,
     /// IED's move cost t.
     pub ied_t: f64,
-    /// True when a version had more words than the stage compares and only the first ones
-    /// were compared.
+    /// True when a version had more words than the stage compares and only part of them
+    /// were: the first `--max-words`, sampled past `--max-kept-words`.
     pub truncated: bool,
 }
 
