@@ -362,7 +362,7 @@ impl Default for DocumentFrequencies {
 impl DocumentFrequencies {
     /// A sketch of at most `bytes` (at least one counter a row).
     pub fn with_bytes(bytes: usize) -> Self {
-        let width = (bytes / ROWS / std::mem::size_of::<u32>()).max(1);
+        let width = bytes.checked_div(ROWS.saturating_mul(std::mem::size_of::<u32>())).unwrap_or(0).max(1);
         Self { counters: Vec::new(), width, documents: 0, occupied: 0 }
     }
 
@@ -375,9 +375,10 @@ impl DocumentFrequencies {
         let width = self.width as u64;
         let mut cells = [0; ROWS];
         for (row, (cell, seed)) in cells.iter_mut().zip(ROW_SEEDS).enumerate() {
-            // Multiply-shift onto [0, width): uniform for a uniform 64-bit input.
-            let spread = (u128::from(mix(word ^ seed)) * u128::from(width)) >> 64;
-            *cell = row * self.width + spread as usize;
+            // Multiply-shift onto [0, width): uniform for a uniform 64-bit input, and a
+            // 64 × 64-bit product never overflows 128 bits.
+            let spread = u128::from(mix(word ^ seed)).wrapping_mul(u128::from(width)) >> 64;
+            *cell = row.saturating_mul(self.width).saturating_add(spread as usize);
         }
         cells
     }

@@ -36,9 +36,10 @@ pub fn level_for(words: &[u64], max: usize) -> u8 {
         let zeros = mix(word ^ SEED).leading_zeros() as usize;
         by_zeros[zeros] = by_zeros[zeros].saturating_add(1);
     }
+    // At level L the sample keeps the words of L leading zeros or more.
     let mut kept = words.len();
-    for level in 1..=64u8 {
-        kept = kept.saturating_sub(by_zeros[usize::from(level) - 1]);
+    for (fewer_zeros, level) in by_zeros.iter().zip(1..=64u8) {
+        kept = kept.saturating_sub(*fewer_zeros);
         if kept <= max {
             return level;
         }
@@ -75,7 +76,7 @@ mod tests {
     fn short_pages_are_kept_whole_and_long_ones_sampled_within_the_cap() {
         let short: Vec<u64> = (0..100).collect();
         assert_eq!(sample(short.clone(), 100), (0, short));
-        let long: Vec<u64> = (0..100_000).map(|i| mix(i)).collect();
+        let long: Vec<u64> = (0..100_000).map(mix).collect();
         let (level, kept) = sample(long.clone(), 7_000);
         assert!(kept.len() <= 7_000 && kept.len() > 7_000 / 2, "{level}: {}", kept.len());
         assert_eq!(level, 4, "100,000 words fit 7,000 at 1/16: {}", kept.len());
