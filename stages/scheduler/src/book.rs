@@ -978,12 +978,16 @@ impl Book {
         removed.into_iter().map(|slot| self.url(slot).to_owned()).collect()
     }
 
-    /// Rebuilds the book without its dropped slots once they are half of it, keeping the
-    /// others' discovery order. Slots are renumbered, so every URL's record is written
-    /// again (call it after [`take_dirty`](Self::take_dirty) and
-    /// [`take_removed`](Self::take_removed)). Whether it compacted.
+    /// Rebuilds the book without its dropped slots once they are an eighth of it, so a
+    /// frontier URL stays within 200 bytes with its share of them; the others keep their
+    /// discovery order. Call it after [`take_dirty`](Self::take_dirty) and
+    /// [`take_removed`](Self::take_removed). Slots are renumbered, but records are not
+    /// written again for it (a pruned trap would rewrite the partition every eighth): a
+    /// record keeps its slot until the URL's next change, so a restore orders compacted
+    /// URLs by discovery only roughly, which only breadth-first discovery's ties see.
+    /// Whether it compacted.
     pub fn compact(&mut self) -> bool {
-        if self.gone < 1024 || self.gone.saturating_mul(2) < self.pages.len() {
+        if self.gone < 1024 || self.gone.saturating_mul(8) < self.pages.len() {
             return false;
         }
         let old = std::mem::take(self);
@@ -1000,7 +1004,6 @@ impl Book {
             if let Some(validators) = old.validators.get(&slot) {
                 renumbered.insert(new_slot, validators.clone());
             }
-            self.mark_dirty(new_slot);
         }
         self.validators = renumbered;
         self.host_days = old.host_days;

@@ -8,7 +8,7 @@
 //! and past half of it the frontier is pruned back to its caps: the URLs dropped are the
 //! least likely to be picked, fewest in-links first, then deepest, then latest
 //! discovered. Dropped URLs leave the index and the changelog (a tombstone) and come back
-//! as new if linked again; their slots are reclaimed once they are half a book.
+//! as new if linked again; their slots are reclaimed once they are an eighth of a book.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -498,7 +498,7 @@ mod tests {
         let book = &scheduler.books[&0];
         assert!(written.iter().all(|(_, url, _)| book.find(url).is_some()));
         assert!(removed.iter().all(|(_, url)| book.find(url).is_none()));
-        assert_eq!(book.gone(), 0, "more than half dropped: the book was compacted");
+        assert_eq!(book.gone(), 0, "more than an eighth dropped: the book was compacted");
         assert_eq!(book.len(), book.frontier_len());
         // A dropped URL linked again is new.
         let again = &removed[0].1;

@@ -479,8 +479,7 @@ impl Scheduler {
     }
 
     /// Queues the changelog records of every URL changed since the last call, and the
-    /// tombstones of those dropped; a book then half dropped is compacted, and its URLs
-    /// written again under their new slots.
+    /// tombstones of those dropped; a book then an eighth dropped is compacted.
     fn write_changes(&mut self, state: &mut StateStore<SchedulerState>) {
         for (&partition, book) in &mut self.books {
             for (url, record) in book.take_dirty() {
@@ -489,11 +488,7 @@ impl Scheduler {
             for url in book.take_removed() {
                 state.write_removal(partition, url);
             }
-            if book.compact() {
-                for (url, record) in book.take_dirty() {
-                    state.write(partition, url, record);
-                }
-            }
+            book.compact();
         }
     }
 
