@@ -625,6 +625,29 @@ mod tests {
             event.validate(),
             Err(r#"page.site is "attacker.example", the site of "example.com" is "example.com""#.into())
         );
+        // A pick under another host than its URL's would be fetched under that host's
+        // politeness gate; a URL with credentials reaches no topic.
+        let mut pick = samples::page_pick();
+        pick.host = "elsewhere.example".into();
+        assert_eq!(
+            pick.validate(),
+            Err(r#"host is "elsewhere.example", the host of url is "example.com""#.into())
+        );
+        let mut result = samples::fetch_result();
+        result.host = "elsewhere.example".into();
+        assert!(result.validate().unwrap_err().starts_with("host is"));
+        let mut pick = samples::page_pick();
+        pick.url = "http://user:SECRETPW@example.com/a.html".into();
+        assert_eq!(pick.validate(), Err("url: URL carries a user name or password".into()));
+        let mut event = samples::change_event();
+        event.page.url = "http://user:SECRETPW@example.com/a.html".into();
+        assert_eq!(event.validate(), Err("page.url: URL carries a user name or password".into()));
+        let mut result = samples::fetch_result();
+        result.redirects = vec!["https://user:pw@example.com/b?next=x@y".into()];
+        assert_eq!(result.validate(), Err("a redirect carries a user name or password".into()));
+        result.redirects = vec!["https://example.com/b?next=x@y".into()];
+        result.final_url = Some("https://example.com/@me".into());
+        assert_eq!(result.validate(), Ok(()));
         let mut event = samples::change_event();
         event.fetched_at = crate::UtcTime::from_ms(event.fetched_at_ms + 1);
         assert_eq!(

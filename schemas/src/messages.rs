@@ -334,8 +334,14 @@ impl Message for FetchResult {
         for text in [&self.final_url, &self.error] {
             bounds::optional_text("a URL or error", text.as_deref())?;
         }
+        if let Some(final_url) = &self.final_url {
+            bounds::no_credentials("final_url", final_url)?;
+        }
         bounds::count("redirects", self.redirects.len(), bounds::MAX_REDIRECTS)?;
-        self.redirects.iter().try_for_each(|url| bounds::text("a redirect", url, bounds::MAX_URL_BYTES))
+        self.redirects.iter().try_for_each(|url| {
+            bounds::text("a redirect", url, bounds::MAX_URL_BYTES)?;
+            bounds::no_credentials("a redirect", url)
+        })
     }
 }
 
@@ -431,8 +437,8 @@ pub struct ChangeDegrees {
     pub ied_s: f64,
     /// IED's move cost t.
     pub ied_t: f64,
-    /// True when a version had more words than the stage compares and only the first ones
-    /// were compared.
+    /// True when a version had more words than the stage compares and only part of them
+    /// were: the first `--max-words`, sampled past `--max-kept-words`.
     pub truncated: bool,
 }
 
@@ -1277,7 +1283,26 @@ pub mod bounds {
             return Err("host is empty".to_owned());
         }
         text("host", host, MAX_HOST_BYTES)?;
+        // A pick filed under another host than its URL's would be fetched under that
+        // host's politeness gate and its change event refused downstream.
+        match crate::host_of(url) {
+            Ok(own) if own == host => {}
+            Ok(own) => return Err(format!("host is {host:?}, the host of url is {own:?}")),
+            Err(error) => return Err(format!("url: {error}")),
+        }
         period(period_number)
+    }
+
+    /// A URL a record carries besides its identity (a redirect, a final URL): without
+    /// credentials. The serialised form the stages write puts them before the first `@`
+    /// of the authority, so the text is enough.
+    pub fn no_credentials(name: &str, url: &str) -> Result<(), String> {
+        let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+        let authority = after_scheme.split(['/', '?', '#']).next().unwrap_or_default();
+        if authority.contains('@') {
+            return Err(format!("{name} carries a user name or password"));
+        }
+        Ok(())
     }
 
     /// An instant carried twice, as RFC 3339 `name` and as `name_ms`: in range and equal.

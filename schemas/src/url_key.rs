@@ -13,6 +13,11 @@ pub enum UrlError {
     Scheme(String),
     #[error("URL has no host")]
     NoHost,
+    /// A user name or password in a URL from the web is someone's secret: a link or
+    /// redirect carrying one must not be followed (the client would send it as
+    /// `Authorization`) nor published.
+    #[error("URL carries a user name or password")]
+    Credentials,
 }
 
 /// Normalises an absolute http(s) URL: lower-case scheme and host, default port removed,
@@ -33,8 +38,16 @@ pub fn normalise_parsed(url: &mut Url) -> Result<(), UrlError> {
     if url.host_str().is_none_or(str::is_empty) {
         return Err(UrlError::NoHost);
     }
+    if has_credentials(url) {
+        return Err(UrlError::Credentials);
+    }
     url.set_fragment(None);
     Ok(())
+}
+
+/// Whether `url` carries a user name or password.
+pub fn has_credentials(url: &Url) -> bool {
+    !url.username().is_empty() || url.password().is_some()
 }
 
 /// xxh3-64 (seed 0) of the normalised URL string, as 16 lower-case hex digits.
@@ -47,6 +60,11 @@ pub fn url_key(normalised_url: &str) -> String {
 pub fn host_of(normalised_url: &str) -> Result<String, UrlError> {
     let url = Url::parse(normalised_url).map_err(|e| UrlError::Parse(e.to_string()))?;
     let host = url.host_str().ok_or(UrlError::NoHost)?;
+    // No record may carry a URL with credentials: every message's identity is checked
+    // through here.
+    if has_credentials(&url) {
+        return Err(UrlError::Credentials);
+    }
     Ok(match url.port() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),
@@ -88,6 +106,18 @@ mod tests {
     fn rejects_other_schemes_and_garbage() {
         assert_eq!(normalise_url("ftp://example.com/"), Err(UrlError::Scheme("ftp".into())));
         assert!(matches!(normalise_url("not a url"), Err(UrlError::Parse(_))));
+    }
+
+    #[test]
+    fn urls_with_credentials_are_refused_and_never_give_a_host() {
+        for url in
+            ["http://user:SECRETPW@example.com/a", "http://user@example.com/", "https://:pw@example.com/"]
+        {
+            assert_eq!(normalise_url(url), Err(UrlError::Credentials), "{url}");
+            assert_eq!(host_of(url), Err(UrlError::Credentials), "{url}");
+        }
+        // An @ in the path is no credential.
+        assert_eq!(host_of("http://example.com/a@b").unwrap(), "example.com");
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct Stage {
     pub args: Vec<String>,
     pub http: SocketAddr,
     pub child: Child,
+    /// What runs: the stage's binary, or a launcher given it as an argument.
+    program: String,
     /// Where this process's output begins in the stage's log, which its restarts share.
     log_from: u64,
 }
@@ -39,15 +41,27 @@ impl Stage {
         Self::start_on(name, args, free_port())
     }
 
+    /// Starts the stage with at most `descriptors` file descriptors, soft and hard, as
+    /// `ulimit -n` gives (util-linux's `prlimit` sets them and runs it in its place).
+    pub fn start_limited(name: &'static str, args: Vec<String>, descriptors: u64) -> Self {
+        let mut limited = vec![format!("--nofile={descriptors}:{descriptors}"), "--".to_owned()];
+        limited.push(binary(&format!("recrawl-{name}")).display().to_string());
+        limited.extend(args);
+        let (http, program) = (free_port(), "prlimit".to_owned());
+        let (child, log_from) = spawn_program(&program, name, &limited, http);
+        Self { name, args: limited, http, child, program, log_from }
+    }
+
     /// Starts the stage serving HTTP on `http`; [`Stage::ready`] starts it again on
     /// another port if that one was taken.
     pub fn start_on(name: &'static str, args: Vec<String>, http: SocketAddr) -> Self {
-        let (child, log_from) = spawn(name, &args, http);
-        Self { name, args, http, child, log_from }
+        let program = binary(&format!("recrawl-{name}")).display().to_string();
+        let (child, log_from) = spawn_program(&program, name, &args, http);
+        Self { name, args, http, child, program, log_from }
     }
 
     pub fn restart(&mut self) {
-        (self.child, self.log_from) = spawn(self.name, &self.args, self.http);
+        (self.child, self.log_from) = spawn_program(&self.program, self.name, &self.args, self.http);
     }
 
     /// Whether the process exited because its port, found free by binding port 0 and let
@@ -112,10 +126,19 @@ impl Stage {
 
     /// The process's peak resident memory, from /proc.
     pub fn peak_memory_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    /// The process's resident memory now, from /proc.
+    pub fn memory_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
         status
             .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .find_map(|line| line.strip_prefix(field))
             .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or(0)
     }
@@ -189,10 +212,11 @@ fn log_path(name: &str) -> PathBuf {
 
 /// Starts `recrawl-NAME`, its output appended to its log: the process, and where its
 /// output begins in the log.
-fn spawn(name: &str, args: &[String], http: SocketAddr) -> (Child, u64) {
+/// `program` with `args` and the stage's `--http-listen`, its output in the stage's log.
+fn spawn_program(program: &str, name: &str, args: &[String], http: SocketAddr) -> (Child, u64) {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log_path(name)).expect("stage log");
     let log_from = log.metadata().expect("stage log").len();
-    let child = Command::new(binary(&format!("recrawl-{name}")))
+    let child = Command::new(program)
         .args(args)
         .args(["--http-listen", &http.to_string()])
         .stdin(Stdio::null())

@@ -1107,3 +1107,332 @@ fn a_failure_shows_what_was_read_of_each_lost_url_and_where() {
     let poisoned = HashSet::from([("results".to_owned(), 3, 3)]);
     assert_eq!(undecodable(&seen, &poisoned), ["results partition 3 offset 2: not JSON"]);
 }
+
+// The probes of a hostile web (issue 48): each against the binary as an operator runs
+// it, each judged by what comes out, never by time.
+
+/// A site of any number of host names on one loopback port: every page links one page of
+/// its host and one URL carrying a password.
+async fn one_page_per_host() -> std::net::SocketAddr {
+    use axum::http::header::{CONTENT_TYPE, HOST};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listens");
+    let address = listener.local_addr().expect("address");
+    let page = |headers: axum::http::HeaderMap| async move {
+        let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
+        let body = format!(
+            r#"<p>a page of {host}</p><a href="/next.html">next</a><a href="http://user:SECRETPW@{host}/secret.html">s</a>"#
+        );
+        ([(CONTENT_TYPE, "text/html")], body)
+    };
+    let app = axum::Router::new().fallback(page);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    address
+}
+
+/// Starts fetch with at most `descriptors` file descriptors and `extra` flags, runs
+/// `probe` once it is ready, then picks one page of each of `hosts` hosts of the loopback
+/// site; returns their results, the links published, and fetch's metrics then.
+async fn fetch_limited(
+    descriptors: u64,
+    hosts: usize,
+    extra: &[&str],
+    probe: impl AsyncFnOnce(&Stage, &reqwest::Client),
+) -> (Vec<recrawl_schemas::FetchResult>, Vec<String>, String) {
+    let broker = Broker::start();
+    let prefix = unique_prefix("descriptors");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let web = one_page_per_host().await;
+    let hosts: Vec<String> = (0..hosts).map(|i| format!("h{i}.probe.test")).collect();
+    let resolve: Vec<String> = hosts.iter().map(|host| format!("{host}=127.0.0.1")).collect();
+    let mut args = flags.clone();
+    args.extend(["--instance-id".to_owned(), format!("{prefix}fetch")]);
+    let loopback =
+        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "2000"];
+    args.extend(loopback.map(String::from));
+    args.extend(["--resolve".to_owned(), resolve.join(",")]);
+    args.extend(extra.iter().map(|flag| (*flag).to_owned()));
+    let mut fetch = Stage::start_limited("fetch", args, descriptors);
+    let client =
+        reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().expect("client");
+    fetch.ready(&client).await;
+    probe(&fetch, &client).await;
+
+    let observer = Observer::new(&kafka.cluster, &[FETCH_RESULTS.name, LINKS.name]).await.expect("observer");
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    for host in &hosts {
+        let pick = PagePick::discovery(&format!("http://{host}:{}/page.html", web.port()), 1).expect("pick");
+        produce(&producer, &kafka.cluster.topics(), FETCH, &pick).await;
+    }
+    let (mut results, mut links) = (Vec::new(), Vec::new());
+    while results.len() < hosts.len() {
+        let next = tokio::time::timeout(Duration::from_secs(120), observer.next())
+            .await
+            .unwrap_or_else(|_| panic!("{} results of {}", results.len(), hosts.len()))
+            .expect("observer");
+        match next {
+            Observed::Result(result) => results.push(result),
+            Observed::Link(link) => links.push(link.page.url),
+            _ => {}
+        }
+    }
+    let health = client.get(format!("http://{}/healthz", fetch.http)).send().await.expect("answered");
+    assert_eq!(health.status().as_u16(), 200);
+    let metrics = fetch.metrics(&client).await;
+    assert_eq!(fetch.stop(), Some(0));
+    (results, links, metrics)
+}
+
+/// The value of `series` (name and labels, as rendered) in a scrape.
+fn series(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| line.strip_prefix(name)).and_then(|value| value.trim().parse().ok())
+}
+
+fn failed(results: &[recrawl_schemas::FetchResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter(|r| r.outcome != recrawl_schemas::FetchOutcome::Downloaded)
+        .map(|r| format!("{} {:?} {:?}", r.url, r.outcome, r.error))
+        .take(5)
+        .collect()
+}
+
+const STARVED: &str = r#"recrawl_fetch_out_of_descriptors_total{stage="fetch"}"#;
+
+/// Under `ulimit -n 1024` (systemd's default), with 2,000 idle connections held open to
+/// its HTTP port, fetch answers `/healthz`, and one batch of picks over 1,500 hosts all
+/// download, none short of a descriptor: idle connections are capped, the port's too. No
+/// link carries the password every page offers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_under_1024_descriptors_answers_probes_and_fetches_1500_hosts() {
+    let idle = Mutex::new(Vec::new());
+    let probe = async |fetch: &Stage, client: &reqwest::Client| {
+        for _ in 0..2_000 {
+            let connection = tokio::net::TcpStream::connect(fetch.http).await.expect("connects");
+            idle.lock().expect("idle").push(connection);
+        }
+        let asked = Instant::now();
+        let health = client.get(format!("http://{}/healthz", fetch.http)).send().await.expect("answered");
+        println!("/healthz with 2,000 idle connections open, under ulimit -n 1024: {:?}", asked.elapsed());
+        assert_eq!(health.status().as_u16(), 200);
+    };
+    let (results, links, metrics) = fetch_limited(1024, 1_500, &[], probe).await;
+    assert!(failed(&results).is_empty(), "healthy pages failed: {:?}", failed(&results));
+    assert_eq!(series(&metrics, STARVED), Some(0.0));
+    let credentials = r#"recrawl_fetch_links_total{result="credentials",stage="fetch"}"#;
+    assert_eq!(series(&metrics, credentials), Some(1500.0));
+    assert!(links.iter().all(|url| !url.contains("SECRETPW")), "a password published");
+    assert!(links.len() >= 1_500, "each page's own link: {}", links.len());
+}
+
+/// With idle connections uncapped and kept long, as reqwest's defaults did, 400 hosts
+/// under `ulimit -n 256` run fetch out of descriptors: the picks that found none are
+/// fetched again at the batch's end, and every page downloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pick_that_finds_no_descriptor_is_fetched_again_not_charged_to_its_site() {
+    let flags = [
+        "--max-idle-connections",
+        "1000000",
+        "--idle-connection-timeout-ms",
+        "90000",
+        "--batch-budget-ms",
+        "3000",
+    ];
+    let (results, _, metrics) = fetch_limited(256, 400, &flags, async |_, _| {}).await;
+    assert!(failed(&results).is_empty(), "healthy pages failed: {:?}", failed(&results));
+    assert!(series(&metrics, STARVED).is_some_and(|starved| starved > 0.0), "the probe never ran out");
+}
+
+/// A body of `words` random words, the first `changed` of them new.
+fn random_words(seed: u64, words: u64, changed: u64) -> String {
+    let mut text = String::with_capacity(words as usize * 10);
+    for i in 0..words {
+        let word = if i < changed { i.wrapping_mul(0x9E37_79B9).wrapping_add(seed) } else { i };
+        // Distinct across pages and words, as random words are.
+        text.push_str(&format!("w{:x} ", xxh3(seed, word)));
+    }
+    text
+}
+
+fn xxh3(seed: u64, word: u64) -> u64 {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..].copy_from_slice(&word.to_le_bytes());
+    // FNV-1a: any spread of the pair will do.
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// 10 pages of 100,000 random words each (the probe that took diff past 1.4 GB: ~4.8 MB
+/// kept a page), twice: diff's resident memory stays within its idle size, its budgets
+/// (--max-kept-bytes, --cos-sketch-bytes) and one page's work; every page is compared on
+/// its second download; a restart restores within the same budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_keeps_pages_of_random_words_within_its_budget_and_restores_within_it() {
+    const PAGES: u64 = 10;
+    const BUDGET: u64 = 256 << 10;
+    const SKETCH: u64 = 1 << 20;
+    /// What one page's text, words and record take while it is compared, with room.
+    const TRANSIENT_KIB: u64 = 24 << 10;
+    let broker = Broker::start();
+    let prefix = unique_prefix("diffmemory");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 1).await;
+    let mut args = flags.clone();
+    args.extend(["--instance-id".to_owned(), format!("{prefix}diff")]);
+    args.extend(["--max-kept-bytes".to_owned(), BUDGET.to_string()]);
+    args.extend(["--cos-sketch-bytes".to_owned(), SKETCH.to_string()]);
+    let mut diff = Stage::start("diff", args);
+    let client =
+        reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().expect("client");
+    diff.ready(&client).await;
+    let before_kib = diff.memory_kib();
+    let observer = Observer::new(&kafka.cluster, &[CHANGE_EVENTS.name]).await.expect("observer");
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let mut compared = 0;
+    // One at a time: librdkafka's mock broker keeps only a few MB a partition.
+    for (period, changed) in [(1, 0), (2, 10_000)] {
+        for page in 0..PAGES {
+            let url = format!("http://words.example/{page}.html");
+            let body = random_words(page, 100_000, changed);
+            let result = recrawl_schemas::FetchResult {
+                content_type: Some("text/plain".into()),
+                ..recrawl_schemas::FetchResult::html_page(&url, "words.example", period, body)
+            };
+            produce(&producer, &kafka.cluster.topics(), FETCH_RESULTS, &result).await;
+            loop {
+                let next = tokio::time::timeout(Duration::from_secs(60), observer.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("no change event for page {page} of period {period}"))
+                    .expect("observer");
+                if let Observed::Change(event) = next {
+                    compared += usize::from(event.changed == Some(true));
+                    break;
+                }
+            }
+        }
+    }
+    assert_eq!(compared, PAGES as usize, "every page compared on its second download");
+    let metrics = diff.metrics(&client).await;
+    let kept = series(&metrics, r#"recrawl_diff_kept_word_bytes{stage="diff"}"#).expect("kept bytes");
+    assert!(kept <= BUDGET as f64, "{kept} bytes kept");
+    let none = series(&metrics, r#"recrawl_diff_versions_kept_total{words="none",stage="diff"}"#);
+    let sampled = series(&metrics, r#"recrawl_diff_versions_kept_total{words="sample",stage="diff"}"#);
+    let peak_kib = diff.peak_memory_kib();
+    let bound_kib = before_kib + (BUDGET + SKETCH) / 1024 + TRANSIENT_KIB;
+    assert!(peak_kib <= bound_kib, "peak {peak_kib} KiB, past {bound_kib} KiB");
+    assert_eq!(sampled, Some(2.0 * PAGES as f64), "every version a sample");
+    let args = diff.args.clone();
+    assert_eq!(diff.stop(), Some(0));
+
+    let mut restored = Stage::start("diff", args);
+    restored.ready(&client).await;
+    let metrics = restored.metrics(&client).await;
+    let restored_kept =
+        series(&metrics, r#"recrawl_diff_kept_word_bytes{stage="diff"}"#).expect("kept bytes");
+    assert_eq!(restored_kept, kept, "the restore keeps what was kept");
+    let restore_peak_kib = restored.peak_memory_kib();
+    assert!(restore_peak_kib <= bound_kib, "peak {restore_peak_kib} KiB restoring, past {bound_kib} KiB");
+    println!(
+        "diff, {PAGES} pages of 100,000 random words twice: resident {before_kib} KiB idle, peak {peak_kib} KiB; \
+         {kept} bytes of words kept (sampled {sampled:?}, none {none:?}); restored: {restored_kept} bytes, peak {restore_peak_kib} KiB"
+    );
+    assert_eq!(restored.stop(), Some(0));
+}
+
+/// A spider trap on three sites, every link new and one in five on a new subdomain,
+/// 30,000 links to the scheduler binary: its frontier stays within
+/// --frontier-max-urls-per-site for each site and --frontier-max-urls in all (each with
+/// its margin of a sixteenth), each site gets --max-hosts-per-site hosts, and what its
+/// URL tables take stays within 200 bytes a frontier URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spider_trap_leaves_the_scheduler_within_its_frontier_caps() {
+    const SITES: u32 = 3;
+    const PER_SITE: u32 = 10_000;
+    const TOTAL_CAP: f64 = 5_000.0;
+    let broker = Broker::start();
+    let prefix = unique_prefix("trap");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let mut args = flags.clone();
+    args.extend(["--instance-id".to_owned(), format!("{prefix}scheduler")]);
+    let caps =
+        ["--frontier-max-urls", "5000", "--frontier-max-urls-per-site", "2000", "--max-hosts-per-site", "20"];
+    args.extend(caps.map(String::from));
+    let mut scheduler = Stage::start("scheduler", args);
+    let client =
+        reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().expect("client");
+    scheduler.ready(&client).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let names = kafka.cluster.topics();
+    for site in 0..SITES {
+        let links: Vec<recrawl_schemas::DiscoveredLinks> = (0..PER_SITE)
+            .map(|i| {
+                let host = if i % 5 == 0 {
+                    format!("s{i}.trap{site}.example")
+                } else {
+                    format!("www.trap{site}.example")
+                };
+                let url = format!("http://{host}/calendar/{i}.html");
+                let source = format!("http://www.trap{site}.example/calendar/{}.html", i.saturating_sub(1));
+                recrawl_schemas::DiscoveredLinks {
+                    page: recrawl_schemas::PageRef::of_url(&url).expect("url"),
+                    source: Some(recrawl_schemas::PageRef::of_url(&source).expect("url")),
+                    occurrences: 1,
+                    period: 1,
+                    depth: 1 + i % 8,
+                }
+            })
+            .collect();
+        for chunk in links.chunks(500) {
+            futures::future::join_all(chunk.iter().map(|link| produce(&producer, &names, LINKS, link))).await;
+        }
+    }
+    let counted = |metrics: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|line| line.starts_with("recrawl_scheduler_links_total{"))
+            .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    // Only its counters tell how far it got: look again until every link is counted.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let metrics = loop {
+        let metrics = scheduler.metrics(&client).await;
+        if counted(&metrics) >= f64::from(SITES * PER_SITE) {
+            break metrics;
+        }
+        assert!(Instant::now() < deadline, "{} links of {} counted", counted(&metrics), SITES * PER_SITE);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let gauge = |name: &str| series(&metrics, &format!("{name}{{stage=\"scheduler\"}}")).expect(name);
+    let frontier = gauge("recrawl_scheduler_frontier_urls");
+    assert!(frontier <= TOTAL_CAP * 17.0 / 16.0, "{frontier} frontier URLs");
+    assert!(gauge("recrawl_scheduler_hosts") <= f64::from(SITES * 20), "hosts past the caps");
+    let refused = |label: &str| {
+        series(&metrics, &format!("recrawl_scheduler_links_total{{outcome=\"{label}\",stage=\"scheduler\"}}"))
+    };
+    assert!(refused("site_hosts_full").is_some_and(|n| n > 0.0));
+    let dropped = |cap: &str| {
+        series(
+            &metrics,
+            &format!("recrawl_scheduler_frontier_dropped_total{{cap=\"{cap}\",stage=\"scheduler\"}}"),
+        )
+    };
+    assert!(
+        dropped("site").is_some_and(|n| n > 0.0) && dropped("total").is_some_and(|n| n > 0.0),
+        "{metrics}"
+    );
+    let bytes = gauge("recrawl_scheduler_state_bytes");
+    assert!(bytes <= 200.0 * TOTAL_CAP * 17.0 / 16.0, "{bytes} bytes");
+    println!(
+        "scheduler after a trap of {} links: {frontier} frontier URLs, {bytes} bytes of URL tables, peak resident {} KiB",
+        SITES * PER_SITE,
+        scheduler.peak_memory_kib()
+    );
+    assert_eq!(scheduler.stop(), Some(0));
+}

@@ -3,7 +3,8 @@
 //! schema version each go to the dead-letter topic exactly once, with their origin and
 //! reason (the 5 MB one with its first bytes and its size), and the valid record behind
 //! them is processed. So does a valid record of a period that has not begun, on the inputs
-//! of the estimator and the scheduler.
+//! of every stage, a pick or result filed under another host than its URL's, and a pick
+//! whose URL carries credentials.
 
 use std::future::Future;
 use std::time::Duration;
@@ -73,7 +74,13 @@ fn input<M: Message>(topic: &'static str, key: &str, message: &M) -> Input {
 impl Input {
     /// Also sends `message`, valid but of a period that has not begun: applied, it would
     /// make the real records of its URL look stale for good.
-    fn and_from_the_future<M: Message>(mut self, message: &M) -> Self {
+    fn and_from_the_future<M: Message>(self, message: &M) -> Self {
+        self.and_invalid(message)
+    }
+
+    /// Also sends `message`, whose encoding is sound but whose fields are not (a page
+    /// filed under another host than its URL's, a URL with credentials).
+    fn and_invalid<M: Message>(mut self, message: &M) -> Self {
         self.poisons.push((encode(message).expect("encode"), "invalid"));
         self
     }
@@ -217,7 +224,14 @@ async fn poison_stage<F, Fut>(
 async fn fetch_dead_letters_poison_and_goes_on() {
     // Loopback is refused by default: the valid pick ends as blocked_address, no network.
     let good = PagePick::discovery("http://127.0.0.1:9/page.html", 1).expect("pick");
-    let inputs = vec![input(FETCH.name, &good.host, &good)];
+    // Fetched under 127.0.0.1:9's politeness gate, it would be another host's request.
+    let elsewhere = PagePick { url: "http://elsewhere.example/page.html".into(), ..good.clone() };
+    let with_credentials =
+        PagePick { url: "http://user:SECRETPW@127.0.0.1:9/page.html".into(), ..good.clone() };
+    let inputs = vec![input(FETCH.name, &good.host, &good)
+        .and_from_the_future(&PagePick { period: bounds::MAX_PERIOD, ..good.clone() })
+        .and_invalid(&elsewhere)
+        .and_invalid(&with_credentials)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Result(r) if r.url == url))
@@ -236,7 +250,13 @@ async fn fetch_dead_letters_poison_and_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_dead_letters_poison_and_goes_on() {
     let good = FetchResult::html_page("http://site.example/a.html", "site.example", 1, "<p>one two</p>");
-    let inputs = vec![input(FETCH_RESULTS.name, &good.url, &good)];
+    // Kept, a result from the future would make every real one of its URL late: compared
+    // with nothing, for good.
+    let future = FetchResult { period: bounds::MAX_PERIOD, ..good.clone() };
+    let elsewhere = FetchResult { host: "elsewhere.example".into(), ..good.clone() };
+    let inputs = vec![input(FETCH_RESULTS.name, &good.url, &good)
+        .and_from_the_future(&future)
+        .and_invalid(&elsewhere)];
     let url = good.url.clone();
     let processed = move |_: &RunningStage, seen: &[Observed]| {
         seen.iter().any(|o| matches!(o, Observed::Change(c) if c.page.url == url))

@@ -6,11 +6,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
+use std::collections::VecDeque;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -112,6 +116,22 @@ struct ServerState {
     health: Health,
 }
 
+/// Connections the endpoint serves at once. Probes and a scrape need a handful; at the
+/// cap, a new connection takes the place of the oldest that has not sent a request (else
+/// of the oldest), so idle connections cannot keep a probe out.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client may take to send a request's headers before its connection closes.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Descriptors held back for the endpoint: when the process has none left to accept a
+/// connection with (fetch's sockets took them), one is let go for it, so probes are still
+/// answered; refilled as they close.
+const RESERVED_DESCRIPTORS: usize = 8;
+
+/// How long accepting pauses after an error that a retry cannot fix at once.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(20);
+
 /// Binds `addr` and serves until `shutdown`; returns the bound address.
 pub async fn serve(
     addr: SocketAddr,
@@ -122,39 +142,133 @@ pub async fn serve(
     let failed = |source| ListenError { address: addr, source };
     let listener = TcpListener::bind(addr).await.map_err(failed)?;
     let bound = listener.local_addr().map_err(failed)?;
-    let app = Router::new()
-        .route("/metrics", get(metrics_handler))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state(ServerState { metrics, health });
-    tokio::spawn(async move {
-        let result = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
-        if let Err(error) = result {
-            tracing::error!(%error, "health server stopped");
-        }
-    });
+    let state = ServerState { metrics, health };
+    tokio::spawn(accept_loop(listener, state, shutdown));
     Ok(bound)
 }
 
-async fn metrics_handler(State(state): State<ServerState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+/// The connections being served, in the order they were accepted.
+#[derive(Default)]
+struct Connections {
+    next_id: u64,
+    open: VecDeque<Connection>,
 }
 
-async fn healthz(State(state): State<ServerState>) -> impl IntoResponse {
-    if state.health.is_failed() {
-        (StatusCode::SERVICE_UNAVAILABLE, "failed\n")
-    } else {
-        (StatusCode::OK, "ok\n")
+struct Connection {
+    id: u64,
+    /// Whether it has sent a request: until then it is the first to make room.
+    requested: Arc<AtomicBool>,
+    close: CancellationToken,
+}
+
+impl Connections {
+    /// Registers a new connection, closing one if the endpoint is at its cap.
+    fn admit(&mut self) -> (u64, Arc<AtomicBool>, CancellationToken) {
+        if self.open.len() >= MAX_CONNECTIONS {
+            let idle = self.open.iter().position(|c| !c.requested.load(Ordering::Relaxed)).unwrap_or(0);
+            if let Some(evicted) = self.open.remove(idle) {
+                evicted.close.cancel();
+            }
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let (requested, close) = (Arc::new(AtomicBool::new(false)), CancellationToken::new());
+        self.open.push_back(Connection { id, requested: requested.clone(), close: close.clone() });
+        (id, requested, close)
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.open.retain(|c| c.id != id);
     }
 }
 
-async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
-    if state.health.is_ready() {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+/// Spare descriptors (of /dev/null), let go one at a time when accepting finds none.
+struct Reserve(Vec<std::fs::File>);
+
+impl Reserve {
+    fn refill(&mut self) {
+        while self.0.len() < RESERVED_DESCRIPTORS {
+            match std::fs::File::open("/dev/null") {
+                Ok(file) => self.0.push(file),
+                Err(_) => return,
+            }
+        }
     }
 }
+
+async fn accept_loop(listener: TcpListener, state: ServerState, shutdown: CancellationToken) {
+    let connections = Arc::new(Mutex::new(Connections::default()));
+    let mut reserve = Reserve(Vec::new());
+    let mut warned_out_of_descriptors = false;
+    loop {
+        reserve.refill();
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) if crate::descriptors::out_of_descriptors(&error) => {
+                if !warned_out_of_descriptors {
+                    tracing::warn!(%error, "out of file descriptors: /metrics /healthz /readyz use their reserve");
+                    warned_out_of_descriptors = true;
+                }
+                if reserve.0.pop().is_none() {
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                }
+                continue;
+            }
+            Err(error) => {
+                tracing::debug!(%error, "accepting a connection failed");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+                continue;
+            }
+        };
+        let (id, requested, close) = lock(&connections).admit();
+        let (state, connections, shutdown) = (state.clone(), connections.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                requested.store(true, Ordering::Relaxed);
+                std::future::ready(Ok::<_, std::convert::Infallible>(respond(&state, &request)))
+            });
+            let mut builder = http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).max_buf_size(16 * 1024);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                // Made room for a newer one: dropped.
+                () = close.cancelled() => {}
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(HEADER_READ_TIMEOUT, connection).await;
+                }
+            }
+            lock(&connections).remove(id);
+        });
+    }
+}
+
+fn lock(connections: &Mutex<Connections>) -> std::sync::MutexGuard<'_, Connections> {
+    connections.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn respond(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match request.uri().path() {
+        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", state.metrics.render()),
+        "/healthz" if state.health.is_failed() => (StatusCode::SERVICE_UNAVAILABLE, TEXT, "failed\n".into()),
+        "/healthz" => (StatusCode::OK, TEXT, "ok\n".into()),
+        "/readyz" if state.health.is_ready() => (StatusCode::OK, TEXT, "ready\n".into()),
+        "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, TEXT, "not ready\n".into()),
+        _ => (StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
 
 #[cfg(test)]
 mod tests {
@@ -186,6 +300,49 @@ mod tests {
         health.set_failed();
         assert_eq!(get("/healthz").await.0, 503);
         assert_eq!(get("/readyz").await.0, 503);
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn idle_and_slow_connections_cannot_keep_a_probe_out() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let shutdown = CancellationToken::new();
+        let addr = serve(
+            "127.0.0.1:0".parse().unwrap(),
+            StageMetrics::new("fetch"),
+            Health::default(),
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        // Five times the cap of connections that never send a request.
+        let mut idle = Vec::new();
+        for _ in 0..5 * MAX_CONNECTIONS {
+            idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        for _ in 0..3 {
+            let response = client.get(format!("http://{addr}/healthz")).send().await.unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+        }
+        // At most the cap are served: the others were closed to make room.
+        let mut closed = 0;
+        for stream in &mut idle {
+            let mut byte = [0u8; 1];
+            if matches!(
+                tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await,
+                Ok(Ok(0) | Err(_))
+            ) {
+                closed += 1;
+            }
+        }
+        assert!(closed >= 4 * MAX_CONNECTIONS, "{closed} closed");
+        // A client that sends part of its headers and stops is let go.
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        let mut rest = Vec::new();
+        let ended = tokio::time::timeout(HEADER_READ_TIMEOUT * 5, slow.read_to_end(&mut rest)).await;
+        assert!(ended.is_ok(), "closed after the header-read timeout");
         shutdown.cancel();
     }
 

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod descriptors;
 pub mod http;
 pub mod kafka;
 pub mod links;

@@ -59,11 +59,21 @@ pub enum Rejection {
     Query,
     Depth,
     SiteCap,
+    /// A user name or password in the URL: someone's secret, never followed or published.
+    Credentials,
 }
 
 impl Rejection {
-    pub const ALL: [Self; 7] =
-        [Self::Unparsable, Self::Scheme, Self::Extension, Self::Cgi, Self::Query, Self::Depth, Self::SiteCap];
+    pub const ALL: [Self; 8] = [
+        Self::Unparsable,
+        Self::Scheme,
+        Self::Extension,
+        Self::Cgi,
+        Self::Query,
+        Self::Depth,
+        Self::SiteCap,
+        Self::Credentials,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -74,6 +84,7 @@ impl Rejection {
             Rejection::Query => "query",
             Rejection::Depth => "depth",
             Rejection::SiteCap => "site_cap",
+            Rejection::Credentials => "credentials",
         }
     }
 }
@@ -87,6 +98,9 @@ impl LinkRules {
         let parsed = Url::parse(url).map_err(|_| Rejection::Unparsable)?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(Rejection::Scheme);
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(Rejection::Credentials);
         }
         if parsed.query().is_some() && !self.allow_query {
             return Err(Rejection::Query);
@@ -131,6 +145,7 @@ mod tests {
             ("http://a.example/photo.jpg", Rejection::Extension),
             ("http://a.example/paper.pdf", Rejection::Extension),
             ("not a url", Rejection::Unparsable),
+            ("http://user:SECRETPW@a.example/x.html", Rejection::Credentials),
         ] {
             assert_eq!(rules.check(bad, 0), Err(why), "{bad}");
         }

@@ -549,6 +549,16 @@ pub trait Stage: Send + 'static {
     /// Called after the stage's state for `partition` was restored.
     fn on_restored(&mut self, _partition: i32, _state: &mut StateStore<Self::State>) {}
 
+    /// What a restore does with each record it reads, once it decoded and validated,
+    /// before the next is read: given the new value (`None` for a tombstone) and the one
+    /// it replaces, a stage whose bounds are flags brings a record written under larger
+    /// ones within its own, so a restore never holds more than the stage would.
+    fn restored_record_bound(
+        &self,
+    ) -> impl FnMut(Option<&mut Self::State>, Option<&Self::State>) + Send + 'static {
+        |_: Option<&mut Self::State>, _: Option<&Self::State>| {}
+    }
+
     /// Called before the state of a revoked `partition` is dropped.
     fn on_revoked(&mut self, _partition: i32, _state: &StateStore<Self::State>) {}
 
@@ -1148,6 +1158,9 @@ impl<S: Stage> Loop<S> {
         for (partition, key, value) in self.store.take_written() {
             records.push(record(partition, key, Some(&value))?);
         }
+        for (partition, key) in self.store.take_removed() {
+            records.push(record(partition, key, None)?);
+        }
         Ok(records)
     }
 
@@ -1371,6 +1384,7 @@ impl<S: Stage> Loop<S> {
         let records_read = self.ctx.metrics.restored_records.clone();
         let settle_ms = self.args.restore_settle_ms;
         let metadata_timeout = Duration::from_millis(self.args.cluster.startup_timeout_ms);
+        let mut bound = self.stage.restored_record_bound();
         tokio::task::spawn_blocking(move || {
             let restore_error = |partition: i32, reason: String| RuntimeError::Restore {
                 topic: topic.clone(),
@@ -1400,9 +1414,11 @@ impl<S: Stage> Loop<S> {
                 });
                 match read {
                     None => {
+                        bound(None, values.get(key));
                         values.remove(key);
                     }
-                    Some(Ok(value)) => {
+                    Some(Ok(mut value)) => {
+                        bound(Some(&mut value), values.get(key));
                         values.insert(key.to_owned(), value);
                     }
                     Some(Err(error)) => {

@@ -91,6 +91,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     init_tracing(service)?;
+    crate::descriptors::raise_descriptor_limit();
     let ctx = StageContext::new(stage);
     cancel_on_signal(ctx.shutdown.clone())?;
     if let Some(parent) = service.parent_pid {

@@ -11,11 +11,13 @@ pub struct StateStore<S> {
     dirty: HashSet<(i32, String)>,
     /// Changelog writes of values the stage keeps in its own structure.
     written: Vec<(i32, String, S)>,
+    /// Keys the stage dropped from its own structure: tombstones, after `written`.
+    removed: Vec<(i32, String)>,
 }
 
 impl<S> Default for StateStore<S> {
     fn default() -> Self {
-        Self { partitions: HashMap::new(), dirty: HashSet::new(), written: Vec::new() }
+        Self { partitions: HashMap::new(), dirty: HashSet::new(), written: Vec::new(), removed: Vec::new() }
     }
 }
 
@@ -82,6 +84,7 @@ impl<S> StateStore<S> {
         self.partitions.remove(&partition);
         self.dirty.retain(|(p, _)| *p != partition);
         self.written.retain(|(p, _, _)| *p != partition);
+        self.removed.retain(|(p, _)| *p != partition);
     }
 
     /// Hands a restored partition's values to a stage that keeps them in its own
@@ -99,6 +102,17 @@ impl<S> StateStore<S> {
     /// The writes queued by [`write`](Self::write) since the last call, in order.
     pub fn take_written(&mut self) -> Vec<(i32, String, S)> {
         std::mem::take(&mut self.written)
+    }
+
+    /// Queues a tombstone for a key the stage dropped from its own structure; written
+    /// after the batch's [`write`](Self::write)s, so a key must not be both.
+    pub fn write_removal(&mut self, partition: i32, key: String) {
+        self.removed.push((partition, key));
+    }
+
+    /// The tombstones queued by [`write_removal`](Self::write_removal) since the last call.
+    pub fn take_removed(&mut self) -> Vec<(i32, String)> {
+        std::mem::take(&mut self.removed)
     }
 
     /// Keys changed since the last call, with their current value (`None`: deleted).
@@ -159,6 +173,11 @@ mod tests {
         store.drop_partition(5);
         assert_eq!(store.take_written(), vec![(2, "a".to_owned(), 7)]);
         assert!(store.take_written().is_empty());
+        store.write_removal(2, "b".to_owned());
+        store.write_removal(5, "y".to_owned());
+        store.drop_partition(5);
+        assert_eq!(store.take_removed(), vec![(2, "b".to_owned())]);
+        assert!(store.take_removed().is_empty());
         assert!(store.take_dirty().is_empty());
     }
 }

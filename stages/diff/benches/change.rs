@@ -107,6 +107,32 @@ fn bench(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // The page of the probe that took diff past 1.4 GB: 100,000 random words, a tenth
+    // replaced; its versions keep a sample of 7,000 words at most, which is compared.
+    let random = |replaced: u64| -> String {
+        let words = (0..100_000u64).map(|i| {
+            let word = if i < replaced { i ^ 0xDEAD_BEEF } else { i };
+            format!("w{:x}", word.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        });
+        words.collect::<Vec<_>>().join(" ")
+    };
+    let (first, second) = (fetch_result(1, &random(0)), fetch_result(2, &random(10_000)));
+    let mut differ = Differ::new(DiffSettings::default());
+    let mut kept = None;
+    differ.apply(&mut kept, &first);
+    let stored = kept.clone();
+    let mut group = c.benchmark_group("stage_apply_100000_random_words");
+    group.sample_size(20);
+    group.throughput(Throughput::Bytes(second.body.len() as u64));
+    group.bench_function("tenth_replaced", |b| {
+        b.iter(|| {
+            let mut kept = stored.clone();
+            differ.apply(&mut kept, black_box(&second))
+        })
+    });
+    group.bench_function("baseline_page_words", |b| b.iter(|| differ.version_of(black_box(&second))));
+    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -8,32 +8,58 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use crate::degree::{
     cosine_distance, edit_distance, ied_from_lcs, shingle_distance, shingles, term_counts, word_distance,
-    DocumentFrequencies, IedCosts,
+    DocumentFrequencies, IedCosts, DEFAULT_SKETCH_BYTES,
 };
 use crate::lcs::lcs;
+use crate::sample::{at_level, keeps, level_for, sample, NOTHING_KEPT};
 use crate::text::{page_words, CaseFold};
 
-/// A page's word hashes, stored as little-endian bytes: a compact changelog record
-/// (varint-encoding random 64-bit hashes would cost 9 bytes each).
+/// The words kept of a version: their hashes in page order, all of them (level 0) or the
+/// sample at `level` ([`crate::sample`]). Stored as the hashes' little-endian bytes
+/// (varint-encoding random 64-bit hashes would cost 9 bytes each), then the level as one
+/// byte when it is not 0: a record of a whole page reads as it always did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WordHashes(pub Vec<u64>);
+pub struct WordHashes {
+    pub hashes: Vec<u64>,
+    pub level: u8,
+}
+
+impl WordHashes {
+    /// Every word of a page.
+    pub fn whole(hashes: Vec<u64>) -> Self {
+        Self { hashes, level: 0 }
+    }
+
+    /// Bytes they hold.
+    pub fn bytes(&self) -> u64 {
+        (self.hashes.len() as u64).saturating_mul(8)
+    }
+}
 
 impl Serialize for WordHashes {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let bytes: Vec<u8> = self.0.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut bytes: Vec<u8> = self.hashes.iter().flat_map(|w| w.to_le_bytes()).collect();
+        if self.level != 0 {
+            bytes.push(self.level);
+        }
         serializer.serialize_bytes(&bytes)
     }
 }
 
 impl<'de> Deserialize<'de> for WordHashes {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let bytes = serde_bytes::ByteBuf::deserialize(deserializer)?;
-        if bytes.len() % 8 != 0 {
-            return Err(serde::de::Error::invalid_length(bytes.len(), &"a multiple of 8 bytes"));
-        }
-        Ok(Self(
-            bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect(),
-        ))
+        let mut bytes = serde_bytes::ByteBuf::deserialize(deserializer)?.into_vec();
+        let level = match bytes.len() % 8 {
+            0 => 0,
+            1 => match bytes.pop() {
+                Some(level) if level != 0 => level,
+                _ => return Err(serde::de::Error::custom("a sample level of 0 is written as none")),
+            },
+            _ => return Err(serde::de::Error::invalid_length(bytes.len(), &"8 bytes a word, and a level")),
+        };
+        let hashes =
+            bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+        Ok(Self { hashes, level })
     }
 }
 
@@ -49,7 +75,7 @@ pub struct PageVersion {
     pub period: u64,
     /// Words in the visible text.
     pub word_count: u64,
-    /// The first `max_words` of them, hashed.
+    /// The first `max_words` of them, hashed, sampled to at most `max_kept_words`.
     pub words: WordHashes,
 }
 
@@ -73,9 +99,23 @@ pub struct DiffSettings {
     pub shingle_k: u32,
     pub costs: IedCosts,
     pub case_fold: CaseFold,
-    /// Words of a version kept and compared; bounds the state and the work per page.
+    /// Words of a version read and compared; bounds the work per page.
     pub max_words: usize,
+    /// Words of a version kept: more are sampled down to these ([`crate::sample`]).
+    pub max_kept_words: usize,
+    /// Bytes of words kept over every version an instance holds; a version that would
+    /// pass it keeps fewer words, or none.
+    pub max_kept_bytes: u64,
+    /// Bytes of COS's document frequencies.
+    pub cos_sketch_bytes: usize,
 }
+
+/// Words kept of a page by default: 7,000 hashes (56,000 bytes) keep a page's state, its
+/// longest URL (8 KiB) included, within 64 KiB.
+pub const DEFAULT_MAX_KEPT_WORDS: usize = 7_000;
+
+/// Bytes of words kept by an instance by default (`--max-kept-bytes`).
+pub const DEFAULT_MAX_KEPT_BYTES: u64 = 512 << 20;
 
 impl Default for DiffSettings {
     /// The paper's experiments: all metrics, 10-SH, s = t = 0.75.
@@ -86,6 +126,9 @@ impl Default for DiffSettings {
             costs: IedCosts::default(),
             case_fold: CaseFold::None,
             max_words: 100_000,
+            max_kept_words: DEFAULT_MAX_KEPT_WORDS,
+            max_kept_bytes: DEFAULT_MAX_KEPT_BYTES,
+            cos_sketch_bytes: DEFAULT_SKETCH_BYTES,
         }
     }
 }
@@ -96,11 +139,29 @@ impl Default for DiffSettings {
 pub struct Differ {
     settings: DiffSettings,
     corpus: DocumentFrequencies,
+    /// Bytes of words the versions held keep.
+    kept_bytes: u64,
 }
 
 impl Differ {
     pub fn new(settings: DiffSettings) -> Self {
-        Self { settings, corpus: DocumentFrequencies::default() }
+        let corpus = DocumentFrequencies::with_bytes(settings.cos_sketch_bytes);
+        Self { settings, corpus, kept_bytes: 0 }
+    }
+
+    /// Bytes of words the versions held keep (at most `max_kept_bytes`, unless a restore
+    /// brought more than a lowered budget).
+    pub fn kept_bytes(&self) -> u64 {
+        self.kept_bytes
+    }
+
+    /// Words a new version may keep: the page's cap, or what the instance's budget has
+    /// left once `replaced` (the version it takes the place of) is let go.
+    pub fn room_words(&self, replaced: Option<&PageVersion>) -> usize {
+        let freed = replaced.map_or(0, |version| version.words.bytes());
+        let held = self.kept_bytes.saturating_sub(freed);
+        let left = self.settings.max_kept_bytes.saturating_sub(held) / 8;
+        usize::try_from(left).unwrap_or(usize::MAX).min(self.settings.max_kept_words)
     }
 
     pub fn settings(&self) -> &DiffSettings {
@@ -111,18 +172,55 @@ impl Differ {
         &self.corpus
     }
 
-    /// Counts a held version in COS's document frequencies (after a restore).
+    /// Counts a held version in the kept bytes and COS's document frequencies (also
+    /// after a restore).
     pub fn hold(&mut self, version: &PageVersion) {
+        self.kept_bytes = self.kept_bytes.saturating_add(version.words.bytes());
         if self.settings.baselines.cos {
-            self.corpus.add(&term_counts(&version.words.0));
+            self.corpus.add(&term_counts(&version.words.hashes));
         }
     }
 
     /// Stops counting a version (replaced, or its partition revoked).
     pub fn release(&mut self, version: &PageVersion) {
+        self.kept_bytes = self.kept_bytes.saturating_sub(version.words.bytes());
         if self.settings.baselines.cos {
-            self.corpus.remove(&term_counts(&version.words.0));
+            self.corpus.remove(&term_counts(&version.words.hashes));
         }
+    }
+
+    /// Brings a version kept under larger caps (restored from an earlier build, or one
+    /// with other flags) within `room` words, sampling it further.
+    pub fn fit(version: &mut PageVersion, room: usize) {
+        let words = &mut version.words;
+        if words.level == NOTHING_KEPT || words.hashes.len() <= room {
+            return;
+        }
+        let level = if room == 0 { NOTHING_KEPT } else { level_for(&words.hashes, room).max(words.level) };
+        words.hashes.retain(|&word| keeps(word, level));
+        words.hashes.shrink_to_fit();
+        words.level = level;
+    }
+
+    /// The degrees between two versions' kept words, compared at the coarser of their
+    /// samples; `None` when nothing kept can tell (a version kept no words).
+    fn sampled_degrees(
+        &self,
+        before: &PageVersion,
+        after: &PageVersion,
+        bytes_changed: bool,
+        truncated: bool,
+    ) -> Option<ChangeDegrees> {
+        let level = before.words.level.max(after.words.level);
+        if level == NOTHING_KEPT {
+            return None;
+        }
+        let old = at_level(&before.words.hashes, before.words.level, level);
+        let new = at_level(&after.words.hashes, after.words.level, level);
+        if old.is_empty() && new.is_empty() && (before.word_count > 0 || after.word_count > 0) {
+            return None;
+        }
+        Some(self.degrees(&old, &new, bytes_changed, truncated))
     }
 
     /// Every degree between two word sequences; `bytes_changed` decides BW.
@@ -172,22 +270,26 @@ impl Differ {
         }
     }
 
-    /// The version a download yields.
+    /// The version a download yields, keeping at most the page's cap of words.
     pub fn version_of(&self, result: &FetchResult) -> (PageVersion, &'static str) {
+        self.version_within(result, self.settings.max_kept_words)
+    }
+
+    /// The version a download yields, keeping at most `room` words.
+    pub fn version_within(&self, result: &FetchResult, room: usize) -> (PageVersion, &'static str) {
         let text = page_words(&result.body, result.content_type.as_deref(), self.settings.case_fold);
         let word_count = text.words.len() as u64;
         let mut words = text.words;
         words.truncate(self.settings.max_words);
-        // The version is kept in memory until the page's next download: without this it
-        // would hold the whole page's allocation (45 MB for 8 MiB of one-letter words).
-        words.shrink_to_fit();
+        let (level, words) =
+            if room == 0 && !words.is_empty() { (NOTHING_KEPT, Vec::new()) } else { sample(words, room) };
         let version = PageVersion {
             content_hash: xxh3_128(&result.body),
             text_hash: text.text_hash,
             size_bytes: result.size_bytes,
             period: result.period,
             word_count,
-            words: WordHashes(words),
+            words: WordHashes { hashes: words, level },
         };
         (version, text.encoding)
     }
@@ -202,7 +304,8 @@ impl Differ {
         let newest = previous.is_some() || kept.is_none();
         let (current, encoding) = match result.outcome {
             FetchOutcome::Downloaded => {
-                let (version, encoding) = self.version_of(result);
+                let room = self.room_words(kept.as_ref().filter(|_| newest));
+                let (version, encoding) = self.version_within(result, room);
                 (Some(version), Some(encoding.to_owned()))
             }
             // 304: a download whose content equals the previous one. Without a previous
@@ -219,14 +322,15 @@ impl Differ {
         let text_changed = compared.map(|(before, after)| before.text_hash != after.text_hash);
         let degrees = compared.map(|(before, after)| {
             let bytes_changed = before.content_hash != after.content_hash;
-            let truncated = before.word_count > before.words.0.len() as u64
-                || after.word_count > after.words.0.len() as u64;
+            let truncated = before.word_count > before.words.hashes.len() as u64
+                || after.word_count > after.words.hashes.len() as u64;
             if before.text_hash == after.text_hash {
-                self.unchanged_text(bytes_changed, truncated)
+                Some(self.unchanged_text(bytes_changed, truncated))
             } else {
-                self.degrees(&before.words.0, &after.words.0, bytes_changed, truncated)
+                self.sampled_degrees(before, after, bytes_changed, truncated)
             }
         });
+        let degrees = degrees.flatten();
         let event = ChangeEvent {
             page: PageRef::new(&result.url, &result.host),
             period: result.period,
@@ -300,7 +404,7 @@ mod tests {
         assert!(event.downloaded && event.first_seen);
         assert_eq!((event.changed, event.text_changed, event.degrees), (None, None, None));
         assert_eq!((event.words, event.encoding.as_deref()), (Some(2), Some("UTF-8")));
-        assert_eq!(kept.map(|k| k.words.0.len()), Some(2));
+        assert_eq!(kept.map(|k| k.words.hashes.len()), Some(2));
         assert_eq!(differ.corpus().documents(), 1);
     }
 
@@ -397,11 +501,91 @@ mod tests {
         assert_eq!(differ.corpus().documents(), 0, "COS off: no corpus kept");
     }
 
+    /// A page of `words` distinct random words, the `changed` first ones replaced.
+    fn random_page(period: u64, words: usize, changed: usize) -> FetchResult {
+        let text: Vec<String> = (0..words)
+            .map(|i| {
+                if i < changed {
+                    format!("new{i}x")
+                } else {
+                    format!("w{:x}", crate::degree::mix(i as u64))
+                }
+            })
+            .collect();
+        FetchResult {
+            content_type: Some("text/plain".into()),
+            ..result(period, FetchOutcome::Downloaded, &text.join(" "))
+        }
+    }
+
+    #[test]
+    fn a_page_of_100000_random_words_keeps_its_sample_within_64_kib() {
+        let mut differ = Differ::default();
+        let mut kept = None;
+        differ.apply(&mut kept, &random_page(1, 100_000, 0));
+        let version = kept.clone().expect("kept");
+        assert_eq!(version.word_count, 100_000);
+        assert!(version.words.hashes.len() <= DEFAULT_MAX_KEPT_WORDS && version.words.level > 0);
+        assert_eq!(version.words.hashes.capacity(), version.words.hashes.len());
+        assert_eq!(differ.kept_bytes(), version.words.bytes());
+        let state = crate::DiffState { last_period: 1, version: Some(version), applied_before: Some(0) };
+        let record = recrawl_schemas::encode(&state).expect("encode");
+        assert!(record.len() + recrawl_schemas::bounds::MAX_URL_BYTES < 64 << 10, "{} bytes", record.len());
+        assert_eq!(recrawl_schemas::decode::<crate::DiffState>(&record).expect("decode"), state);
+        // A tenth of the words replaced: the samples measure about a tenth.
+        let event = differ.apply(&mut kept, &random_page(2, 100_000, 10_000));
+        let degrees = event.degrees.expect("compared");
+        assert!(degrees.truncated);
+        assert!((degrees.ied - 0.1).abs() < 0.02, "{degrees:?}");
+        assert!(degrees.wd.is_some_and(|wd| (wd - 0.1).abs() < 0.02), "{degrees:?}");
+        assert_eq!(differ.corpus().documents(), 1);
+    }
+
+    #[test]
+    fn past_the_instance_budget_versions_keep_fewer_words_then_none_but_still_compare() {
+        let budget = 8 * 150;
+        let settings =
+            DiffSettings { max_kept_words: 100, max_kept_bytes: budget, ..DiffSettings::default() };
+        let mut differ = Differ::new(settings);
+        let mut pages = vec![None; 100];
+        for page in &mut pages {
+            differ.apply(page, &random_page(1, 1000, 0));
+            assert!(differ.kept_bytes() <= budget);
+        }
+        let levels: Vec<u8> = pages.iter().flatten().map(|v| v.words.level).collect();
+        assert!(levels[0] > 0 && levels.is_sorted(), "each page samples more coarsely: {levels:?}");
+        let spent = levels.iter().position(|&level| level == NOTHING_KEPT).expect("the budget is spent");
+        assert!(levels[spent..].iter().all(|&level| level == NOTHING_KEPT));
+        // Past it a page is still compared: whether it changed, but no degrees.
+        let event = differ.apply(&mut pages[spent], &random_page(2, 1000, 5));
+        assert_eq!((event.changed, event.text_changed, event.degrees), (Some(true), Some(true), None));
+        // A page replaced frees its words for its own next version.
+        let event = differ.apply(&mut pages[0], &random_page(2, 1000, 100));
+        assert!(event.degrees.is_some_and(|d| d.ied > 0.0));
+        assert!(pages[0].as_ref().is_some_and(|v| !v.words.hashes.is_empty()));
+        assert!(differ.kept_bytes() <= budget);
+    }
+
+    #[test]
+    fn a_restored_version_is_fitted_within_the_room_it_gets() {
+        let mut version = Differ::new(DiffSettings { max_kept_words: usize::MAX, ..DiffSettings::default() })
+            .version_of(&random_page(1, 20_000, 0))
+            .0;
+        assert_eq!((version.words.hashes.len(), version.words.level), (20_000, 0));
+        Differ::fit(&mut version, 5_000);
+        assert!(version.words.hashes.len() <= 5_000 && version.words.level >= 2);
+        let level = version.words.level;
+        Differ::fit(&mut version, 5_000);
+        assert_eq!(version.words.level, level, "already within: unchanged");
+        Differ::fit(&mut version, 0);
+        assert_eq!((version.words.hashes.len(), version.words.level), (0, NOTHING_KEPT));
+    }
+
     #[test]
     fn a_kept_version_holds_no_more_than_its_words() {
         let differ = Differ::new(DiffSettings { max_words: 3, ..DiffSettings::default() });
         let (version, _) = differ.version_of(&result(1, FetchOutcome::Downloaded, &"a ".repeat(100_000)));
         assert_eq!(version.word_count, 100_000);
-        assert_eq!((version.words.0.len(), version.words.0.capacity()), (3, 3));
+        assert_eq!((version.words.hashes.len(), version.words.hashes.capacity()), (3, 3));
     }
 }

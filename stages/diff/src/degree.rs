@@ -326,31 +326,92 @@ pub fn word_distance(a: &[(u64, u32)], b: &[(u64, u32)]) -> f64 {
     1.0 - 2.0 * common as f64 / total as f64
 }
 
-/// Document frequencies over the documents a diff instance holds, for COS's IDF.
-#[derive(Debug, Default, Clone)]
+/// Document frequencies over the documents a diff instance holds, for COS's IDF, in a
+/// count-min sketch of a fixed size (`--cos-sketch-bytes`): [`ROWS`] rows of counters, a
+/// word counted in one counter of each and its frequency read as the least of them. A
+/// table of every distinct word would grow with the web (a page of 100,000 random words
+/// adds 100,000 entries); the sketch never does. Collisions only add: a frequency is
+/// never under-read, and is over-read by about (distinct words held) / (counters per row)
+/// at worst, which lowers a rare word's IDF (BENCHMARKS.md measures it).
+#[derive(Debug, Clone)]
 pub struct DocumentFrequencies {
-    frequencies: PrehashedMap<u32>,
+    /// `ROWS` rows of `width` counters, allocated at the first document.
+    counters: Vec<u32>,
+    width: usize,
     documents: u64,
+    /// Counters of the first row above 0, for the vocabulary's estimate.
+    occupied: usize,
+}
+
+/// Rows of the sketch: two take the error of one row down to what collisions in both
+/// give, at twice the lookups.
+pub const ROWS: usize = 2;
+
+/// The sketch's size by default: 2 rows of 4 Mi counters.
+pub const DEFAULT_SKETCH_BYTES: usize = 32 << 20;
+
+/// Independent row hashes of an already uniform word hash.
+const ROW_SEEDS: [u64; ROWS] = [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F];
+
+impl Default for DocumentFrequencies {
+    fn default() -> Self {
+        Self::with_bytes(DEFAULT_SKETCH_BYTES)
+    }
 }
 
 impl DocumentFrequencies {
+    /// A sketch of at most `bytes` (at least one counter a row).
+    pub fn with_bytes(bytes: usize) -> Self {
+        let width = bytes.checked_div(ROWS.saturating_mul(std::mem::size_of::<u32>())).unwrap_or(0).max(1);
+        Self { counters: Vec::new(), width, documents: 0, occupied: 0 }
+    }
+
+    /// Bytes the sketch holds once a document was counted.
+    pub fn bytes(&self) -> usize {
+        self.width.saturating_mul(ROWS).saturating_mul(std::mem::size_of::<u32>())
+    }
+
+    fn cells(&self, word: u64) -> [usize; ROWS] {
+        let width = self.width as u64;
+        let mut cells = [0; ROWS];
+        for (row, (cell, seed)) in cells.iter_mut().zip(ROW_SEEDS).enumerate() {
+            // Multiply-shift onto [0, width): uniform for a uniform 64-bit input, and a
+            // 64 × 64-bit product never overflows 128 bits.
+            let spread = u128::from(mix(word ^ seed)).wrapping_mul(u128::from(width)) >> 64;
+            *cell = row.saturating_mul(self.width).saturating_add(spread as usize);
+        }
+        cells
+    }
+
     /// Counts a document given its term counts.
     pub fn add(&mut self, terms: &[(u64, u32)]) {
+        if self.counters.is_empty() {
+            self.counters = vec![0; self.width.saturating_mul(ROWS)];
+        }
         self.documents = self.documents.saturating_add(1);
-        for (word, _) in terms {
-            let frequency = self.frequencies.entry(*word).or_insert(0);
-            *frequency = frequency.saturating_add(1);
+        for &(word, _) in terms {
+            for cell in self.cells(word) {
+                let counter = &mut self.counters[cell];
+                if *counter == 0 && cell < self.width {
+                    self.occupied = self.occupied.saturating_add(1);
+                }
+                *counter = counter.saturating_add(1);
+            }
         }
     }
 
     /// Forgets a document counted before.
     pub fn remove(&mut self, terms: &[(u64, u32)]) {
+        if self.counters.is_empty() {
+            return;
+        }
         self.documents = self.documents.saturating_sub(1);
-        for (word, _) in terms {
-            if let Some(frequency) = self.frequencies.get_mut(word) {
-                *frequency = frequency.saturating_sub(1);
-                if *frequency == 0 {
-                    self.frequencies.remove(word);
+        for &(word, _) in terms {
+            for cell in self.cells(word) {
+                let counter = &mut self.counters[cell];
+                *counter = counter.saturating_sub(1);
+                if *counter == 0 && cell < self.width {
+                    self.occupied = self.occupied.saturating_sub(1);
                 }
             }
         }
@@ -360,16 +421,39 @@ impl DocumentFrequencies {
         self.documents
     }
 
-    /// Distinct words counted.
+    /// Distinct words counted, estimated from the share of the first row's counters in
+    /// use (linear counting): exact while they are few, within a few percent up to about
+    /// the row's width.
     pub fn vocabulary(&self) -> usize {
-        self.frequencies.len()
+        if self.occupied >= self.width {
+            return self.width.saturating_mul(8);
+        }
+        let width = self.width as f64;
+        (-width * (1.0 - self.occupied as f64 / width).ln()).round() as usize
+    }
+
+    /// The document frequency of `word`: never less than the true one.
+    pub fn frequency(&self, word: u64) -> u32 {
+        if self.counters.is_empty() {
+            return 0;
+        }
+        self.cells(word).into_iter().map(|cell| self.counters[cell]).min().unwrap_or(0)
     }
 
     /// idf(w) = ln((N + 1)/(df(w) + 1)) + 1.
     pub fn idf(&self, word: u64) -> f64 {
-        let frequency = self.frequencies.get(&word).copied().unwrap_or(0);
-        ((self.documents as f64 + 1.0) / (f64::from(frequency) + 1.0)).ln() + 1.0
+        ((self.documents as f64 + 1.0) / (f64::from(self.frequency(word)) + 1.0)).ln() + 1.0
     }
+}
+
+/// A bijective mix of 64 bits (MurmurHash3's finaliser): every output bit depends on
+/// every input bit, so rows and samples seeded apart are independent.
+pub fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    x ^ (x >> 33)
 }
 
 /// COS: 1 − cos(v_a, v_b) of TF·IDF vectors; term frequencies alone without `corpus`.
@@ -564,6 +648,25 @@ mod tests {
         corpus.remove(&term_counts(&words("common filler")));
         assert_eq!(corpus.documents(), 9);
         assert_eq!(corpus.vocabulary(), 2);
+        assert_eq!((corpus.frequency(words("common")[0]), corpus.frequency(words("rare")[0])), (9, 0));
+    }
+
+    #[test]
+    fn the_sketch_never_grows_and_never_under_reads() {
+        // 16 counters a row for 2,000 distinct words: every counter is shared.
+        let mut corpus = DocumentFrequencies::with_bytes(128);
+        let documents: Vec<Vec<(u64, u32)>> =
+            (0..20u64).map(|d| term_counts(&(d * 100..d * 100 + 100).collect::<Vec<_>>())).collect();
+        for document in &documents {
+            corpus.add(document);
+        }
+        assert_eq!(corpus.bytes(), 128);
+        assert!((0..2000).all(|word| corpus.frequency(word) >= 1));
+        for document in &documents {
+            corpus.remove(document);
+        }
+        assert!((0..2000).all(|word| corpus.frequency(word) == 0), "every count taken back");
+        assert_eq!((corpus.documents(), corpus.vocabulary()), (0, 0));
     }
 
     proptest! {

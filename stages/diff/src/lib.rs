@@ -10,6 +10,7 @@ pub mod criteria;
 pub mod degree;
 pub mod lcs;
 pub mod offline;
+pub mod sample;
 pub mod text;
 
 use std::time::Instant;
@@ -18,16 +19,20 @@ use clap::{Args, ValueEnum};
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
 use recrawl_common::config::unit_interval;
 use recrawl_common::metrics::registered;
-use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
+use recrawl_common::runtime::{run_stage, DeadLetterKind, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
-use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_model::PeriodClock;
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
 use recrawl_schemas::{bounds, ChangeEvent, Format, Message};
 use serde::{Deserialize, Serialize};
 
-use crate::change::{Baselines, DiffSettings, Differ, PageVersion};
-use crate::degree::IedCosts;
+use crate::change::{
+    Baselines, DiffSettings, Differ, PageVersion, DEFAULT_MAX_KEPT_BYTES, DEFAULT_MAX_KEPT_WORDS,
+};
+use crate::degree::{IedCosts, DEFAULT_SKETCH_BYTES};
+use crate::sample::NOTHING_KEPT;
 use crate::text::CaseFold;
 
 pub const STAGE: &str = "diff";
@@ -57,6 +62,15 @@ pub struct CompareArgs {
     /// Case folding before words are hashed.
     #[arg(long, env = "RECRAWL_DIFF_CASE_FOLD", value_enum, default_value_t = CaseFold::None)]
     pub case_fold: CaseFold,
+    /// Words of a page read and compared (the first ones): bounds the work a huge page costs.
+    #[arg(long, env = "RECRAWL_DIFF_MAX_WORDS", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_words: u64,
+    /// Words of a page kept for the next comparison: past it, a sample chosen by hash
+    /// (the same words in every version), 8 bytes each.
+    #[arg(long, env = "RECRAWL_DIFF_MAX_KEPT_WORDS", default_value_t = DEFAULT_MAX_KEPT_WORDS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_kept_words: u64,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -76,10 +90,18 @@ pub struct DiffArgs {
         default_value = "cos,wd,ed,sh"
     )]
     pub metrics: Vec<Baseline>,
-    /// Words of a page kept and compared: bounds state size and the work a huge page costs.
-    #[arg(long, env = "RECRAWL_DIFF_MAX_WORDS", default_value_t = 100_000,
-          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub max_words: u64,
+    /// Bytes of words kept over every page the instance holds; past it a new version
+    /// keeps fewer words, or none (its next comparison then says whether the page
+    /// changed, without degrees).
+    #[arg(long, env = "RECRAWL_DIFF_MAX_KEPT_BYTES", default_value_t = DEFAULT_MAX_KEPT_BYTES,
+          value_parser = clap::value_parser!(u64).range(0..=1 << 44))]
+    pub max_kept_bytes: u64,
+    /// Bytes of COS's document frequencies (a count-min sketch of a fixed size).
+    #[arg(long, env = "RECRAWL_DIFF_COS_SKETCH_BYTES", default_value_t = DEFAULT_SKETCH_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(1024..=1 << 34))]
+    pub cos_sketch_bytes: u64,
+    #[command(flatten)]
+    pub clock: PeriodClock,
 }
 
 impl DiffArgs {
@@ -92,7 +114,8 @@ impl DiffArgs {
                 ed: on(Baseline::Ed),
                 sh: on(Baseline::Sh),
             },
-            max_words: self.max_words as usize,
+            max_kept_bytes: self.max_kept_bytes,
+            cos_sketch_bytes: usize::try_from(self.cos_sketch_bytes).unwrap_or(usize::MAX),
             ..self.compare.settings()
         }
     }
@@ -104,6 +127,8 @@ impl CompareArgs {
             shingle_k: self.k,
             costs: IedCosts { s: self.s, t: self.t },
             case_fold: self.case_fold,
+            max_words: usize::try_from(self.max_words).unwrap_or(usize::MAX),
+            max_kept_words: usize::try_from(self.max_kept_words).unwrap_or(usize::MAX),
             ..DiffSettings::default()
         }
     }
@@ -200,10 +225,13 @@ struct DiffMetrics {
     compare_seconds: Histogram,
     corpus_documents: IntGauge,
     corpus_words: IntGauge,
+    kept_bytes: IntGauge,
+    versions_kept: IntCounterVec,
+    reset: prometheus::IntCounter,
 }
 
 impl DiffMetrics {
-    fn register(registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
+    fn register(registry: &prometheus::Registry, sketch: usize) -> Result<Self, prometheus::Error> {
         let events = registered(
             registry,
             IntCounterVec::new(
@@ -243,7 +271,42 @@ impl DiffMetrics {
             registry,
             IntGauge::new("diff_corpus_words", "Distinct words in COS's document frequencies.")?,
         )?;
+        let kept_bytes = registered(
+            registry,
+            IntGauge::new(
+                "diff_kept_word_bytes",
+                "Bytes of word hashes the pages held keep (at most --max-kept-bytes).",
+            )?,
+        )?;
+        let sketch_bytes = registered(
+            registry,
+            IntGauge::new(
+                "diff_cos_sketch_bytes",
+                "Bytes of COS's document frequencies (--cos-sketch-bytes).",
+            )?,
+        )?;
+        let versions_kept = registered(
+            registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "diff_versions_kept_total",
+                    "Downloads kept as a page's version, by what was kept of its words: all, a sample (past --max-kept-words, or what --max-kept-bytes left), none (the budget spent: its next comparison has no degrees).",
+                ),
+                &["words"],
+            )?,
+        )?;
+        let reset = registered(
+            registry,
+            prometheus::IntCounter::new(
+                "diff_states_reset_total",
+                "Pages whose kept state was of a period not yet begun (a record from the future before diff checked periods, or a wrong clock): dropped at the page's next result, which is then its first.",
+            )?,
+        )?;
+        sketch_bytes.set(i64::try_from(sketch).unwrap_or(i64::MAX));
         // At 0 from the start, so an alert sees the first of each.
+        for words in ["all", "sample", "none"] {
+            versions_kept.with_label_values(&[words]).reset();
+        }
         for result in ["first_seen", "changed", "text_unchanged", "unchanged", "uncompared", "not_downloaded"]
         {
             events.with_label_values(&[result]).reset();
@@ -251,7 +314,16 @@ impl DiffMetrics {
         for (name, _) in change::METRICS {
             let _empty = degrees.with_label_values(&[name]);
         }
-        Ok(Self { events, degrees, compare_seconds, corpus_documents, corpus_words })
+        Ok(Self {
+            events,
+            degrees,
+            compare_seconds,
+            corpus_documents,
+            corpus_words,
+            kept_bytes,
+            versions_kept,
+            reset,
+        })
     }
 
     fn record(&self, event: &ChangeEvent) {
@@ -276,6 +348,17 @@ impl DiffMetrics {
     fn corpus(&self, differ: &Differ) {
         self.corpus_documents.set(differ.corpus().documents() as i64);
         self.corpus_words.set(differ.corpus().vocabulary() as i64);
+        self.kept_bytes.set(i64::try_from(differ.kept_bytes()).unwrap_or(i64::MAX));
+    }
+
+    /// Counts what was kept of a download now held as its page's version.
+    fn kept(&self, version: &PageVersion) {
+        let words = match version.words.level {
+            0 => "all",
+            NOTHING_KEPT => "none",
+            _ => "sample",
+        };
+        self.versions_kept.with_label_values(&[words]).inc();
     }
 }
 
@@ -283,11 +366,42 @@ impl DiffMetrics {
 pub struct Diff {
     differ: Differ,
     metrics: DiffMetrics,
+    clock: PeriodClock,
 }
 
 impl Diff {
-    pub fn new(settings: DiffSettings, registry: &prometheus::Registry) -> Result<Self, prometheus::Error> {
-        Ok(Self { differ: Differ::new(settings), metrics: DiffMetrics::register(registry)? })
+    pub fn new(
+        settings: DiffSettings,
+        clock: PeriodClock,
+        registry: &prometheus::Registry,
+    ) -> Result<Self, prometheus::Error> {
+        let metrics = DiffMetrics::register(registry, settings.cos_sketch_bytes)?;
+        Ok(Self { differ: Differ::new(settings), metrics, clock })
+    }
+}
+
+impl Diff {
+    /// Drops the state of `url` if its latest period has not begun: a record from the
+    /// future, kept before diff checked periods (or under a wrong clock), would take every
+    /// real result of the URL for a late one, compared with nothing. Its next result is
+    /// then its first.
+    fn forget_if_from_the_future(
+        &mut self,
+        state: &mut StateStore<DiffState>,
+        partition: i32,
+        url: &str,
+        now_ms: i64,
+    ) {
+        let Some(ahead) =
+            state.get(partition, url).and_then(|page| self.clock.ahead(page.last_period, now_ms))
+        else {
+            return;
+        };
+        tracing::warn!(url, ahead, "a page's kept state is from the future: starting it afresh");
+        if let Some(version) = state.remove(partition, url).and_then(|page| page.version) {
+            self.differ.release(&version);
+        }
+        self.metrics.reset.inc();
     }
 }
 
@@ -304,8 +418,16 @@ impl Stage for Diff {
         state: &mut StateStore<DiffState>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
+        let now_ms = unix_ms();
         for record in batch {
             let Some(result) = out.decode_keyed(&record, FETCH_RESULTS) else { continue };
+            // Kept, it would make every real result of the URL look late: compared with
+            // nothing, for good.
+            if let Some(ahead) = self.clock.ahead(result.period, now_ms) {
+                out.dead_letter(&record, DeadLetterKind::Invalid, ahead);
+                continue;
+            }
+            self.forget_if_from_the_future(state, record.partition, &result.url, now_ms);
             if state.get(record.partition, &result.url).is_some_and(|s| s.is_replay(result.period)) {
                 continue;
             }
@@ -313,6 +435,11 @@ impl Stage for Diff {
                 .get_or_insert_with(record.partition, &result.url, || DiffState::starting_at(result.period));
             let started = Instant::now();
             let event = self.differ.apply(&mut page.version, &result);
+            if let Some(version) = page.version.as_ref().filter(|v| {
+                result.outcome == recrawl_schemas::FetchOutcome::Downloaded && v.period == result.period
+            }) {
+                self.metrics.kept(version);
+            }
             page.mark_applied(result.period);
             self.metrics.compare_seconds.observe(started.elapsed().as_secs_f64());
             self.metrics.record(&event);
@@ -328,6 +455,28 @@ impl Stage for Diff {
                 self.differ.hold(version);
             }
         }
+        self.metrics.corpus(&self.differ);
+    }
+
+    /// Each record as it is read: a version kept under larger caps (an earlier build,
+    /// other flags) is sampled down to the page's cap and to what the budget has left, so
+    /// a restore needs no more memory than the stage at work. A record replacing an
+    /// earlier one of its key (a changelog not yet compacted) gives its words back first.
+    fn restored_record_bound(
+        &self,
+    ) -> impl FnMut(Option<&mut DiffState>, Option<&DiffState>) + Send + 'static {
+        let settings = self.differ.settings();
+        let (per_page, budget) = (settings.max_kept_words, settings.max_kept_bytes);
+        let mut held = self.differ.kept_bytes();
+        let words = |page: &DiffState| page.version.as_ref().map_or(0, |version| version.words.bytes());
+        move |page: Option<&mut DiffState>, replaced: Option<&DiffState>| {
+            held = held.saturating_sub(replaced.map_or(0, words));
+            if let Some(version) = page.and_then(|page| page.version.as_mut()) {
+                let left = usize::try_from(budget.saturating_sub(held) / 8).unwrap_or(usize::MAX);
+                Differ::fit(version, per_page.min(left));
+                held = held.saturating_add(version.words.bytes());
+            }
+        }
     }
 
     fn on_revoked(&mut self, partition: i32, state: &StateStore<DiffState>) {
@@ -336,12 +485,13 @@ impl Stage for Diff {
                 self.differ.release(version);
             }
         }
+        self.metrics.corpus(&self.differ);
     }
 }
 
 /// Runs the diff stage until `ctx.shutdown`.
 pub async fn run(args: DiffArgs, ctx: StageContext) -> Result<(), RuntimeError> {
-    let diff = Diff::new(args.settings(), ctx.metrics.registry())
+    let diff = Diff::new(args.settings(), args.clock, ctx.metrics.registry())
         .map_err(|source| SetupError::Metrics { stage: STAGE, source })?;
     run_stage(diff, &args.kafka, ctx).await
 }
@@ -356,6 +506,7 @@ pub async fn main(args: DiffArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::change::WordHashes;
+    use recrawl_schemas::FetchResult;
 
     #[test]
     fn the_state_round_trips_through_the_envelope() {
@@ -367,13 +518,21 @@ mod tests {
                 size_bytes: 9,
                 period: 4,
                 word_count: 3,
-                words: WordHashes(vec![1, u64::MAX, 42]),
+                words: WordHashes::whole(vec![1, u64::MAX, 42]),
             }),
             applied_before: Some(0b101),
         };
         let bytes = recrawl_schemas::encode(&state).expect("encode");
         assert_eq!(recrawl_schemas::decode::<DiffState>(&bytes).expect("decode"), state);
         assert_eq!(state.validate(), Ok(()));
+        // A sample's level rides after the hashes; a whole page's record is as before.
+        let mut sampled = state.clone();
+        if let Some(version) = &mut sampled.version {
+            version.words.level = 3;
+        }
+        let sampled_bytes = recrawl_schemas::encode(&sampled).expect("encode");
+        assert_eq!(sampled_bytes.len(), bytes.len() + 1);
+        assert_eq!(recrawl_schemas::decode::<DiffState>(&sampled_bytes).expect("decode"), sampled);
         // A size past what a change event may carry would make every event of the URL
         // one its readers refuse.
         let forged = DiffState {
@@ -381,6 +540,32 @@ mod tests {
             ..state
         };
         assert!(forged.validate().is_err_and(|error| error.starts_with("version.size_bytes")));
+    }
+
+    #[test]
+    fn a_state_from_the_future_is_forgotten_and_the_next_download_kept() {
+        let registry = prometheus::Registry::new();
+        let clock = PeriodClock { period_ms: 60_000, epoch_unix_ms: 0 };
+        let mut diff = Diff::new(DiffSettings::default(), clock, &registry).unwrap();
+        let url = "http://a.test/page.html";
+        let now_ms = 10 * 60_000;
+        let forged = FetchResult::html_page(url, "a.test", bounds::MAX_PERIOD, "<p>from the future</p>");
+        let mut store = StateStore::default();
+        let page = store.get_or_insert_with(0, url, || DiffState::starting_at(forged.period));
+        diff.differ.apply(&mut page.version, &forged);
+        page.mark_applied(forged.period);
+        assert!(diff.differ.kept_bytes() > 0);
+        // A URL whose state is of a period begun is left alone.
+        diff.forget_if_from_the_future(&mut store, 0, "http://a.test/other.html", now_ms);
+        let real = FetchResult::html_page(url, "a.test", 9, "<p>today</p>");
+        assert!(!store.get(0, url).unwrap().is_replay(real.period), "taken as new, yet late:");
+        diff.forget_if_from_the_future(&mut store, 0, url, now_ms);
+        assert!(store.get(0, url).is_none());
+        assert_eq!(diff.differ.kept_bytes(), 0, "its version let go");
+        assert_eq!(diff.metrics.reset.get(), 1);
+        let page = store.get_or_insert_with(0, url, || DiffState::starting_at(real.period));
+        let event = diff.differ.apply(&mut page.version, &real);
+        assert!(event.first_seen && page.version.as_ref().is_some_and(|v| v.period == 9));
     }
 
     #[test]

@@ -21,7 +21,8 @@ fn main() -> ExitCode {
                 let read = |path: &std::path::Path| {
                     std::fs::read(path).with_context(|| format!("reading {}", path.display()))
                 };
-                let result = score(&read(&args.old)?, &read(&args.new)?, args.input(), &args.compare);
+                let result =
+                    score(&read(&args.old)?, &read(&args.new)?, args.input(), &args.compare, args.all_words);
                 print_line(serde_json::to_string(&result)?)?;
                 Ok(())
             }

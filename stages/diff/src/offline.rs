@@ -9,6 +9,7 @@ use serde::Serialize;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
 
 use crate::change::{DiffSettings, Differ};
+use crate::sample::{at_level, sample};
 use crate::text::{page_words, word_hashes};
 use crate::CompareArgs;
 
@@ -45,6 +46,10 @@ pub struct ScoreArgs {
     pub words: bool,
     #[command(flatten)]
     pub compare: CompareArgs,
+    /// Compare every word, past --max-words and --max-kept-words (by default the stage's
+    /// caps apply, so the scores are the stage's).
+    #[arg(long)]
+    pub all_words: bool,
 }
 
 impl ScoreArgs {
@@ -62,6 +67,12 @@ impl ScoreArgs {
 pub struct Score {
     pub words_old: usize,
     pub words_new: usize,
+    /// Words compared of each: the first --max-words, sampled as the stage keeps them
+    /// past --max-kept-words.
+    pub compared_old: usize,
+    pub compared_new: usize,
+    /// Whether only part of a document's words were compared.
+    pub truncated: bool,
     pub bw: f64,
     pub cos: f64,
     /// How COS weighted terms: one pair has no corpus, so term frequencies only.
@@ -88,15 +99,33 @@ pub fn read_words(bytes: &[u8], input: InputKind, settings: &DiffSettings) -> Ve
     }
 }
 
-/// Scores two documents given as bytes.
-pub fn score(old: &[u8], new: &[u8], input: InputKind, compare: &CompareArgs) -> Score {
-    let settings = compare.settings();
+/// `words` as the stage keeps them: the first `max_words`, sampled to `max_kept_words`.
+fn as_kept(mut words: Vec<u64>, settings: &DiffSettings) -> (u8, Vec<u64>) {
+    words.truncate(settings.max_words);
+    sample(words, settings.max_kept_words)
+}
+
+/// Scores two documents given as bytes, under the stage's caps unless `all_words`.
+pub fn score(old: &[u8], new: &[u8], input: InputKind, compare: &CompareArgs, all_words: bool) -> Score {
+    let mut settings = compare.settings();
+    if all_words {
+        (settings.max_words, settings.max_kept_words) = (usize::MAX, usize::MAX);
+    }
     let (old_words, new_words) = (read_words(old, input, &settings), read_words(new, input, &settings));
+    let (words_old, words_new) = (old_words.len(), new_words.len());
+    let ((old_level, old_kept), (new_level, new_kept)) =
+        (as_kept(old_words, &settings), as_kept(new_words, &settings));
+    let level = old_level.max(new_level);
+    let (old_kept, new_kept) = (at_level(&old_kept, old_level, level), at_level(&new_kept, new_level, level));
+    let truncated = old_kept.len() < words_old || new_kept.len() < words_new;
     let differ = Differ::new(settings.clone());
-    let degrees = differ.degrees(&old_words, &new_words, xxh3_128(old) != xxh3_128(new), false);
+    let degrees = differ.degrees(&old_kept, &new_kept, xxh3_128(old) != xxh3_128(new), truncated);
     Score {
-        words_old: old_words.len(),
-        words_new: new_words.len(),
+        words_old,
+        words_new,
+        compared_old: old_kept.len(),
+        compared_new: new_kept.len(),
+        truncated,
         bw: degrees.bw,
         cos: degrees.cos.unwrap_or_default(),
         cos_weighting: "term frequency only (no corpus)",

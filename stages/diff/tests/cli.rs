@@ -64,3 +64,48 @@ fn bad_parameters_fail_naming_the_flag() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/a"));
 }
+
+#[test]
+fn score_applies_the_stages_caps_unless_told_and_agrees_with_the_stage() {
+    use recrawl_diff::change::{DiffSettings, Differ};
+    use recrawl_schemas::FetchResult;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = |replaced: usize| {
+        (0..20_000)
+            .map(|i| if i < replaced { format!("new{i}") } else { format!("w{i}") })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let (old_text, new_text) = (text(0), text(2_000));
+    let old = write(dir.path(), "a.txt", &old_text);
+    let new = write(dir.path(), "b.txt", &new_text);
+    let capped = score(&["score", &old, &new, "--text"]);
+    assert_eq!((capped["words_old"].as_u64(), capped["truncated"].as_bool()), (Some(20_000), Some(true)));
+    assert!(capped["compared_old"].as_u64().is_some_and(|n| n <= 7_000), "{capped}");
+    // As the stage scores the same two downloads.
+    let mut differ = Differ::new(DiffSettings::default());
+    let mut kept = None;
+    let page = |period, body: &str| FetchResult {
+        content_type: Some("text/plain".into()),
+        ..FetchResult::html_page("http://a.test/", "a.test", period, body)
+    };
+    differ.apply(&mut kept, &page(1, &old_text));
+    let event = differ.apply(&mut kept, &page(2, &new_text));
+    let degrees = event.degrees.expect("compared");
+    // serde_json reads floats back to within an ulp.
+    let same = |json: &serde_json::Value, stage: Option<f64>| {
+        json.as_f64().zip(stage).is_some_and(|(json, stage)| (json - stage).abs() < 1e-12)
+    };
+    assert!(
+        same(&capped["ied"], Some(degrees.ied)) && same(&capped["wd"], degrees.wd),
+        "{capped} {degrees:?}"
+    );
+    // Lifted: every word, the exact tenth.
+    let all = score(&["score", &old, &new, "--text", "--all-words"]);
+    assert_eq!((all["compared_old"].as_u64(), all["truncated"].as_bool()), (Some(20_000), Some(false)));
+    assert!((all["ied"].as_f64().expect("ied") - 0.1).abs() < 1e-9, "{all}");
+    assert!((capped["ied"].as_f64().expect("ied") - 0.1).abs() < 0.03, "{capped}");
+    let lifted = score(&["score", &old, &new, "--text", "--max-kept-words", "20000"]);
+    assert_eq!(lifted["compared_new"].as_u64(), Some(20_000));
+}

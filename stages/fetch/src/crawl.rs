@@ -25,7 +25,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::http::{any_redirect, error_text, redacted, unanswered, Answer, Fetcher, Hop, Reading};
+use crate::http::{
+    any_redirect, error_text, redacted, unanswered, Answer, DocumentFailure, Fetcher, Hop, Reading,
+};
 use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
@@ -433,7 +435,10 @@ async fn redirect_verdict(asked: &Asked<'_>, target: Url) -> Hop {
                 let answer = shared.fetcher.get_document(robots_url, ROBOTS_READING, &any_redirect).await;
                 match cache_robots(shared, &target_origin, answer).await {
                     Ok(rules) => rules,
-                    Err((outcome, reason)) => return Hop::Refused { outcome, reason },
+                    Err(DocumentFailure { reason, out_of_descriptors: true, .. }) => {
+                        return Hop::OutOfDescriptors(reason)
+                    }
+                    Err(DocumentFailure { outcome, reason, .. }) => return Hop::Refused { outcome, reason },
                 }
             }
         }
@@ -517,7 +522,8 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &SharedGate, budget_end
             lock(gate).crawl_delay = rules.crawl_delay();
             Robots::Rules(rules)
         }
-        Err((outcome, error)) => Robots::Unreachable { outcome, error },
+        Err(DocumentFailure { out_of_descriptors: true, .. }) => Robots::NotYet,
+        Err(DocumentFailure { outcome, reason, .. }) => Robots::Unreachable { outcome, error: reason },
     }
 }
 
@@ -526,18 +532,23 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &SharedGate, budget_end
 async fn cache_robots(
     shared: &Shared,
     origin: &str,
-    answer: Result<Answer, (FetchOutcome, String)>,
-) -> Result<Arc<RobotsRules>, (FetchOutcome, String)> {
+    answer: Result<Answer, DocumentFailure>,
+) -> Result<Arc<RobotsRules>, DocumentFailure> {
     let metrics = &shared.metrics;
     let answer = match answer {
         Ok(answer) => answer,
-        Err((FetchOutcome::TooManyRedirects, _)) => {
+        Err(DocumentFailure { outcome: FetchOutcome::TooManyRedirects, .. }) => {
             metrics.robots.with_label_values(&["absent"]).inc();
             return Ok(lock(&shared.robots).insert(origin, RobotsRules::AllowAll, false, Instant::now()));
         }
-        Err((outcome, error)) => {
+        // Nothing learned of the site: not cached, and its picks tried again.
+        Err(failure) if failure.out_of_descriptors => {
+            metrics.out_of_descriptors.inc();
+            return Err(failure);
+        }
+        Err(failure) => {
             metrics.robots.with_label_values(&["unreachable"]).inc();
-            return Err((outcome, format!("robots.txt: {error}")));
+            return Err(DocumentFailure { reason: format!("robots.txt: {}", failure.reason), ..failure });
         }
     };
     let (body, status, agent) =
@@ -759,14 +770,28 @@ async fn serve_pick(
             return None;
         }
         asked.begin();
-        let result = shared.fetcher.fetch(&pick, &may_follow).await;
+        let (result, starved) = shared.fetcher.fetch_checked(&pick, &may_follow).await;
+        if starved {
+            return Some(Err(result.error));
+        }
         let links = page_links_of(shared, &result);
         let held = links.as_ref().map_or(0, |(_, links)| links.held_bytes());
         shared.batch_bytes.fetch_add(result.body.len().saturating_add(held) as u64, Ordering::Relaxed);
-        Some((result, links))
+        Some(Ok((result, links)))
     })
     .await;
-    let Some((mut result, links)) = fetched else { return Served::Requeue(pick) };
+    metrics.idle_connections.set(i64::try_from(shared.fetcher.idle_hosts()).unwrap_or(i64::MAX));
+    let (mut result, links) = match fetched {
+        None => return Served::Requeue(pick),
+        Some(Ok(fetched)) => fetched,
+        // This process ran out of file descriptors: no news about the site, whose
+        // page is tried again once the batch's budget is spent.
+        Some(Err(error)) => {
+            metrics.out_of_descriptors.inc();
+            tracing::warn!(url = %redacted(&pick.url), error, "out of file descriptors; the pick goes back on the fetch topic");
+            return requeue_at_budget_end(shared, pick, budget_end).await;
+        }
+    };
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
     if matches!(result.http_status, Some(429 | 503)) {
         let pause = match (result.retry_after_ms, shared.settings.overload_pause) {
@@ -859,8 +884,8 @@ async fn with_frames(
                 extract_links(frame_url, &body, filter, depth)
             }),
             Ok(_) => None,
-            Err((_, error)) => {
-                tracing::debug!(frame = %redacted(frame.as_str()), %error, "frame not fetched");
+            Err(failure) => {
+                tracing::debug!(frame = %redacted(frame.as_str()), error = failure.reason, "frame not fetched");
                 None
             }
         };

@@ -5,15 +5,19 @@
 //! against the address policy and recorded, and one timeout covers the whole request:
 //! every hop, the headers and the body.
 
+use std::collections::HashMap;
 use std::error::Error as StdError;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
+use recrawl_common::descriptors::out_of_descriptors;
 use recrawl_common::unix_ms;
+use recrawl_schemas::url_key::has_credentials;
 use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
 use reqwest::header::{
-    HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
-    LOCATION, RETRY_AFTER,
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH,
+    LAST_MODIFIED, LOCATION, RETRY_AFTER,
 };
 use reqwest::{redirect, Client, Response, StatusCode};
 use thiserror::Error;
@@ -42,6 +46,9 @@ pub enum Hop {
     Disallowed,
     /// Not followed: the request ends with `outcome`, for `reason`.
     Refused { outcome: FetchOutcome, reason: String },
+    /// Not followed for want of a file descriptor here (the target's robots.txt could
+    /// not be fetched): the request is to be tried again, not charged to the site.
+    OutOfDescriptors(String),
 }
 
 impl std::fmt::Debug for Hop {
@@ -52,6 +59,7 @@ impl std::fmt::Debug for Hop {
             Self::Refused { outcome, reason } => {
                 f.debug_struct("Refused").field("outcome", outcome).field("reason", reason).finish()
             }
+            Self::OutOfDescriptors(reason) => f.debug_tuple("OutOfDescriptors").field(reason).finish(),
         }
     }
 }
@@ -92,6 +100,11 @@ pub struct FetchConfig {
     pub content_types: Vec<String>,
     /// Idle keep-alive connections kept per host.
     pub idle_connections_per_host: usize,
+    /// Hosts whose connections may be kept idle at once; past it a request to another
+    /// host asks for its connection to be closed after the answer.
+    pub max_idle_hosts: usize,
+    /// How long an idle connection is kept.
+    pub idle_timeout: Duration,
     /// Which addresses may be connected to, and `--resolve` overrides.
     pub resolver: GuardedResolver,
 }
@@ -106,8 +119,57 @@ impl Default for FetchConfig {
             user_agent: "recrawl/0.1".to_owned(),
             content_types: vec!["text/html".to_owned(), "application/xhtml+xml".to_owned()],
             idle_connections_per_host: 1,
+            max_idle_hosts: 256,
+            idle_timeout: Duration::from_secs(10),
             resolver: GuardedResolver::new(AddressPolicy::default(), Vec::new()),
         }
+    }
+}
+
+/// Why a document (robots.txt, a frame) was not read: the outcome a pick would have had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentFailure {
+    pub outcome: FetchOutcome,
+    pub reason: String,
+    /// This process ran out of file descriptors: no news about the site.
+    pub out_of_descriptors: bool,
+}
+
+/// The origins whose connections the pool may keep idle. reqwest keeps one idle
+/// connection per origin for its idle timeout, however many origins a batch visits (1,500
+/// hosts took 1,500 descriptors for 90 s): past `most` origins, a request to another
+/// asks for `Connection: close`, so the pool holds at most `most` origins' connections.
+#[derive(Debug)]
+struct IdleHosts {
+    most: usize,
+    kept_for: Duration,
+    /// Origin → until when its connection may be kept.
+    hosts: Mutex<HashMap<String, Instant>>,
+}
+
+impl IdleHosts {
+    /// Whether the connection of a request to `origin` now may be kept afterwards.
+    fn admit(&self, origin: &str, now: Instant) -> bool {
+        let until = crate::later(now, self.kept_for);
+        let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(kept) = hosts.get_mut(origin) {
+            *kept = until;
+            return true;
+        }
+        if hosts.len() >= self.most {
+            hosts.retain(|_, kept| *kept > now);
+        }
+        if hosts.len() >= self.most {
+            return false;
+        }
+        hosts.insert(origin.to_owned(), until);
+        true
+    }
+
+    fn len(&self, now: Instant) -> usize {
+        let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
+        hosts.retain(|_, kept| *kept > now);
+        hosts.len()
     }
 }
 
@@ -150,6 +212,7 @@ pub struct Reading {
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     client: Client,
+    idle: Arc<IdleHosts>,
     policy: AddressPolicy,
     request_timeout: Duration,
     max_redirects: usize,
@@ -177,13 +240,22 @@ impl Fetcher {
             .no_proxy()
             .dns_resolver(std::sync::Arc::new(config.resolver))
             .pool_max_idle_per_host(config.idle_connections_per_host)
+            .pool_idle_timeout(config.idle_timeout)
             .gzip(true)
             .brotli(true)
             .deflate(true)
             .build()?;
         let content_types = config.content_types.iter().map(|t| t.trim().to_ascii_lowercase()).collect();
+        let idle = IdleHosts {
+            most: config.max_idle_hosts,
+            // A connection goes idle when its request ends, up to a request timeout after
+            // it was admitted.
+            kept_for: config.idle_timeout.saturating_add(config.request_timeout),
+            hosts: Mutex::new(HashMap::new()),
+        };
         Ok(Self {
             client,
+            idle: Arc::new(idle),
             policy,
             request_timeout: config.request_timeout,
             max_redirects: config.max_redirects.min(MAX_REDIRECTS),
@@ -201,11 +273,20 @@ impl Fetcher {
     /// reading. Bodies of other answers are not read, so for those `latency_ms` ends at
     /// the response headers.
     pub async fn fetch(&self, pick: &PagePick, may_follow: &MayFollow<'_>) -> FetchResult {
+        self.fetch_checked(pick, may_follow).await.0
+    }
+
+    /// [`fetch`](Self::fetch), and whether the request failed because this process ran
+    /// out of file descriptors: then the result is no news about the site, and the pick
+    /// is to be tried again.
+    pub async fn fetch_checked(&self, pick: &PagePick, may_follow: &MayFollow<'_>) -> (FetchResult, bool) {
         let mut result = unanswered(pick, FetchOutcome::Other);
         let started = Instant::now();
+        let mut starved = false;
         result.outcome = match self.within_timeout(self.request(pick, may_follow, &mut result)).await {
             Ok(outcome) => outcome,
             Err(failure) => {
+                starved = failure.is_out_of_descriptors();
                 let outcome = failure.outcome();
                 result.error = Some(error_text(failure.describe()));
                 outcome
@@ -221,7 +302,7 @@ impl Fetcher {
             error = ?result.error,
             "fetched"
         );
-        result
+        (result, starved)
     }
 
     async fn request(
@@ -280,14 +361,18 @@ impl Fetcher {
         url: Url,
         reading: Reading,
         may_follow: &MayFollow<'_>,
-    ) -> Result<Answer, (FetchOutcome, String)> {
+    ) -> Result<Answer, DocumentFailure> {
         let mut received = 0;
         let get = async {
             self.get(url, HeaderMap::new(), reading, may_follow, &mut received)
                 .await
                 .map_err(|(failure, _)| failure)
         };
-        self.within_timeout(get).await.map_err(|failure| (failure.outcome(), failure.describe()))
+        self.within_timeout(get).await.map_err(|failure| DocumentFailure {
+            outcome: failure.outcome(),
+            out_of_descriptors: failure.is_out_of_descriptors(),
+            reason: failure.describe(),
+        })
     }
 
     /// `work` cut off at the request timeout, which then is its failure.
@@ -330,6 +415,12 @@ impl Fetcher {
                 .and_then(|location| current.join(location).ok());
             if let Some(mut target) = target {
                 target.set_fragment(None);
+                // A server's redirect may name credentials; they are someone's secret,
+                // so the hop is followed (and recorded) without them: never sent as
+                // `Authorization`, never published.
+                if has_credentials(&target) {
+                    let _no_credentials = (target.set_username(""), target.set_password(None));
+                }
                 if target.as_str().len() > MAX_URL_BYTES {
                     return Err((FetchFailure::LongRedirect(target.as_str().len()), redirects));
                 }
@@ -349,6 +440,9 @@ impl Fetcher {
                     Hop::Follow(guard) => hops_held.extend(guard),
                     Hop::Disallowed => {
                         return Err((FetchFailure::DisallowedRedirect(redacted(target.as_str())), redirects))
+                    }
+                    Hop::OutOfDescriptors(reason) => {
+                        return Err((FetchFailure::OutOfDescriptors(reason), redirects));
                     }
                     Hop::Refused { outcome, reason } => {
                         let target = redacted(target.as_str());
@@ -375,8 +469,21 @@ impl Fetcher {
     }
 
     async fn send(&self, url: &Url, headers: &HeaderMap) -> Result<Response, FetchFailure> {
+        if has_credentials(url) {
+            return Err(FetchFailure::Credentials);
+        }
         check_url_host(&self.policy, url)?;
-        Ok(self.client.get(url.clone()).headers(headers.clone()).send().await?)
+        let mut headers = headers.clone();
+        if !self.idle.admit(&url.origin().ascii_serialization(), Instant::now()) {
+            headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        Ok(self.client.get(url.clone()).headers(headers).send().await?)
+    }
+
+    /// Origins whose connections the pool may hold idle now (at most
+    /// `--max-idle-connections`).
+    pub fn idle_hosts(&self) -> usize {
+        self.idle.len(Instant::now())
     }
 
     /// Whether the answer's type is on the allow-list; an answer without one is read, as
@@ -460,6 +567,9 @@ enum FetchFailure {
         #[source]
         source: url::ParseError,
     },
+    /// Never sent: reqwest would put them in an `Authorization` header.
+    #[error("the URL carries a user name or password")]
+    Credentials,
     #[error("the server answered {0}")]
     Status(StatusCode),
     #[error("Content-Length {announced} exceeds the body cap of {cap} bytes")]
@@ -476,6 +586,8 @@ enum FetchFailure {
     DisallowedRedirect(String),
     #[error("a redirect to {target}, not followed: {reason}")]
     RedirectNotFollowed { target: String, outcome: FetchOutcome, reason: String },
+    #[error("this process is out of file descriptors: {0}")]
+    OutOfDescriptors(String),
     #[error("no complete answer within {0:?}")]
     Timeout(Duration),
     #[error(transparent)]
@@ -485,9 +597,17 @@ enum FetchFailure {
 }
 
 impl FetchFailure {
+    fn is_out_of_descriptors(&self) -> bool {
+        match self {
+            Self::OutOfDescriptors(_) => true,
+            Self::Transport(error) => out_of_descriptors(error),
+            _ => false,
+        }
+    }
+
     fn outcome(&self) -> FetchOutcome {
         match self {
-            Self::UnparsableUrl { .. } => FetchOutcome::Other,
+            Self::UnparsableUrl { .. } | Self::Credentials => FetchOutcome::Other,
             Self::Status(_) => FetchOutcome::HttpStatus,
             Self::AnnouncedBodyTooLarge { .. } | Self::BodyTooLarge { .. } => FetchOutcome::BodyTooLarge,
             Self::TooManyRedirects(_) | Self::RedirectLoop(_) | Self::LongRedirect(_) => {
@@ -495,6 +615,8 @@ impl FetchFailure {
             }
             Self::DisallowedRedirect(_) => FetchOutcome::RobotsDenied,
             Self::RedirectNotFollowed { outcome, .. } => *outcome,
+            // Reported as the connection it kept from being made, if reported at all.
+            Self::OutOfDescriptors(_) => FetchOutcome::Connect,
             Self::Timeout(_) => FetchOutcome::Timeout,
             Self::Blocked(_) => FetchOutcome::BlockedAddress,
             Self::Transport(error) => transport_outcome(error),
@@ -804,6 +926,105 @@ pub(crate) mod tests {
         assert_eq!(result.redirects, [format!("http://{address}/hop/1"), format!("http://{address}/hop/0")]);
     }
 
+    /// A loopback HTTP/1.1 server answering every request on a connection until the
+    /// client closes it, or asks to (`Connection: close`): counts the connections open
+    /// and the requests that asked.
+    async fn counting_server(
+    ) -> (SocketAddr, tokio::sync::watch::Receiver<usize>, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (open, open_now) = tokio::sync::watch::channel(0usize);
+        let open = Arc::new(open);
+        let closing = Arc::new(AtomicUsize::new(0));
+        let closing_count = closing.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (open, closing) = (open.clone(), closing_count.clone());
+                open.send_modify(|n| *n += 1);
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while let Ok(read @ 1..) = stream.read(&mut buffer).await {
+                        head.extend_from_slice(&buffer[..read]);
+                        let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+                        let request = String::from_utf8_lossy(&head[..end]).to_ascii_lowercase();
+                        head.drain(..end + 4);
+                        let close = request.contains("connection: close");
+                        let body = "<p>ok</p>";
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            break;
+                        }
+                        if close {
+                            closing.fetch_add(1, Ordering::SeqCst);
+                            break;
+                        }
+                    }
+                    open.send_modify(|n| *n -= 1);
+                });
+            }
+        });
+        (address, open_now, closing)
+    }
+
+    #[tokio::test]
+    async fn the_pool_keeps_idle_connections_to_at_most_its_cap_of_hosts() {
+        use std::sync::atomic::Ordering;
+        let (address, mut open, closing) = counting_server().await;
+        let hosts: Vec<String> = (0..20).map(|i| format!("h{i}.test")).collect();
+        let overrides = hosts.iter().map(|host| (host.clone(), address.ip())).collect();
+        let config =
+            FetchConfig { max_idle_hosts: 4, resolver: loopback_allowed(overrides), ..test_config() };
+        let fetcher = Fetcher::new(config).unwrap();
+        for round in 0..2 {
+            for host in &hosts {
+                let pick = pick_for(&format!("http://{host}:{}/page", address.port()));
+                let result = fetcher.fetch(&pick, &any_redirect).await;
+                assert_eq!(result.outcome, FetchOutcome::Downloaded, "{round} {host}: {:?}", result.error);
+            }
+        }
+        assert_eq!(fetcher.idle_hosts(), 4);
+        // The first 4 hosts keep theirs; every request to the other 16 closed its own.
+        assert_eq!(closing.load(Ordering::SeqCst), 2 * 16);
+        let settled =
+            tokio::time::timeout(Duration::from_secs(10), open.wait_for(|&open| open <= 4)).await.is_ok();
+        assert!(settled, "{} connections open", *open.borrow());
+    }
+
+    #[tokio::test]
+    async fn a_redirect_with_credentials_is_followed_without_them() {
+        let address = serve(
+            Router::new()
+                .route(
+                    "/from",
+                    get(|headers: HeaderMap| async move {
+                        let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok());
+                        Redirect::to(&format!("http://user:SECRETPW@{}/to", host.unwrap_or_default()))
+                    }),
+                )
+                .route(
+                    "/to",
+                    get(|headers: HeaderMap| async move {
+                        let sent = headers.contains_key(axum::http::header::AUTHORIZATION);
+                        ([(CONTENT_TYPE, "text/html")], if sent { "authorization sent" } else { "none" })
+                    }),
+                ),
+        )
+        .await;
+        let result = Fetcher::new(test_config())
+            .unwrap()
+            .fetch(&pick_for(&format!("http://{address}/from")), &any_redirect)
+            .await;
+        assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
+        assert_eq!(result.body, b"none");
+        assert_eq!(result.redirects, [format!("http://{address}/to")]);
+        assert_eq!(recrawl_schemas::Message::validate(&result), Ok(()));
+    }
+
     #[tokio::test]
     async fn redirect_loops_are_caught_and_recorded() {
         let router = Router::new()
@@ -1054,13 +1275,15 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn credentials_stay_out_of_error_texts() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let result = Fetcher::new(test_config())
-            .unwrap()
-            .fetch(&pick_for(&format!("http://crawler:s3cret@{closed}/")), &any_redirect)
-            .await;
-        assert_eq!(result.outcome, FetchOutcome::Connect);
+        // No record may carry such a URL; one built past the checks is still never sent.
+        let pick = PagePick {
+            url: format!("http://crawler:s3cret@{closed}/"),
+            ..pick_for(&format!("http://{closed}/"))
+        };
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick, &any_redirect).await;
+        assert_eq!(result.outcome, FetchOutcome::Other);
         let error = result.error.unwrap_or_default();
-        assert!(!error.contains("s3cret") && !error.is_empty(), "{error}");
+        assert!(!error.contains("s3cret") && error.contains("user name or password"), "{error}");
         assert_eq!(redacted("http://crawler:s3cret@example.com/a"), "http://example.com/a");
         assert_eq!(redacted("http://crawler:s3cret@exa mple.com/a"), "http://exa mple.com/a");
         assert_eq!(redacted("http://example.com/a@b"), "http://example.com/a@b");

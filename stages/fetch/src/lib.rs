@@ -17,9 +17,10 @@ use std::time::Duration;
 use clap::Args;
 use ipnet::IpNet;
 use recrawl_common::links::LinkRules;
-use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
+use recrawl_common::runtime::{run_stage, DeadLetterKind, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
-use recrawl_common::{InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_model::PeriodClock;
 use recrawl_schemas::topics::{DEAD_LETTER, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::{DiscoveredLinks, PagePick, PageRef};
 
@@ -65,6 +66,8 @@ pub struct FetchArgs {
     #[arg(long, env = "RECRAWL_FETCH_MAX_FRAMES", default_value_t = 4,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_FRAMES as u64))]
     pub max_frames: usize,
+    #[command(flatten)]
+    pub clock: PeriodClock,
 }
 
 /// How requests are made.
@@ -109,6 +112,17 @@ pub struct HttpArgs {
     /// policy still applies.
     #[arg(long = "resolve", env = "RECRAWL_FETCH_RESOLVE", value_delimiter = ',', value_parser = parse_resolve)]
     pub resolve: Vec<(String, IpAddr)>,
+    /// Hosts whose connections are kept open between requests, at most, each up to
+    /// --connections-per-host; past it a request to another host closes its connection
+    /// after the answer. Each costs a file descriptor.
+    #[arg(long, env = "RECRAWL_FETCH_MAX_IDLE_CONNECTIONS", default_value_t = 256,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
+    pub max_idle_connections: usize,
+    /// How long an idle connection is kept open, milliseconds; at most --batch-budget-ms,
+    /// so a batch's connections are let go before the next.
+    #[arg(long, env = "RECRAWL_FETCH_IDLE_CONNECTION_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_connection_timeout_ms: u64,
 }
 
 /// How hosts are spared.
@@ -212,6 +226,10 @@ impl FetchArgs {
             user_agent: http.user_agent.clone(),
             content_types: http.content_types.clone(),
             idle_connections_per_host: self.politeness.connections_per_host as usize,
+            max_idle_hosts: http.max_idle_connections,
+            idle_timeout: Duration::from_millis(
+                http.idle_connection_timeout_ms.min(self.politeness.batch_budget_ms),
+            ),
             resolver: GuardedResolver::new(
                 AddressPolicy::new(http.allow_addresses.clone()),
                 http.resolve.clone(),
@@ -249,6 +267,7 @@ impl FetchArgs {
 pub struct Fetch {
     crawler: Crawler,
     metrics: FetchMetrics,
+    clock: PeriodClock,
 }
 
 impl Fetch {
@@ -294,8 +313,18 @@ impl Stage for Fetch {
         _state: &mut StateStore<()>,
         out: &mut Emitter,
     ) -> Result<(), StageError> {
-        let picks: Vec<PagePick> =
-            batch.iter().filter_map(|record| out.decode_keyed(record, FETCH)).collect();
+        let now_ms = unix_ms();
+        let mut picks: Vec<PagePick> = Vec::with_capacity(batch.len());
+        for record in &batch {
+            let Some(pick) = out.decode_keyed(record, FETCH) else { continue };
+            // Its result would be of a period not begun: diff would keep that version and
+            // take every real download of the URL for a late one.
+            if let Some(ahead) = self.clock.ahead(pick.period, now_ms) {
+                out.dead_letter(record, DeadLetterKind::Invalid, ahead);
+                continue;
+            }
+            picks.push(pick);
+        }
         if let Some(oldest) = picks.iter().map(|p| p.period).min() {
             self.metrics.oldest_period_in_flight.set(i64::try_from(oldest).unwrap_or(i64::MAX));
         }
@@ -323,7 +352,7 @@ pub async fn run(args: FetchArgs, ctx: StageContext) -> Result<(), RuntimeError>
         metrics.clone(),
         ctx.shutdown.clone(),
     );
-    run_stage(Fetch { crawler, metrics }, &args.kafka, ctx).await
+    run_stage(Fetch { crawler, metrics, clock: args.clock }, &args.kafka, ctx).await
 }
 
 /// The process entry point shared by `recrawl-fetch` and `recrawl stage fetch`.

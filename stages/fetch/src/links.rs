@@ -11,6 +11,7 @@ use lol_html::html_content::Element;
 use lol_html::{element, HtmlRewriter, Settings};
 use recrawl_common::links::{LinkRules, Rejection};
 use recrawl_schemas::url_key::normalise_parsed;
+use recrawl_schemas::UrlError;
 use url::Url;
 
 use crate::http::MAX_URL_BYTES;
@@ -304,8 +305,18 @@ impl<'a> LinkCollector<'a> {
             return None;
         }
         let mut url = self.base.join(reference).ok()?;
-        normalise_parsed(&mut url).ok()?;
-        Some(url)
+        match normalise_parsed(&mut url) {
+            Ok(()) => Some(url),
+            // Someone's secret: neither followed (it would be sent as `Authorization`)
+            // nor published. Counted, but its text not kept.
+            Err(UrlError::Credentials) => {
+                if self.found.first_sighting(url.as_str()) {
+                    self.found.rejected.push(Rejection::Credentials);
+                }
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     fn record(&mut self, reference: &str) {
@@ -484,6 +495,22 @@ mod tests {
         assert_eq!(urls(&found.links), ["http://example.com/dir/x.html"]);
         let frames: Vec<&str> = found.frames.iter().map(Url::as_str).collect();
         assert_eq!(frames, ["http://example.com/dir/menu.html", "http://example.com/main.html"]);
+    }
+
+    #[test]
+    fn links_and_frames_with_credentials_are_dropped_and_counted() {
+        let found = extract_links(
+            &page(),
+            br#"<a href="http://user:SECRETPW@example.com/a.html">1</a>
+            <a href="http://user:SECRETPW@example.com/a.html">again</a>
+            <a href="//me@example.com/b.html">2</a><a href="c.html">3</a>
+            <frameset><frame src="http://u:p@example.com/menu.html"></frameset>"#,
+            &LinkFilter::default(),
+            1,
+        );
+        assert_eq!(urls(&found.links), ["http://example.com/dir/c.html"]);
+        assert!(found.frames.is_empty(), "a frame with credentials is not fetched");
+        assert_eq!(found.rejected, [Rejection::Credentials; 3]);
     }
 
     #[test]

@@ -33,6 +33,11 @@ pub struct FetchMetrics {
     pub links_cut_short: IntCounter,
     /// The oldest period among the picks of the batch being fetched, or of the last one.
     pub oldest_period_in_flight: IntGauge,
+    /// Requests (pages or robots.txt) that failed because this process was out of file
+    /// descriptors; their picks are tried again, not charged to the site.
+    pub out_of_descriptors: IntCounter,
+    /// Origins whose connections the pool may hold idle.
+    pub idle_connections: IntGauge,
 }
 
 impl FetchMetrics {
@@ -117,6 +122,20 @@ impl FetchMetrics {
                 IntGauge::new(
                     "fetch_oldest_period_in_flight",
                     "The oldest period among the picks of the batch being fetched, or of the last batch.",
+                )?,
+            )?,
+            out_of_descriptors: registered(
+                registry,
+                IntCounter::new(
+                    "fetch_out_of_descriptors_total",
+                    "Requests (pages or robots.txt) that failed because this process was out of file descriptors; their picks go back on the fetch topic, not charged to the site.",
+                )?,
+            )?,
+            idle_connections: registered(
+                registry,
+                IntGauge::new(
+                    "fetch_idle_connections",
+                    "Origins whose connections the pool may keep idle (at most --max-idle-connections).",
                 )?,
             )?,
         };

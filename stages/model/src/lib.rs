@@ -49,6 +49,35 @@ pub fn period_ahead(epoch_unix_ms: i64, period_ms: u64, period: u64, now_ms: i64
     })
 }
 
+/// The scheduler's period clock as another stage reads it (its `--period-ms` and
+/// `--epoch-unix-ms`, from the same variables): a record of a period that has not begun
+/// is refused, as the estimator and the scheduler refuse one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct PeriodClock {
+    /// Length of the scheduler's period, milliseconds (its --period-ms).
+    #[arg(long = "period-ms", env = "RECRAWL_PERIOD_MS", default_value_t = DEFAULT_PERIOD_MS,
+          value_parser = clap::value_parser!(u64).range(MIN_PERIOD_MS..=MAX_PERIOD_MS))]
+    pub period_ms: u64,
+    /// Start of the scheduler's period 0, Unix milliseconds (its --epoch-unix-ms): a record
+    /// of a period that has not begun goes to the dead-letter topic.
+    #[arg(long = "epoch-unix-ms", env = "RECRAWL_EPOCH_UNIX_MS", default_value_t = DEFAULT_EPOCH_UNIX_MS,
+          value_parser = clap::value_parser!(i64).range(0..=recrawl_schemas::bounds::MAX_TIME_MS))]
+    pub epoch_unix_ms: i64,
+}
+
+impl Default for PeriodClock {
+    fn default() -> Self {
+        Self { period_ms: DEFAULT_PERIOD_MS, epoch_unix_ms: DEFAULT_EPOCH_UNIX_MS }
+    }
+}
+
+impl PeriodClock {
+    /// [`period_ahead`] by this clock.
+    pub fn ahead(&self, period: u64, now_ms: i64) -> Option<String> {
+        period_ahead(self.epoch_unix_ms, self.period_ms, period, now_ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

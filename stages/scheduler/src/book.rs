@@ -80,6 +80,12 @@ impl Page {
         self.last_estimate == NONE
     }
 
+    /// Dropped from the frontier ([`Book::forget`]): its slot waits for compaction.
+    /// `discovered` is never [`NONE`] otherwise (periods saturate below it).
+    pub fn is_gone(&self) -> bool {
+        self.discovered == NONE
+    }
+
     /// Picked and not yet answered by an estimate, within `pending_periods` after the
     /// pick's period: picking it again would fetch it twice.
     pub fn is_pending(&self, clock: u64, pending_periods: u32) -> bool {
@@ -337,6 +343,10 @@ pub struct Book {
     /// holds URLs of most hosts): what moves with the partition, and what its
     /// revocation takes back from the hosts'.
     host_days: Vec<DayProfile>,
+    /// Slots dropped from the frontier, reclaimed by [`Book::compact`].
+    gone: usize,
+    /// Slots dropped since the last [`Book::take_removed`]: their tombstones.
+    removed: Vec<u32>,
 }
 
 /// A page's `ETag` and `Last-Modified`, sent back on its next pick.
@@ -365,6 +375,14 @@ pub struct BookMemory {
     pub pages: usize,
     pub in_links: usize,
     pub validators: usize,
+}
+
+impl BookMemory {
+    pub fn total(&self) -> usize {
+        [self.url_text, self.url_ends, self.index, self.pages, self.in_links, self.validators]
+            .iter()
+            .fold(0usize, |sum, bytes| sum.saturating_add(*bytes))
+    }
 }
 
 /// A partition's URL bytes past 4 GiB.
@@ -799,9 +817,10 @@ impl Book {
         let dirty = std::mem::take(&mut self.dirty);
         dirty
             .into_iter()
-            .map(|slot| {
+            .filter_map(|slot| {
                 self.pages[slot as usize].dirty = false;
-                (self.url(slot).to_owned(), self.record(slot))
+                // A dropped page's tombstone is in `removed`.
+                (!self.pages[slot as usize].is_gone()).then(|| (self.url(slot).to_owned(), self.record(slot)))
             })
             .collect()
     }
@@ -914,13 +933,83 @@ impl Book {
 
     /// Forgets the partition's share of the host counts and day profiles (on revocation).
     pub fn release(&self, hosts: &mut Hosts) {
-        for page in &self.pages {
+        for page in self.pages.iter().filter(|page| !page.is_gone()) {
             let stats = &mut hosts.stats[page.host as usize];
             stats.urls = stats.urls.saturating_sub(1);
         }
         for (host, day) in self.host_days.iter().enumerate() {
             hosts.stats[host].day.remove(day);
         }
+    }
+}
+
+/// Dropping frontier URLs (the frontier's caps, `crate::frontier_caps`) and reclaiming
+/// their slots.
+impl Book {
+    /// Slots of dropped URLs not yet reclaimed.
+    pub fn gone(&self) -> usize {
+        self.gone
+    }
+
+    /// Drops the frontier URL at `slot`: out of the index (a link may bring it back as
+    /// new), its host's count and its in-links let go, a tombstone queued. Whether it
+    /// was a frontier URL to drop.
+    pub fn forget(&mut self, hosts: &mut Hosts, slot: u32) -> bool {
+        let Some(page) = self.pages.get(slot as usize).copied() else { return false };
+        if !page.is_frontier() || page.is_gone() {
+            return false;
+        }
+        let hash = xxh3_64(self.url(slot).as_bytes());
+        if let Ok(entry) = self.index.find_entry(hash, |&found| found == slot) {
+            entry.remove();
+        }
+        let stats = &mut hosts.stats[page.host as usize];
+        stats.urls = stats.urls.saturating_sub(1);
+        let page = &mut self.pages[slot as usize];
+        self.dead_in_links = self.dead_in_links.saturating_add(page.in_degree as usize);
+        (page.in_links, page.in_degree, page.discovered) = (NONE, 0, NONE);
+        self.frontier = self.frontier.saturating_sub(1);
+        self.gone = self.gone.saturating_add(1);
+        self.removed.push(slot);
+        true
+    }
+
+    /// The URLs dropped since the last call, for their tombstones.
+    pub fn take_removed(&mut self) -> Vec<String> {
+        let removed = std::mem::take(&mut self.removed);
+        removed.into_iter().map(|slot| self.url(slot).to_owned()).collect()
+    }
+
+    /// Rebuilds the book without its dropped slots once they are an eighth of it, so a
+    /// frontier URL stays within 200 bytes with its share of them; the others keep their
+    /// discovery order. Call it after [`take_dirty`](Self::take_dirty) and
+    /// [`take_removed`](Self::take_removed). Slots are renumbered, but records are not
+    /// written again for it (a pruned trap would rewrite the partition every eighth): a
+    /// record keeps its slot until the URL's next change, so a restore orders compacted
+    /// URLs by discovery only roughly, which only breadth-first discovery's ties see.
+    /// Whether it compacted.
+    pub fn compact(&mut self) -> bool {
+        if self.gone < 1024 || self.gone.saturating_mul(8) < self.pages.len() {
+            return false;
+        }
+        let old = std::mem::take(self);
+        let mut renumbered = HashMap::with_capacity(old.validators.len());
+        for (slot, page) in old.pages.iter().enumerate().filter(|(_, page)| !page.is_gone()) {
+            let slot = slot as u32;
+            let mut head = NONE;
+            for &fingerprint in &old.in_link_fingerprints(page) {
+                head = self.push_in_link(fingerprint, head);
+            }
+            let page = Page { in_links: head, dirty: false, ..*page };
+            // Within 4 GiB: the URLs were all held before.
+            let Ok(new_slot) = self.insert(old.url(slot), page) else { continue };
+            if let Some(validators) = old.validators.get(&slot) {
+                renumbered.insert(new_slot, validators.clone());
+            }
+        }
+        self.validators = renumbered;
+        self.host_days = old.host_days;
+        true
     }
 }
 

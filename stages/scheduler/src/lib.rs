@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
 
 pub mod book;
+pub mod frontier_caps;
 pub mod groups;
 pub mod groups_report;
 pub mod hosts;
@@ -37,6 +38,7 @@ use recrawl_schemas::{normalise_url, url_key, DiscoveredLinks, PageEstimate, Pag
 use thiserror::Error;
 
 use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState, NONE};
+use crate::frontier_caps::{Capped, FrontierArgs, FrontierCaps};
 use crate::groups::{GroupClasses, HourRule};
 use crate::hosts::Hosts;
 use crate::plan::{choose, PlanSettings};
@@ -139,6 +141,8 @@ pub struct SchedulerArgs {
     #[arg(long = "link-max-per-site", env = "RECRAWL_LINK_MAX_PER_SITE", default_value_t = 3000,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub link_max_per_site: u32,
+    #[command(flatten)]
+    pub frontier: FrontierArgs,
     /// Seed URLs, one per line (# starts a comment); published to the links topic at
     /// start, so each lands on the instance that owns it.
     #[arg(long, env = "RECRAWL_SEEDS")]
@@ -251,6 +255,9 @@ struct SchedulerMetrics {
     estimates: IntCounterVec,
     links: IntCounterVec,
     choose_seconds: Histogram,
+    frontier_dropped: IntCounterVec,
+    sites: IntGauge,
+    state_bytes: IntGauge,
 }
 
 impl SchedulerMetrics {
@@ -307,7 +314,22 @@ impl SchedulerMetrics {
                 HistogramOpts::new("scheduler_choose_seconds", "Time to choose one period's picks.")
                     .buckets(prometheus::exponential_buckets(0.0005, 4.0, 10)?),
             )?)?,
+            frontier_dropped: registered(registry, IntCounterVec::new(
+                Opts::new(
+                    "scheduler_frontier_dropped_total",
+                    "Frontier URLs dropped to bring the frontier back within a cap (site: --frontier-max-urls-per-site; total: --frontier-max-urls): fewest in-links, then deepest, then latest first.",
+                ),
+                &["cap"],
+            )?)?,
+            sites: registered(registry, IntGauge::new("scheduler_sites", "Sites (registered domains) of the hosts this instance knows.")?)?,
+            state_bytes: registered(registry, IntGauge::new(
+                "scheduler_state_bytes",
+                "Bytes of the URL tables (URL text, index, pages, in-links, validators) and the frontier's counts.",
+            )?)?,
         };
+        for cap in ["site", "total"] {
+            metrics.frontier_dropped.with_label_values(&[cap]).reset();
+        }
         // At 0 from the start, so an alert sees the first of each.
         for reason in ["refresh", "discovery"] {
             metrics.picks.with_label_values(&[reason]).reset();
@@ -316,8 +338,11 @@ impl SchedulerMetrics {
             metrics.estimates.with_label_values(&[result]).reset();
         }
         let rejections = recrawl_common::links::Rejection::ALL.map(|r| r.as_str());
-        for outcome in
-            ["discovered", "in_degree", "duplicate", "tracked", "saturated"].iter().chain(&rejections)
+        let capped = Capped::ALL.map(Capped::as_str);
+        for outcome in ["discovered", "in_degree", "duplicate", "tracked", "saturated"]
+            .iter()
+            .chain(&rejections)
+            .chain(&capped)
         {
             metrics.links.with_label_values(&[outcome]).reset();
         }
@@ -335,6 +360,7 @@ pub struct Scheduler {
     book_settings: BookSettings,
     link_rules: LinkRules,
     max_per_site: u32,
+    caps: FrontierCaps,
     pending_seeds: Vec<String>,
     next_period: u64,
     hosts: Hosts,
@@ -357,9 +383,23 @@ impl Scheduler {
 
     /// This instance's share of the per-site URL cap: the cap split over the partitions.
     fn site_cap(&self) -> u32 {
+        self.share(self.max_per_site)
+    }
+
+    /// This instance's share of `cap`, split over the partitions.
+    fn share(&self, cap: u32) -> u32 {
         let total = self.assignment.total.max(1) as u64;
         let owned = self.assignment.partitions.len().max(1) as u64;
-        u32::try_from(u64::from(self.max_per_site).saturating_mul(owned).div_ceil(total)).unwrap_or(u32::MAX)
+        u32::try_from(u64::from(cap).saturating_mul(owned).div_ceil(total)).unwrap_or(u32::MAX)
+    }
+
+    /// This instance's share of the per-site frontier cap.
+    fn frontier_site_share(&self) -> u32 {
+        self.share(self.caps.args().frontier_max_urls_per_site)
+    }
+
+    fn frontier_len(&self) -> usize {
+        self.books.values().map(Book::frontier_len).sum()
     }
 
     /// Each host's picks this period: its share of the per-host cap, lowered to what the
@@ -388,10 +428,33 @@ impl Scheduler {
     }
 
     fn apply_link(&mut self, link: &DiscoveredLinks, partition: i32) -> Result<(), BookFull> {
-        let site_cap = self.site_cap();
-        let Self { books, hosts, link_rules, book_settings, .. } = self;
-        let linked =
-            books.entry(partition).or_default().apply_link(hosts, link, link_rules, site_cap, book_settings);
+        let (site_cap, site_share) = (self.site_cap(), self.frontier_site_share());
+        // A URL new to the instance, from a page (seeds are the operator's), that the
+        // link rules would take: the frontier's caps decide.
+        let new = link.source.is_some()
+            && self.books.get(&partition).is_none_or(|book| book.find(&link.page.url).is_none())
+            && self.link_rules.check(&link.page.url, link.depth).is_ok();
+        if new {
+            let admits = |s: &Self| s.caps.admits(&s.hosts, &link.page.host, s.frontier_len(), site_share);
+            let mut verdict = admits(self);
+            // At a cap's margin: prune now (priorities decide what goes), rather than
+            // turn away a link that may outrank what the frontier holds.
+            if matches!(verdict, Err(Capped::Frontier | Capped::SiteFrontier)) {
+                self.prune_frontier_now();
+                verdict = admits(self);
+            }
+            if let Err(capped) = verdict {
+                self.metrics.links.with_label_values(&[capped.as_str()]).inc();
+                return Ok(());
+            }
+        }
+        let frontier = self.frontier_len();
+        let Self { books, hosts, link_rules, book_settings, caps, .. } = self;
+        let book = books.entry(partition).or_default();
+        let linked = book.apply_link(hosts, link, link_rules, site_cap, book_settings);
+        if let (Ok(Linked::Discovered), Some(host)) = (&linked, hosts.find(&link.page.host)) {
+            caps.entered(hosts, host, frontier.saturating_add(1), site_share);
+        }
         let label = match linked? {
             Linked::Discovered => "discovered",
             Linked::InDegree => "in_degree",
@@ -405,8 +468,14 @@ impl Scheduler {
     }
 
     fn apply_estimate(&mut self, estimate: &PageEstimate, partition: i32) -> Result<(), BookFull> {
-        let Self { books, hosts, book_settings, .. } = self;
-        let applied = books.entry(partition).or_default().apply_estimate(hosts, estimate, book_settings);
+        let Self { books, hosts, book_settings, caps, .. } = self;
+        let book = books.entry(partition).or_default();
+        let was_frontier =
+            book.find(&estimate.page.url).map(|slot| *book.page(slot)).filter(|page| page.is_frontier());
+        let applied = book.apply_estimate(hosts, estimate, book_settings);
+        if let (Some(page), Ok(_)) = (was_frontier, &applied) {
+            caps.left(page.host);
+        }
         let label = match applied? {
             Applied::New => "new",
             Applied::Updated => "updated",
@@ -417,21 +486,54 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Queues the changelog records of every URL changed since the last call.
+    /// Queues the changelog records of every URL changed since the last call, and the
+    /// tombstones of those dropped; a book then an eighth dropped is compacted.
     fn write_changes(&mut self, state: &mut StateStore<SchedulerState>) {
         for (&partition, book) in &mut self.books {
             for (url, record) in book.take_dirty() {
                 state.write(partition, url, record);
             }
+            for url in book.take_removed() {
+                state.write_removal(partition, url);
+            }
+            book.compact();
         }
     }
 
+    /// Brings the frontier back within its caps if a count went past one.
+    fn prune_frontier(&mut self) {
+        if self.caps.needs_pruning() {
+            self.prune_frontier_now();
+        }
+    }
+
+    fn prune_frontier_now(&mut self) {
+        let site_share = self.frontier_site_share();
+        let pruned = self.caps.prune(&mut self.books, &mut self.hosts, site_share);
+        if pruned.site > 0 || pruned.total > 0 {
+            tracing::info!(
+                site = pruned.site,
+                total = pruned.total,
+                "frontier URLs dropped to keep within the caps"
+            );
+        }
+        self.metrics.frontier_dropped.with_label_values(&["site"]).inc_by(pruned.site as u64);
+        self.metrics.frontier_dropped.with_label_values(&["total"]).inc_by(pruned.total as u64);
+    }
+
     fn update_gauges(&self) {
-        let tracked: usize = self.books.values().map(|b| b.len().saturating_sub(b.frontier_len())).sum();
+        let tracked: usize = self
+            .books
+            .values()
+            .map(|b| b.len().saturating_sub(b.frontier_len()).saturating_sub(b.gone()))
+            .sum();
         let frontier: usize = self.books.values().map(Book::frontier_len).sum();
         self.metrics.tracked.set(tracked as i64);
         self.metrics.frontier.set(frontier as i64);
         self.metrics.hosts.set(self.hosts.len() as i64);
+        self.metrics.sites.set(self.caps.sites() as i64);
+        let books: usize = self.books.values().map(|book| book.memory().total()).sum();
+        self.metrics.state_bytes.set(books.saturating_add(self.caps.bytes()) as i64);
     }
 
     /// The picks for `period` among the URLs of the owned partitions.
@@ -518,6 +620,7 @@ impl Stage for Scheduler {
                 out.dead_letter(&record, DeadLetterKind::Invalid, full);
             }
         }
+        self.prune_frontier();
         self.write_changes(state);
         self.update_gauges();
         Ok(())
@@ -588,6 +691,7 @@ impl Stage for Scheduler {
             }
             Err(error) => tracing::error!(partition, %error, "partition not restored"),
         }
+        self.caps.recount(&self.hosts, self.books.values());
         self.update_gauges();
     }
 
@@ -595,6 +699,7 @@ impl Stage for Scheduler {
         if let Some(book) = self.books.remove(&partition) {
             book.release(&mut self.hosts);
         }
+        self.caps.recount(&self.hosts, self.books.values());
         self.update_gauges();
     }
 
@@ -636,6 +741,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
             .map_err(SetupError::settings)?,
         link_rules: args.links.clone(),
         max_per_site: args.link_max_per_site,
+        caps: FrontierCaps::new(args.frontier),
         pending_seeds,
         next_period: 0,
         hosts: Hosts::default(),
@@ -656,11 +762,11 @@ pub async fn main(args: SchedulerArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::book::tests::{estimate, link};
 
-    fn scheduler() -> Scheduler {
+    pub(crate) fn scheduler() -> Scheduler {
         Scheduler {
             picks_per_period: 4,
             max_picks_per_host: 60,
@@ -671,6 +777,7 @@ mod tests {
             book_settings: BookSettings::default(),
             link_rules: LinkRules::default(),
             max_per_site: 3000,
+            caps: FrontierCaps::default(),
             pending_seeds: Vec::new(),
             next_period: 0,
             hosts: Hosts::default(),
@@ -828,5 +935,10 @@ mod tests {
         std::fs::write(&path, format!("http://{host}/\nhttp://{host}:8080/\n")).unwrap();
         let error = read_seeds(&path).unwrap_err().to_string();
         assert!(error.contains("line 2") && error.contains("seed.host"), "{error}");
+        // Refused at start, naming the line but not repeating the secret.
+        std::fs::write(&path, "http://ok.example/\nhttp://user:SECRETPW@ok.example/a\n").unwrap();
+        let error = read_seeds(&path).unwrap_err().to_string();
+        assert!(error.contains("line 2: URL carries a user name or password"), "{error}");
+        assert!(!error.contains("SECRETPW"), "{error}");
     }
 }

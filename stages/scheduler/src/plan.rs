@@ -280,6 +280,7 @@ fn eligible<'a>(
     books.iter().enumerate().flat_map(move |(index, book)| {
         book.pages().iter().enumerate().filter_map(move |(slot, page)| {
             let eligible = page.is_frontier() == frontier
+                && !page.is_gone()
                 && host_caps[page.host as usize] > 0
                 && !page.is_pending(clock, settings.pending_periods);
             eligible.then_some((index as u32, slot as u32, page))

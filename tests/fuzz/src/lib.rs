@@ -257,7 +257,8 @@ pub fn html_links(data: &[u8]) {
     }
 }
 
-/// Two versions scored as `recrawl-diff score` does, every metric on. Input layout:
+/// Two versions scored as `recrawl-diff score` does, every metric on, past 64 words on
+/// samples. Input layout:
 /// `[selector, costs, old length (u16 LE), old…, new…]`; the selector picks how the
 /// versions are read (bits 0–1), case folding (bit 2) and the shingle k (bits 3–7, k =
 /// 1–32); `costs` gives IED's s (low nibble) and t (high nibble) in fifteenths.
@@ -272,13 +273,16 @@ pub fn change_degree(data: &[u8]) {
         t: f64::from(costs >> 4) / 15.0,
         k: u32::from(selector >> 3) + 1,
         case_fold: if selector & 4 == 0 { CaseFold::None } else { CaseFold::Lower },
+        // Small enough that longer inputs are compared on samples, as a long page is.
+        max_words: 100_000,
+        max_kept_words: 64,
     };
-    let scored = score(old, new, input, &compare);
+    let scored = score(old, new, input, &compare, false);
     for (name, degree) in degrees(&scored) {
         assert!((0.0..=1.0).contains(&degree), "{name} = {degree} outside [0, 1]");
     }
     assert!(scored.ied_cost >= 0.0 && scored.ied_cost.is_finite(), "ied_cost = {}", scored.ied_cost);
-    let same = score(old, old, input, &compare);
+    let same = score(old, old, input, &compare, false);
     for (name, degree) in degrees(&same) {
         // COS divides by the vectors' norms, so a version against itself is zero only up
         // to rounding.
