@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use recrawl::sim::server::{site_host, SimWebArgs, SimWebServer};
-use recrawl::sim::web::WebParams;
+use recrawl::sim::web::{WebParams, WorldKind};
 use recrawl_common::unix_ms;
 
 use crate::binary;
@@ -280,6 +280,9 @@ pub async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeli
         truthful_dates_share: WebParams::default().truthful_dates_share,
         response_dates_share: WebParams::default().response_dates_share,
         stuck_dates_share: WebParams::default().stuck_dates_share,
+        world: WorldKind::Web,
+        failures: None,
+        run_periods: WebParams::default().run_periods,
         listen: "127.0.0.1:0".parse().expect("address"),
         truth_log: None,
     })
