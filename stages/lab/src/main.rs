@@ -5,6 +5,7 @@ use recrawl_common::service::{block_on_main, print, print_line};
 use recrawl_lab::changes::{changes_report, ChangesArgs};
 use recrawl_lab::criteria::{criteria, CriteriaArgs};
 use recrawl_lab::evaluate::{evaluate_command, generate_command, EvaluateArgs, GenerateArgs};
+use recrawl_lab::histories::{histories, HistoriesArgs};
 use recrawl_lab::paper::{self, PaperArgs};
 
 /// recrawl lab: the papers' experiments, reproduced with the stages' own code.
@@ -27,6 +28,9 @@ enum Command {
     Evaluate(EvaluateArgs),
     /// Synthetic `group<TAB>history` lines drawn from rate distributions.
     Generate(GenerateArgs),
+    /// A world of the simulator's family as daily change histories, the format
+    /// `recrawl sim --replay` reads.
+    Histories(HistoriesArgs),
     /// A report of a run's change events (`recrawl tail change-events` JSON lines): change
     /// share per host over the periods, change degrees, hour of day, the most changed pages.
     Changes(ChangesArgs),
@@ -41,6 +45,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Evaluate(args) => print(evaluate_command(&args)?)?,
         Command::Generate(args) => print(generate_command(&args)?)?,
+        Command::Histories(args) => print(histories(&args))?,
         Command::Changes(args) => {
             changes_report(&args)?;
             print_line(format_args!("Written to {}", args.out.display()))?;

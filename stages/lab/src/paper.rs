@@ -21,7 +21,7 @@ use recrawl_schemas::{DiscoveredLinks, PageRef};
 use crate::chart::{bars, lines, Labels};
 use recrawl::sim::measure::{CopyTracker, Measures};
 use recrawl::sim::simulate::{simulate, simulated_request, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
-use recrawl::sim::web::{Truth, Web, WebParams};
+use recrawl::sim::web::{Truth, Web, WebParams, WorldKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Experiment {
@@ -36,6 +36,9 @@ pub enum Experiment {
     Ifs,
     /// Every policy's freshness at budgets from 2 % to 40 % of the pages a period.
     FreshnessVsBudget,
+    /// The family of worlds (`docs/algorithms/worlds.md`): every policy at five budgets,
+    /// 100 and 300 periods, three seeds each.
+    Worlds,
 }
 
 #[derive(Debug, Args)]
@@ -59,12 +62,13 @@ pub fn run(args: &PaperArgs) -> anyhow::Result<()> {
     let scaled = |pages: u64| ((pages as f64 * args.scale).round() as u64).max(200);
     let mut summaries = Vec::new();
     type Runner = fn(&Path, u64, u64) -> anyhow::Result<String>;
-    let experiments: [(Experiment, &str, u64, Runner); 5] = [
+    let experiments: [(Experiment, &str, u64, Runner); 6] = [
         (Experiment::Estimator, "estimator", 40_000, estimator),
         (Experiment::RefreshGroups, "refresh-groups", 2_000, refresh_groups),
         (Experiment::Scheduler, "scheduler", 20_000, scheduler),
         (Experiment::Ifs, "ifs", 100_000, ifs),
         (Experiment::FreshnessVsBudget, "freshness-vs-budget", 20_000, freshness_vs_budget),
+        (Experiment::Worlds, "worlds", 20_000, worlds),
     ];
     for (experiment, name, pages, runner) in experiments {
         if !chosen(experiment) {
@@ -100,14 +104,24 @@ pub fn run(args: &PaperArgs) -> anyhow::Result<()> {
 }
 
 fn web_of(seed: u64, pages: u64, pages_per_site: u32, period_minutes: f64, median_change_rate: f64) -> Web {
-    Web::generate(WebParams {
+    Web::generate(params_of(seed, pages, pages_per_site, period_minutes, median_change_rate))
+}
+
+fn params_of(
+    seed: u64,
+    pages: u64,
+    pages_per_site: u32,
+    period_minutes: f64,
+    median_change_rate: f64,
+) -> WebParams {
+    WebParams {
         seed,
         sites: pages.div_ceil(u64::from(pages_per_site)) as u32,
         pages_per_site,
         period_minutes,
         median_change_rate,
         ..WebParams::default()
-    })
+    }
 }
 
 fn model_name(model: Model) -> String {
@@ -574,6 +588,152 @@ fn freshness_vs_budget(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<Stri
         }
     }
     md.push_str("\n\nThe chart puts each run at the requests it made per page and period (the clairvoyant needs fewer than its budget). `recrawl sim --budget 0.02,0.05,0.1,0.2,0.4` prints the same runs as tables.\n\n![freshness against requests](freshness-vs-budget.svg)\n");
+    Ok(md)
+}
+
+/// Run lengths of `worlds`, periods.
+const WORLD_PERIODS: [u64; 2] = [100, 300];
+/// Seeds of `worlds`: each figure is reported as its spread over them.
+const WORLD_SEEDS: u64 = 3;
+
+/// One cell of `worlds`: a policy's freshness ÷ the optimum's over the seeds run.
+#[derive(Debug, Default, Clone)]
+struct Spread {
+    ratios: Vec<f64>,
+}
+
+impl Spread {
+    fn add(&mut self, ratio: Option<f64>) {
+        self.ratios.extend(ratio.filter(|r| r.is_finite()));
+    }
+
+    fn low(&self) -> f64 {
+        self.ratios.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    fn high(&self) -> f64 {
+        self.ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    fn cell(&self) -> String {
+        match self.ratios.len() {
+            0 => "-".to_owned(),
+            _ if (self.high() - self.low()) < 0.0005 => format!("{:.3}", self.low()),
+            _ => format!("{:.3}–{:.3}", self.low(), self.high()),
+        }
+    }
+}
+
+/// Every policy on each world of the family at each of [`BUDGETS`], over
+/// [`WORLD_PERIODS`] and [`WORLD_SEEDS`] seeds: a CSV of every run and a chart per world,
+/// and one table of the default policy, uniform, the clairvoyant and the best other
+/// learned policy against the known-rate optimum, as spreads over the seeds.
+fn worlds(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
+    let mut csv = String::from("world,periods,seed,budget,policy,sees_truth,freshness,ratio_to_optimum\n");
+    // (world, periods, budget) → policy → spread over the seeds.
+    let mut cells: Vec<((WorldKind, u64, f64), Vec<(&'static str, Spread)>)> = Vec::new();
+    for kind in WorldKind::ALL {
+        for periods in WORLD_PERIODS {
+            for seed in seed..seed + WORLD_SEEDS {
+                let web = Web::generate(WebParams {
+                    world: kind,
+                    failures: kind.fails_by_default(),
+                    run_periods: periods as f64,
+                    ..params_of(seed, pages, 100, 60.0, 0.03)
+                });
+                let world = SimulatedWeb { truth: Truth::of_web(&web, periods as f64), web: &web };
+                for budget in BUDGETS {
+                    let config = SimConfig { periods, budget, ..SimConfig::default() };
+                    let results = simulate(&world, &SimPolicy::ALL, &config);
+                    let key = (kind, periods, budget);
+                    let index = match cells.iter().position(|(k, _)| *k == key) {
+                        Some(index) => index,
+                        None => {
+                            cells.push((key, Vec::new()));
+                            cells.len() - 1
+                        }
+                    };
+                    for r in &results {
+                        let _ = writeln!(
+                            csv,
+                            "{},{periods},{seed},{budget},{},{},{},{}",
+                            kind.name(),
+                            r.name,
+                            r.sees_truth,
+                            r.freshness,
+                            r.ratio_to_optimum.unwrap_or(f64::NAN)
+                        );
+                        let policies = &mut cells[index].1;
+                        match policies.iter_mut().find(|(name, _)| *name == r.name) {
+                            Some((_, spread)) => spread.add(r.ratio_to_optimum),
+                            None => {
+                                let mut spread = Spread::default();
+                                spread.add(r.ratio_to_optimum);
+                                policies.push((r.name, spread));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    std::fs::write(dir.join("worlds.csv"), &csv)?;
+    let default = recrawl_scheduler::policy::DEFAULT_POLICY.as_str();
+    let mut md = format!(
+        "# The family of worlds\n\n{pages} pages a world (`docs/algorithms/worlds.md`), seeds {seed}–{}, periods of an hour, the store starting with a copy of every page. Each cell is freshness ÷ the known-rate optimum's, as its spread over the seeds; *best other* is the freshest learned policy but the default (`{default}`), by its highest ratio.\n\n| world | periods | R | default | uniform | clairvoyant | best other |\n|---|---:|---:|---:|---:|---:|---|\n",
+        seed + WORLD_SEEDS - 1
+    );
+    for ((kind, periods, budget), policies) in &cells {
+        let of = |name: &str| policies.iter().find(|(n, _)| *n == name).map(|(_, s)| s);
+        let cell = |name: &str| of(name).map_or("-".to_owned(), Spread::cell);
+        let best_other = policies
+            .iter()
+            .filter(|(name, _)| {
+                *name != default && SimPolicy::parse(name).is_some_and(|policy| !policy.sees_truth())
+            })
+            .max_by(|a, b| a.1.high().total_cmp(&b.1.high()))
+            .map_or("-".to_owned(), |(name, spread)| format!("{name} {}", spread.cell()));
+        let _ = writeln!(
+            md,
+            "| {} | {periods} | {budget} | {} | {} | {} | {best_other} |",
+            kind.name(),
+            cell(default),
+            cell("uniform"),
+            cell("clairvoyant")
+        );
+    }
+    for kind in WorldKind::ALL {
+        let series: Vec<(String, Vec<(f64, f64)>)> =
+            [default, "uniform", "clairvoyant", "lambda-crawl", "change-aware"]
+                .iter()
+                .map(|&name| {
+                    let points = cells
+                        .iter()
+                        .filter(|((k, periods, _), _)| *k == kind && *periods == WORLD_PERIODS[0])
+                        .filter_map(|((_, _, budget), policies)| {
+                            let spread = policies.iter().find(|(n, _)| *n == name).map(|(_, s)| s)?;
+                            let mean = spread.ratios.iter().sum::<f64>() / spread.ratios.len().max(1) as f64;
+                            Some((*budget, mean))
+                        })
+                        .collect();
+                    (name.to_owned(), points)
+                })
+                .collect();
+        let title =
+            format!("{}: freshness ÷ the known-rate optimum, {} periods", kind.name(), WORLD_PERIODS[0]);
+        lines(
+            &dir.join(format!("{}.svg", kind.name())),
+            &Labels {
+                title: &title,
+                x: "budget R (picks per period ÷ pages)",
+                y: "÷ optimum (mean of the seeds)",
+            },
+            &series,
+            &["clairvoyant"],
+        )?;
+        let _ = writeln!(md, "\n![{0}]({0}.svg)", kind.name());
+    }
+    md.push_str("\nEvery run is in `worlds.csv`.\n");
     Ok(md)
 }
 
