@@ -9,7 +9,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::{decode_as, EnvelopeError, Format, Framed, Message};
+use crate::envelope::{decode_as, EnvelopeError, Format, Framed, Framing, Message, HEADER_LEN};
 use crate::frequency::FrequencyGroup;
 use crate::time::UtcTime;
 use crate::v1;
@@ -660,6 +660,9 @@ pub struct LastRequest {
     pub period: u64,
     /// Whether it was a download.
     pub downloaded: bool,
+    /// How the request ended, as the fetch result says (since schema 3): the scheduler
+    /// lets a URL refused for its address go for good.
+    pub outcome: FetchOutcome,
     /// Whether the content changed (null when not compared).
     pub changed: Option<bool>,
     /// Body size in bytes.
@@ -813,12 +816,54 @@ pub struct PageEstimate {
     /// URLs of the group (those of this estimate's partition) the prior was learned from;
     /// 0 means the flat prior (no URL of the group compared yet).
     pub change_rate_prior_urls: Option<u64>,
+    /// What the change rate rests on besides the prior, and so what the page is scheduled
+    /// by (since schema 3): nothing yet, its comparisons, or its believed `Last-Modified`
+    /// dates.
+    pub change_rate_source: ChangeRateSource,
+}
+
+/// What a page's change rate rests on besides its group's prior
+/// (`docs/algorithms/freshness-limits.md`, learning the rates, dated changes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeRateSource {
+    /// No comparison yet: the group's prior alone.
+    Prior,
+    /// The page's comparisons of its downloads.
+    Comparisons,
+    /// The changes its believed `Last-Modified` dates placed.
+    Dates,
+}
+
+impl ChangeRateSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prior => "prior",
+            Self::Comparisons => "comparisons",
+            Self::Dates => "dates",
+        }
+    }
+}
+
+impl FetchOutcome {
+    /// How a request that did not say (an estimate of schema 2 or earlier, what the
+    /// estimator keeps of a request to revise its estimate) most likely ended: a download
+    /// or a 304, else an HTTP status, else `other`.
+    pub fn inferred(downloaded: bool, http_status: Option<u16>) -> Self {
+        match (downloaded, http_status) {
+            (true, Some(304)) => Self::NotModified,
+            (true, _) => Self::Downloaded,
+            (false, Some(_)) => Self::HttpStatus,
+            (false, None) => Self::Other,
+        }
+    }
 }
 
 impl Message for PageEstimate {
     const NAME: &'static str = "PageEstimate";
     const FORMAT: Format = Format::Json;
-    const VERSION: u16 = 2;
+    /// 3: `last_request.outcome` and `change_rate_source`.
+    const VERSION: u16 = 3;
 
     fn validate(&self) -> Result<(), String> {
         self.page.validate("page")?;
@@ -828,6 +873,13 @@ impl Message for PageEstimate {
         bounds::period(last.period)?;
         if last.changed.is_some() && !last.downloaded {
             return Err("last_request.changed is set on a request that did not download".to_owned());
+        }
+        if last.downloaded != matches!(last.outcome, FetchOutcome::Downloaded | FetchOutcome::NotModified) {
+            return Err(format!(
+                "last_request.outcome {} does not agree with downloaded {}",
+                last.outcome.as_str(),
+                last.downloaded
+            ));
         }
         bounds::header("last_request.etag", last.etag.as_deref())?;
         bounds::header("last_request.last_modified", last.last_modified.as_deref())?;
@@ -858,9 +910,35 @@ impl Message for PageEstimate {
         bounds::non_negative("refresh.weekly_change_rate", self.refresh.weekly_change_rate)
     }
 
+    /// Schema 2 reads with the fields it lacks inferred: the outcome from the download and
+    /// the status, the rate's source from the comparisons (a rate from dates reads as from
+    /// comparisons). Schema 1 reads into schema 2's fields likewise.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
-        let old: v1::PageEstimate = decode_as(framed, bytes)?;
         let payload_error = |reason: String| EnvelopeError::Payload { name: Self::NAME, reason };
+        if framed.version == 2 {
+            let body = match framed.framing {
+                Framing::PlainJson => bytes,
+                Framing::Envelope(_) => bytes.get(HEADER_LEN..).unwrap_or_default(),
+            };
+            let mut value: serde_json::Value =
+                serde_json::from_slice(body).map_err(|e| payload_error(e.to_string()))?;
+            let object = value.as_object_mut().ok_or_else(|| payload_error("not an object".to_owned()))?;
+            let comparisons = object.get("comparisons").and_then(serde_json::Value::as_u64).unwrap_or(0);
+            let source =
+                if comparisons > 0 { ChangeRateSource::Comparisons } else { ChangeRateSource::Prior };
+            object.insert("change_rate_source".to_owned(), serde_json::json!(source));
+            if let Some(last) = object.get_mut("last_request").and_then(serde_json::Value::as_object_mut) {
+                let downloaded = last.get("downloaded").and_then(serde_json::Value::as_bool).unwrap_or(false);
+                let status = last.get("http_status").and_then(serde_json::Value::as_u64);
+                let status = status.and_then(|status| u16::try_from(status).ok());
+                last.insert(
+                    "outcome".to_owned(),
+                    serde_json::json!(FetchOutcome::inferred(downloaded, status)),
+                );
+            }
+            return serde_json::from_value(value).map_err(|e| payload_error(e.to_string()));
+        }
+        let old: v1::PageEstimate = decode_as(framed, bytes)?;
         let group = |name: &str| name.parse::<FrequencyGroup>().map_err(|e| payload_error(e.to_string()));
         let (last, plan) = (old.last_request, old.refresh);
         Ok(Self {
@@ -876,6 +954,7 @@ impl Message for PageEstimate {
                 latency_ms: last.latency_ms,
                 fetched_at: UtcTime::from_ms(last.fetched_at_ms),
                 fetched_at_ms: last.fetched_at_ms,
+                outcome: FetchOutcome::inferred(last.downloaded, last.http_status),
                 http_status: last.http_status,
                 crawl_delay_ms: last.crawl_delay_ms,
                 etag: last.etag,
@@ -913,6 +992,11 @@ impl Message for PageEstimate {
             change_rate_high: old.change_rate_high,
             change_rate_prior_mean: old.change_rate_prior_mean,
             change_rate_prior_urls: old.change_rate_prior_urls,
+            change_rate_source: if old.comparisons > 0 {
+                ChangeRateSource::Comparisons
+            } else {
+                ChangeRateSource::Prior
+            },
         })
     }
 }
@@ -1122,6 +1206,7 @@ pub mod samples {
             last_request: LastRequest {
                 period: 42,
                 downloaded: true,
+                outcome: FetchOutcome::Downloaded,
                 changed: Some(false),
                 size_bytes: 11,
                 size_change_bytes: Some(0),
@@ -1167,6 +1252,7 @@ pub mod samples {
             change_rate_high: None,
             change_rate_prior_mean: None,
             change_rate_prior_urls: None,
+            change_rate_source: ChangeRateSource::Comparisons,
             refresh: RefreshPlan {
                 weekly_change_rate: 4.5,
                 group16: FrequencyGroup::Weekly(5),

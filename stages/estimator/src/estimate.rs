@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 use recrawl_common::{http_date_ms, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{
-    bounds, ChangeEvent, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution, LastRequest,
-    Message, PageEstimate, PageRef, RefreshPlan, UtcTime,
+    bounds, ChangeEvent, FetchOutcome, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution,
+    LastRequest, Message, PageEstimate, PageRef, RefreshPlan, UtcTime,
 };
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +119,7 @@ pub struct LastResponse {
 struct Echo<'a> {
     page: &'a PageRef,
     downloaded: bool,
+    outcome: FetchOutcome,
     changed: Option<bool>,
     http_status: Option<u16>,
     crawl_delay_ms: Option<u64>,
@@ -131,6 +132,7 @@ impl<'a> From<&'a ChangeEvent> for Echo<'a> {
         Self {
             page: &event.page,
             downloaded: event.downloaded,
+            outcome: event.outcome,
             changed: event.changed,
             http_status: event.http_status,
             crawl_delay_ms: event.crawl_delay_ms,
@@ -145,6 +147,8 @@ impl<'a> From<&'a LastResponse> for Echo<'a> {
         Self {
             page: &kept.page,
             downloaded: kept.downloaded,
+            // Not kept: a revision's request was a download, or failed with its status.
+            outcome: FetchOutcome::inferred(kept.downloaded, kept.http_status),
             changed: kept.changed,
             http_status: kept.http_status,
             crawl_delay_ms: kept.crawl_delay_ms,
@@ -493,6 +497,7 @@ impl Estimator {
             last_request: LastRequest {
                 period: history.last_request,
                 downloaded: response.downloaded,
+                outcome: response.outcome,
                 changed: response.changed,
                 size_bytes: page.last_size_bytes,
                 size_change_bytes: page.last_update_size,
@@ -526,6 +531,7 @@ impl Estimator {
             change_rate_high: Some(change_rate.high),
             change_rate_prior_mean: Some(change_rate.prior_mean),
             change_rate_prior_urls: Some(change_rate.prior_pages),
+            change_rate_source: change_rate.source,
             refresh: RefreshPlan {
                 weekly_change_rate: plan.weekly_change_rate,
                 group16: plan.group16,

@@ -75,26 +75,8 @@ pub struct PageRate {
     pub source: RateSource,
 }
 
-/// What a URL's change rate rests on besides its group's prior.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RateSource {
-    /// Nothing yet: the prior alone.
-    Prior,
-    /// Its comparisons.
-    Comparisons,
-    /// The changes its believed `Last-Modified` dates gave.
-    Dates,
-}
-
-impl RateSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Prior => "prior",
-            Self::Comparisons => "comparisons",
-            Self::Dates => "dates",
-        }
-    }
-}
+/// What a URL's change rate rests on besides its group's prior: the estimate says it.
+pub use recrawl_schemas::ChangeRateSource as RateSource;
 
 /// A URL's move in one of its group's histograms: out of `from`, into `to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

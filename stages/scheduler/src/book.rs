@@ -951,14 +951,15 @@ impl Book {
         self.gone
     }
 
-    /// Drops the frontier URL at `slot`: out of the index (a link may bring it back as
-    /// new), its host's count and its in-links let go, a tombstone queued. Whether it
-    /// was a frontier URL to drop.
+    /// Drops the URL at `slot`, in the frontier or tracked: out of the index (a link may
+    /// bring it back as new), its host's count, its in-links and validators let go, a
+    /// tombstone queued. Whether there was a URL to drop.
     pub fn forget(&mut self, hosts: &mut Hosts, slot: u32) -> bool {
         let Some(page) = self.pages.get(slot as usize).copied() else { return false };
-        if !page.is_frontier() || page.is_gone() {
+        if page.is_gone() {
             return false;
         }
+        self.validators.remove(&slot);
         let hash = xxh3_64(self.url(slot).as_bytes());
         if let Ok(entry) = self.index.find_entry(hash, |&found| found == slot) {
             entry.remove();
@@ -966,9 +967,11 @@ impl Book {
         let stats = &mut hosts.stats[page.host as usize];
         stats.urls = stats.urls.saturating_sub(1);
         let page = &mut self.pages[slot as usize];
-        self.dead_in_links = self.dead_in_links.saturating_add(page.in_degree as usize);
+        if page.is_frontier() {
+            self.dead_in_links = self.dead_in_links.saturating_add(page.in_degree as usize);
+            self.frontier = self.frontier.saturating_sub(1);
+        }
         (page.in_links, page.in_degree, page.discovered) = (NONE, 0, NONE);
-        self.frontier = self.frontier.saturating_sub(1);
         self.gone = self.gone.saturating_add(1);
         self.removed.push(slot);
         true
@@ -1017,7 +1020,8 @@ impl Book {
 pub(crate) mod tests {
     use super::*;
     use recrawl_schemas::{
-        Forecast, ForecastModel, ForecastPrior, FrequencyGroup, LastRequest, PageRef, RefreshPlan, UtcTime,
+        ChangeRateSource, FetchOutcome, Forecast, ForecastModel, ForecastPrior, FrequencyGroup, LastRequest,
+        PageRef, RefreshPlan, UtcTime,
     };
 
     pub(crate) fn estimate(url: &str, period: u64, downloaded: bool, changed: Option<bool>) -> PageEstimate {
@@ -1035,6 +1039,7 @@ pub(crate) mod tests {
             last_request: LastRequest {
                 period,
                 downloaded,
+                outcome: if downloaded { FetchOutcome::Downloaded } else { FetchOutcome::HttpStatus },
                 changed,
                 size_bytes: 1000,
                 size_change_bytes: None,
@@ -1068,6 +1073,11 @@ pub(crate) mod tests {
             change_rate_high: Some(0.5),
             change_rate_prior_mean: Some(0.2),
             change_rate_prior_urls: Some(3),
+            change_rate_source: if changed.is_some() {
+                ChangeRateSource::Comparisons
+            } else {
+                ChangeRateSource::Prior
+            },
             refresh: RefreshPlan {
                 weekly_change_rate: 7.0,
                 group16: FrequencyGroup::Weekly(7),

@@ -34,7 +34,9 @@ use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageC
 use recrawl_model::{DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
-use recrawl_schemas::{normalise_url, url_key, DiscoveredLinks, PageEstimate, PagePick, PageRef, PickReason};
+use recrawl_schemas::{
+    normalise_url, url_key, DiscoveredLinks, FetchOutcome, PageEstimate, PagePick, PageRef, PickReason,
+};
 use thiserror::Error;
 
 use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState, NONE};
@@ -334,7 +336,7 @@ impl SchedulerMetrics {
         for reason in ["refresh", "discovery"] {
             metrics.picks.with_label_values(&[reason]).reset();
         }
-        for result in ["new", "updated", "revised", "replayed"] {
+        for result in ["new", "updated", "revised", "replayed", "refused_address"] {
             metrics.estimates.with_label_values(&[result]).reset();
         }
         let rejections = recrawl_common::links::Rejection::ALL.map(|r| r.as_str());
@@ -476,12 +478,21 @@ impl Scheduler {
         if let (Some(page), Ok(_)) = (was_frontier, &applied) {
             caps.left(page.host);
         }
-        let label = match applied? {
+        let mut label = match applied? {
             Applied::New => "new",
             Applied::Updated => "updated",
             Applied::Revised => "revised",
             Applied::Replayed => "replayed",
         };
+        // A URL whose host resolves to an address the fetcher refuses is refused at every
+        // request: it leaves the book (a tombstone) rather than be picked again.
+        if estimate.last_request.outcome == FetchOutcome::BlockedAddress {
+            if let Some(slot) = book.find(&estimate.page.url) {
+                if book.forget(hosts, slot) {
+                    label = "refused_address";
+                }
+            }
+        }
         self.metrics.estimates.with_label_values(&[label]).inc();
         Ok(())
     }
@@ -811,6 +822,34 @@ pub(crate) mod tests {
         scheduler.hosts.stats[slow].crawl_delay_ms = 2_000;
         assert_eq!(scheduler.hosts.stats[slow].requests_per_period(1000, 100), 1);
         assert_eq!(scheduler.hosts.stats[slow].requests_per_period(10_000, 100), 1 + 9_550 / 2_450);
+    }
+
+    #[test]
+    fn a_url_refused_for_its_address_leaves_the_book_and_is_not_picked_again() {
+        let mut scheduler = scheduler();
+        let mut store = StateStore::default();
+        for url in ["http://intranet/a.html", "http://public/a.html"] {
+            scheduler.apply_link(&link(url, Some("http://src/"), 1, 2), 0).unwrap();
+        }
+        let mut refused = estimate("http://intranet/a.html", 2, false, None);
+        refused.last_request.outcome = FetchOutcome::BlockedAddress;
+        scheduler.apply_estimate(&refused, 0).unwrap();
+        scheduler.apply_estimate(&estimate("http://public/a.html", 2, true, None), 0).unwrap();
+        let refused_count = |scheduler: &Scheduler| {
+            let counter = scheduler.metrics.estimates.with_label_values(&["refused_address"]);
+            counter.get()
+        };
+        assert_eq!(refused_count(&scheduler), 1);
+        scheduler.write_changes(&mut store);
+        let removed: Vec<String> = store.take_removed().into_iter().map(|(_, url)| url).collect();
+        assert_eq!(removed, ["http://intranet/a.html"], "a tombstone");
+        for period in 10..20 {
+            let picks = scheduler.picks(period);
+            assert!(picks.iter().all(|pick| !pick.url.contains("intranet")), "{picks:?}");
+        }
+        // Linked again, it comes back as new and may be tried once more.
+        scheduler.apply_link(&link("http://intranet/a.html", Some("http://src/"), 21, 2), 0).unwrap();
+        assert!(scheduler.books[&0].find("http://intranet/a.html").is_some());
     }
 
     #[test]

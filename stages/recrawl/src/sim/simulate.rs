@@ -25,7 +25,7 @@ use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_scheduler::plan::{choose, PlanSettings};
 use recrawl_scheduler::policy::{Horizon, Policy};
-use recrawl_schemas::{LastRequest, UtcTime};
+use recrawl_schemas::{FetchOutcome, LastRequest, UtcTime};
 use serde::Serialize;
 
 use super::measure::{optimal_frequencies_per_page, CopyTracker, CreditSchedule, Measures};
@@ -479,6 +479,7 @@ pub fn simulated_request(
     LastRequest {
         period,
         downloaded,
+        outcome: if downloaded { FetchOutcome::Downloaded } else { FetchOutcome::HttpStatus },
         changed,
         size_bytes: bytes,
         size_change_bytes: None,
