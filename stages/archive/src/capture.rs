@@ -123,12 +123,16 @@ pub struct Archived<'a> {
 
 /// The records `result`, read at input `offset`, becomes; `None` for an outcome that is
 /// not archived (failures, robots denials, bodies not transferred). `last` is the URL's
-/// state, `warcinfo_id` the id of the file's warcinfo record.
+/// state, `warcinfo_id` the id of the file's warcinfo record. A revisit gets its request
+/// record only with `revisit_requests`: what a replay or an index uses of a revisit is
+/// the capture it refers to, and on a recrawl the revisits' requests were a fifth of the
+/// archive (BENCHMARKS.md).
 pub fn archive<'a>(
     result: &'a FetchResult,
     last: Option<&Capture>,
     offset: i64,
     warcinfo_id: &str,
+    revisit_requests: bool,
 ) -> Option<Archived<'a>> {
     let downloaded = match result.outcome {
         FetchOutcome::Downloaded => true,
@@ -214,7 +218,8 @@ pub fn archive<'a>(
     };
     let response = Record { kind: record_type, fields, head: response_head, payload }.with_block_digest();
     let mut records = Vec::with_capacity(2);
-    if let Some(exchange) = &result.exchange {
+    let with_request = kind == Kind::Response || revisit_requests;
+    if let Some(exchange) = result.exchange.as_ref().filter(|_| with_request) {
         records.push(request_record(
             exchange,
             target_uri,
@@ -365,7 +370,7 @@ mod tests {
     #[test]
     fn a_first_download_is_a_request_and_a_response_remembered() {
         let result = downloaded("<p>one</p>", 1_000_000);
-        let archived = archive(&result, None, 7, "<urn:uuid:w>").unwrap();
+        let archived = archive(&result, None, 7, "<urn:uuid:w>", true).unwrap();
         assert_eq!(archived.kind, Kind::Response);
         let kinds: Vec<RecordType> = archived.records.iter().map(|r| r.kind).collect();
         assert_eq!(kinds, [RecordType::Request, RecordType::Response]);
@@ -386,9 +391,9 @@ mod tests {
     #[test]
     fn the_same_payload_again_is_a_revisit_of_the_first_capture() {
         let first = downloaded("<p>same</p>", 1_000_000);
-        let capture = archive(&first, None, 7, "w").unwrap().capture.unwrap();
+        let capture = archive(&first, None, 7, "w", true).unwrap().capture.unwrap();
         let again = downloaded("<p>same</p>", 2_000_000);
-        let archived = archive(&again, Some(&capture), 9, "w").unwrap();
+        let archived = archive(&again, Some(&capture), 9, "w", true).unwrap();
         assert_eq!((archived.kind, archived.saved_bytes, archived.capture), (Kind::Revisit, 11, None));
         let revisit = archived.records.last().unwrap();
         assert_eq!(revisit.kind, RecordType::Revisit);
@@ -401,7 +406,7 @@ mod tests {
         assert_eq!(archived.mime.as_deref(), Some("warc/revisit"));
         // A changed payload is a response again, and the capture to refer to from now on.
         let changed = downloaded("<p>new</p>", 3_000_000);
-        let archived = archive(&changed, Some(&capture), 11, "w").unwrap();
+        let archived = archive(&changed, Some(&capture), 11, "w", true).unwrap();
         assert_eq!(archived.kind, Kind::Response);
         assert_eq!(archived.capture.map(|c| c.offset), Some(11));
     }
@@ -409,7 +414,7 @@ mod tests {
     #[test]
     fn a_304_is_a_server_not_modified_revisit() {
         let first = downloaded("<p>same</p>", 1_000_000);
-        let capture = archive(&first, None, 7, "w").unwrap().capture.unwrap();
+        let capture = archive(&first, None, 7, "w", true).unwrap().capture.unwrap();
         let not_modified = FetchResult {
             outcome: FetchOutcome::NotModified,
             http_status: Some(304),
@@ -417,14 +422,22 @@ mod tests {
             fetched_at_ms: 2_000_000,
             ..with_exchange()
         };
-        let archived = archive(&not_modified, Some(&capture), 9, "w").unwrap();
+        let archived = archive(&not_modified, Some(&capture), 9, "w", true).unwrap();
         assert_eq!(archived.kind, Kind::NotModified);
         let revisit = archived.records.last().unwrap();
         assert_eq!(field(revisit, "WARC-Profile"), Some(PROFILE_SERVER_NOT_MODIFIED));
         assert_eq!(field(revisit, "WARC-Payload-Digest"), Some(digest_text(&capture.payload_sha1).as_str()));
         assert!(revisit.head.starts_with(b"HTTP/1.1 304 OK\r\n"), "the exchange's reason, as sampled");
+        // Its request only when asked for.
+        let kinds: Vec<RecordType> = archive(&not_modified, Some(&capture), 9, "w", false)
+            .unwrap()
+            .records
+            .iter()
+            .map(|r| r.kind)
+            .collect();
+        assert_eq!(kinds, [RecordType::Revisit]);
         // Nothing known before: no reference, no payload digest.
-        let archived = archive(&not_modified, None, 9, "w").unwrap();
+        let archived = archive(&not_modified, None, 9, "w", true).unwrap();
         let revisit = archived.records.last().unwrap();
         assert_eq!((field(revisit, "WARC-Refers-To"), field(revisit, "WARC-Payload-Digest")), (None, None));
     }
@@ -432,14 +445,14 @@ mod tests {
     #[test]
     fn a_replayed_record_never_refers_to_a_capture_of_its_own_or_later() {
         let first = downloaded("<p>same</p>", 1_000_000);
-        let capture = archive(&first, None, 7, "w").unwrap().capture.unwrap();
+        let capture = archive(&first, None, 7, "w", true).unwrap().capture.unwrap();
         // Read again after a crash, the state already holding its own capture.
-        let archived = archive(&first, Some(&capture), 7, "w").unwrap();
+        let archived = archive(&first, Some(&capture), 7, "w", true).unwrap();
         assert_eq!((archived.kind, archived.capture), (Kind::Response, None));
         // An earlier record of the same URL read again while the state holds a later one.
         let later = Capture { offset: 20, ..capture.clone() };
         let earlier = downloaded("<p>same</p>", 500_000);
-        let archived = archive(&earlier, Some(&later), 5, "w").unwrap();
+        let archived = archive(&earlier, Some(&later), 5, "w", true).unwrap();
         assert_eq!((archived.kind, archived.capture), (Kind::Response, None));
     }
 
@@ -447,7 +460,7 @@ mod tests {
     fn failures_and_denials_are_not_archived() {
         for outcome in FetchOutcome::ALL {
             let result = FetchResult { outcome, ..downloaded("x", 1) };
-            let archived = archive(&result, None, 1, "w").is_some();
+            let archived = archive(&result, None, 1, "w", true).is_some();
             assert_eq!(
                 archived,
                 matches!(outcome, FetchOutcome::Downloaded | FetchOutcome::NotModified),
@@ -459,7 +472,7 @@ mod tests {
     #[test]
     fn a_schema_1_result_gets_its_kept_headers_and_no_request() {
         let result = FetchResult { exchange: None, ..downloaded("<p>x</p>", 1) };
-        let archived = archive(&result, None, 1, "w").unwrap();
+        let archived = archive(&result, None, 1, "w", true).unwrap();
         assert_eq!(archived.records.len(), 1);
         assert_eq!(
             archived.records[0].head,
@@ -476,7 +489,7 @@ mod tests {
                 value: b"chunked".to_vec(),
             });
         }
-        let archived = archive(&result, None, 1, "w").unwrap();
+        let archived = archive(&result, None, 1, "w", true).unwrap();
         let head = String::from_utf8_lossy(&archived.records[1].head).into_owned();
         assert!(head.contains("\r\nx-recrawl-original-transfer-encoding: chunked\r\n"), "{head}");
     }

@@ -8,10 +8,8 @@
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
-use flate2::Compression;
-
 use crate::store::STAGED_SUFFIX;
-use crate::warc::{timestamp17, WarcInfo};
+use crate::warc::{timestamp17, Gzip, WarcInfo};
 
 /// An index this large seals its file, however small the file: the index is held in
 /// memory until then (about 250 bytes a record: some 64,000 records).
@@ -66,12 +64,12 @@ impl OpenFile {
         info: &WarcInfo,
         now_ms: i64,
         first_offset: i64,
-        level: Compression,
+        gzip: &mut Gzip,
     ) -> std::io::Result<Self> {
         let staged = dir.join(format!("{name}{STAGED_SUFFIX}"));
         let (warcinfo, warcinfo_id) = info.record(&name, now_ms);
         let mut member = Vec::new();
-        warcinfo.write_gzip(level, &mut member)?;
+        warcinfo.write_gzip(gzip, &mut member).map_err(std::io::Error::other)?;
         let file =
             std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&staged)?;
         let mut open = Self {
@@ -196,8 +194,15 @@ mod tests {
     #[test]
     fn a_sealed_file_has_its_warcinfo_first_and_its_index_sorted() {
         let dir = tempfile::tempdir().unwrap();
-        let mut file =
-            OpenFile::create(dir.path(), "r.warc.gz".into(), &info(), 0, 5, Compression::default()).unwrap();
+        let mut file = OpenFile::create(
+            dir.path(),
+            "r.warc.gz".into(),
+            &info(),
+            0,
+            5,
+            &mut Gzip::new(Default::default()),
+        )
+        .unwrap();
         let warcinfo_bytes = file.len();
         assert!(warcinfo_bytes > 0);
         file.append(b"more").unwrap();

@@ -35,7 +35,7 @@ use crate::capture::{archive, ArchiveState, Archived, Kind, SealedFile, SEALED_K
 use crate::cdxj::IndexEntry;
 use crate::files::{index_name, warc_name, OpenFile, StagedFile, MAX_INDEX_BYTES};
 use crate::store::{remove_staged_leftovers, Destination, StoreError};
-use crate::warc::{RecordType, WarcInfo};
+use crate::warc::{Gzip, RecordType, WarcInfo};
 
 pub const STAGE: &str = "archive";
 
@@ -83,6 +83,10 @@ pub struct ArchiveArgs {
     #[arg(long, env = "RECRAWL_ARCHIVE_MAX_FILE_AGE_MS", default_value_t = 900_000,
           value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     pub max_file_age_ms: u64,
+    /// Also write the request record of each revisit (a 304's conditional request): by
+    /// default only responses have theirs.
+    #[arg(long, env = "RECRAWL_ARCHIVE_REVISIT_REQUESTS")]
+    pub revisit_requests: bool,
     /// gzip level of the records, 0 (stored) to 9.
     #[arg(long, env = "RECRAWL_ARCHIVE_GZIP_LEVEL", default_value_t = 6,
           value_parser = clap::value_parser!(u32).range(0..=9))]
@@ -255,7 +259,8 @@ pub struct Archive {
     instance: String,
     max_file_bytes: u64,
     max_file_age: Duration,
-    level: Compression,
+    gzip: Gzip,
+    revisit_requests: bool,
     outage: Duration,
     serial: u64,
     partitions: BTreeMap<i32, PartitionFiles>,
@@ -288,7 +293,8 @@ impl Archive {
             instance: args.warc_instance.clone().unwrap_or(hostname),
             max_file_bytes: args.max_file_bytes,
             max_file_age: Duration::from_millis(args.max_file_age_ms),
-            level: Compression::new(args.gzip_level),
+            gzip: Gzip::new(Compression::new(args.gzip_level)),
+            revisit_requests: args.revisit_requests,
             // Stops short of the outage timeout, within which the runtime's own retries
             // of the batch's changelog must also fit before max.poll.interval.ms.
             outage: Duration::from_millis(args.kafka.outage_timeout_ms / 2),
@@ -429,7 +435,9 @@ impl Archive {
             _ => None,
         };
         let (name, warcinfo_id) = self.open_file(partition, record).await?;
-        let Some(archived) = archive(result, last.as_ref(), record.offset, &warcinfo_id) else {
+        let Some(archived) =
+            archive(result, last.as_ref(), record.offset, &warcinfo_id, self.revisit_requests)
+        else {
             self.covered(partition, record.offset);
             return Ok(());
         };
@@ -485,12 +493,16 @@ impl Archive {
 
     /// The gzip members of `archived`'s records, with the offset and length within them
     /// of the last one (the response or revisit, which the index names).
-    fn members(&self, archived: &Archived<'_>, partition: i32) -> Result<(Vec<u8>, u64, u64), StageError> {
+    fn members(
+        &mut self,
+        archived: &Archived<'_>,
+        partition: i32,
+    ) -> Result<(Vec<u8>, u64, u64), StageError> {
         let mut members = Vec::new();
         let mut last_start = 0;
         for written in &archived.records {
             last_start = members.len();
-            written.write_gzip(self.level, &mut members).map_err(|error| {
+            written.write_gzip(&mut self.gzip, &mut members).map_err(|error| {
                 StageError::Durability(format!("compressing a record of partition {partition}: {error}"))
             })?;
         }
@@ -513,7 +525,7 @@ impl Archive {
             let now = unix_ms();
             let name = warc_name(&self.prefix, now, self.serial, &self.instance, partition);
             let dir = self.destination.staging_dir().to_path_buf();
-            match OpenFile::create(&dir, name.clone(), &self.info, now, record.offset, self.level) {
+            match OpenFile::create(&dir, name.clone(), &self.info, now, record.offset, &mut self.gzip) {
                 Ok(open) => break open,
                 Err(error) => self.failed(&mut retry, "write", format!("{name}: {error}")).await?,
             }

@@ -5,10 +5,7 @@
 //! write and verify them. Record ids are UUIDs derived from what the record is (its type,
 //! target and date), so a record written again after a crash has the id it had.
 
-use std::io::Write as _;
-
-use flate2::write::GzEncoder;
-use flate2::Compression;
+use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use recrawl_schemas::UtcTime;
 use sha1::{Digest as _, Sha1};
 
@@ -120,26 +117,80 @@ impl Record<'_> {
     }
 
     /// The record as a gzip member, appended to `out`.
-    pub fn write_gzip(&self, level: Compression, out: &mut Vec<u8>) -> std::io::Result<()> {
-        let mut gzip = GzEncoder::new(out, level);
-        gzip.write_all(WARC_VERSION.as_bytes())?;
-        gzip.write_all(CRLF)?;
-        gzip.write_all(b"WARC-Type: ")?;
-        gzip.write_all(self.kind.as_str().as_bytes())?;
-        gzip.write_all(CRLF)?;
+    pub fn write_gzip(&self, gzip: &mut Gzip, out: &mut Vec<u8>) -> Result<(), GzipError> {
+        let mut header = Vec::with_capacity(512);
+        header.extend_from_slice(WARC_VERSION.as_bytes());
+        header.extend_from_slice(CRLF);
+        header.extend_from_slice(b"WARC-Type: ");
+        header.extend_from_slice(self.kind.as_str().as_bytes());
+        header.extend_from_slice(CRLF);
         for (name, value) in &self.fields {
-            gzip.write_all(name.as_bytes())?;
-            gzip.write_all(b": ")?;
-            gzip.write_all(value.as_bytes())?;
-            gzip.write_all(CRLF)?;
+            header.extend_from_slice(name.as_bytes());
+            header.extend_from_slice(b": ");
+            header.extend_from_slice(value.as_bytes());
+            header.extend_from_slice(CRLF);
         }
         let length = self.head.len().saturating_add(self.payload.len());
-        write!(gzip, "Content-Length: {length}\r\n\r\n")?;
-        gzip.write_all(&self.head)?;
-        gzip.write_all(self.payload)?;
-        gzip.write_all(b"\r\n\r\n")?;
-        gzip.finish()?;
+        header.extend_from_slice(format!("Content-Length: {length}\r\n\r\n").as_bytes());
+        gzip.member(&[&header, &self.head, self.payload, b"\r\n\r\n"], out)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("gzip: {0}")]
+pub struct GzipError(String);
+
+/// Writes gzip members (RFC 1952), one per record, with one deflate state reused from
+/// member to member: a fresh one (what `GzEncoder::new` makes) costs more than deflating a
+/// small record, and most records (requests, revisits) are small.
+#[derive(Debug)]
+pub struct Gzip {
+    deflate: Compress,
+}
+
+impl Gzip {
+    pub fn new(level: Compression) -> Self {
+        Self { deflate: Compress::new(level, false) }
+    }
+
+    /// `parts`, one after the other, as one gzip member appended to `out`.
+    pub fn member(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> Result<(), GzipError> {
+        self.deflate.reset();
+        // No name, no time, unknown OS: members of the same record are the same bytes.
+        out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255]);
+        let mut crc = Crc::new();
+        for part in parts {
+            crc.update(part);
+            self.deflate_into(part, FlushCompress::None, out)?;
+        }
+        self.deflate_into(&[], FlushCompress::Finish, out)?;
+        out.extend_from_slice(&crc.sum().to_le_bytes());
+        out.extend_from_slice(&crc.amount().to_le_bytes());
         Ok(())
+    }
+
+    fn deflate_into(
+        &mut self,
+        mut input: &[u8],
+        flush: FlushCompress,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GzipError> {
+        loop {
+            out.reserve((input.len() / 2).saturating_add(8192));
+            let before = self.deflate.total_in();
+            let status =
+                self.deflate.compress_vec(input, out, flush).map_err(|e| GzipError(e.to_string()))?;
+            let consumed =
+                usize::try_from(self.deflate.total_in().saturating_sub(before)).unwrap_or(input.len());
+            input = &input[consumed.min(input.len())..];
+            let done = match flush {
+                FlushCompress::Finish => status == Status::StreamEnd,
+                _ => input.is_empty(),
+            };
+            if done {
+                return Ok(());
+            }
+        }
     }
 }
 
@@ -245,6 +296,19 @@ mod tests {
     }
 
     #[test]
+    fn a_member_of_a_large_payload_reads_back_whole() {
+        let payload: Vec<u8> =
+            (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let mut gzip = Gzip::new(Compression::fast());
+        let mut bytes = Vec::new();
+        gzip.member(&[b"head", &payload], &mut bytes).unwrap();
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut back).unwrap();
+        assert_eq!(&back[..4], b"head");
+        assert!(back[4..] == payload[..]);
+    }
+
+    #[test]
     fn a_record_is_one_gzip_member_with_its_length_and_block_digest() {
         let head = http_head("HTTP/1.1 200 OK", [("content-type", &b"text/html"[..])]);
         let record = Record {
@@ -254,8 +318,17 @@ mod tests {
             payload: b"<p>hi</p>",
         }
         .with_block_digest();
+        let mut gzip = Gzip::new(Compression::default());
         let mut bytes = Vec::new();
-        record.write_gzip(Compression::default(), &mut bytes).unwrap();
+        record.write_gzip(&mut gzip, &mut bytes).unwrap();
+        // The deflate state is reused: the next member is whole too, and equal.
+        let first = bytes.len();
+        record.write_gzip(&mut gzip, &mut bytes).unwrap();
+        assert_eq!(bytes[..first], bytes[first..]);
+        let mut decoder = flate2::read::MultiGzDecoder::new(&bytes[..]);
+        let mut both = String::new();
+        decoder.read_to_string(&mut both).unwrap();
+        assert_eq!(both.len(), 2 * (both.len() / 2));
         let mut text = String::new();
         flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
         let block = "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\r\n<p>hi</p>";
