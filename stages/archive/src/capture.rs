@@ -494,6 +494,21 @@ mod tests {
         assert!(head.contains("\r\nx-recrawl-original-transfer-encoding: chunked\r\n"), "{head}");
     }
 
+    /// What the stage keeps per URL: in memory its 16-digit key and this value, in the
+    /// changelog the key and the encoded value.
+    #[test]
+    fn a_url_s_state_is_small() {
+        assert_eq!(std::mem::size_of::<ArchiveState>(), 64);
+        let capture = ArchiveState::Capture(Capture {
+            payload_sha1: [0xff; 20],
+            fetched_at_ms: 1_780_000_000_000,
+            offset: 1 << 40,
+            target_uri: None,
+        });
+        let encoded = recrawl_schemas::encode(&capture).unwrap().len();
+        assert!(encoded <= 45, "{encoded} bytes");
+    }
+
     #[test]
     fn the_state_round_trips_and_is_checked() {
         let states = [
