@@ -21,9 +21,10 @@ use recrawl::sim::web::WebParams;
 use recrawl_archive::capture::{archive, Capture, Kind};
 use recrawl_archive::warc::Gzip;
 use recrawl_common::unix_ms;
+use recrawl_e2e::refresh_pick;
 use recrawl_fetch::address::{parse_allowed_network, AddressPolicy, GuardedResolver};
 use recrawl_fetch::http::{any_redirect, FetchConfig, Fetcher};
-use recrawl_schemas::{host_of, url_key, FetchOutcome, FetchResult, PagePick, PickReason};
+use recrawl_schemas::{FetchOutcome, FetchResult};
 
 const SITES: u32 = 6;
 const PAGES_PER_SITE: u32 = 25;
@@ -53,22 +54,6 @@ async fn web(seed: u64) -> SimWebServer {
     .expect("the simulated web")
 }
 
-fn pick(url: &str, period: u64, last: Option<&FetchResult>) -> PagePick {
-    PagePick {
-        url: url.to_owned(),
-        url_key: url_key(url),
-        host: host_of(url).expect("host"),
-        group: host_of(url).expect("host"),
-        period,
-        reason: PickReason::Refresh,
-        depth: 0,
-        score: 1.0,
-        etag: last.and_then(|r| r.etag.clone()),
-        last_modified: last.and_then(|r| r.last_modified.clone()),
-        deadline_ms: None,
-    }
-}
-
 /// The results of a crawl of `picks_per_period` pages a period, round robin.
 async fn crawl(seed: u64, picks_per_period: usize) -> Vec<FetchResult> {
     let web = web(seed).await;
@@ -93,7 +78,7 @@ async fn crawl(seed: u64, picks_per_period: usize) -> Vec<FetchResult> {
             .map(|i| web.url(((period as usize * picks_per_period + i) % pages) as u32))
             .collect();
         let fetches = urls.iter().map(|url| {
-            let pick = pick(url, period, last.get(url));
+            let pick = refresh_pick(url, period, last.get(url));
             let fetcher = fetcher.clone();
             async move { fetcher.fetch(&pick, &any_redirect).await }
         });

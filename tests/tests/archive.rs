@@ -19,14 +19,14 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::python::{python, python_imports};
-use recrawl_e2e::{committed_offsets, kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
+use recrawl_e2e::{
+    committed_offsets, kafka_flags, parse_args, refresh_pick, unique_prefix, Broker, RunningStage,
+};
 use recrawl_fetch::address::{parse_allowed_network, AddressPolicy, GuardedResolver};
 use recrawl_fetch::http::{any_redirect, FetchConfig, Fetcher};
 use recrawl_schemas::envelope::kafka_headers;
 use recrawl_schemas::topics::FETCH_RESULTS;
-use recrawl_schemas::{
-    encode, host_of, url_key, FetchOutcome, FetchResult, PagePick, PickReason, TopicNames,
-};
+use recrawl_schemas::{encode, host_of, FetchOutcome, FetchResult, TopicNames};
 use serde_json::Value;
 
 const PARTITIONS: i32 = 2;
@@ -77,22 +77,6 @@ fn respond(uri: &Uri, headers: &HeaderMap, changing: &AtomicUsize) -> Response {
 const PATHS: [&str; 7] =
     ["/same.html", "/changing.html", "/etag.html", "/gone.html", "/gzip.html", "/chunked.html", "/moved"];
 
-fn pick(url: &str, period: u64, etag: Option<String>) -> PagePick {
-    PagePick {
-        url: url.to_owned(),
-        url_key: url_key(url),
-        host: host_of(url).expect("host"),
-        group: host_of(url).expect("host"),
-        period,
-        reason: PickReason::Refresh,
-        depth: 0,
-        score: 1.0,
-        etag,
-        last_modified: None,
-        deadline_ms: None,
-    }
-}
-
 /// Every path of the site fetched in `periods` periods, conditionally where an answer
 /// gave an ETag, as the fetch stage would.
 async fn fetch_site(periods: u64) -> Vec<FetchResult> {
@@ -105,14 +89,14 @@ async fn fetch_site(periods: u64) -> Vec<FetchResult> {
         ..FetchConfig::default()
     };
     let fetcher = Fetcher::new(config).expect("fetcher");
-    let mut etags: HashMap<String, String> = HashMap::new();
+    let mut last: HashMap<String, FetchResult> = HashMap::new();
     let mut results = Vec::new();
     for period in 1..=periods {
         for path in PATHS {
             let url = format!("http://{address}{path}");
-            let result = fetcher.fetch(&pick(&url, period, etags.get(&url).cloned()), &any_redirect).await;
-            if let Some(etag) = &result.etag {
-                etags.insert(url, etag.clone());
+            let result = fetcher.fetch(&refresh_pick(&url, period, last.get(&url)), &any_redirect).await;
+            if result.etag.is_some() {
+                last.insert(url, result.clone());
             }
             results.push(result);
         }
