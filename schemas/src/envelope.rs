@@ -627,6 +627,12 @@ mod tests {
             .contains("more than 32768"));
         assert!(with_exchange(&|e| e.remote_ip = Some("example.com".into())).contains("exchange.remote_ip"));
         assert!(with_exchange(&|e| e.method = "G".repeat(33)).contains("exchange.method"));
+        // Written out, a line break would end the line and start a header of its own.
+        let injected = crate::HttpHeader { name: "x".into(), value: b"1\r\nWARC-Type: forged".to_vec() };
+        assert!(with_exchange(&|e| e.response_headers.push(injected.clone())).contains("line break"));
+        assert!(with_exchange(&|e| e.target = "/a\nb".into()).contains("target"));
+        let unnamed = crate::HttpHeader { name: "x: y".into(), value: Vec::new() };
+        assert!(with_exchange(&|e| e.request_headers.push(unnamed.clone())).contains("header name"));
         let mut event = samples::change_event();
         event.page.host.clear();
         assert_eq!(event.validate(), Err("page.host is empty".into()));

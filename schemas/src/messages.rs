@@ -323,12 +323,33 @@ pub struct HttpExchange {
 }
 
 impl HttpExchange {
-    /// Checks the bounds the fetcher keeps to; the error names the field.
+    /// Checks the bounds the fetcher keeps to, and that every part is what an HTTP
+    /// message's line can hold (no line break, no NUL: written out, one would end the
+    /// line); the error names the field.
     pub fn validate(&self) -> Result<(), String> {
         bounds::text("exchange.method", &self.method, bounds::MAX_HTTP_TOKEN_BYTES)?;
         bounds::text("exchange.target", &self.target, bounds::MAX_URL_BYTES)?;
         bounds::text("exchange.http_version", &self.http_version, bounds::MAX_HTTP_TOKEN_BYTES)?;
         bounds::text("exchange.reason", &self.reason, bounds::MAX_HEADER_BYTES)?;
+        let parts = [("method", self.method.as_bytes()), ("target", self.target.as_bytes())]
+            .into_iter()
+            .chain([("http_version", self.http_version.as_bytes()), ("reason", self.reason.as_bytes())])
+            .chain(self.request_headers.iter().chain(&self.response_headers).flat_map(|header| {
+                [("a header name", header.name.as_bytes()), ("a header value", header.value.as_slice())]
+            }));
+        for (name, bytes) in parts {
+            if bytes.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+                return Err(format!("exchange: {name} holds a line break or NUL"));
+            }
+        }
+        if self
+            .request_headers
+            .iter()
+            .chain(&self.response_headers)
+            .any(|h| h.name.is_empty() || h.name.contains([':', ' ']))
+        {
+            return Err("exchange: a header name is empty or holds ':' or a space".to_owned());
+        }
         bounds::headers("exchange.request_headers", &self.request_headers)?;
         bounds::headers("exchange.response_headers", &self.response_headers)?;
         if let Some(ip) = &self.remote_ip {

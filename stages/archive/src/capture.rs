@@ -244,6 +244,29 @@ pub fn archive<'a>(
     })
 }
 
+/// Why `result` cannot be written as records, if it cannot: a URL that is no URI (a
+/// space, a control character would end the WARC field), or, without an exchange, a kept
+/// header holding a line break. The exchange is checked by its own validation.
+pub fn unwritable(result: &FetchResult) -> Option<String> {
+    let uris = [("url", Some(&result.url)), ("final_url", result.final_url.as_ref())];
+    for (name, uri) in uris {
+        if uri.is_some_and(|uri| uri.bytes().any(|b| b <= b' ' || b == 0x7f)) {
+            return Some(format!("{name} holds a space or a control character: no WARC-Target-URI"));
+        }
+    }
+    let kept = [
+        ("content_type", &result.content_type),
+        ("etag", &result.etag),
+        ("last_modified", &result.last_modified),
+    ];
+    for (name, value) in kept {
+        if value.as_deref().is_some_and(|value| value.contains(['\r', '\n', '\0'])) {
+            return Some(format!("{name} holds a line break or NUL"));
+        }
+    }
+    None
+}
+
 /// The capture a revisit refers to.
 #[derive(Debug)]
 struct Reference<'a> {
@@ -467,6 +490,15 @@ mod tests {
                 "{outcome:?}"
             );
         }
+    }
+
+    #[test]
+    fn what_would_break_a_record_s_lines_is_refused() {
+        assert_eq!(unwritable(&downloaded("x", 1)), None);
+        let spaced = FetchResult { url: "http://example.com/a b".into(), ..downloaded("x", 1) };
+        assert!(unwritable(&spaced).is_some_and(|why| why.starts_with("url")));
+        let forged = FetchResult { etag: Some("\"v\"\r\nWARC-Type: x".into()), ..downloaded("x", 1) };
+        assert!(unwritable(&forged).is_some_and(|why| why.starts_with("etag")));
     }
 
     #[test]

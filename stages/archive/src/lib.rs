@@ -25,7 +25,7 @@ use flate2::Compression;
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts};
 use recrawl_common::http::Health;
 use recrawl_common::metrics::registered;
-use recrawl_common::runtime::{run_stage, Emitter, RuntimeError, SetupError, StageError};
+use recrawl_common::runtime::{run_stage, DeadLetterKind, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_schemas::topics::{DEAD_LETTER, FETCH_RESULTS};
@@ -681,6 +681,11 @@ impl Stage for Archive {
             };
             if !matches!(result.outcome, FetchOutcome::Downloaded | FetchOutcome::NotModified) {
                 self.metrics.skipped.with_label_values(&[result.outcome.as_str()]).inc();
+                self.covered(record.partition, record.offset);
+                continue;
+            }
+            if let Some(reason) = capture::unwritable(&result) {
+                out.dead_letter(&record, DeadLetterKind::Invalid, reason);
                 self.covered(record.partition, record.offset);
                 continue;
             }
