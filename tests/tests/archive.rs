@@ -857,3 +857,97 @@ fn surt_keys_are_the_surt_package_s() {
     assert_eq!(theirs.lines().count(), urls.len());
     assert!(differ.is_empty(), "(url, ours, surt's): {differ:#?}");
 }
+
+/// An S3 store that is not there stops the stage where it is: not ready, failing, nothing
+/// committed; once the store is up it goes on by itself, and every result is in one file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_holds_the_stage_until_it_is_back() {
+    if !python_imports(&["moto.server", "boto3", "warcio"], "the archive riding out a store outage") {
+        return;
+    }
+    let scratch = tempfile::tempdir().expect("dir");
+    let port = recrawl_common::http::free_local_port().expect("port").port().to_string();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("archive-outage"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, PARTITIONS).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let staging = scratch.path().join("staging").display().to_string();
+    let args = stage_flags(
+        &flags,
+        "s3://outage/warc",
+        &[
+            "--s3-endpoint",
+            &endpoint,
+            "--staging-dir",
+            &staging,
+            "--max-file-age-ms",
+            "1000",
+            "--outage-timeout-ms",
+            "240000",
+        ],
+    );
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "testing".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".to_owned()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+    ];
+    let log = scratch.path().join("archive.log");
+    let (mut stage, http) = spawn_archive(&args, &env, &log);
+    let client = reqwest::Client::new();
+    ready(&client, http, &mut stage).await;
+    let results = recrawl_results(6, 4, 0);
+    let ends = produce_all(&producer, &kafka.cluster.topics(), &results).await;
+
+    // No store: the first file cannot be published.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while metric(&client, http, "recrawl_archive_store_failing").await != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store's absence unnoticed: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        // A gauge is only observable by asking again.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready_now = client.get(format!("http://{http}/readyz")).send().await.expect("readyz").status();
+    assert_eq!(ready_now.as_u16(), 503, "not ready while the store fails");
+    assert!(metric(&client, http, "recrawl_archive_store_errors_total").await > 0);
+    let group = kafka.group_for("archive");
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
+    let committed = committed_offsets(&kafka, &group, &topic, 0..PARTITIONS).await;
+    assert!(
+        ends.iter().all(|(partition, end)| committed.get(partition).is_none_or(|next| next < end)),
+        "nothing held in an unpublished file is committed: {committed:?} of {ends:?}"
+    );
+
+    // The store comes up, its bucket made: the stage goes on by itself.
+    let moto_log = std::fs::File::create(scratch.path().join("moto.log")).expect("log");
+    let mut moto = Command::new("python3")
+        .args(["-c", "from moto.server import main; main()", "-H", "127.0.0.1", "-p", &port])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(moto_log)
+        .spawn()
+        .expect("moto starts");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    // A server starting is only observable by asking it.
+    while !client.put(format!("{endpoint}/outage")).send().await.is_ok_and(|a| a.status().is_success()) {
+        assert!(tokio::time::Instant::now() < deadline, "moto did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    all_committed(&kafka, &ends).await;
+    assert_eq!(metric(&client, http, "recrawl_archive_store_failing").await, 0);
+    ready(&client, http, &mut stage).await;
+    assert!(recrawl_e2e::terminate(&mut stage, Duration::from_secs(30)), "stopped on SIGTERM");
+    let downloaded = scratch.path().join("downloaded");
+    std::fs::create_dir_all(&downloaded).expect("dir");
+    python(
+        &["-c", DOWNLOAD_BUCKET, &endpoint, "outage", "warc/", &downloaded.display().to_string()],
+        scratch.path(),
+    );
+    exactly_once(&downloaded, &results);
+    let _ = moto.kill();
+    let _ = moto.wait();
+}

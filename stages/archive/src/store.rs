@@ -7,16 +7,33 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload, WriteMultipart};
+use object_store::{
+    ClientOptions, ObjectStore, ObjectStoreExt as _, PutPayload, RetryConfig, WriteMultipart,
+};
 use thiserror::Error;
 
 /// Parts of a multipart upload; S3 takes 5 MiB to 5 GiB.
 const PART_BYTES: usize = 8 << 20;
 /// Parts uploading at once: bounds the memory an upload holds to this many parts.
 const PARTS_IN_FLIGHT: usize = 4;
+/// How long the store's client retries a request itself before the stage hears of it: the
+/// stage's own retries then report the failure (metrics, /readyz) and go on.
+const CLIENT_RETRY: RetryConfig = RetryConfig {
+    backoff: object_store::BackoffConfig {
+        init_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(2),
+        base: 2.0,
+    },
+    max_retries: 3,
+    retry_timeout: Duration::from_secs(15),
+};
+/// Longest one request may take (a part is 8 MiB) and one connection to open.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Suffix of a file being written, in the staging directory.
 pub const STAGED_SUFFIX: &str = ".open";
 
@@ -78,7 +95,12 @@ impl Destination {
         if bucket.is_empty() {
             return Err(unusable("no bucket".to_owned()));
         }
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        let options =
+            ClientOptions::new().with_timeout(REQUEST_TIMEOUT).with_connect_timeout(CONNECT_TIMEOUT);
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_retry(CLIENT_RETRY)
+            .with_client_options(options);
         if let Some(endpoint) = s3_endpoint {
             builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
         } else if std::env::var("AWS_ENDPOINT_URL").is_ok_and(|endpoint| endpoint.starts_with("http://")) {
