@@ -312,14 +312,23 @@ async fn replay_with_pywb(dir: &Path, captures: &[&Value]) {
     std::fs::write(config.path().join("config.yaml"), collection).expect("pywb's config");
     let port = recrawl_common::http::free_local_port().expect("port").port().to_string();
     let log = std::fs::File::create(config.path().join("pywb.log")).expect("log");
-    let mut pywb = Command::new("python3")
-        .args(["-c", "from pywb.apps.cli import wayback; wayback()", "--port", &port, "--bind", "127.0.0.1"])
-        .current_dir(config.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("pywb starts");
+    let mut pywb = Owned(
+        Command::new("python3")
+            .args([
+                "-c",
+                "from pywb.apps.cli import wayback; wayback()",
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+            ])
+            .current_dir(config.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("pywb starts"),
+    );
     let client = reqwest::Client::new();
     let replay = |timestamp: String, uri: &str| {
         let url = format!("http://127.0.0.1:{port}/archive/{timestamp}id_/{uri}");
@@ -363,14 +372,37 @@ async fn replay_with_pywb(dir: &Path, captures: &[&Value]) {
         );
         replayed += 1;
     }
-    let _ = pywb.kill();
-    let _ = pywb.wait();
     assert!(replayed >= 10, "{replayed} captures replayed");
+}
+
+/// A child process killed when the test lets go of it, passing or failing: no server or
+/// stage outlives its test.
+#[derive(Debug)]
+struct Owned(Child);
+
+impl std::ops::Deref for Owned {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Owned {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The stage as its binary, with `env` added to its environment, its log appended to `log`;
 /// also the address of its `/metrics`.
-fn spawn_archive(args: &[String], env: &[(&str, String)], log: &Path) -> (Child, std::net::SocketAddr) {
+fn spawn_archive(args: &[String], env: &[(&str, String)], log: &Path) -> (Owned, std::net::SocketAddr) {
     let http = recrawl_common::http::free_local_port().expect("port");
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log");
     let child = Command::new(recrawl_e2e::binary("recrawl-archive"))
@@ -382,7 +414,7 @@ fn spawn_archive(args: &[String], env: &[(&str, String)], log: &Path) -> (Child,
         .stderr(log)
         .spawn()
         .expect("recrawl-archive starts");
-    (child, http)
+    (Owned(child), http)
 }
 
 /// The sum of the stage binary's series named `name` (0 while it does not answer).
@@ -397,7 +429,7 @@ async fn metric(client: &reqwest::Client, http: std::net::SocketAddr, name: &str
 
 /// Waits until the stage's `/readyz` answers 200: it owns its partitions (the embedded
 /// broker keeps only the last few MiB of a partition: records sent before would be gone).
-async fn ready(client: &reqwest::Client, http: std::net::SocketAddr, stage: &mut Child) {
+async fn ready(client: &reqwest::Client, http: std::net::SocketAddr, stage: &mut Owned) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     // Readiness is only observable by asking again.
     loop {
@@ -433,7 +465,7 @@ fn download(url: &str, fetched_at_ms: i64, body: Vec<u8>) -> FetchResult {
 
 /// An S3-compatible store on 127.0.0.1: CI's (`RECRAWL_TEST_TANSU_S3`), else a moto
 /// server of this test's; `None` (the test skipped) where there is neither.
-fn s3_store(dir: &Path) -> Option<(String, Option<Child>)> {
+fn s3_store(dir: &Path) -> Option<(String, Option<Owned>)> {
     if let Ok(endpoint) = std::env::var(recrawl_e2e::TANSU_S3_ENV) {
         if !endpoint.is_empty() {
             return Some((endpoint.trim_end_matches('/').to_owned(), None));
@@ -451,7 +483,7 @@ fn s3_store(dir: &Path) -> Option<(String, Option<Child>)> {
         .stderr(log)
         .spawn()
         .expect("moto starts");
-    Some((format!("http://127.0.0.1:{port}"), Some(moto)))
+    Some((format!("http://127.0.0.1:{port}"), Some(Owned(moto))))
 }
 
 /// Lists the objects of a bucket under a prefix, `KEY SIZE` a line, and downloads them.
@@ -468,7 +500,8 @@ for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get('Contents', [])
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_archive_uploads_its_files_to_an_s3_store_in_parts() {
     let scratch = tempfile::tempdir().expect("dir");
-    let Some((endpoint, mut moto)) = s3_store(scratch.path()) else { return };
+    // Held to the end: dropped, moto's server (if the test started one) stops.
+    let Some((endpoint, _moto)) = s3_store(scratch.path()) else { return };
     let client = reqwest::Client::new();
     let bucket = format!("archive-{}", std::process::id());
     // A server starting is only observable by asking it.
@@ -572,10 +605,6 @@ async fn the_archive_uploads_its_files_to_an_s3_store_in_parts() {
         check_with_the_community_tools(&downloaded);
         let responses = records(&downloaded).iter().filter(|r| r["type"] == "response").count();
         assert_eq!(responses, results.len());
-    }
-    if let Some(moto) = &mut moto {
-        let _ = moto.kill();
-        let _ = moto.wait();
     }
 }
 
@@ -924,13 +953,15 @@ async fn an_unreachable_store_holds_the_stage_until_it_is_back() {
 
     // The store comes up, its bucket made: the stage goes on by itself.
     let moto_log = std::fs::File::create(scratch.path().join("moto.log")).expect("log");
-    let mut moto = Command::new("python3")
-        .args(["-c", "from moto.server import main; main()", "-H", "127.0.0.1", "-p", &port])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(moto_log)
-        .spawn()
-        .expect("moto starts");
+    let _moto = Owned(
+        Command::new("python3")
+            .args(["-c", "from moto.server import main; main()", "-H", "127.0.0.1", "-p", &port])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(moto_log)
+            .spawn()
+            .expect("moto starts"),
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     // A server starting is only observable by asking it.
     while !client.put(format!("{endpoint}/outage")).send().await.is_ok_and(|a| a.status().is_success()) {
@@ -948,6 +979,4 @@ async fn an_unreachable_store_holds_the_stage_until_it_is_back() {
         scratch.path(),
     );
     exactly_once(&downloaded, &results);
-    let _ = moto.kill();
-    let _ = moto.wait();
 }
