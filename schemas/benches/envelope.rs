@@ -31,6 +31,7 @@ fn fetch_result() -> FetchResult {
         crawl_delay_ms: None,
         redirects: Vec::new(),
         retry_after_ms: None,
+        exchange: None,
     }
 }
 

@@ -324,18 +324,17 @@ mod tests {
             let fixture = |version: u16, extension: &str| {
                 schemas_dir().join(format!("fixtures/v{version}/{}.{extension}", kebab_name(M::NAME)))
             };
-            let current = fixture(
-                M::VERSION,
-                match M::FORMAT {
-                    Format::Bincode => "bin",
-                    Format::Json => "json",
-                },
-            );
+            // Every version of a type people read is plain JSON; of an internal one, bincode.
+            let extension = match M::FORMAT {
+                Format::Bincode => "bin",
+                Format::Json => "json",
+            };
+            let current = fixture(M::VERSION, extension);
             if bless() {
                 std::fs::create_dir_all(current.parent().unwrap()).unwrap();
                 std::fs::write(&current, encode(&sample).unwrap()).unwrap();
             }
-            let earlier = (1..M::VERSION).map(|version| fixture(version, "json"));
+            let earlier = (1..M::VERSION).map(|version| fixture(version, extension));
             for path in [current.clone(), fixture(1, "bin")].into_iter().chain(earlier) {
                 let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert_eq!(decode::<M>(&bytes).unwrap(), sample, "{}", path.display());
@@ -349,6 +348,14 @@ mod tests {
         check(samples::change_event());
         check(samples::page_estimate());
         check(samples::group_distribution());
+    }
+
+    /// The exchange a fetch result carries since schema 2 (the samples above have none, as
+    /// schema 1's records read back): its layout is frozen too.
+    #[test]
+    fn a_fetch_result_s_exchange_layout_is_frozen() {
+        let fixture = schemas_dir().join("fixtures/v2/fetch-result-exchange.bin");
+        crate::envelope::check_fixture(&samples::fetch_result_with_exchange(), &fixture).unwrap();
     }
 
     /// What a reader of the released schema `released` could no longer rely on in

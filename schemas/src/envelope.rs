@@ -606,6 +606,33 @@ mod tests {
         let mut result = samples::fetch_result();
         result.content_type = Some("t".repeat(bounds::MAX_HEADER_BYTES + 1));
         assert!(result.validate().unwrap_err().contains("content_type"));
+        // The exchange the archive writes out: bounded on each side, its address an address.
+        assert_eq!(samples::fetch_result_with_exchange().validate(), Ok(()));
+        let with_exchange = |change: &dyn Fn(&mut crate::HttpExchange)| {
+            let mut result = samples::fetch_result_with_exchange();
+            result.exchange.as_mut().map(change);
+            result.validate().unwrap_err()
+        };
+        let long = crate::HttpHeader { name: "x".into(), value: vec![b'v'; bounds::MAX_HEADER_BYTES + 1] };
+        assert!(
+            with_exchange(&|e| e.response_headers.push(long.clone())).contains("exchange.response_headers")
+        );
+        let many = crate::HttpHeader { name: "x".into(), value: b"v".to_vec() };
+        let too_many = bounds::MAX_EXCHANGE_HEADERS;
+        assert!(with_exchange(&|e| e.request_headers.extend(vec![many.clone(); too_many]))
+            .contains("exchange.request_headers"));
+        let large = crate::HttpHeader { name: "x".into(), value: vec![b'v'; bounds::MAX_HEADER_BYTES] };
+        let past_total = bounds::MAX_EXCHANGE_HEADER_BYTES / bounds::MAX_HEADER_BYTES;
+        assert!(with_exchange(&|e| e.response_headers.extend(vec![large.clone(); past_total]))
+            .contains("more than 32768"));
+        assert!(with_exchange(&|e| e.remote_ip = Some("example.com".into())).contains("exchange.remote_ip"));
+        assert!(with_exchange(&|e| e.method = "G".repeat(33)).contains("exchange.method"));
+        // Written out, a line break would end the line and start a header of its own.
+        let injected = crate::HttpHeader { name: "x".into(), value: b"1\r\nWARC-Type: forged".to_vec() };
+        assert!(with_exchange(&|e| e.response_headers.push(injected.clone())).contains("line break"));
+        assert!(with_exchange(&|e| e.target = "/a\nb".into()).contains("target"));
+        let unnamed = crate::HttpHeader { name: "x: y".into(), value: Vec::new() };
+        assert!(with_exchange(&|e| e.request_headers.push(unnamed.clone())).contains("header name"));
         let mut event = samples::change_event();
         event.page.host.clear();
         assert_eq!(event.validate(), Err("page.host is empty".into()));

@@ -283,6 +283,81 @@ pub struct FetchResult {
     pub redirects: Vec<String>,
     /// The server's `Retry-After` with a 429 or 503, in milliseconds from the answer.
     pub retry_after_ms: Option<u64>,
+    /// The last request and its answer as they went over the wire, for the archive's WARC
+    /// records: present whenever the server answered (schema 2 on).
+    pub exchange: Option<HttpExchange>,
+}
+
+/// One HTTP header: its name and its value's bytes (a value need not be UTF-8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HttpHeader {
+    pub name: String,
+    #[serde(with = "serde_bytes")]
+    #[schemars(with = "Vec<u8>")]
+    pub value: Vec<u8>,
+}
+
+/// A fetch's last request (the one that got the final answer, after redirects) and the
+/// answer's status line and headers, bounded: each side keeps its headers in order until
+/// [`bounds::MAX_EXCHANGE_HEADERS`] of them or [`bounds::MAX_EXCHANGE_HEADER_BYTES`],
+/// leaves out a value past [`bounds::MAX_HEADER_BYTES`], and counts what it left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HttpExchange {
+    /// The request method (`GET`).
+    pub method: String,
+    /// The request target as the request line carried it: path and query (origin form).
+    pub target: String,
+    /// The HTTP version of the request and its answer (`HTTP/1.1`).
+    pub http_version: String,
+    /// The request's headers as the fetcher sent them, `Host` first.
+    pub request_headers: Vec<HttpHeader>,
+    /// The answer's status line reason phrase (`OK`), empty when unknown.
+    pub reason: String,
+    /// The answer's headers as the fetcher's HTTP client handed them over: a body it
+    /// decoded (gzip, br, deflate) has lost its `Content-Encoding` and `Content-Length`.
+    pub response_headers: Vec<HttpHeader>,
+    /// Headers of either side left out by the bounds.
+    pub headers_left_out: u32,
+    /// The address the answer came from, where the client knows it.
+    pub remote_ip: Option<String>,
+}
+
+impl HttpExchange {
+    /// Checks the bounds the fetcher keeps to, and that every part is what an HTTP
+    /// message's line can hold (no line break, no NUL: written out, one would end the
+    /// line); the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        bounds::text("exchange.method", &self.method, bounds::MAX_HTTP_TOKEN_BYTES)?;
+        bounds::text("exchange.target", &self.target, bounds::MAX_URL_BYTES)?;
+        bounds::text("exchange.http_version", &self.http_version, bounds::MAX_HTTP_TOKEN_BYTES)?;
+        bounds::text("exchange.reason", &self.reason, bounds::MAX_HEADER_BYTES)?;
+        let parts = [("method", self.method.as_bytes()), ("target", self.target.as_bytes())]
+            .into_iter()
+            .chain([("http_version", self.http_version.as_bytes()), ("reason", self.reason.as_bytes())])
+            .chain(self.request_headers.iter().chain(&self.response_headers).flat_map(|header| {
+                [("a header name", header.name.as_bytes()), ("a header value", header.value.as_slice())]
+            }));
+        for (name, bytes) in parts {
+            if bytes.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+                return Err(format!("exchange: {name} holds a line break or NUL"));
+            }
+        }
+        if self
+            .request_headers
+            .iter()
+            .chain(&self.response_headers)
+            .any(|h| h.name.is_empty() || h.name.contains([':', ' ']))
+        {
+            return Err("exchange: a header name is empty or holds ':' or a space".to_owned());
+        }
+        bounds::headers("exchange.request_headers", &self.request_headers)?;
+        bounds::headers("exchange.response_headers", &self.response_headers)?;
+        if let Some(ip) = &self.remote_ip {
+            ip.parse::<std::net::IpAddr>()
+                .map_err(|_| format!("exchange.remote_ip {ip:?} is not an IP address"))?;
+        }
+        Ok(())
+    }
 }
 
 impl FetchResult {
@@ -311,6 +386,7 @@ impl FetchResult {
             crawl_delay_ms: None,
             redirects: Vec::new(),
             retry_after_ms: None,
+            exchange: None,
         }
     }
 }
@@ -318,6 +394,10 @@ impl FetchResult {
 impl Message for FetchResult {
     const NAME: &'static str = "FetchResult";
     const FORMAT: Format = Format::Bincode;
+    /// 2: `exchange`, the request and answer as they went, for the archive.
+    const VERSION: u16 = 2;
+    /// Version 1 ends before `exchange`, the last field.
+    const ADDED_TRAILING_OPTIONS: usize = 1;
 
     fn validate(&self) -> Result<(), String> {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
@@ -341,7 +421,12 @@ impl Message for FetchResult {
         self.redirects.iter().try_for_each(|url| {
             bounds::text("a redirect", url, bounds::MAX_URL_BYTES)?;
             bounds::no_credentials("a redirect", url)
-        })
+        })?;
+        self.exchange.as_ref().map_or(Ok(()), HttpExchange::validate)
+    }
+
+    fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        decode_as(framed, bytes)
     }
 }
 
@@ -1143,6 +1228,25 @@ pub mod samples {
             crawl_delay_ms: Some(2_000),
             redirects: vec!["http://example.com/a.html?moved=1".into()],
             retry_after_ms: None,
+            exchange: None,
+        }
+    }
+
+    /// [`fetch_result`] as the fetcher writes it since schema 2: with its exchange.
+    pub fn fetch_result_with_exchange() -> FetchResult {
+        let header = |name: &str, value: &[u8]| HttpHeader { name: name.into(), value: value.to_vec() };
+        FetchResult {
+            exchange: Some(HttpExchange {
+                method: "GET".into(),
+                target: "/a.html?moved=1".into(),
+                http_version: "HTTP/1.1".into(),
+                request_headers: vec![header("host", b"example.com"), header("user-agent", b"recrawl/0.1")],
+                reason: "OK".into(),
+                response_headers: vec![header("content-type", b"text/html"), header("x-latin-1", b"caf\xe9")],
+                headers_left_out: 1,
+                remote_ip: Some("192.0.2.7".into()),
+            }),
+            ..fetch_result()
         }
     }
 
@@ -1306,6 +1410,13 @@ pub mod bounds {
     pub const MAX_HEADER_BYTES: usize = 1024;
     /// Most redirects followed (and recorded) for one request.
     pub const MAX_REDIRECTS: usize = 10;
+    /// Most headers a fetch result keeps of one side of its exchange (hyper, the fetcher's
+    /// HTTP client, reads at most 100 response headers).
+    pub const MAX_EXCHANGE_HEADERS: usize = 100;
+    /// Most bytes of names and values a fetch result keeps of one side of its exchange.
+    pub const MAX_EXCHANGE_HEADER_BYTES: usize = 32 * 1024;
+    /// Longest HTTP method or version (`HTTP/1.1`) a record carries.
+    pub const MAX_HTTP_TOKEN_BYTES: usize = 32;
     /// Largest period number: a million years of one-minute periods, far from overflow.
     pub const MAX_PERIOD: u64 = 1 << 40;
     /// Latest Unix time in milliseconds accepted (about the year 6400).
@@ -1338,6 +1449,28 @@ pub mod bounds {
     /// A header value a record carries, if any: at most [`MAX_HEADER_BYTES`].
     pub fn header(name: &str, value: Option<&str>) -> Result<(), String> {
         value.map_or(Ok(()), |value| text(name, value, MAX_HEADER_BYTES))
+    }
+
+    /// One side's headers of an exchange: within [`MAX_EXCHANGE_HEADERS`] and
+    /// [`MAX_EXCHANGE_HEADER_BYTES`], each value within [`MAX_HEADER_BYTES`].
+    pub fn headers(name: &str, headers: &[crate::HttpHeader]) -> Result<(), String> {
+        count(name, headers.len(), MAX_EXCHANGE_HEADERS)?;
+        let mut total = 0usize;
+        for header in headers {
+            text(&format!("{name} name"), &header.name, MAX_HEADER_BYTES)?;
+            if header.value.len() > MAX_HEADER_BYTES {
+                return Err(format!(
+                    "{name} {:?} is {} bytes, more than {MAX_HEADER_BYTES}",
+                    header.name,
+                    header.value.len()
+                ));
+            }
+            total = total.saturating_add(header.name.len()).saturating_add(header.value.len());
+        }
+        if total > MAX_EXCHANGE_HEADER_BYTES {
+            return Err(format!("{name} hold {total} bytes, more than {MAX_EXCHANGE_HEADER_BYTES}"));
+        }
+        Ok(())
     }
 
     pub fn count(name: &str, count: usize, max: usize) -> Result<(), String> {

@@ -414,6 +414,29 @@ pub async fn committed_offsets(
         .collect()
 }
 
+/// A refresh pick of `url` for `period`, conditional on the validators of `last`, the
+/// URL's previous result, as the scheduler makes them.
+pub fn refresh_pick(
+    url: &str,
+    period: u64,
+    last: Option<&recrawl_schemas::FetchResult>,
+) -> recrawl_schemas::PagePick {
+    let host = recrawl_schemas::host_of(url).expect("a URL with a host");
+    recrawl_schemas::PagePick {
+        url: url.to_owned(),
+        url_key: recrawl_schemas::url_key(url),
+        host: host.clone(),
+        group: host,
+        period,
+        reason: recrawl_schemas::PickReason::Refresh,
+        depth: 0,
+        score: 1.0,
+        etag: last.and_then(|r| r.etag.clone()),
+        last_modified: last.and_then(|r| r.last_modified.clone()),
+        deadline_ms: None,
+    }
+}
+
 /// A topic prefix no other test (or earlier run against the same broker) uses.
 pub fn unique_prefix(test: &str) -> String {
     format!("t{}-{}-{test}.", std::process::id(), unix_ms())

@@ -11,11 +11,12 @@ use recrawl_schemas::topics::{CHANGE_EVENTS, ESTIMATES, FETCH, FETCH_RESULTS, LI
 use recrawl_schemas::TopicCatalogue;
 
 /// The topics each stage's consumer group reads.
-const INPUTS: [(&str, &[&str]); 4] = [
+const INPUTS: [(&str, &[&str]); 5] = [
     ("fetch", &[FETCH.name]),
     ("diff", &[FETCH_RESULTS.name]),
     ("estimator", &[CHANGE_EVENTS.name]),
     ("scheduler", &[ESTIMATES.name, LINKS.name]),
+    ("archive", &[FETCH_RESULTS.name]),
 ];
 
 /// The value of the first `key: value` line at or after `from` in `text`.

@@ -9,7 +9,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const STAGES: [&str; 4] = ["recrawl-fetch", "recrawl-diff", "recrawl-estimator", "recrawl-scheduler"];
+const STAGES: [&str; 5] =
+    ["recrawl-fetch", "recrawl-diff", "recrawl-estimator", "recrawl-scheduler", "recrawl-archive"];
 /// Crates every stage may build on; none of them may depend on a stage.
 const FOUNDATIONS: [&str; 3] = ["recrawl-common", "recrawl-model", "recrawl-schemas"];
 /// What only research tooling needs (charts): never linked into a stage binary.

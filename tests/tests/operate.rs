@@ -22,7 +22,7 @@ use recrawl_e2e::{
     kafka_flags, parse_args, read_repository_file as read, repository_file, unique_prefix, Broker,
 };
 
-const STAGES: [&str; 4] = ["fetch", "diff", "estimator", "scheduler"];
+const STAGES: [&str; 5] = ["fetch", "diff", "estimator", "scheduler", "archive"];
 
 /// One row of `docs/metrics.md`: the family's type and the stages that export it.
 #[derive(Debug)]
@@ -128,7 +128,15 @@ async fn every_documented_metric_is_exported_and_prometheus_scrapes_the_pipeline
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let Pipeline { stages, web, client, .. } = start_pipeline(&flags, &prefix, 7).await;
+    let Pipeline { mut stages, web, client, .. } = start_pipeline(&flags, &prefix, 7).await;
+    // The archive beside the pipeline, publishing its files every 2 s.
+    let archived = tempfile::tempdir().expect("archive directory");
+    let mut archive_flags = flags.clone();
+    let out = format!("file://{}", archived.path().display());
+    archive_flags.extend(["--out", &out, "--max-file-age-ms", "2000"].map(str::to_owned));
+    let mut archive = Stage::start("archive", archive_flags);
+    archive.ready(&client).await;
+    stages.push(archive);
 
     // The crawl has gone through every stage once each has consumed input, and librdkafka's
     // statistics have given every stage a lag series.

@@ -3,8 +3,9 @@
 //! schema version each go to the dead-letter topic exactly once, with their origin and
 //! reason (the 5 MB one with its first bytes and its size), and the valid record behind
 //! them is processed. So does a valid record of a period that has not begun, on the inputs
-//! of every stage, a pick or result filed under another host than its URL's, and a pick
-//! whose URL carries credentials.
+//! of every stage, a pick or result filed under another host than its URL's, a pick
+//! whose URL carries credentials, and a fetch result no WARC record can hold, on the
+//! archive's.
 
 use std::future::Future;
 use std::time::Duration;
@@ -268,6 +269,30 @@ async fn diff_dead_letters_poison_and_goes_on() {
         inputs,
         processed,
         &[CHANGE_EVENTS.name],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_dead_letters_poison_and_goes_on() {
+    let good = FetchResult::html_page("http://site.example/a.html", "site.example", 1, "<p>one two</p>");
+    // Decodes and validates, but its ETag would end a line of the record it is written in.
+    let forged = FetchResult { etag: Some("\"v\"\r\nWARC-Type: forged".into()), ..good.clone() };
+    let mut archived = input(FETCH_RESULTS.name, &good.url, &good);
+    archived.poisons.push((encode(&forged).expect("encode"), "invalid"));
+    let dir = tempfile::tempdir().expect("dir");
+    let out = format!("file://{}", dir.path().display());
+    let processed = |stage: &RunningStage, _: &[Observed]| {
+        metric(stage, r#"recrawl_archive_records_total{type="response",stage="archive"}"#)
+            .is_some_and(|n| n >= 1.0)
+    };
+    poison_stage(
+        "archive",
+        &["--out", &out],
+        |flags, ctx| recrawl_archive::run(parse_args(&flags), ctx),
+        vec![archived],
+        processed,
+        &[],
     )
     .await;
 }

@@ -127,6 +127,9 @@ pub enum RuntimeError {
 pub enum StageError {
     #[error("encoding an output: {0}")]
     Encode(#[from] EnvelopeError),
+    /// Outputs that leave Kafka (the archive's files) could not be made durable in time.
+    #[error("{0}")]
+    Durability(String),
 }
 
 /// Why a stage could not start, before it reads a record.
@@ -513,6 +516,11 @@ pub trait Stage: Send + 'static {
     /// them itself), without prefix.
     const SIDE_INPUTS: &'static [&'static str] = &[];
 
+    /// Whether the stage's outputs outlast its batches: the archive's files, published
+    /// after many of them. The loop then stores only the offsets [`Stage::take_durable`]
+    /// hands it, and on shutdown lets the stage [`Stage::finish`] what it holds.
+    const HOLDS_OFFSETS: bool = false;
+
     /// Whether the stage keeps state in `state.<name>`: unless its state is `()`.
     fn stateful(&self) -> bool {
         std::any::TypeId::of::<Self::State>() != std::any::TypeId::of::<()>()
@@ -545,6 +553,25 @@ pub trait Stage: Send + 'static {
     /// runtime hands over each side input to where it ended at start; after that, before
     /// each batch and tick, whatever arrived since.
     fn on_side_input(&mut self, _record: &InputRecord) {}
+
+    /// For a stage that [holds its offsets](Stage::HOLDS_OFFSETS): the input offsets whose
+    /// every output is durable since the last call, as (topic with its prefix, partition,
+    /// next offset to read). Asked after each batch and tick, once its changelog is written.
+    fn take_durable(&mut self) -> Vec<(String, i32, i64)> {
+        Vec::new()
+    }
+
+    /// On shutdown, for a stage that [holds its offsets](Stage::HOLDS_OFFSETS): makes what
+    /// it holds durable. The loop writes the outputs and changelog of each call, stores
+    /// [`Stage::take_durable`]'s offsets and calls again until it answers true (nothing
+    /// is held) or `--drain-timeout-ms` has passed.
+    fn finish(
+        &mut self,
+        _state: &mut StateStore<Self::State>,
+        _out: &mut Emitter,
+    ) -> impl Future<Output = Result<bool, StageError>> + Send {
+        async { Ok(true) }
+    }
 
     /// Called after the stage's state for `partition` was restored.
     fn on_restored(&mut self, _partition: i32, _state: &mut StateStore<Self::State>) {}
@@ -836,7 +863,14 @@ pub async fn run_stage<S: Stage>(
         inputs_apart: InputsApart::default(),
         last_consumer: DestroyDetached(Some(consumer)),
     };
-    let result = event_loop.run().await;
+    let mut result = event_loop.run().await;
+    if result.is_ok() && S::HOLDS_OFFSETS {
+        let drain = Duration::from_millis(args.drain_timeout_ms);
+        result = match tokio::time::timeout(drain, event_loop.finish()).await {
+            Ok(finished) => finished,
+            Err(_) => Err(RuntimeError::DrainTimeout(drain)),
+        };
+    }
     if result.is_err() {
         event_loop.ctx.health.set_failed();
     }
@@ -1091,7 +1125,11 @@ impl<S: Stage> Loop<S> {
         self.stage.handle(batch, &mut self.store, &mut out).await?;
         let dead_lettered = out.records.iter().any(|record| record.dead_letter.is_some());
         self.publish(out, after_work(polled, handling)).await?;
-        self.store_offsets(&offsets);
+        if S::HOLDS_OFFSETS {
+            self.store_durable();
+        } else {
+            self.store_offsets(&offsets);
+        }
         if dead_lettered {
             // A replay of this batch (a crash, a lost session) would dead-letter the same
             // records again: commit now rather than within the next second.
@@ -1112,7 +1150,44 @@ impl<S: Stage> Loop<S> {
         self.side_inputs.drain(&mut self.stage);
         let ticking = Instant::now();
         self.stage.tick(&mut self.store, &self.assignment, &mut out).await?;
-        self.publish(out, after_work(polled, ticking)).await
+        self.publish(out, after_work(polled, ticking)).await?;
+        if S::HOLDS_OFFSETS {
+            self.store_durable();
+        }
+        Ok(())
+    }
+
+    /// Calls [`Stage::finish`] until it holds nothing more, publishing each call's outputs
+    /// and storing the offsets it made durable.
+    async fn finish(&mut self) -> Result<(), RuntimeError> {
+        loop {
+            let mut out = self.emitter();
+            let finishing = Instant::now();
+            let done = self.stage.finish(&mut self.store, &mut out).await?;
+            self.publish(out, finishing).await?;
+            self.store_durable();
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Stores the offsets the stage made durable, and commits them at once: until the
+    /// commit, a restart would write their outputs again.
+    fn store_durable(&mut self) {
+        let durable = self.stage.take_durable();
+        if durable.is_empty() {
+            return;
+        }
+        let mut offsets = BTreeMap::new();
+        for (topic, partition, next) in durable {
+            let stored = offsets.entry((topic, partition)).or_insert(next);
+            *stored = (*stored).max(next);
+        }
+        self.store_offsets(&offsets);
+        if let Err(error) = self.consumer.commit_consumer_state(CommitMode::Async) {
+            tracing::debug!(%error, "commit after durable outputs not sent; the periodic one follows");
+        }
     }
 
     /// Produces `out`, then the changelog records of every key the stage touched, and

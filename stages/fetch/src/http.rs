@@ -13,11 +13,12 @@ use std::time::{Duration, SystemTime};
 use futures::future::BoxFuture;
 use recrawl_common::descriptors::out_of_descriptors;
 use recrawl_common::unix_ms;
+use recrawl_schemas::messages::bounds::{MAX_EXCHANGE_HEADERS, MAX_EXCHANGE_HEADER_BYTES};
 use recrawl_schemas::url_key::has_credentials;
-use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
+use recrawl_schemas::{FetchOutcome, FetchResult, HttpExchange, HttpHeader, PagePick};
 use reqwest::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH,
-    LAST_MODIFIED, LOCATION, RETRY_AFTER,
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, ACCEPT_ENCODING, CONNECTION, CONTENT_TYPE, ETAG, HOST,
+    IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER, USER_AGENT,
 };
 use reqwest::{redirect, Client, Response, StatusCode};
 use thiserror::Error;
@@ -78,8 +79,14 @@ pub const MAX_ERROR_BYTES: usize = 1024;
 
 /// Bound on an encoded [`FetchResult`]'s size beyond its body, given a pick whose URL is
 /// at most [`MAX_URL_BYTES`] (as every link this stage publishes is) and whose host and
-/// group are short: so a body at the cap always fits in a record.
-pub const RESULT_OVERHEAD_BYTES: usize = 128 * 1024;
+/// group are short: so a body at the cap always fits in a record. Its exchange's headers
+/// are most of it.
+pub const RESULT_OVERHEAD_BYTES: usize = 256 * 1024;
+
+/// What every request says of what it accepts, besides its `Host` and `User-Agent`: the
+/// values reqwest would add, sent explicitly so that the recorded request is the one sent.
+const ACCEPT_ANY: &str = "*/*";
+const ACCEPTED_ENCODINGS: &str = "gzip, deflate, br";
 
 /// How the fetcher talks to servers.
 #[derive(Debug, Clone)]
@@ -178,6 +185,8 @@ impl IdleHosts {
 pub enum FetchSetupError {
     #[error("--user-agent or TLS: cannot build the HTTP client")]
     Client(#[from] reqwest::Error),
+    #[error("--user-agent is not a valid header value")]
+    UserAgent,
 }
 
 /// What a GET led to after its redirects, before the outcome is decided.
@@ -191,6 +200,8 @@ pub struct Answer {
     pub body: Option<Vec<u8>>,
     /// Whether `body` is only the first [`Reading::cap`] bytes of a longer one.
     pub truncated: bool,
+    /// The final hop's request and the answer's status line and headers.
+    pub exchange: HttpExchange,
 }
 
 /// Which answers' bodies a GET reads, and how much of each.
@@ -218,6 +229,8 @@ pub struct Fetcher {
     max_redirects: usize,
     pub max_body_bytes: u64,
     content_types: Vec<String>,
+    /// Sent with every request: `User-Agent`, `Accept`, `Accept-Encoding`.
+    common_headers: HeaderMap,
 }
 
 impl Fetcher {
@@ -232,7 +245,7 @@ impl Fetcher {
         let policy = config.resolver.policy().clone();
         let client = Client::builder()
             .use_rustls_tls()
-            .user_agent(config.user_agent)
+            .user_agent(config.user_agent.as_str())
             .timeout(config.request_timeout)
             .connect_timeout(config.connect_timeout)
             .redirect(redirect::Policy::none())
@@ -245,6 +258,11 @@ impl Fetcher {
             .brotli(true)
             .deflate(true)
             .build()?;
+        let mut common_headers = HeaderMap::new();
+        let agent = HeaderValue::from_str(&config.user_agent).map_err(|_| FetchSetupError::UserAgent)?;
+        common_headers.insert(USER_AGENT, agent);
+        common_headers.insert(ACCEPT, HeaderValue::from_static(ACCEPT_ANY));
+        common_headers.insert(ACCEPT_ENCODING, HeaderValue::from_static(ACCEPTED_ENCODINGS));
         let content_types = config.content_types.iter().map(|t| t.trim().to_ascii_lowercase()).collect();
         let idle = IdleHosts {
             most: config.max_idle_hosts,
@@ -261,6 +279,7 @@ impl Fetcher {
             max_redirects: config.max_redirects.min(MAX_REDIRECTS),
             max_body_bytes: config.max_body_bytes,
             content_types,
+            common_headers,
         })
     }
 
@@ -333,6 +352,7 @@ impl Fetcher {
             }
         };
         record_headers(&answer.headers, result);
+        result.exchange = Some(answer.exchange);
         result.http_status = Some(answer.status.as_u16());
         result.redirects = answer.redirects.iter().map(Url::to_string).collect();
         result.final_url = result.redirects.last().cloned();
@@ -402,7 +422,8 @@ impl Fetcher {
         let mut hops_held: Vec<HopGuard> = Vec::new();
         let mut current = url.clone();
         loop {
-            let sent = self.send(&current, &headers).await;
+            let request_headers = self.request_headers(&current, &headers);
+            let sent = self.send(&current, &request_headers).await;
             let mut response = match sent {
                 Ok(response) => response,
                 Err(failure) => return Err((failure, redirects)),
@@ -464,8 +485,34 @@ impl Fetcher {
             } else {
                 (None, false)
             };
-            return Ok(Answer { status, headers: response.headers().clone(), redirects, body, truncated });
+            let exchange = exchange(&current, &request_headers, &response);
+            return Ok(Answer {
+                status,
+                headers: response.headers().clone(),
+                redirects,
+                body,
+                truncated,
+                exchange,
+            });
         }
+    }
+
+    /// Every header a request to `url` sends, `Host` first: `conditions` and the common
+    /// ones, so that nothing is added on the way and the exchange records what went.
+    fn request_headers(&self, url: &Url, conditions: &HeaderMap) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(conditions.len().saturating_add(4));
+        let host = match (url.host_str(), url.port()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_owned(),
+            (None, _) => String::new(),
+        };
+        // A URL's host is ASCII once parsed (IDNA), so always a valid value.
+        if let Ok(host) = HeaderValue::from_str(&host) {
+            headers.insert(HOST, host);
+        }
+        headers.extend(self.common_headers.clone());
+        headers.extend(conditions.clone());
+        headers
     }
 
     async fn send(&self, url: &Url, headers: &HeaderMap) -> Result<Response, FetchFailure> {
@@ -497,6 +544,50 @@ impl Fetcher {
     }
 }
 
+/// The request sent to `url` with `sent` and the answer's status line and headers, bounded
+/// as [`HttpExchange`] says.
+fn exchange(url: &Url, sent: &HeaderMap, response: &Response) -> HttpExchange {
+    let mut left_out = 0u32;
+    let mut request_headers = kept_headers(sent, &mut left_out);
+    let response_headers = kept_headers(response.headers(), &mut left_out);
+    request_headers.shrink_to_fit();
+    let mut target = url.path().to_owned();
+    if let Some(query) = url.query() {
+        target.push('?');
+        target.push_str(query);
+    }
+    HttpExchange {
+        method: "GET".to_owned(),
+        target,
+        http_version: format!("{:?}", response.version()),
+        request_headers,
+        reason: response.status().canonical_reason().unwrap_or_default().to_owned(),
+        response_headers,
+        headers_left_out: left_out,
+        remote_ip: response.remote_addr().map(|address| address.ip().to_string()),
+    }
+}
+
+/// `headers` in order (a name's repeats together) up to the exchange's bounds; a value past
+/// [`MAX_HEADER_BYTES`] is left out, and every header left out is counted in `left_out`.
+fn kept_headers(headers: &HeaderMap, left_out: &mut u32) -> Vec<HttpHeader> {
+    let mut kept = Vec::new();
+    let mut bytes = 0usize;
+    for (name, value) in headers {
+        let size = name.as_str().len().saturating_add(value.len());
+        let fits = kept.len() < MAX_EXCHANGE_HEADERS
+            && value.len() <= MAX_HEADER_BYTES
+            && bytes.saturating_add(size) <= MAX_EXCHANGE_HEADER_BYTES;
+        if fits {
+            bytes = bytes.saturating_add(size);
+            kept.push(HttpHeader { name: name.as_str().to_owned(), value: value.as_bytes().to_vec() });
+        } else {
+            *left_out = left_out.saturating_add(1);
+        }
+    }
+    kept
+}
+
 /// A result for `pick` before any answer: the pick's identity and `outcome`.
 pub fn unanswered(pick: &PagePick, outcome: FetchOutcome) -> FetchResult {
     FetchResult {
@@ -520,6 +611,7 @@ pub fn unanswered(pick: &PagePick, outcome: FetchOutcome) -> FetchResult {
         crawl_delay_ms: None,
         redirects: Vec::new(),
         retry_after_ms: None,
+        exchange: None,
     }
 }
 
@@ -752,7 +844,7 @@ pub(crate) mod tests {
     use axum::routing::get;
     use axum::Router;
     use futures::stream::{self, StreamExt};
-    use recrawl_schemas::{host_of, normalise_url, url_key, PickReason};
+    use recrawl_schemas::{host_of, normalise_url, url_key, Message as _, PickReason};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
@@ -856,6 +948,76 @@ pub(crate) mod tests {
         );
         assert!(result.latency_ms > 0.0 && result.latency_ms.is_finite(), "{}", result.latency_ms);
         assert!((before_ms..=after_ms).contains(&result.fetched_at_ms));
+    }
+
+    /// The archive writes the request as the fetcher sent it: the server sees exactly the
+    /// headers the result records, in that order.
+    #[tokio::test]
+    async fn the_exchange_is_the_request_sent_and_the_answer_received() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let router = Router::new().route(
+            "/page",
+            get({
+                let seen = seen.clone();
+                move |headers: axum::http::HeaderMap| async move {
+                    let received =
+                        headers.iter().map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()));
+                    seen.lock().unwrap().extend(received);
+                    ([(CONTENT_TYPE, "text/html"), (ETAG, "\"v2\"")], "<p>hello</p>")
+                }
+            }),
+        );
+        let address = serve(router).await;
+        let mut pick = pick_for(&format!("http://{address}/page?q=1"));
+        pick.etag = Some("\"v1\"".into());
+        let result = Fetcher::new(test_config()).unwrap().fetch(&pick, &any_redirect).await;
+        assert_eq!(result.outcome, FetchOutcome::Downloaded, "{:?}", result.error);
+        assert_eq!(result.validate(), Ok(()));
+        let exchange = result.exchange.expect("an answered fetch has its exchange");
+        let sent: Vec<(String, Vec<u8>)> =
+            exchange.request_headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect();
+        assert_eq!(sent, *seen.lock().unwrap());
+        let names: Vec<&str> = sent.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["host", "user-agent", "accept", "accept-encoding", "if-none-match"]);
+        assert_eq!(sent[0].1, address.to_string().into_bytes());
+        assert_eq!((exchange.method.as_str(), exchange.target.as_str()), ("GET", "/page?q=1"));
+        assert_eq!((exchange.http_version.as_str(), exchange.reason.as_str()), ("HTTP/1.1", "OK"));
+        assert_eq!(exchange.remote_ip.as_deref(), Some("127.0.0.1"));
+        let etag = exchange.response_headers.iter().find(|h| h.name == "etag").map(|h| h.value.as_slice());
+        assert_eq!(etag, Some(&b"\"v2\""[..]));
+        assert_eq!(exchange.headers_left_out, 0);
+        // A failure before any answer has no exchange to record.
+        let closed =
+            Fetcher::new(test_config()).unwrap().fetch(&pick_for("http://127.0.0.1:9/"), &any_redirect).await;
+        assert_eq!(closed.exchange, None);
+    }
+
+    #[test]
+    fn an_exchange_keeps_headers_within_its_bounds_and_counts_the_rest() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-long", HeaderValue::from_bytes(&[b'v'; MAX_HEADER_BYTES + 1]).unwrap());
+        for i in 0..MAX_EXCHANGE_HEADERS + 20 {
+            headers.append(
+                HeaderName::from_bytes(format!("x-{i}").as_bytes()).unwrap(),
+                HeaderValue::from_static("1"),
+            );
+        }
+        let mut left_out = 0;
+        let kept = kept_headers(&headers, &mut left_out);
+        assert_eq!(kept.len(), MAX_EXCHANGE_HEADERS);
+        assert_eq!(kept.first().map(|h| h.name.as_str()), Some("x-0"), "the long one is left out");
+        assert_eq!(left_out, 21);
+        let mut large = HeaderMap::new();
+        for i in 0..40 {
+            let name = HeaderName::from_bytes(format!("x-{i}").as_bytes()).unwrap();
+            large.insert(name, HeaderValue::from_bytes(&[b'v'; MAX_HEADER_BYTES - 8]).unwrap());
+        }
+        let mut left_out = 0;
+        let kept = kept_headers(&large, &mut left_out);
+        let bytes: usize = kept.iter().map(|h| h.name.len() + h.value.len()).sum();
+        assert!(bytes <= MAX_EXCHANGE_HEADER_BYTES && bytes + MAX_HEADER_BYTES > MAX_EXCHANGE_HEADER_BYTES);
+        assert_eq!(kept.len() + left_out as usize, 40);
+        assert_eq!(recrawl_schemas::messages::bounds::headers("h", &kept), Ok(()));
     }
 
     #[tokio::test]
@@ -1117,6 +1279,23 @@ pub(crate) mod tests {
         (result.content_type, result.etag, result.last_modified) = (header.clone(), header.clone(), header);
         result.error = Some(error_text("é".repeat(10 * MAX_ERROR_BYTES)));
         (result.http_status, result.crawl_delay_ms, result.retry_after_ms) = (Some(200), Some(1), Some(2));
+        // Both sides' headers at their byte bound, the target a whole URL.
+        let side = || {
+            let header =
+                |i: usize| HttpHeader { name: format!("x-{i:03}"), value: vec![b'v'; MAX_HEADER_BYTES - 8] };
+            (0..MAX_EXCHANGE_HEADER_BYTES / MAX_HEADER_BYTES).map(header).collect::<Vec<_>>()
+        };
+        result.exchange = Some(HttpExchange {
+            method: "GET".into(),
+            target: "/".repeat(MAX_URL_BYTES),
+            http_version: "HTTP/1.1".into(),
+            request_headers: side(),
+            reason: "r".repeat(MAX_HEADER_BYTES),
+            response_headers: side(),
+            headers_left_out: u32::MAX,
+            remote_ip: Some("2001:db8::1".into()),
+        });
+        assert_eq!(result.validate(), Ok(()));
         for size in [0, 1000, 3 << 20] {
             result.body = vec![b'b'; size];
             result.size_bytes = size as u64;

@@ -96,6 +96,9 @@ enum StageCommand {
     /// The scheduler stage: estimates and links → each period's picks (as
     /// recrawl-scheduler).
     Scheduler(Box<recrawl_scheduler::SchedulerArgs>),
+    /// The archive stage: fetch results → WARC files with revisits and CDXJ indexes, in a
+    /// directory or an S3-compatible store (as recrawl-archive).
+    Archive(Box<recrawl_archive::ArchiveArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -138,6 +141,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             StageCommand::Diff(args) => recrawl_diff::main(args).await,
             StageCommand::Estimator(args) => recrawl_estimator::main(args).await,
             StageCommand::Scheduler(args) => recrawl_scheduler::main(*args).await,
+            StageCommand::Archive(args) => recrawl_archive::main(*args).await,
         },
         Command::Dlq { command: DlqCommand::List { kafka, selection } } => {
             let prefix = kafka.cluster.topics().prefix().to_owned();
