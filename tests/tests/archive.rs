@@ -535,8 +535,10 @@ async fn the_archive_uploads_its_files_to_an_s3_store_in_parts() {
             &staging_flag,
             "--max-file-bytes",
             "9437184",
+            // Long enough that on a loaded machine the first file of each partition rolls
+            // at its size (past one 8 MiB part), not its age; the last ones roll by age.
             "--max-file-age-ms",
-            "8000",
+            "30000",
         ],
     );
     let env = [
