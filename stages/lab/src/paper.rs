@@ -616,10 +616,11 @@ impl Spread {
     }
 
     fn cell(&self) -> String {
+        let (low, high) = (format!("{:.3}", self.low()), format!("{:.3}", self.high()));
         match self.ratios.len() {
             0 => "-".to_owned(),
-            _ if (self.high() - self.low()) < 0.0005 => format!("{:.3}", self.low()),
-            _ => format!("{:.3}–{:.3}", self.low(), self.high()),
+            _ if low == high => low,
+            _ => format!("{low}–{high}"),
         }
     }
 }
