@@ -1149,7 +1149,7 @@ async fn fetch_limited(
     let mut args = flags.clone();
     args.extend(["--instance-id".to_owned(), format!("{prefix}fetch")]);
     let loopback =
-        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "10000"];
+        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "7000"];
     args.extend(loopback.map(String::from));
     args.extend(["--resolve".to_owned(), resolve.join(",")]);
     args.extend(extra.iter().map(|flag| (*flag).to_owned()));
