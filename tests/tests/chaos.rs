@@ -1147,9 +1147,14 @@ async fn fetch_limited(
     let hosts: Vec<String> = (0..hosts).map(|i| format!("h{i}.probe.test")).collect();
     let resolve: Vec<String> = hosts.iter().map(|host| format!("{host}=127.0.0.1")).collect();
     let mut args = flags.clone();
+    // Requests may take seconds on a loaded machine; one in flight must be able to finish
+    // within the drain, itself within the tests' 6 s session.
+    if let Some(drain) = args.iter().position(|flag| flag == "--drain-timeout-ms") {
+        args[drain + 1] = "5500".to_owned();
+    }
     args.extend(["--instance-id".to_owned(), format!("{prefix}fetch")]);
     let loopback =
-        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "7000"];
+        ["--allow-address", "127.0.0.1", "--min-host-delay-ms", "0", "--request-timeout-ms", "5000"];
     args.extend(loopback.map(String::from));
     args.extend(["--resolve".to_owned(), resolve.join(",")]);
     args.extend(extra.iter().map(|flag| (*flag).to_owned()));
