@@ -302,6 +302,9 @@ pub async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeli
         epoch.to_string(),
         "--policy".to_owned(),
         "uniform".to_owned(),
+        // As fetch's: the hosts' picks follow its pace.
+        "--min-host-delay-ms".to_owned(),
+        "0".to_owned(),
     ];
     stages.push(Stage::start("scheduler", with("scheduler", &scheduler_flags)));
     stages[3].ready(&client).await;

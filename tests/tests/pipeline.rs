@@ -13,10 +13,13 @@ use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::python::check_jsonschema;
 use recrawl_e2e::site::{DemoSite, SiteConfig, STATIC_PAGES_MODIFIED};
 use recrawl_e2e::{kafka_flags, metric, parse_args, repository_file, unique_prefix, Broker, RunningStage};
+use recrawl_schemas::envelope::schema_tag;
 use recrawl_schemas::topics::{
     CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
 };
-use recrawl_schemas::{ChangeEvent, FetchResult, PageEstimate, PagePick, PickReason};
+use recrawl_schemas::{
+    ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick, PickReason,
+};
 
 const PERIOD_MS: u64 = 1000;
 
@@ -116,6 +119,8 @@ async fn start_pipeline(
         ("--epoch-unix-ms", epoch.to_string()),
         ("--picks-per-period", m.to_string()),
         ("--seeds", seeds.display().to_string()),
+        // As fetch's: the host's picks follow its pace.
+        ("--min-host-delay-ms", "0".to_owned()),
     ] {
         scheduler_flags.extend([flag.to_owned(), value]);
     }
@@ -297,20 +302,20 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
     // What analysts read is plain JSON, as any tool parses it: the raw value of every
     // record on the public topics is one object naming its schema, with matching headers.
     for (topic, schema) in [
-        (CHANGE_EVENTS.name, "recrawl.change-event/2"),
-        (ESTIMATES.name, "recrawl.page-estimate/2"),
-        (LINKS.name, "recrawl.discovered-links/2"),
-        (DISTRIBUTIONS.name, "recrawl.group-distribution/2"),
+        (CHANGE_EVENTS.name, schema_tag::<ChangeEvent>()),
+        (ESTIMATES.name, schema_tag::<PageEstimate>()),
+        (LINKS.name, schema_tag::<DiscoveredLinks>()),
+        (DISTRIBUTIONS.name, schema_tag::<GroupDistribution>()),
     ] {
-        let records = plain_json_records(&kafka, topic, schema);
+        let records = plain_json_records(&kafka, topic, &schema);
         assert!(records > 0, "no records on {topic}");
     }
     drop(broker);
 }
 
 /// Reads `topic` to its end as raw bytes and checks that every value is a JSON object
-/// whose `schema` is `schema`, under the headers `content-type: application/json` and
-/// `schema-version: 2`, with a UTF-8 key (what Kafka Connect's `JsonConverter` and
+/// whose `schema` is `schema` (`recrawl.<type>/<version>`), under the headers
+/// `content-type: application/json` and `schema-version: <version>`, with a UTF-8 key (what Kafka Connect's `JsonConverter` and
 /// `StringConverter` need, `docs/analysts.md`), and that valid against its published JSON
 /// Schema; returns how many records it read.
 fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> usize {
@@ -336,7 +341,8 @@ fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> u
             .map(|h| h.iter().filter_map(|h| Some((h.key, h.value?))).collect())
             .unwrap_or_default();
         assert_eq!(headers.get("content-type").copied(), Some(&b"application/json"[..]), "{name}");
-        assert_eq!(headers.get("schema-version").copied(), Some(&b"2"[..]), "{name}");
+        let version = schema.rsplit('/').next().unwrap_or_default();
+        assert_eq!(headers.get("schema-version").copied(), Some(version.as_bytes()), "{name}");
         let record = dir.path().join(format!("{}.json", records.len()));
         std::fs::write(&record, value).expect("record written");
         records.push(record);

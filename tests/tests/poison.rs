@@ -28,16 +28,22 @@ const FIVE_MB: usize = 5 << 20;
 fn poisons(good: &[u8]) -> Vec<(Vec<u8>, &'static str)> {
     // Deterministic noise that starts with no envelope's magic byte.
     let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1).collect();
-    // The same record from schema version 3: in its JSON tag (the messages people read
-    // are at version 2), or in its envelope (internal ones, at 1).
+    // The same record from the next schema version: in its JSON tag (the messages people
+    // read), or in its envelope (internal ones).
     let future = match std::str::from_utf8(good) {
         Ok(json) if json.starts_with('{') => {
-            let tag = json.find("/2\"").expect("a schema 2 tag");
-            format!("{}/3{}", &json[..tag], &json[tag + 2..]).into_bytes()
+            // `{"schema":"recrawl.<name>/<version>"`
+            const FIELD: &str = "\"schema\":\"";
+            let start = json.find(FIELD).expect("a schema tag") + FIELD.len();
+            let end = start + json[start..].find('"').expect("the tag's end");
+            let slash = start + json[start..end].rfind('/').expect("a versioned tag");
+            let version: u16 = json[slash + 1..end].parse().expect("a version");
+            format!("{}/{}{}", &json[..slash], version + 1, &json[end..]).into_bytes()
         }
         _ => {
             let mut future = good.to_vec();
-            future[2..4].copy_from_slice(&3u16.to_be_bytes());
+            let version = u16::from_be_bytes([good[2], good[3]]);
+            future[2..4].copy_from_slice(&(version + 1).to_be_bytes());
             future
         }
     };
