@@ -233,6 +233,7 @@ impl SchedulerArgs {
             utc_offset_minutes: self.utc_offset_minutes,
             discovery: self.discovery,
             discovery_share: self.discovery_share,
+            discovery_open: true,
             min_download_probability: self.min_download_probability,
             pending_periods: self.pending_periods,
             time_of_day: self.time_of_day,
@@ -249,6 +250,7 @@ struct SchedulerMetrics {
     last_period_time: IntGauge,
     period_seconds: prometheus::Gauge,
     tracked: IntGauge,
+    discovery_held: IntGauge,
     frontier: IntGauge,
     hosts: IntGauge,
     hosts_backed_off: IntGauge,
@@ -290,6 +292,10 @@ impl SchedulerMetrics {
                 "The length of a period (--period-ms), for alerts on missed periods.",
             )?)?,
             tracked: registered(registry, IntGauge::new("scheduler_tracked_urls", "URLs with at least one estimate.")?)?,
+            discovery_held: registered(registry, IntGauge::new(
+                "scheduler_discovery_held",
+                "1 while this instance tracks its cap of URLs (--max-tracked-urls) and picks no new ones but seeds.",
+            )?)?,
             frontier: registered(registry, IntGauge::new("scheduler_frontier_urls", "Linked URLs never fetched.")?)?,
             hosts: registered(registry, IntGauge::new("scheduler_hosts", "Hosts known to this instance.")?)?,
             hosts_backed_off: registered(registry, IntGauge::new(
@@ -402,6 +408,11 @@ impl Scheduler {
 
     fn frontier_len(&self) -> usize {
         self.books.values().map(Book::frontier_len).sum()
+    }
+
+    /// URLs fetched at least once and not dropped.
+    fn tracked_len(&self) -> usize {
+        self.books.values().map(|b| b.len().saturating_sub(b.frontier_len()).saturating_sub(b.gone())).sum()
     }
 
     /// Each host's picks this period: its share of the per-host cap, lowered to what the
@@ -533,11 +544,7 @@ impl Scheduler {
     }
 
     fn update_gauges(&self) {
-        let tracked: usize = self
-            .books
-            .values()
-            .map(|b| b.len().saturating_sub(b.frontier_len()).saturating_sub(b.gone()))
-            .sum();
+        let tracked = self.tracked_len();
         let frontier: usize = self.books.values().map(Book::frontier_len).sum();
         self.metrics.tracked.set(tracked as i64);
         self.metrics.frontier.set(frontier as i64);
@@ -552,6 +559,23 @@ impl Scheduler {
         let m = quota(self.picks_per_period, &self.assignment.partitions, self.assignment.total, period);
         let (host_caps, backed_off) = self.host_caps(period);
         self.metrics.hosts_backed_off.set(backed_off as i64);
+        // At the tracked cap, new URLs would grow this instance's book and the
+        // estimator's state without end: the frontier waits, seeds aside.
+        let tracked = self.tracked_len();
+        let discovery_open = tracked < self.caps.args().max_tracked_urls;
+        if discovery_open != self.plan.discovery_open {
+            if discovery_open {
+                tracing::info!(tracked, "below the tracked cap again: frontier URLs are picked");
+            } else {
+                tracing::warn!(
+                    tracked,
+                    cap = self.caps.args().max_tracked_urls,
+                    "tracked URLs at --max-tracked-urls: no new URLs are picked but seeds"
+                );
+            }
+            self.plan.discovery_open = discovery_open;
+        }
+        self.metrics.discovery_held.set(i64::from(!discovery_open));
         let partitions: Vec<i32> = self.books.keys().copied().collect();
         let started = Instant::now();
         let choices = {
@@ -850,6 +874,44 @@ pub(crate) mod tests {
         // Linked again, it comes back as new and may be tried once more.
         scheduler.apply_link(&link("http://intranet/a.html", Some("http://src/"), 21, 2), 0).unwrap();
         assert!(scheduler.books[&0].find("http://intranet/a.html").is_some());
+    }
+
+    #[test]
+    fn at_the_tracked_cap_only_seeds_are_picked_from_the_frontier() {
+        let mut scheduler = scheduler();
+        scheduler.caps = FrontierCaps::new(FrontierArgs { max_tracked_urls: 2, ..FrontierArgs::default() });
+        for (index, url) in ["http://a/1", "http://b/1"].into_iter().enumerate() {
+            scheduler.apply_link(&link(url, None, 1, 0), 0).unwrap();
+            scheduler.apply_estimate(&estimate(url, 2 + index as u64, true, None), 0).unwrap();
+        }
+        for host in ["c", "d", "e"] {
+            scheduler.apply_link(&link(&format!("http://{host}/1"), Some("http://a/1"), 3, 1), 0).unwrap();
+        }
+        scheduler.apply_link(&link("http://seed/", None, 3, 0), 0).unwrap();
+        let frontier_picked = |picks: &[PagePick]| {
+            let mut urls: Vec<&str> =
+                picks.iter().filter(|p| p.reason == PickReason::Discovery).map(|p| p.url.as_str()).collect();
+            urls.sort_unstable();
+            urls.into_iter().map(str::to_owned).collect::<Vec<_>>()
+        };
+        let held = scheduler.picks(10);
+        assert_eq!(frontier_picked(&held), ["http://seed/"], "{held:?}");
+        assert_eq!(scheduler.metrics.discovery_held.get(), 1);
+        assert!(held.len() >= 3, "the budget went to refreshes: {held:?}");
+
+        // A tracked URL that leaves the book makes room for one more: the seed takes it.
+        let mut refused = estimate("http://a/1", 11, false, None);
+        refused.last_request.outcome = FetchOutcome::BlockedAddress;
+        scheduler.apply_estimate(&refused, 0).unwrap();
+        scheduler.apply_estimate(&estimate("http://seed/", 11, true, None), 0).unwrap();
+        assert_eq!(scheduler.tracked_len(), 2);
+        assert!(frontier_picked(&scheduler.picks(20)).is_empty());
+        let mut gone = estimate("http://b/1", 21, false, None);
+        gone.last_request.outcome = FetchOutcome::BlockedAddress;
+        scheduler.apply_estimate(&gone, 0).unwrap();
+        let open = scheduler.picks(30);
+        assert_eq!(scheduler.metrics.discovery_held.get(), 0);
+        assert!(!frontier_picked(&open).is_empty(), "below the cap the frontier is picked: {open:?}");
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub struct PlanSettings {
     pub discovery: Discovery,
     /// Share of the picks that goes to the frontier when it has candidates.
     pub discovery_share: f64,
+    /// Whether frontier URLs other than seeds may be picked: not once the instance tracks
+    /// its cap of URLs.
+    pub discovery_open: bool,
     /// `change-aware`: pages whose next request is predicted to download with less than
     /// this probability get no picks; `freshness` and `lambda-crawl` weight their scores
     /// by their own chance, at least a tenth of it, and space them from their last visit:
@@ -56,6 +59,7 @@ impl Default for PlanSettings {
             utc_offset_minutes: 0,
             discovery: Discovery::Ifs,
             discovery_share: 0.2,
+            discovery_open: true,
             min_download_probability: 0.1,
             pending_periods: 2,
             time_of_day: true,
@@ -280,6 +284,7 @@ fn eligible<'a>(
     books.iter().enumerate().flat_map(move |(index, book)| {
         book.pages().iter().enumerate().filter_map(move |(slot, page)| {
             let eligible = page.is_frontier() == frontier
+                && (!frontier || settings.discovery_open || page.depth == 0)
                 && !page.is_gone()
                 && host_caps[page.host as usize] > 0
                 && !page.is_pending(clock, settings.pending_periods);
