@@ -186,11 +186,15 @@ async fn poison_stage<F, Fut>(
                     assert_eq!(letter.stage, name);
                     assert!(!letter.reason.is_empty());
                     if letter.kind == "schema_version" {
-                        assert!(
-                            letter.reason.contains("schema version 3, which this build does not read"),
-                            "{}",
-                            letter.reason
-                        );
+                        // The record one version past the newest the build reads.
+                        let newest: u16 = letter
+                            .reason
+                            .split("it reads up to ")
+                            .nth(1)
+                            .and_then(|rest| rest.trim_end_matches(')').parse().ok())
+                            .unwrap_or_else(|| panic!("no newest version: {}", letter.reason));
+                        let found = format!("schema version {}, which this build does not read", newest + 1);
+                        assert!(letter.reason.contains(&found), "{}", letter.reason);
                     }
                     (letter.source_topic == topic).then(|| {
                         assert_eq!(letter.key, input.key.as_bytes(), "the original key");
