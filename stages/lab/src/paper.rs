@@ -25,6 +25,7 @@ use recrawl::sim::web::{Truth, Web, WebParams, WorldKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Experiment {
+    /// The five papers' experiments, and the index of their reports (not `worlds`).
     All,
     /// Estimator paper §5: misprediction of downloads and changes over 55 crawls.
     Estimator,
@@ -37,13 +38,13 @@ pub enum Experiment {
     /// Every policy's freshness at budgets from 2 % to 40 % of the pages a period.
     FreshnessVsBudget,
     /// The family of worlds (`docs/algorithms/worlds.md`): every policy at five budgets,
-    /// 100 and 300 periods, three seeds each.
+    /// 100 and 300 periods, three seeds each. Run on its own: it takes half an hour.
     Worlds,
 }
 
 #[derive(Debug, Args)]
 pub struct PaperArgs {
-    /// The experiment to run (default: all four, and the index of their reports).
+    /// The experiment to run (default: the papers' five, and the index of their reports).
     #[arg(value_enum, default_value = "all")]
     pub experiment: Experiment,
     /// Folder the reports are written to (one subfolder per experiment).
@@ -58,7 +59,9 @@ pub struct PaperArgs {
 }
 
 pub fn run(args: &PaperArgs) -> anyhow::Result<()> {
-    let chosen = |e: Experiment| args.experiment == Experiment::All || args.experiment == e;
+    let chosen = |e: Experiment| {
+        args.experiment == e || (args.experiment == Experiment::All && e != Experiment::Worlds)
+    };
     let scaled = |pages: u64| ((pages as f64 * args.scale).round() as u64).max(200);
     let mut summaries = Vec::new();
     type Runner = fn(&Path, u64, u64) -> anyhow::Result<String>;
@@ -591,10 +594,21 @@ fn freshness_vs_budget(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<Stri
     Ok(md)
 }
 
-/// Run lengths of `worlds`, periods.
-const WORLD_PERIODS: [u64; 2] = [100, 300];
-/// Seeds of `worlds`: each figure is reported as its spread over them.
-const WORLD_SEEDS: u64 = 3;
+/// What `worlds` runs on each world.
+struct WorldsScope<'a> {
+    /// Run lengths, periods; the charts show the first.
+    periods: &'a [u64],
+    /// Seeds from the one given: each figure is reported as its spread over them.
+    seeds: u64,
+    budgets: &'a [f64],
+}
+
+/// A cell of the table: world, periods, budget.
+type WorldCell = (WorldKind, u64, f64);
+
+/// The committed report's scope.
+const WORLDS_REPORTED: WorldsScope<'static> =
+    WorldsScope { periods: &[100, 300], seeds: 3, budgets: &BUDGETS };
 
 /// One cell of `worlds`: a policy's freshness ÷ the optimum's over the seeds run.
 #[derive(Debug, Default, Clone)]
@@ -625,17 +639,21 @@ impl Spread {
     }
 }
 
-/// Every policy on each world of the family at each of [`BUDGETS`], over
-/// [`WORLD_PERIODS`] and [`WORLD_SEEDS`] seeds: a CSV of every run and a chart per world,
-/// and one table of the default policy, uniform, the clairvoyant and the best other
-/// learned policy against the known-rate optimum, as spreads over the seeds.
 fn worlds(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
+    worlds_in(dir, seed, pages, &WORLDS_REPORTED)
+}
+
+/// Every policy on each world of the family at each budget, run length and seed of
+/// `scope`: a CSV of every run and a chart per world, and one table of the default
+/// policy, uniform, the clairvoyant and the best other learned policy against the
+/// known-rate optimum, as spreads over the seeds.
+fn worlds_in(dir: &Path, seed: u64, pages: u64, scope: &WorldsScope<'_>) -> anyhow::Result<String> {
     let mut csv = String::from("world,periods,seed,budget,policy,sees_truth,freshness,ratio_to_optimum\n");
     // (world, periods, budget) → policy → spread over the seeds.
-    let mut cells: Vec<((WorldKind, u64, f64), Vec<(&'static str, Spread)>)> = Vec::new();
+    let mut cells: Vec<(WorldCell, Vec<(&'static str, Spread)>)> = Vec::new();
     for kind in WorldKind::ALL {
-        for periods in WORLD_PERIODS {
-            for seed in seed..seed + WORLD_SEEDS {
+        for &periods in scope.periods {
+            for seed in seed..seed + scope.seeds {
                 let web = Web::generate(WebParams {
                     world: kind,
                     failures: kind.fails_by_default(),
@@ -643,7 +661,7 @@ fn worlds(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
                     ..params_of(seed, pages, 100, 60.0, 0.03)
                 });
                 let world = SimulatedWeb { truth: Truth::of_web(&web, periods as f64), web: &web };
-                for budget in BUDGETS {
+                for &budget in scope.budgets {
                     let config = SimConfig { periods, budget, ..SimConfig::default() };
                     let results = simulate(&world, &SimPolicy::ALL, &config);
                     let key = (kind, periods, budget);
@@ -682,7 +700,7 @@ fn worlds(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
     let default = recrawl_scheduler::policy::DEFAULT_POLICY.as_str();
     let mut md = format!(
         "# The family of worlds\n\n{pages} pages a world (`docs/algorithms/worlds.md`), seeds {seed}–{}, periods of an hour, the store starting with a copy of every page. Each cell is freshness ÷ the known-rate optimum's, as its spread over the seeds; *best other* is the freshest learned policy but the default (`{default}`), by its highest ratio.\n\n| world | periods | R | default | uniform | clairvoyant | best other |\n|---|---:|---:|---:|---:|---:|---|\n",
-        seed + WORLD_SEEDS - 1
+        seed + scope.seeds - 1
     );
     for ((kind, periods, budget), policies) in &cells {
         let of = |name: &str| policies.iter().find(|(n, _)| *n == name).map(|(_, s)| s);
@@ -710,7 +728,7 @@ fn worlds(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
                 .map(|&name| {
                     let points = cells
                         .iter()
-                        .filter(|((k, periods, _), _)| *k == kind && *periods == WORLD_PERIODS[0])
+                        .filter(|((k, periods, _), _)| *k == kind && Some(periods) == scope.periods.first())
                         .filter_map(|((_, _, budget), policies)| {
                             let spread = policies.iter().find(|(n, _)| *n == name).map(|(_, s)| s)?;
                             let mean = spread.ratios.iter().sum::<f64>() / spread.ratios.len().max(1) as f64;
@@ -720,8 +738,11 @@ fn worlds(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
                     (name.to_owned(), points)
                 })
                 .collect();
-        let title =
-            format!("{}: freshness ÷ the known-rate optimum, {} periods", kind.name(), WORLD_PERIODS[0]);
+        let title = format!(
+            "{}: freshness ÷ the known-rate optimum, {} periods",
+            kind.name(),
+            scope.periods.first().copied().unwrap_or(0)
+        );
         lines(
             &dir.join(format!("{}.svg", kind.name())),
             &Labels {
@@ -976,5 +997,22 @@ mod tests {
         let csv = std::fs::read_to_string(out.path().join("freshness-vs-budget/freshness-vs-budget.csv"))
             .expect("csv");
         assert_eq!(csv.lines().count(), 1 + BUDGETS.len() * SimPolicy::ALL.len());
+        assert!(!out.path().join("worlds").exists(), "worlds runs on its own");
+    }
+
+    #[test]
+    fn worlds_reports_every_world_of_the_family() {
+        let out = tempfile::tempdir().expect("tempdir");
+        let scope = WorldsScope { periods: &[20], seeds: 2, budgets: &[0.1] };
+        let summary = worlds_in(out.path(), 1, 200, &scope).expect("runs");
+        let csv = std::fs::read_to_string(out.path().join("worlds.csv")).expect("csv");
+        assert_eq!(csv.lines().count(), 1 + WorldKind::ALL.len() * 2 * SimPolicy::ALL.len());
+        for kind in WorldKind::ALL {
+            let chart =
+                std::fs::read_to_string(out.path().join(format!("{}.svg", kind.name()))).expect("chart");
+            assert!(chart.contains("<svg"), "{}", kind.name());
+            let row = format!("| {} | 20 | 0.1 | ", kind.name());
+            assert!(summary.contains(&row), "{row} in {summary}");
+        }
     }
 }
