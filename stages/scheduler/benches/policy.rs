@@ -77,7 +77,7 @@ fn tracked_book(n: usize) -> (Book, Hosts) {
                 &mut hosts,
                 &url,
                 &format!("host{}.example", i % HOSTS),
-                rng.next() % CLOCK,
+                Some(rng.next() % CLOCK),
                 (1000 + rng.next() % 100_000) as u32,
                 1.0 - (-rate).exp(),
                 0.5 + rng.unit() / 2.0,

@@ -668,14 +668,15 @@ impl Book {
     }
 
     /// Adds a tracked URL from known figures rather than an estimate: the `plan`
-    /// command's input, the benches and the simulator.
+    /// command's input, the benches and the simulator. `last_download` None: known but
+    /// never stored (a crawl that starts empty).
     #[allow(clippy::too_many_arguments)]
     pub fn add_tracked(
         &mut self,
         hosts: &mut Hosts,
         url: &str,
         host: &str,
-        last_download: u64,
+        last_download: Option<u64>,
         size: u32,
         p_change: f64,
         p_download: f64,
@@ -684,8 +685,8 @@ impl Book {
         let host = hosts.intern(host);
         hosts.stats[host as usize].count_url();
         let mut page = Self::new_page(host, 0, 0, &BookSettings::default());
-        page.last_estimate = period32(last_download);
-        page.last_download = period32(last_download);
+        page.last_estimate = last_download.map_or(NONE, period32);
+        page.last_download = last_download.map_or(NONE, period32);
         page.size = size;
         page.p_change = p_change as f32;
         page.p_download = p_download as f32;

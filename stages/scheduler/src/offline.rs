@@ -194,7 +194,7 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
             &mut hosts,
             &page.url,
             &page.host,
-            last_download,
+            Some(last_download),
             page.size as u32,
             page.p_change,
             page.p_download,

@@ -1049,8 +1049,17 @@ mod tests {
     fn with_time_of_day_a_host_is_fetched_after_its_busy_hours_and_the_cutoff_is_kept() {
         let (mut book, mut hosts) = (Book::default(), Hosts::default());
         for host in ["a", "b"] {
-            book.add_tracked(&mut hosts, &format!("http://{host}/"), host, 20, 100, 0.5, 1.0, Some(0.2))
-                .unwrap();
+            book.add_tracked(
+                &mut hosts,
+                &format!("http://{host}/"),
+                host,
+                Some(20),
+                100,
+                0.5,
+                1.0,
+                Some(0.2),
+            )
+            .unwrap();
         }
         // a changes most at 03:00 UTC, b at 15:00.
         for (stats, peak) in hosts.stats.iter_mut().zip([3, 15]) {
@@ -1085,7 +1094,7 @@ mod tests {
     fn a_full_quota_ending_on_a_refresh_worth_nothing_keeps_the_cutoff() {
         let (mut book, mut hosts) = (Book::default(), Hosts::default());
         // Never seen to change: its index is 0 at any age.
-        book.add_tracked(&mut hosts, "http://a/", "a", 20, 100, 0.0, 1.0, None).unwrap();
+        book.add_tracked(&mut hosts, "http://a/", "a", Some(20), 100, 0.0, 1.0, None).unwrap();
         hosts.day.lock().unwrap().cutoff = 1.0;
         let settings =
             PlanSettings { period_ms: HOUR_MS as u64, time_of_day: true, ..settings(Policy::Freshness) };
@@ -1107,7 +1116,7 @@ mod tests {
             let policy = <Policy as clap::ValueEnum>::value_variants()[policy_index];
             let (mut book, mut hosts) = (Book::default(), Hosts::default());
             for (i, &(last, size, p_change, p_download, rate, spread)) in pages.iter().enumerate() {
-                let slot = book.add_tracked(&mut hosts, &format!("http://h{}/{i}", i % 4), &format!("h{}", i % 4), last, size, p_change, p_download, rate).unwrap();
+                let slot = book.add_tracked(&mut hosts, &format!("http://h{}/{i}", i % 4), &format!("h{}", i % 4), Some(last), size, p_change, p_download, rate).unwrap();
                 if let (Some(rate), Some(spread)) = (rate, spread) {
                     book.set_rate_interval(slot, rate / spread, rate * spread);
                 }

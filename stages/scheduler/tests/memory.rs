@@ -47,7 +47,9 @@ fn a_frontier_url_costs_at_most_200_bytes_and_a_tracked_one_about_as_much() {
     let region = Region::new(ALLOCATOR);
     for n in 0..URLS {
         let host = recrawl_schemas::host_of(&url(n)).expect("host");
-        tracked_book.add_tracked(&mut hosts, &url(n), &host, 1, 20_000, 0.3, 0.9, Some(0.05)).expect("room");
+        tracked_book
+            .add_tracked(&mut hosts, &url(n), &host, Some(1), 20_000, 0.3, 0.9, Some(0.05))
+            .expect("room");
     }
     let change = region.change();
     let tracked = change.bytes_allocated.saturating_sub(change.bytes_deallocated) / URLS as usize;

@@ -608,9 +608,11 @@ impl Learner {
         for page in 0..n as u32 {
             let host = format!("h{}", world.host(page));
             let url = format!("http://{host}/{page}");
-            // Known from the initial crawl at time 0, nothing learned yet.
+            // Known from the initial crawl at time 0, nothing learned yet; on a cold start
+            // known but never stored, as the pipeline's seeds are.
+            let stored = (!config.cold_start).then_some(0);
             let added =
-                book.add_tracked(&mut hosts, &url, &host, 0, world.bytes(page) as u32, 0.5, 1.0, None);
+                book.add_tracked(&mut hosts, &url, &host, stored, world.bytes(page) as u32, 0.5, 1.0, None);
             debug_assert_eq!(added.ok(), Some(page));
         }
         let period_ms = config.period_minutes * 60_000.0;
@@ -1041,6 +1043,19 @@ mod tests {
         let history = &learner.pages[0].history;
         assert_eq!((history.successes, history.comparisons, history.changes), (2, 1, 0));
         assert_eq!((history.first_request, learner.pages[0].comparison_spacing()), (0, Some(3.0)));
+    }
+
+    #[test]
+    fn a_cold_start_stores_every_page_before_refreshing_any() {
+        // Eight pages that never change, two picks a period, a store that starts empty:
+        // a page never stored is stale whatever its rate, so each policy stores all eight
+        // in the first four periods, and the store is fresh from then on.
+        let world = KnownRates::new(&[0.0; 8], 6.0);
+        let cold = SimConfig { cold_start: true, freshness_by_period: true, ..config(6, 0.25) };
+        for policy in [Policy::Uniform, Policy::Freshness, Policy::LambdaCrawl, Policy::ChangeAware] {
+            let result = run_policy(&world, SimPolicy::Scheduler(policy), &cold);
+            assert_eq!(result.freshness_by_period, [0.25, 0.5, 0.75, 1.0, 1.0, 1.0], "{policy:?}");
+        }
     }
 
     #[test]
