@@ -1,0 +1,164 @@
+//! Side inputs: topics every instance reads in full, outside the group.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::KafkaArgs;
+use crate::tail::{tail_topic, Tail};
+
+use super::errors::RuntimeError;
+use super::stage::Stage;
+
+/// How long a stage waits for its side inputs to be read before it starts anyway.
+pub(super) const SIDE_INPUT_CATCH_UP: Duration = Duration::from_secs(60);
+
+/// The tails of a stage's side inputs, read in full by every instance outside the group.
+#[derive(Debug, Default)]
+pub(super) struct SideInputs {
+    pub(super) tails: Vec<(&'static str, Tail)>,
+    pub(super) stop: CancellationToken,
+}
+
+impl SideInputs {
+    pub(super) fn start<S: Stage>(args: &KafkaArgs, shutdown: &CancellationToken) -> Self {
+        let stop = shutdown.child_token();
+        let group = args.group_for(S::NAME);
+        let tails = S::SIDE_INPUTS
+            .iter()
+            .map(|&input| (input, tail_topic(args, input, &format!("{group}-{input}"), stop.clone())))
+            .collect();
+        Self { tails, stop }
+    }
+
+    /// Hands `stage` each side input up to where it ended at start, or what arrived within
+    /// [`SIDE_INPUT_CATCH_UP`]: work done before would see a part of it. Records are
+    /// handed over as they arrive, so the channel never fills while catching up.
+    pub(super) async fn catch_up<S: Stage>(
+        &mut self,
+        stage: &mut S,
+        shutdown: &CancellationToken,
+    ) -> Result<(), RuntimeError> {
+        for (input, tail) in &mut self.tails {
+            let give_up = tokio::time::sleep(SIDE_INPUT_CATCH_UP);
+            tokio::pin!(give_up);
+            loop {
+                tokio::select! {
+                    Some(record) = tail.records.recv() => stage.on_side_input(&record),
+                    read = &mut tail.caught_up => {
+                        if read.is_err() {
+                            // The tail stopped before catching up: its error is the run's.
+                            return (&mut tail.task).await?;
+                        }
+                        tracing::info!(topic = *input, "side input read");
+                        break;
+                    }
+                    _ = &mut give_up => {
+                        tracing::warn!(topic = *input, ?SIDE_INPUT_CATCH_UP, "side input not read in time; starting with what has arrived");
+                        break;
+                    }
+                    _ = shutdown.cancelled() => return Ok(()),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands `stage` what arrived since the last call.
+    pub(super) fn drain<S: Stage>(&mut self, stage: &mut S) {
+        for (_, tail) in &mut self.tails {
+            while let Ok(record) = tail.records.try_recv() {
+                stage.on_side_input(&record);
+            }
+        }
+    }
+
+    /// The error of a tail that stopped while the stage runs: a side input that no longer
+    /// arrives leaves the stage with a stale view and no sign of it.
+    pub(super) async fn check_running(&mut self) -> Result<(), RuntimeError> {
+        let Some(index) = self.tails.iter().position(|(_, tail)| tail.task.is_finished()) else {
+            return Ok(());
+        };
+        let (input, tail) = self.tails.remove(index);
+        tail.task.await??;
+        Err(RuntimeError::Tail { topic: input.to_owned(), reason: "the reader stopped".to_owned() })
+    }
+
+    /// Stops the tails; the first one's error, if any, is returned.
+    pub(super) async fn stop(self) -> Result<(), RuntimeError> {
+        self.stop.cancel();
+        let mut result = Ok(());
+        for (_, Tail { records, task, .. }) in self.tails {
+            // A reader blocked on its full channel sees the cancel only once the channel
+            // closes.
+            drop(records);
+            result = result.and(task.await?);
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::{mpsc, oneshot};
+
+    use super::*;
+    use crate::runtime::record::InputRecord;
+
+    /// A side input whose reader stops while the stage runs ends the run with its error.
+    #[tokio::test]
+    async fn a_stopped_side_input_ends_the_run() {
+        let (_sender, records) = mpsc::channel(1);
+        let (_caught_up_sender, caught_up) = oneshot::channel();
+        let (fail, failed) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = failed.await;
+            Err(RuntimeError::Tail { topic: "p.distributions".into(), reason: "fatal".into() })
+        });
+        let mut side_inputs = SideInputs {
+            tails: vec![("distributions", Tail { records, caught_up, task })],
+            stop: CancellationToken::new(),
+        };
+        assert!(side_inputs.check_running().await.is_ok(), "running");
+        fail.send(()).expect("the reader waits");
+        let ended = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match side_inputs.check_running().await {
+                    Ok(()) => tokio::task::yield_now().await,
+                    Err(error) => return error,
+                }
+            }
+        });
+        let error = ended.await.expect("the stopped reader is noticed");
+        assert!(matches!(&error, RuntimeError::Tail { reason, .. } if reason == "fatal"), "{error}");
+        assert!(side_inputs.tails.is_empty());
+        assert!(side_inputs.stop().await.is_ok(), "a noticed reader is not awaited again");
+    }
+
+    /// Stopping does not wait forever on a reader blocked on its full channel.
+    #[tokio::test]
+    async fn stopping_releases_a_reader_blocked_on_its_full_channel() {
+        let (sender, records) = mpsc::channel(1);
+        let (_caught_up_sender, caught_up) = oneshot::channel();
+        let stop = CancellationToken::new();
+        let (full, filled) = oneshot::channel();
+        // As the tail's thread: it sends until the channel is closed, blind to the cancel
+        // while a send blocks.
+        let task = tokio::task::spawn_blocking(move || {
+            let mut full = Some(full);
+            loop {
+                if sender.capacity() == 0 {
+                    full.take().map(|full| full.send(()));
+                }
+                if sender.blocking_send(InputRecord::sample(None)).is_err() {
+                    return Ok(());
+                }
+            }
+        });
+        let side_inputs =
+            SideInputs { tails: vec![("distributions", Tail { records, caught_up, task })], stop };
+        filled.await.expect("the channel fills");
+        let stopped = tokio::time::timeout(Duration::from_secs(30), side_inputs.stop()).await;
+        assert!(matches!(stopped, Ok(Ok(()))), "{stopped:?}");
+    }
+}
