@@ -85,13 +85,13 @@ async fn started_tail(
     broker: &Broker,
     name: &str,
     extra_flags: &[&str],
-) -> (KafkaArgs, recrawl_common::tail::Tail, tokio_util::sync::CancellationToken) {
+) -> (KafkaArgs, recrawl_common::runtime::Tail, tokio_util::sync::CancellationToken) {
     let mut flags = kafka_flags(&broker.bootstrap(), &unique_prefix(name));
     flags.extend(extra_flags.iter().map(|flag| (*flag).to_owned()));
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
     let stop = tokio_util::sync::CancellationToken::new();
-    let mut tail = recrawl_common::tail::tail_topic(&kafka, FETCH_RESULTS.name, name, stop.clone());
+    let mut tail = recrawl_common::runtime::tail_topic(&kafka, FETCH_RESULTS.name, name, stop.clone());
     tokio::time::timeout(Duration::from_secs(60), &mut tail.caught_up)
         .await
         .expect("the empty topic is read within a minute")
@@ -108,7 +108,7 @@ async fn tail_refused(
     extra_flags: &[&str],
     api: RDKafkaApiKey,
     count: usize,
-) -> Option<(KafkaArgs, recrawl_common::tail::Tail, tokio_util::sync::CancellationToken)> {
+) -> Option<(KafkaArgs, recrawl_common::runtime::Tail, tokio_util::sync::CancellationToken)> {
     let Broker::Mock(mock) = broker else {
         eprintln!("injects errors with the mock broker; skipped on an external one");
         return None;
@@ -121,7 +121,7 @@ async fn tail_refused(
 /// A record produced now reaches `tail`, which then ends without error when stopped.
 async fn tail_reads_on(
     kafka: &KafkaArgs,
-    mut tail: recrawl_common::tail::Tail,
+    mut tail: recrawl_common::runtime::Tail,
     stop: tokio_util::sync::CancellationToken,
 ) {
     let producer: FutureProducer = recrawl_common::kafka::producer_config(kafka).create().expect("producer");

@@ -1,18 +1,18 @@
 //! Shutting down: the final commit, the producer's flush and the clients' teardown.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::Producer;
+use rdkafka::producer::{FutureProducer, Producer};
 use tokio::sync::oneshot;
 
 use crate::config::KafkaArgs;
+use crate::kafka::{ClusterContext, StageConsumerContext};
 
 use super::backoff::Backoff;
 use super::errors::RuntimeError;
-use super::event_loop::Loop;
-use super::stage::Stage;
 
 /// Each shutdown step (final commit, producer flush, leaving the group, client teardown)
 /// gets this long.
@@ -72,78 +72,77 @@ impl<T: Send + 'static> Drop for DestroyDetached<T> {
     }
 }
 
-impl<S: Stage> Loop<S> {
-    /// Commits the stored offsets within [`CLOSE_TIMEOUT`]; what went wrong, if anything.
-    /// A commit made while the group's coordinator is still being found (right after an
-    /// outage) is tried again: failing then would exit non-zero with the commit one
-    /// lookup away.
-    pub(super) async fn final_commit(&self) -> Option<String> {
-        let started = tokio::time::Instant::now();
-        let deadline = started.checked_add(CLOSE_TIMEOUT).unwrap_or(started);
-        let mut backoff = Backoff::new();
-        // What the attempts so far were refused for, for a last one that times out.
-        let mut refused = String::new();
-        loop {
-            let consumer = self.consumer.clone();
-            let committed = run_detached(move || consumer.commit_consumer_state(CommitMode::Sync));
-            let code = match tokio::time::timeout_at(deadline, committed).await {
-                Ok(Ok(Ok(()))) => {
-                    tracing::info!("offsets committed");
-                    return None;
-                }
-                Ok(Ok(Err(KafkaError::ConsumerCommit(code)))) => code,
-                Ok(Ok(Err(error))) => return Some(format!("final commit failed: {error}")),
-                Ok(Err(_)) => return Some("final commit ended without an answer".to_owned()),
-                Err(_) => {
-                    return Some(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}{refused}"))
-                }
-            };
-            match code {
-                RDKafkaErrorCode::NoOffset => return None,
-                // The partitions are moving to another instance, which replays what was
-                // not committed: nothing is left unconfirmed that a restart would need.
-                RDKafkaErrorCode::RebalanceInProgress
-                | RDKafkaErrorCode::IllegalGeneration
-                | RDKafkaErrorCode::UnknownMemberId => {
-                    tracing::info!("final commit skipped: the group is rebalancing; the new owner replays");
-                    return None;
-                }
-                RDKafkaErrorCode::WaitingForCoordinator
-                | RDKafkaErrorCode::CoordinatorLoadInProgress
-                | RDKafkaErrorCode::CoordinatorNotAvailable
-                | RDKafkaErrorCode::NotCoordinator => {
-                    let wait = backoff.next();
-                    if deadline.saturating_duration_since(tokio::time::Instant::now()) <= wait {
-                        return Some(format!("final commit failed within {CLOSE_TIMEOUT:?}: {code}"));
-                    }
-                    tracing::info!(%code, ?wait, "final commit waits for the group coordinator");
-                    refused = format!(" (refused before: {code})");
-                    tokio::time::sleep(wait).await;
-                }
-                code => return Some(format!("final commit failed: {code}")),
+/// Commits the stored offsets within [`CLOSE_TIMEOUT`]; what went wrong, if anything.
+/// A commit made while the group's coordinator is still being found (right after an
+/// outage) is tried again: failing then would exit non-zero with the commit one
+/// lookup away.
+async fn final_commit(consumer: &Arc<StreamConsumer<StageConsumerContext>>) -> Option<String> {
+    let started = tokio::time::Instant::now();
+    let deadline = started.checked_add(CLOSE_TIMEOUT).unwrap_or(started);
+    let mut backoff = Backoff::new();
+    // What the attempts so far were refused for, for a last one that times out.
+    let mut refused = String::new();
+    loop {
+        let consumer = consumer.clone();
+        let committed = run_detached(move || consumer.commit_consumer_state(CommitMode::Sync));
+        let code = match tokio::time::timeout_at(deadline, committed).await {
+            Ok(Ok(Ok(()))) => {
+                tracing::info!("offsets committed");
+                return None;
             }
+            Ok(Ok(Err(KafkaError::ConsumerCommit(code)))) => code,
+            Ok(Ok(Err(error))) => return Some(format!("final commit failed: {error}")),
+            Ok(Err(_)) => return Some("final commit ended without an answer".to_owned()),
+            Err(_) => return Some(format!("final commit not confirmed within {CLOSE_TIMEOUT:?}{refused}")),
+        };
+        match code {
+            RDKafkaErrorCode::NoOffset => return None,
+            // The partitions are moving to another instance, which replays what was
+            // not committed: nothing is left unconfirmed that a restart would need.
+            RDKafkaErrorCode::RebalanceInProgress
+            | RDKafkaErrorCode::IllegalGeneration
+            | RDKafkaErrorCode::UnknownMemberId => {
+                tracing::info!("final commit skipped: the group is rebalancing; the new owner replays");
+                return None;
+            }
+            RDKafkaErrorCode::WaitingForCoordinator
+            | RDKafkaErrorCode::CoordinatorLoadInProgress
+            | RDKafkaErrorCode::CoordinatorNotAvailable
+            | RDKafkaErrorCode::NotCoordinator => {
+                let wait = backoff.next();
+                if deadline.saturating_duration_since(tokio::time::Instant::now()) <= wait {
+                    return Some(format!("final commit failed within {CLOSE_TIMEOUT:?}: {code}"));
+                }
+                tracing::info!(%code, ?wait, "final commit waits for the group coordinator");
+                refused = format!(" (refused before: {code})");
+                tokio::time::sleep(wait).await;
+            }
+            code => return Some(format!("final commit failed: {code}")),
         }
     }
+}
 
-    /// Commits stored offsets and flushes the producer, each within [`CLOSE_TIMEOUT`];
-    /// either failing is an error, so the process does not exit 0 with work unconfirmed.
-    pub(super) async fn close(&mut self) -> Result<(), RuntimeError> {
-        let mut failures = Vec::new();
-        failures.extend(self.final_commit().await);
-        let producer = self.producer.clone();
-        let flushed = tokio::task::spawn_blocking(move || producer.flush(CLOSE_TIMEOUT));
-        match flushed.await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => failures.push(format!("producer flush incomplete: {error}")),
-            Err(error) => failures.push(format!("producer flush panicked: {error}")),
-        }
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            let failures = failures.join("; ");
-            tracing::error!(%failures, "uncommitted input will be replayed");
-            Err(RuntimeError::Close(failures))
-        }
+/// Commits stored offsets and flushes the producer, each within [`CLOSE_TIMEOUT`];
+/// either failing is an error, so the process does not exit 0 with work unconfirmed.
+pub(super) async fn close(
+    consumer: &Arc<StreamConsumer<StageConsumerContext>>,
+    producer: &FutureProducer<ClusterContext>,
+) -> Result<(), RuntimeError> {
+    let mut failures = Vec::new();
+    failures.extend(final_commit(consumer).await);
+    let producer = producer.clone();
+    let flushed = tokio::task::spawn_blocking(move || producer.flush(CLOSE_TIMEOUT));
+    match flushed.await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => failures.push(format!("producer flush incomplete: {error}")),
+        Err(error) => failures.push(format!("producer flush panicked: {error}")),
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        let failures = failures.join("; ");
+        tracing::error!(%failures, "uncommitted input will be replayed");
+        Err(RuntimeError::Close(failures))
     }
 }
 

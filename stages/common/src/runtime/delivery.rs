@@ -1,72 +1,58 @@
 //! Producing outputs and changelog records until each is acknowledged.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
-use recrawl_schemas::encode;
 use recrawl_schemas::envelope::kafka_headers;
+use recrawl_schemas::{encode, Message, TopicNames};
 
 use crate::config::KafkaArgs;
+use crate::http::Health;
 use crate::kafka::{producer_config, ClusterContext};
+use crate::metrics::StageMetrics;
+use crate::state::StateStore;
 
 use super::backoff::Backoff;
-use super::emitter::Emitter;
 use super::errors::{DeadLetterKind, ErrorKind, RuntimeError, StageError};
-use super::event_loop::Loop;
 use super::record::OutputRecord;
-use super::stage::Stage;
+use super::stage::StageContext;
 
-impl<S: Stage> Loop<S> {
-    /// Produces `out`, then the changelog records of every key the stage touched, and
-    /// waits until every one is acknowledged, dead-lettered or, for a refused dead
-    /// letter, counted and skipped. The changelog goes only once the outputs are
-    /// acknowledged: it is what makes a replay a no-op, so a changelog ahead of its
-    /// outputs would, after a crash between the two, have the replay skip outputs the
-    /// broker never took. Failures are retried until the outage timeout has passed since
-    /// `polled`, the consumer's last poll with the stage's work since left out: the
-    /// retries of a restore before count, so the loop polls again within the outage
-    /// timeout and the work (max.poll.interval.ms, which the stages check their work's
-    /// bounds against).
-    pub(super) async fn publish(&mut self, out: Emitter, polled: Instant) -> Result<(), RuntimeError> {
-        self.deliver_all(out.records, polled).await?;
-        if self.stage.stateful() {
-            let changelog = self.changelog_records()?;
-            self.deliver_all(changelog, polled).await?;
-        }
-        self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
-        Ok(())
+/// The stage's producer, and what a delivery that fails needs: its retries' limit, the
+/// dead-letter topic, the metrics and health it moves.
+pub(super) struct Delivery {
+    producer: FutureProducer<ClusterContext>,
+    args: KafkaArgs,
+    topics: TopicNames,
+    stage: &'static str,
+    metrics: StageMetrics,
+    health: Health,
+    /// `--outage-timeout-ms`: how long failed deliveries are retried.
+    outage: Duration,
+}
+
+impl Delivery {
+    pub(super) fn new(
+        args: &KafkaArgs,
+        stage: &'static str,
+        ctx: &StageContext,
+    ) -> Result<Self, RuntimeError> {
+        Ok(Self {
+            producer: create_producer(args)?,
+            args: args.clone(),
+            topics: args.cluster.topics(),
+            stage,
+            metrics: ctx.metrics.clone(),
+            health: ctx.health.clone(),
+            outage: Duration::from_millis(args.outage_timeout_ms),
+        })
     }
 
-    /// The changelog records of every key the stage touched since the last call.
-    pub(super) fn changelog_records(&mut self) -> Result<Vec<OutputRecord>, StageError> {
-        let changelog = self.topics.state(S::NAME);
-        let record =
-            |partition: i32, key: String, value: Option<&S::State>| -> Result<OutputRecord, StageError> {
-                let headers =
-                    kafka_headers::<S::State>().map(|(name, value)| (name, value.into_bytes())).into();
-                Ok(OutputRecord {
-                    topic: changelog.clone(),
-                    key: key.into_bytes(),
-                    payload: value.map(encode).transpose()?,
-                    headers,
-                    partition: Some(partition),
-                    dead_letter: None,
-                })
-            };
-        let mut records = Vec::new();
-        for (partition, key, value) in self.store.take_dirty() {
-            records.push(record(partition, key, value)?);
-        }
-        for (partition, key, value) in self.store.take_written() {
-            records.push(record(partition, key, Some(&value))?);
-        }
-        for (partition, key) in self.store.take_removed() {
-            records.push(record(partition, key, None)?);
-        }
-        Ok(records)
+    /// The producer as it is now (it is re-created after a fatal error).
+    pub(super) fn producer(&self) -> &FutureProducer<ClusterContext> {
+        &self.producer
     }
 
     /// Produces `records` and waits until each is acknowledged, dead-lettered or, for a
@@ -96,7 +82,7 @@ impl<S: Stage> Loop<S> {
                         }
                     }
                     Err(error) => {
-                        self.ctx.metrics.errors.with_label_values(&[ErrorKind::Produce.as_str()]).inc();
+                        self.metrics.errors.with_label_values(&[ErrorKind::Produce.as_str()]).inc();
                         last_error = Some((record.topic.clone(), error));
                         retry.push(record);
                     }
@@ -105,7 +91,7 @@ impl<S: Stage> Loop<S> {
             if retry.is_empty() {
                 if retried {
                     // Deliveries went through after failing: the cluster is back.
-                    self.ctx.health.kafka_up();
+                    self.health.kafka_up();
                 }
                 return Ok(());
             }
@@ -117,7 +103,7 @@ impl<S: Stage> Loop<S> {
                         last_error: error.to_string(),
                     });
                 }
-                self.ctx.health.kafka_down(&format!("producing to {topic}: {error}"));
+                self.health.kafka_down(&format!("producing to {topic}: {error}"));
                 // Once per kind of failure, not once per retry: an outage is one line.
                 let failure = error.to_string();
                 if failure != said {
@@ -132,10 +118,10 @@ impl<S: Stage> Loop<S> {
         }
     }
 
-    pub(super) fn delivered(&self, record: &OutputRecord) {
-        self.ctx.metrics.records_out.with_label_values(&[&record.topic]).inc();
+    fn delivered(&self, record: &OutputRecord) {
+        self.metrics.records_out.with_label_values(&[&record.topic]).inc();
         if let Some((kind, topic)) = &record.dead_letter {
-            self.ctx.metrics.dead_letters.with_label_values(&[topic, kind.as_str()]).inc();
+            self.metrics.dead_letters.with_label_values(&[topic, kind.as_str()]).inc();
         }
     }
 
@@ -143,13 +129,13 @@ impl<S: Stage> Loop<S> {
     /// too large); a dead letter it will never take is tried once more with its first
     /// bytes only (the dead-letter topic may take smaller records than the others), then
     /// logged, counted and dropped.
-    pub(super) fn refused(&self, mut record: OutputRecord, error: &KafkaError) -> Option<OutputRecord> {
+    fn refused(&self, mut record: OutputRecord, error: &KafkaError) -> Option<OutputRecord> {
         if record.dead_letter.is_some() {
             if record.shorten() {
                 tracing::warn!(%error, bytes = record.size(), "the broker refused a dead letter; retrying it with its first bytes");
                 return Some(record);
             }
-            self.ctx.metrics.errors.with_label_values(&[ErrorKind::DeadLetterRefused.as_str()]).inc();
+            self.metrics.errors.with_label_values(&[ErrorKind::DeadLetterRefused.as_str()]).inc();
             tracing::error!(%error, bytes = record.size(), "the broker refused a dead letter; skipping it");
             return None;
         }
@@ -157,7 +143,7 @@ impl<S: Stage> Loop<S> {
         tracing::warn!(topic = %record.topic, %reason, "dead-lettering an output");
         Some(OutputRecord::dead_letter(
             &self.topics,
-            S::NAME,
+            self.stage,
             &record.topic,
             None,
             &record.key,
@@ -172,18 +158,48 @@ impl<S: Stage> Loop<S> {
     /// unacknowledged records are what the caller retries. A broker can also end an
     /// idempotent producer's identity without librdkafka calling it fatal (tansu answers
     /// a producer that outlived its restart with ProducerFenced, for ever): the same.
-    pub(super) fn recreate_producer_if_done(&mut self, error: &KafkaError) -> Result<(), RuntimeError> {
+    fn recreate_producer_if_done(&mut self, error: &KafkaError) -> Result<(), RuntimeError> {
         let done = self.producer.client().fatal_error().or_else(|| {
             producer_identity_lost(error)
                 .then(|| (error.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail), error.to_string()))
         });
         if let Some((code, reason)) = done {
             tracing::warn!(?code, reason, "the producer can send no more; re-creating it");
-            self.ctx.metrics.errors.with_label_values(&[ErrorKind::ProducerRecreated.as_str()]).inc();
+            self.metrics.errors.with_label_values(&[ErrorKind::ProducerRecreated.as_str()]).inc();
             self.producer = create_producer(&self.args)?;
         }
         Ok(())
     }
+}
+
+/// The changelog records, for `changelog`, of every key of `store` touched since the last
+/// call.
+pub(super) fn changelog_records<T: Message>(
+    store: &mut StateStore<T>,
+    changelog: &str,
+) -> Result<Vec<OutputRecord>, StageError> {
+    let record = |partition: i32, key: String, value: Option<&T>| -> Result<OutputRecord, StageError> {
+        let headers = kafka_headers::<T>().map(|(name, value)| (name, value.into_bytes())).into();
+        Ok(OutputRecord {
+            topic: changelog.to_owned(),
+            key: key.into_bytes(),
+            payload: value.map(encode).transpose()?,
+            headers,
+            partition: Some(partition),
+            dead_letter: None,
+        })
+    };
+    let mut records = Vec::new();
+    for (partition, key, value) in store.take_dirty() {
+        records.push(record(partition, key, value)?);
+    }
+    for (partition, key, value) in store.take_written() {
+        records.push(record(partition, key, Some(&value))?);
+    }
+    for (partition, key) in store.take_removed() {
+        records.push(record(partition, key, None)?);
+    }
+    Ok(records)
 }
 
 pub(super) fn create_producer(args: &KafkaArgs) -> Result<FutureProducer<ClusterContext>, RuntimeError> {

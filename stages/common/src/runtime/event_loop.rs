@@ -1,6 +1,6 @@
 //! The loop itself: polling batches and ticks, handing them to the stage, storing offsets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,20 +8,21 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message as _;
-use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 use recrawl_schemas::TopicNames;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::KafkaArgs;
-use crate::kafka::{brokers_unreachable, ClusterContext, StageConsumerContext};
+use crate::kafka::{brokers_unreachable, StageConsumerContext};
 use crate::state::StateStore;
 
 use super::close::DestroyDetached;
+use super::delivery::{changelog_records, Delivery};
 use super::emitter::Emitter;
 use super::errors::{ErrorKind, RuntimeError};
 use super::inputs::{partition_counts, InputsApart};
 use super::record::InputRecord;
+use super::restore::restore_with_retries;
 use super::side_inputs::SideInputs;
 use super::stage::{Assignment, Stage, StageContext};
 
@@ -35,7 +36,7 @@ pub(super) struct Loop<S: Stage> {
     pub(super) ctx: StageContext,
     pub(super) topics: TopicNames,
     pub(super) consumer: Arc<StreamConsumer<StageConsumerContext>>,
-    pub(super) producer: FutureProducer<ClusterContext>,
+    pub(super) delivery: Delivery,
     pub(super) store: StateStore<S::State>,
     pub(super) input_topics: Vec<String>,
     pub(super) side_inputs: SideInputs,
@@ -263,6 +264,89 @@ impl<S: Stage> Loop<S> {
         if let Err(error) = self.consumer.commit_consumer_state(CommitMode::Async) {
             tracing::debug!(%error, "commit after durable outputs not sent; the periodic one follows");
         }
+    }
+
+    /// Produces `out`, then the changelog records of every key the stage touched, and
+    /// waits until every one is acknowledged, dead-lettered or, for a refused dead
+    /// letter, counted and skipped. The changelog goes only once the outputs are
+    /// acknowledged: it is what makes a replay a no-op, so a changelog ahead of its
+    /// outputs would, after a crash between the two, have the replay skip outputs the
+    /// broker never took. Failures are retried until the outage timeout has passed since
+    /// `polled`, the consumer's last poll with the stage's work since left out: the
+    /// retries of a restore before count, so the loop polls again within the outage
+    /// timeout and the work (max.poll.interval.ms, which the stages check their work's
+    /// bounds against).
+    pub(super) async fn publish(&mut self, out: Emitter, polled: Instant) -> Result<(), RuntimeError> {
+        self.delivery.deliver_all(out.records, polled).await?;
+        if self.stage.stateful() {
+            let changelog = changelog_records(&mut self.store, &self.topics.state(S::NAME))?;
+            self.delivery.deliver_all(changelog, polled).await?;
+        }
+        self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
+        Ok(())
+    }
+
+    /// Makes the state match the consumer's assignment. A restore that fails (the
+    /// cluster unreachable) is retried until it succeeds or the outage timeout has passed
+    /// since the consumer was `polled`.
+    pub(super) async fn sync_assignment(&mut self, polled: Instant) -> Result<(), RuntimeError> {
+        let assigned = match self.consumer.assignment() {
+            Ok(assigned) => assigned,
+            Err(error) => {
+                self.ctx.metrics.errors.with_label_values(&[ErrorKind::Assignment.as_str()]).inc();
+                tracing::warn!(%error, "cannot read the assignment; keeping the previous one");
+                return Ok(());
+            }
+        };
+        let partitions: HashSet<i32> = assigned
+            .elements()
+            .iter()
+            .filter(|e| self.input_topics.iter().any(|t| t == e.topic()))
+            .map(|e| e.partition())
+            .collect();
+        let mut sorted: Vec<i32> = partitions.iter().copied().collect();
+        sorted.sort_unstable();
+        if self.stage.stateful() {
+            let revoked: Vec<i32> =
+                self.store.loaded_partitions().filter(|p| !partitions.contains(p)).collect();
+            for partition in revoked {
+                self.stage.on_revoked(partition, &self.store);
+                self.store.drop_partition(partition);
+            }
+            let missing: Vec<i32> = sorted.iter().copied().filter(|p| !self.store.is_loaded(*p)).collect();
+            if !missing.is_empty() {
+                self.ctx.health.set_ready(false);
+                let started = Instant::now();
+                self.ctx.metrics.restore_started.set(crate::unix_ms() / 1000);
+                let restored =
+                    restore_with_retries(&self.stage, &self.args, &self.ctx, missing, polled).await;
+                self.ctx.metrics.restore_started.set(0);
+                let restored = restored?;
+                let elapsed = started.elapsed();
+                self.ctx.metrics.restore_seconds.observe(elapsed.as_secs_f64());
+                for (partition, values) in restored {
+                    tracing::info!(partition, keys = values.len(), ?elapsed, "state restored");
+                    self.store.insert_partition(partition, values);
+                    self.stage.on_restored(partition, &mut self.store);
+                }
+            }
+            self.ctx.metrics.state_keys.set(self.stage.state_keys(&self.store) as i64);
+        }
+        // Per topic: a stage reading two co-partitioned topics owns twice as many
+        // partitions as it keeps state for.
+        for topic in &self.input_topics {
+            let owned = assigned.elements().iter().filter(|e| e.topic() == topic).count();
+            self.ctx.metrics.assigned_partitions.with_label_values(&[topic]).set(owned as i64);
+        }
+        self.assignment.partitions = sorted;
+        // Partitions added to the input since the start (a single input's count may grow).
+        let counts = self.consumer.context().input_partitions();
+        if let Some(&now) = self.input_topics.first().and_then(|topic| counts.get(topic)) {
+            self.assignment.total = self.assignment.total.max(now);
+        }
+        self.stage.on_assigned(&self.assignment);
+        self.ctx.health.set_ready(self.consumer.context().has_joined());
+        Ok(())
     }
 
     pub(super) fn store_offsets(&self, offsets: &BTreeMap<(String, i32), i64>) {

@@ -40,6 +40,7 @@ pub use close::stop_bound;
 pub use emitter::Emitter;
 pub use errors::{DeadLetterKind, ErrorKind, RuntimeError, SetupError, StageError};
 pub use record::{InputRecord, OutputRecord};
+pub use side_inputs::{tail_topic, Tail};
 pub use stage::{Assignment, Stage, StageContext};
 
 use std::sync::Arc;
@@ -55,7 +56,7 @@ use crate::metrics::StageMetrics;
 use crate::state::StateStore;
 
 use close::{run_detached, DestroyDetached, CLOSE_TIMEOUT};
-use delivery::create_producer;
+use delivery::Delivery;
 use event_loop::Loop;
 use inputs::{partition_counts, InputsApart};
 use side_inputs::SideInputs;
@@ -79,7 +80,7 @@ pub async fn run_stage<S: Stage>(
         ))
         .map_err(|source| RuntimeError::Client { client: "consumer", source })?;
     let consumer = Arc::new(consumer);
-    let producer = create_producer(args)?;
+    let delivery = Delivery::new(args, S::NAME, &ctx)?;
 
     let output_topics: Vec<String> = S::OUTPUTS.iter().map(|t| topics.name(t)).collect();
     let mut copartitioned = input_topics.clone();
@@ -114,7 +115,7 @@ pub async fn run_stage<S: Stage>(
         ctx,
         topics,
         consumer: consumer.clone(),
-        producer,
+        delivery,
         store: StateStore::default(),
         input_topics,
         side_inputs,
@@ -135,7 +136,7 @@ pub async fn run_stage<S: Stage>(
         event_loop.ctx.health.set_failed();
     }
     event_loop.ctx.health.set_ready(false);
-    let closed = event_loop.close().await;
+    let closed = close::close(&event_loop.consumer, event_loop.delivery.producer()).await;
     // A static member keeps its place in the group across a restart: it does not leave.
     if args.instance_id.is_none() && !leave_group(&event_loop.consumer, CLOSE_TIMEOUT).await {
         tracing::warn!(?CLOSE_TIMEOUT, "partitions not given up in time; closing the consumer with them");

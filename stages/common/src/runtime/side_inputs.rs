@@ -1,17 +1,122 @@
 //! Side inputs: topics every instance reads in full, outside the group.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::admin;
 use crate::config::KafkaArgs;
-use crate::tail::{tail_topic, Tail};
+use crate::kafka::{reader_config, ReadErrors};
+use crate::tail::EndOffsets;
 
 use super::errors::RuntimeError;
+use super::record::InputRecord;
 use super::stage::Stage;
+
+const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a poll may block, and so how late the reader notices shutdown.
+const POLL: Duration = Duration::from_millis(100);
+/// How often a tail asks for its topic's end offsets, to learn whether it can still read
+/// it: an idle topic sends no records, and librdkafka reports a deleted topic or a revoked
+/// permission rarely, if at all.
+const READABLE_CHECK: Duration = Duration::from_secs(30);
+/// How long that ask may take: the reader does not poll, nor see shutdown, meanwhile.
+const READABLE_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a stage waits for its side inputs to be read before it starts anyway.
 pub(super) const SIDE_INPUT_CATCH_UP: Duration = Duration::from_secs(60);
+
+/// A running tail: records arrive on `records`; `caught_up` fires once everything the
+/// topic held when the tail started has been sent.
+#[derive(Debug)]
+pub struct Tail {
+    pub records: mpsc::Receiver<InputRecord>,
+    pub caught_up: oneshot::Receiver<()>,
+    pub task: tokio::task::JoinHandle<Result<(), RuntimeError>>,
+}
+
+/// Starts reading every partition of `input` (a catalogue name, without prefix) from the
+/// beginning until `shutdown`.
+pub fn tail_topic(
+    args: &KafkaArgs,
+    input: &'static str,
+    client_group: &str,
+    shutdown: CancellationToken,
+) -> Tail {
+    let topic = args.cluster.topics().name(input);
+    let config = reader_config(&args.cluster, client_group);
+    let outage = Duration::from_millis(args.outage_timeout_ms);
+    let check_every = READABLE_CHECK.min(outage.checked_div(4).unwrap_or(outage));
+    let brokers = args.cluster.brokers.clone();
+    let (sender, records) = mpsc::channel(1024);
+    let (caught_up_sender, caught_up) = oneshot::channel();
+    let task = tokio::task::spawn_blocking(move || {
+        let fail = |reason: String| RuntimeError::Tail { topic: topic.clone(), reason };
+        let reader: BaseConsumer = config.create().map_err(|e| fail(e.to_string()))?;
+        let counts = admin::topic_partitions(
+            reader.client(),
+            &brokers,
+            std::slice::from_ref(&topic),
+            METADATA_TIMEOUT,
+        )?;
+        let partitions = counts.get(&topic).copied().unwrap_or(0);
+        let (mut ends, list) = EndOffsets::fetch(&reader, &topic, 0..partitions, METADATA_TIMEOUT, true)
+            .map_err(|e| fail(e.to_string()))?;
+        reader.assign(&list).map_err(|e| fail(e.to_string()))?;
+        let mut caught_up_sender = Some(caught_up_sender);
+        let mut read_errors = ReadErrors::default();
+        let mut last_check = Instant::now();
+        let mut unreadable_since: Option<Instant> = None;
+        // Also ends when the records are no longer wanted, e.g. the stage was dropped
+        // without a shutdown: a runtime waits for its blocking threads before it exits.
+        while !shutdown.is_cancelled() && !sender.is_closed() {
+            if ends.reached() {
+                if let Some(sender) = caught_up_sender.take() {
+                    let _ = sender.send(());
+                }
+            }
+            // Past the outage timeout of not reaching the topic, the tail ends with an error
+            // and the stage with it, as when its own topics are out of reach.
+            if last_check.elapsed() >= check_every {
+                last_check = Instant::now();
+                match reader.fetch_watermarks(&topic, 0, READABLE_CHECK_TIMEOUT) {
+                    Ok(_) => unreadable_since = None,
+                    Err(error) => {
+                        let since = *unreadable_since.get_or_insert(last_check);
+                        if since.elapsed() > outage {
+                            let waited = since.elapsed();
+                            return Err(fail(format!(
+                                "not readable for {waited:?} (--outage-timeout-ms): {error}"
+                            )));
+                        }
+                    }
+                }
+            }
+            let Some(message) = reader.poll(POLL) else { continue };
+            let message = match message {
+                // A record read is the topic reached: however long the stage then takes
+                // to take it, a check failing after is not an outage that began before.
+                Ok(message) => {
+                    unreadable_since = None;
+                    message
+                }
+                Err(error) => match read_errors.read_on(error, &topic) {
+                    Ok(_) => continue,
+                    Err(fatal) => return Err(fail(fatal.to_string())),
+                },
+            };
+            let record = InputRecord::from_message(&message, input);
+            ends.passed(record.partition, record.offset);
+            if sender.blocking_send(record).is_err() {
+                break;
+            }
+        }
+        Ok(())
+    });
+    Tail { records, caught_up, task }
+}
 
 /// The tails of a stage's side inputs, read in full by every instance outside the group.
 #[derive(Debug, Default)]
@@ -100,10 +205,7 @@ impl SideInputs {
 
 #[cfg(test)]
 mod tests {
-    use tokio::sync::{mpsc, oneshot};
-
     use super::*;
-    use crate::runtime::record::InputRecord;
 
     /// A side input whose reader stops while the stage runs ends the run with its error.
     #[tokio::test]
