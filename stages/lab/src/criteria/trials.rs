@@ -1,18 +1,9 @@
-//! The paper's effectiveness experiments (`docs/algorithms/change-degree.md` §1, §4): documents
-//! changed by one kind of change at a time (`recrawl_diff::criteria`), each metric's degree
-//! against the kind's reference degree. Experiment 2 varies the share of changed words in a
-//! 1,000-word document (Figure 7); experiment 3 varies the document size with a quarter
-//! changed (Figure 8).
+//! The experiments' trials: document pairs changed by one kind of change, each metric's
+//! degree against the kind's reference, and how far each metric deviates from it.
 
-use std::path::PathBuf;
-
-use clap::Args;
 use recrawl_diff::change::{Differ, MetricReader};
 use recrawl_diff::criteria::{change_pair, ChangeKind};
-use recrawl_diff::CompareArgs;
 use recrawl_schemas::ChangeDegrees;
-
-use crate::report::{write_report, Axis, ReportError};
 
 /// One document pair's degrees against its reference.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,53 +83,6 @@ pub fn deviation(trials: &[Trial], kind: ChangeKind, metric: MetricReader) -> Op
         mean_absolute: errors.iter().map(|e| e.abs()).sum::<f64>() / count,
         mean_signed: errors.iter().sum::<f64>() / count,
     })
-}
-
-#[derive(Debug, Args)]
-pub struct CriteriaArgs {
-    /// Words in the document of experiment 2.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(20..=1_000_000))]
-    pub words: u64,
-    /// Experiment 3 instead: 2² … 2¹³ words, a quarter changed.
-    #[arg(long)]
-    pub sizes: bool,
-    /// Directory for the CSVs, charts and summary.
-    #[arg(long, default_value = "criteria")]
-    pub out: PathBuf,
-    /// The reference's copy/shrink weight α.
-    #[arg(long, default_value_t = 0.75, value_parser = recrawl_common::config::unit_interval)]
-    pub alpha: f64,
-    /// The reference's move weight β.
-    #[arg(long, default_value_t = 0.75, value_parser = recrawl_common::config::unit_interval)]
-    pub beta: f64,
-    #[command(flatten)]
-    pub compare: CompareArgs,
-}
-
-/// Runs `criteria`; returns the Markdown summary it wrote.
-pub fn criteria(args: &CriteriaArgs) -> Result<String, ReportError> {
-    let differ = Differ::new(args.compare.settings());
-    let (s, t, k) = (args.compare.s, args.compare.t, args.compare.k);
-    let (trials, axis, title) = if args.sizes {
-        (
-            by_size(&differ, args.alpha, args.beta),
-            Axis::Words,
-            format!(
-                "Experiment 3: 2² … 2¹³ words, a quarter changed (α = {}, β = {}, s = {s}, t = {t}, {k}-SH)",
-                args.alpha, args.beta
-            ),
-        )
-    } else {
-        (
-            by_share_changed(&differ, args.words as usize, args.alpha, args.beta),
-            Axis::ShareChanged,
-            format!(
-                "Experiment 2: {} words, 5 % … 95 % changed (α = {}, β = {}, s = {s}, t = {t}, {k}-SH)",
-                args.words, args.alpha, args.beta
-            ),
-        )
-    };
-    write_report(&trials, axis, &title, &args.out)
 }
 
 #[cfg(test)]
