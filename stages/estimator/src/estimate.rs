@@ -14,9 +14,8 @@ use recrawl_schemas::{
 use serde::{Deserialize, Serialize};
 
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
-use recrawl_model::history::PageHistory;
 use recrawl_model::modified::DateTally;
-use recrawl_model::page::{BinMove, PageRate, PageState, RateSource, Request};
+use recrawl_model::page::{BinMove, GroupTallies, PageRate, PageState, RateSource, Request, UpdateSettings};
 use recrawl_model::prediction::{
     predict, predict_next, Eligibility, Kind, Model, PreparedPrior, Prior, FINE_BINS,
 };
@@ -355,7 +354,7 @@ impl Estimator {
                 }
                 let view = self.book.view(&entry.group, event.period);
                 let live = self.live.get(&(partition, entry.group.clone()));
-                let crawls = crawls(event.period, &view, live, history);
+                let crawls = crawls(event.period, &view, live, history.first_request);
                 let flat = RatePrior::default();
                 let (prior, trusted) =
                     live.map_or((&flat, false), |live| (&live.rate_prior, live.dates.trusted()));
@@ -387,25 +386,17 @@ impl Estimator {
             }
             entry.group.clone_from(&group);
         }
-        // A URL that just moved group is not yet counted in the new one's rates.
-        let rate_evidence_before =
-            if moved { None } else { entry.page.rate_evidence(self.settings.period_ms) };
-        let date_verdict_before = if moved { None } else { entry.page.date_verdict() };
         let awaited_trust = !moved && entry.page.dates_await_trust();
         let off_pace = entry.page.history.first_and_last().is_some_and(|(_, last)| {
             let elapsed_ms = event.fetched_at_ms.saturating_sub(entry.page.last_fetched_at_ms);
             pace_disagrees(event.period.saturating_sub(last), elapsed_ms, self.settings.period_ms)
         });
-        entry.page.record(&request_of(event), &self.settings.refresh);
         entry.host.clone_from(&event.page.host);
 
         let key = (partition, group);
         let live = self.live.entry(key.clone()).or_default();
         let turned = live.partial.period < event.period && live.begin_period();
-        live.track_trust(&event.page.url, awaited_trust, &entry.page);
         let trusted = live.dates.trusted();
-        entry.last_response =
-            entry.page.dates_await_trust().then(|| Box::new(LastResponse::of(event, trusted)));
         if live.unpublished && live.partial.period < event.period {
             // The partition moves to a later period: what it holds now covers only the
             // earlier ones, which is what other instances predict the new period from.
@@ -414,14 +405,25 @@ impl Estimator {
             live.unpublished = false;
         }
         let view = self.book.view(&key.1, event.period);
-        let crawls = crawls(event.period, &view, Some(&*live), &entry.page.history);
-        let moves = entry.page.rebin(crawls, &self.settings.eligibility);
+        let first_request = entry.page.history.first_request_with(event.period);
+        let crawls = crawls(event.period, &view, Some(&*live), first_request);
+        let settings = UpdateSettings {
+            refresh: &self.settings.refresh,
+            eligibility: &self.settings.eligibility,
+            period_ms: self.settings.period_ms,
+        };
+        let tallies = GroupTallies {
+            download: &mut live.partial.download,
+            change: &mut live.partial.change,
+            rates: &mut live.rates,
+            dates: &mut live.dates,
+        };
+        // A URL that just moved group is not yet counted in the new one's tallies.
+        let rate = entry.page.update(&request_of(event), settings, &live.rate_prior, !moved, crawls, tallies);
+        live.track_trust(&event.page.url, awaited_trust, &entry.page);
+        entry.last_response =
+            entry.page.dates_await_trust().then(|| Box::new(LastResponse::of(event, trusted)));
         let partial = &mut live.partial;
-        moves.download.apply(&mut partial.download);
-        moves.change.apply(&mut partial.change);
-        let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, live.dates.trusted());
-        live.rates.replace(rate_evidence_before, entry.page.rate_evidence(self.settings.period_ms));
-        live.dates.replace(date_verdict_before, entry.page.date_verdict());
         partial.urls = partial.urls.saturating_add(u64::from(new_url || moved));
         partial.requests = partial.requests.saturating_add(1);
         partial.period = partial.period.max(event.period);
@@ -452,7 +454,7 @@ impl Estimator {
                 continue;
             }
             let history = &entry.page.history;
-            let crawls = crawls(history.last_request, view, Some(live), history);
+            let crawls = crawls(history.last_request, view, Some(live), history.first_request);
             let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, trusted);
             revised.push((key.0, self.estimate(response.into(), entry, view, crawls, rate)));
             if let Some(response) = state.get_mut(key.0, url).and_then(|entry| entry.last_response.as_mut()) {
@@ -609,8 +611,8 @@ impl Estimator {
 
 /// K for a request in `period`: crawls since the group's first request, as far as this
 /// instance knows it.
-fn crawls(period: u64, view: &GroupView, live: Option<&LivePartial>, history: &PageHistory) -> u64 {
-    let first = [view.first_period, live.map(|l| l.partial.first_period), Some(history.first_request)]
+fn crawls(period: u64, view: &GroupView, live: Option<&LivePartial>, first_request: u64) -> u64 {
+    let first = [view.first_period, live.map(|l| l.partial.first_period), Some(first_request)]
         .into_iter()
         .flatten()
         .min()
@@ -1139,6 +1141,8 @@ mod tests {
 
 #[cfg(test)]
 mod size {
+    use recrawl_model::history::PageHistory;
+
     use super::*;
 
     /// What a tracked URL costs, for BENCHMARKS.md: its counters (the state without the

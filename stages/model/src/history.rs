@@ -112,6 +112,15 @@ impl PageHistory {
         u32::try_from(crawl.saturating_sub(self.first_request)).unwrap_or(u32::MAX)
     }
 
+    /// The first request once one in `crawl`, not a replay, is recorded.
+    pub fn first_request_with(&self, crawl: u64) -> u64 {
+        if self.requests == 0 {
+            crawl
+        } else {
+            self.first_request
+        }
+    }
+
     pub fn first_and_last(&self) -> Option<(u64, u64)> {
         (self.requests > 0).then_some((self.first_request, self.last_request))
     }

@@ -6,9 +6,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Observation, PageHistory};
-use crate::modified::{DateTrust, DateVerdict, DatedChanges};
+use crate::modified::{DateTally, DateTrust, DateVerdict, DatedChanges};
 use crate::prediction::{fine_bin, Eligibility, Kind, RateHistogram};
-use crate::rate::{RateEvidence, RateLikelihood, RatePrior};
+use crate::rate::{RateCounts, RateEvidence, RateLikelihood, RatePrior};
 use crate::refresh::{ChangeCalendar, Refresh, RefreshSettings};
 
 /// One request's outcome.
@@ -116,6 +116,25 @@ pub struct Rebinned {
     pub change: BinMove,
 }
 
+/// What a URL's group keeps that the URL's requests move: its fine bin in the DR and MR
+/// histograms (`C`, however the group stores them), its rate evidence, and its dates'
+/// verdict on their server.
+#[derive(Debug)]
+pub struct GroupTallies<'a, C> {
+    pub download: &'a mut C,
+    pub change: &'a mut C,
+    pub rates: &'a mut RateCounts,
+    pub dates: &'a mut DateTally,
+}
+
+/// The settings a request's update ([`PageState::update`]) takes.
+#[derive(Debug, Clone, Copy)]
+pub struct UpdateSettings<'a> {
+    pub refresh: &'a RefreshSettings,
+    pub eligibility: &'a Eligibility,
+    pub period_ms: u64,
+}
+
 impl PageState {
     pub fn new(first_seen_ms: i64) -> PageState {
         PageState {
@@ -198,6 +217,35 @@ impl PageState {
         self.download_bin = download;
         self.change_bin = change;
         moves
+    }
+
+    /// Learns one request of the URL, the estimator's step for it (the simulator takes
+    /// the same): records it, moves the URL in its group's histograms given K = `crawls`
+    /// of the group so far (the request's period included), takes its change rate under
+    /// `prior` and its server's trust as of the tally's last settle, and moves its rate
+    /// evidence and date verdict in the group's tallies. `counted`: whether the tallies
+    /// hold the URL's evidence from before (not when it has just moved group). A replay
+    /// must not come here: [`PageState::record`] would ignore it, and the tallies would
+    /// count it again.
+    pub fn update<C: FineBinCounts>(
+        &mut self,
+        request: &Request,
+        settings: UpdateSettings<'_>,
+        prior: &RatePrior,
+        counted: bool,
+        crawls: u64,
+        tallies: GroupTallies<'_, C>,
+    ) -> PageRate {
+        let evidence_before = if counted { self.rate_evidence(settings.period_ms) } else { None };
+        let verdict_before = if counted { self.date_verdict() } else { None };
+        self.record(request, settings.refresh);
+        let moves = self.rebin(crawls, settings.eligibility);
+        moves.download.apply(tallies.download);
+        moves.change.apply(tallies.change);
+        let rate = self.change_rate(prior, settings.period_ms, tallies.dates.trusted());
+        tallies.rates.replace(evidence_before, self.rate_evidence(settings.period_ms));
+        tallies.dates.replace(verdict_before, self.date_verdict());
+        rate
     }
 
     /// (yes, no) among the latest `window` requests (DR) or comparisons (MR): what a
@@ -309,6 +357,45 @@ mod tests {
             latency_ms: 5.0,
             last_modified_ms: None,
         }
+    }
+
+    /// One request's update moves the URL in its group's tallies: it leaves its old bin
+    /// and evidence when they are counted there, and only adds its new ones when not (a
+    /// URL that has just moved group).
+    #[test]
+    fn an_update_moves_the_url_in_its_group_s_tallies() {
+        let refresh = RefreshSettings::default();
+        let eligibility = Eligibility::default();
+        let settings =
+            UpdateSettings { refresh: &refresh, eligibility: &eligibility, period_ms: DAY_MS as u64 };
+        let (mut download, mut change) = (RateHistogram::new(), RateHistogram::new());
+        let (mut rates, mut dates) = (RateCounts::default(), DateTally::default());
+        let mut page = PageState::new(0);
+        let prior = RatePrior::default();
+        for (period, changed) in [(1, None), (2, Some(true)), (3, Some(false))] {
+            let tallies = GroupTallies {
+                download: &mut download,
+                change: &mut change,
+                rates: &mut rates,
+                dates: &mut dates,
+            };
+            let rate = page.update(&request(period, true, changed), settings, &prior, true, period, tallies);
+            assert_eq!(rate, page.change_rate(&prior, DAY_MS as u64, false));
+            assert_eq!(rates.total(), u64::from(page.rate_evidence(DAY_MS as u64).is_some()));
+            assert_eq!(download.total(), u64::from(page.download_bin.is_some()));
+            assert_eq!(change.total(), u64::from(page.change_bin.is_some()));
+        }
+        assert_eq!(page.history.requests, 3);
+        assert_eq!(rates.total(), 1, "two comparisons: evidence, counted once");
+        // Not counted: the evidence it had is not taken out, so it is counted twice.
+        let tallies = GroupTallies {
+            download: &mut download,
+            change: &mut change,
+            rates: &mut rates,
+            dates: &mut dates,
+        };
+        page.update(&request(4, true, Some(true)), settings, &prior, false, 4, tallies);
+        assert_eq!(rates.total(), 2);
     }
 
     #[test]

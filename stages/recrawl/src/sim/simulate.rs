@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use recrawl_model::modified::DateTally;
-use recrawl_model::page::{PageState, Request};
+use recrawl_model::page::{GroupTallies, PageState, Request, UpdateSettings};
 use recrawl_model::prediction::{predict_next, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
 use recrawl_model::rate::{RateCounts, RatePrior, LOWEST_RATE};
 use recrawl_model::refresh::RefreshSettings;
@@ -703,9 +703,6 @@ impl Learner {
         // As the diff stage: a download is compared only with an earlier one the estimator
         // recorded, not with a copy the store holds from elsewhere.
         let compared = downloaded && state.history.successes > 0;
-        let period_ms = self.period_ms as u64;
-        let rate_evidence_before = state.rate_evidence(period_ms);
-        let date_verdict_before = state.date_verdict();
         let fetched_at_ms = (at * self.period_ms) as i64;
         let request = simulated_request(
             period,
@@ -716,29 +713,31 @@ impl Learner {
         );
         let request = LastRequest { fetched_at: UtcTime::from_ms(fetched_at_ms), fetched_at_ms, ..request };
         let last_modified_ms = last_modified.map(|at| (at * self.period_ms) as i64);
-        state.record(
-            &Request {
-                period: crawl,
-                fetched_at_ms,
-                downloaded,
-                changed: request.changed,
-                size_bytes: request.size_bytes,
-                update_size: request.size_change_bytes,
-                latency_ms: request.latency_ms,
-                last_modified_ms,
-            },
-            &self.refresh,
-        );
+        let observed = Request {
+            period: crawl,
+            fetched_at_ms,
+            downloaded,
+            changed: request.changed,
+            size_bytes: request.size_bytes,
+            update_size: request.size_change_bytes,
+            latency_ms: request.latency_ms,
+            last_modified_ms,
+        };
+        let settings = UpdateSettings {
+            refresh: &self.refresh,
+            eligibility: &self.eligibility,
+            period_ms: self.period_ms as u64,
+        };
         // The page's place in its group's DR and MR distributions, as the estimator keeps it.
-        let moves = state.rebin(crawl + 1, &self.eligibility);
         let group = &mut self.groups[usize::from(self.page_groups[slot])];
-        let host_dates = &mut self.host_dates[world.host(page) as usize];
-        let rate = state.change_rate(&group.rate_prior, period_ms, host_dates.trusted());
-        group.rate_counts.replace(rate_evidence_before, state.rate_evidence(period_ms));
-        host_dates.replace(date_verdict_before, state.date_verdict());
-        for (histogram, bin_move) in group.histograms.iter_mut().zip([moves.download, moves.change]) {
-            bin_move.apply(histogram);
-        }
+        let [download, change] = &mut group.histograms;
+        let tallies = GroupTallies {
+            download,
+            change,
+            rates: &mut group.rate_counts,
+            dates: &mut self.host_dates[world.host(page) as usize],
+        };
+        let rate = state.update(&observed, settings, &group.rate_prior, true, crawl + 1, tallies);
         let p_download = group.next_chance(Kind::Dr, state.recent(Kind::Dr, WINDOW));
         let p_change = group.next_chance(Kind::Mr, state.recent(Kind::Mr, WINDOW));
         let schedule = (self.policy == Policy::Groups).then(|| {
