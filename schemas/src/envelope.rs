@@ -14,6 +14,8 @@ use std::borrow::Cow;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::validation::ValidationError;
+
 /// First byte of an envelope; not a byte any JSON or text value starts with.
 pub const MAGIC: u8 = 0xC5;
 /// The newest schema version of any message: the version of the contract as a whole
@@ -125,7 +127,7 @@ pub trait Message: Serialize + DeserializeOwned {
     /// Checks what a decoded message holds against [`bounds`](crate::messages::bounds),
     /// so that no field from a topic can overflow a stage's arithmetic or memory; the
     /// error names the field.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         Ok(())
     }
 
@@ -554,64 +556,64 @@ mod tests {
         assert_eq!(samples::change_event().validate(), Ok(()));
         let mut pick = samples::page_pick();
         pick.url = format!("http://example.com/{}", "a".repeat(9000));
-        assert!(pick.validate().unwrap_err().contains("url"));
+        assert!(pick.validate().unwrap_err().to_string().contains("url"));
         let mut pick = samples::page_pick();
         pick.period = u64::MAX;
-        assert!(pick.validate().unwrap_err().contains("period"));
+        assert!(pick.validate().unwrap_err().to_string().contains("period"));
         let mut pick = samples::page_pick();
         pick.score = f64::NAN;
-        assert!(pick.validate().unwrap_err().contains("score"));
+        assert!(pick.validate().unwrap_err().to_string().contains("score"));
         let mut result = samples::fetch_result();
         result.fetched_at_ms = -5;
-        assert!(result.validate().unwrap_err().contains("fetched_at_ms"));
+        assert!(result.validate().unwrap_err().to_string().contains("fetched_at_ms"));
         // Kept as an `f32` by the stages, where 1e39 is infinite, then written as JSON null.
         let mut result = samples::fetch_result();
         result.latency_ms = 1e39;
-        assert!(result.validate().unwrap_err().contains("latency_ms"));
+        assert!(result.validate().unwrap_err().to_string().contains("latency_ms"));
         let mut result = samples::fetch_result();
         result.size_bytes = u64::MAX;
-        assert!(result.validate().unwrap_err().contains("size_bytes"));
+        assert!(result.validate().unwrap_err().to_string().contains("size_bytes"));
         let mut event = samples::change_event();
         event.previous_size_bytes = Some(1 << 63);
-        assert!(event.validate().unwrap_err().contains("previous_size_bytes"));
+        assert!(event.validate().unwrap_err().to_string().contains("previous_size_bytes"));
         // A forecast past certainty would outrank every page for good.
         assert_eq!(samples::page_estimate().validate(), Ok(()));
         let mut estimate = samples::page_estimate();
         estimate.downloads.next = 1e39;
-        assert!(estimate.validate().unwrap_err().contains("downloads.next"));
+        assert!(estimate.validate().unwrap_err().to_string().contains("downloads.next"));
         let mut estimate = samples::page_estimate();
         estimate.changes_forecast.probabilities[0] = 1.5;
-        assert!(estimate.validate().unwrap_err().contains("changes_forecast.probabilities"));
+        assert!(estimate.validate().unwrap_err().to_string().contains("changes_forecast.probabilities"));
         let mut estimate = samples::page_estimate();
         estimate.last_request.latency_ms = f64::MAX;
-        assert!(estimate.validate().unwrap_err().contains("last_request.latency_ms"));
+        assert!(estimate.validate().unwrap_err().to_string().contains("last_request.latency_ms"));
         // A comparison only on a download, and not on a first one.
         let mut event = samples::change_event();
         event.downloaded = false;
-        assert!(event.validate().unwrap_err().contains("did not download"));
+        assert!(event.validate().unwrap_err().to_string().contains("did not download"));
         let mut event = samples::change_event();
         event.first_seen = true;
-        assert!(event.validate().unwrap_err().contains("first download"));
+        assert!(event.validate().unwrap_err().to_string().contains("first download"));
         let mut event = samples::change_event();
         event.changed = None;
-        assert!(event.validate().unwrap_err().contains("where changed is null"));
+        assert!(event.validate().unwrap_err().to_string().contains("where changed is null"));
         let mut estimate = samples::page_estimate();
         estimate.last_request.downloaded = false;
-        assert!(estimate.validate().unwrap_err().contains("last_request.changed"));
+        assert!(estimate.validate().unwrap_err().to_string().contains("last_request.changed"));
         // The scheduler keeps the validators and puts them on the URL's picks: one that no
         // pick may carry would leave the URL unfetched for good.
         let mut estimate = samples::page_estimate();
         estimate.last_request.etag = Some("e".repeat(bounds::MAX_HEADER_BYTES + 1));
-        assert!(estimate.validate().unwrap_err().contains("last_request.etag"));
+        assert!(estimate.validate().unwrap_err().to_string().contains("last_request.etag"));
         let mut result = samples::fetch_result();
         result.content_type = Some("t".repeat(bounds::MAX_HEADER_BYTES + 1));
-        assert!(result.validate().unwrap_err().contains("content_type"));
+        assert!(result.validate().unwrap_err().to_string().contains("content_type"));
         // The exchange the archive writes out: bounded on each side, its address an address.
         assert_eq!(samples::fetch_result_with_exchange().validate(), Ok(()));
         let with_exchange = |change: &dyn Fn(&mut crate::HttpExchange)| {
             let mut result = samples::fetch_result_with_exchange();
             result.exchange.as_mut().map(change);
-            result.validate().unwrap_err()
+            result.validate().unwrap_err().to_string()
         };
         let long = crate::HttpHeader { name: "x".into(), value: vec![b'v'; bounds::MAX_HEADER_BYTES + 1] };
         assert!(
@@ -635,21 +637,21 @@ mod tests {
         assert!(with_exchange(&|e| e.request_headers.push(unnamed.clone())).contains("header name"));
         let mut event = samples::change_event();
         event.page.host.clear();
-        assert_eq!(event.validate(), Err("page.host is empty".into()));
+        assert_eq!(event.validate().map_err(|e| e.to_string()), Err("page.host is empty".into()));
         let mut event = samples::change_event();
         event.page.host = "elsewhere.example".into();
         event.page.site = "elsewhere.example".into();
         assert_eq!(
-            event.validate(),
+            event.validate().map_err(|e| e.to_string()),
             Err(r#"page.host is "elsewhere.example", the host of page.url is "example.com""#.into())
         );
         let mut event = samples::change_event();
         event.page.url = "urn:isbn:0451450523".into();
-        assert!(event.validate().unwrap_err().starts_with("page.url: "));
+        assert!(event.validate().unwrap_err().to_string().starts_with("page.url: "));
         let mut event = samples::change_event();
         event.page.site = "attacker.example".into();
         assert_eq!(
-            event.validate(),
+            event.validate().map_err(|e| e.to_string()),
             Err(r#"page.site is "attacker.example", the site of "example.com" is "example.com""#.into())
         );
         // A pick under another host than its URL's would be fetched under that host's
@@ -657,47 +659,55 @@ mod tests {
         let mut pick = samples::page_pick();
         pick.host = "elsewhere.example".into();
         assert_eq!(
-            pick.validate(),
+            pick.validate().map_err(|e| e.to_string()),
             Err(r#"host is "elsewhere.example", the host of url is "example.com""#.into())
         );
         let mut result = samples::fetch_result();
         result.host = "elsewhere.example".into();
-        assert!(result.validate().unwrap_err().starts_with("host is"));
+        assert!(result.validate().unwrap_err().to_string().starts_with("host is"));
         let mut pick = samples::page_pick();
         pick.url = "http://user:SECRETPW@example.com/a.html".into();
-        assert_eq!(pick.validate(), Err("url: URL carries a user name or password".into()));
+        assert_eq!(
+            pick.validate().map_err(|e| e.to_string()),
+            Err("url: URL carries a user name or password".into())
+        );
         let mut event = samples::change_event();
         event.page.url = "http://user:SECRETPW@example.com/a.html".into();
-        assert_eq!(event.validate(), Err("page.url: URL carries a user name or password".into()));
+        assert_eq!(
+            event.validate().map_err(|e| e.to_string()),
+            Err("page.url: URL carries a user name or password".into())
+        );
         let mut result = samples::fetch_result();
         result.redirects = vec!["https://user:pw@example.com/b?next=x@y".into()];
-        assert_eq!(result.validate(), Err("a redirect carries a user name or password".into()));
+        assert_eq!(
+            result.validate().map_err(|e| e.to_string()),
+            Err("a redirect carries a user name or password".into())
+        );
         result.redirects = vec!["https://example.com/b?next=x@y".into()];
         result.final_url = Some("https://example.com/@me".into());
         assert_eq!(result.validate(), Ok(()));
         let mut event = samples::change_event();
         event.fetched_at = crate::UtcTime::from_ms(event.fetched_at_ms + 1);
-        assert_eq!(
-            event.validate(),
+        assert_eq!(event.validate().map_err(|e| e.to_string()),
             Err("fetched_at 2026-05-28T20:26:40.001Z and fetched_at_ms 1780000000000 are not the same instant".into())
         );
         // Every estimator sums the shares of all partitions: no count may overflow that.
         assert_eq!(samples::group_distribution().validate(), Ok(()));
         let mut share = samples::group_distribution();
         share.urls = u64::MAX;
-        assert!(share.validate().unwrap_err().contains("urls"));
+        assert!(share.validate().unwrap_err().to_string().contains("urls"));
         let mut share = samples::group_distribution();
         share.modification_rate_fine[7] = u64::MAX;
-        assert!(share.validate().unwrap_err().contains("modification_rate_fine"));
+        assert!(share.validate().unwrap_err().to_string().contains("modification_rate_fine"));
         let mut share = samples::group_distribution();
         share.download_rate_fine = vec![0; 1_000_000];
-        assert!(share.validate().unwrap_err().contains("download_rate_fine"));
+        assert!(share.validate().unwrap_err().to_string().contains("download_rate_fine"));
         let mut share = samples::group_distribution();
         share.group = "g".repeat(bounds::MAX_HOST_BYTES + 1);
-        assert!(share.validate().unwrap_err().contains("group"));
+        assert!(share.validate().unwrap_err().to_string().contains("group"));
         let mut share = samples::group_distribution();
         share.partition = -1;
-        assert!(share.validate().unwrap_err().contains("partition"));
+        assert!(share.validate().unwrap_err().to_string().contains("partition"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod time;
 pub mod topics;
 pub mod url_key;
 mod v1;
+pub mod validation;
 
 pub use envelope::{decode, encode, EnvelopeError, Format, Message, SCHEMA_VERSION};
 pub use frequency::{FrequencyGroup, UnknownFrequencyGroup};
@@ -20,3 +21,4 @@ pub use messages::*;
 pub use time::{UtcTime, UtcTimeError};
 pub use topics::{Topic, TopicCatalogue, TopicError, TopicNames, TopicSpec};
 pub use url_key::{host_of, normalise_url, site_of, url_key, UrlError};
+pub use validation::ValidationError;

@@ -13,6 +13,7 @@ use crate::envelope::{decode_as, EnvelopeError, Format, Framed, Framing, Message
 use crate::frequency::FrequencyGroup;
 use crate::time::UtcTime;
 use crate::v1;
+use crate::validation::ValidationError;
 
 /// Which page a message is about: its identity, carried once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -51,11 +52,11 @@ impl PageRef {
     }
 
     /// Checks the identity `name` (`page`, `source`) holds; the error names the field.
-    pub fn validate(&self, name: &str) -> Result<(), String> {
+    pub fn validate(&self, name: &str) -> Result<(), ValidationError> {
         bounds::text(&format!("{name}.url"), &self.url, bounds::MAX_URL_BYTES)?;
         bounds::text(&format!("{name}.key"), &self.key, bounds::MAX_URL_BYTES)?;
         if self.host.is_empty() {
-            return Err(format!("{name}.host is empty"));
+            return Err(ValidationError::Empty { field: format!("{name}.host") });
         }
         bounds::text(&format!("{name}.host"), &self.host, bounds::MAX_HOST_BYTES)?;
         // The scheduler caps and spaces requests per host: a page filed under another
@@ -64,14 +65,24 @@ impl PageRef {
         match crate::host_of(&self.url) {
             Ok(host) if host == self.host => {}
             Ok(host) => {
-                return Err(format!("{name}.host is {:?}, the host of {name}.url is {host:?}", self.host))
+                return Err(ValidationError::HostMismatch {
+                    field: format!("{name}.host"),
+                    host: self.host.clone(),
+                    url_field: format!("{name}.url"),
+                    url_host: host,
+                })
             }
-            Err(error) => return Err(format!("{name}.url: {error}")),
+            Err(source) => return Err(ValidationError::Url { field: format!("{name}.url"), source }),
         }
         // Readers group by the site: it must be the host's, whoever produced the record.
         let site = crate::site_of(&self.host);
         if self.site != site {
-            return Err(format!("{name}.site is {:?}, the site of {:?} is {site:?}", self.site, self.host));
+            return Err(ValidationError::SiteMismatch {
+                field: format!("{name}.site"),
+                site: self.site.clone(),
+                host: self.host.clone(),
+                host_site: site.to_owned(),
+            });
         }
         Ok(())
     }
@@ -141,7 +152,7 @@ impl Message for PagePick {
     const NAME: &'static str = "PagePick";
     const FORMAT: Format = Format::Bincode;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
         bounds::header("etag", self.etag.as_deref())?;
         bounds::header("last_modified", self.last_modified.as_deref())?;
@@ -326,7 +337,7 @@ impl HttpExchange {
     /// Checks the bounds the fetcher keeps to, and that every part is what an HTTP
     /// message's line can hold (no line break, no NUL: written out, one would end the
     /// line); the error names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ValidationError> {
         bounds::text("exchange.method", &self.method, bounds::MAX_HTTP_TOKEN_BYTES)?;
         bounds::text("exchange.target", &self.target, bounds::MAX_URL_BYTES)?;
         bounds::text("exchange.http_version", &self.http_version, bounds::MAX_HTTP_TOKEN_BYTES)?;
@@ -339,7 +350,7 @@ impl HttpExchange {
             }));
         for (name, bytes) in parts {
             if bytes.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
-                return Err(format!("exchange: {name} holds a line break or NUL"));
+                return Err(ValidationError::LineBreak { part: name });
             }
         }
         if self
@@ -348,13 +359,17 @@ impl HttpExchange {
             .chain(&self.response_headers)
             .any(|h| h.name.is_empty() || h.name.contains([':', ' ']))
         {
-            return Err("exchange: a header name is empty or holds ':' or a space".to_owned());
+            return Err(ValidationError::Contradiction(
+                "exchange: a header name is empty or holds ':' or a space",
+            ));
         }
         bounds::headers("exchange.request_headers", &self.request_headers)?;
         bounds::headers("exchange.response_headers", &self.response_headers)?;
         if let Some(ip) = &self.remote_ip {
-            ip.parse::<std::net::IpAddr>()
-                .map_err(|_| format!("exchange.remote_ip {ip:?} is not an IP address"))?;
+            ip.parse::<std::net::IpAddr>().map_err(|_| ValidationError::NotAnIp {
+                field: "exchange.remote_ip".to_owned(),
+                value: ip.clone(),
+            })?;
         }
         Ok(())
     }
@@ -399,7 +414,7 @@ impl Message for FetchResult {
     /// Version 1 ends before `exchange`, the last field.
     const ADDED_TRAILING_OPTIONS: usize = 1;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         bounds::identity(&self.url, &self.url_key, &self.host, self.period)?;
         bounds::time_ms("fetched_at_ms", self.fetched_at_ms)?;
         bounds::duration_ms("latency_ms", self.latency_ms)?;
@@ -451,7 +466,7 @@ impl Message for DiscoveredLinks {
     const FORMAT: Format = Format::Json;
     const VERSION: u16 = 2;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         self.page.validate("page")?;
         self.source.as_ref().map_or(Ok(()), |source| source.validate("source"))?;
         bounds::period(self.period)
@@ -638,20 +653,26 @@ impl Message for ChangeEvent {
     const FORMAT: Format = Format::Json;
     const VERSION: u16 = 2;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         self.page.validate("page")?;
         bounds::period(self.period)?;
         // Only a download is compared, and a first one with nothing: a comparison on
         // anything else would be learned as a change, or a quiet spell, never seen.
         let compared = self.changed.is_some();
         if (compared || self.first_seen) && !self.downloaded {
-            return Err("changed or first_seen is set on a request that did not download".to_owned());
+            return Err(ValidationError::Contradiction(
+                "changed or first_seen is set on a request that did not download",
+            ));
         }
         if compared && self.first_seen {
-            return Err("changed is set on a first download, which has nothing to compare with".to_owned());
+            return Err(ValidationError::Contradiction(
+                "changed is set on a first download, which has nothing to compare with",
+            ));
         }
         if !compared && (self.text_changed.is_some() || self.degrees.is_some()) {
-            return Err("text_changed or degrees is set where changed is null".to_owned());
+            return Err(ValidationError::Contradiction(
+                "text_changed or degrees is set where changed is null",
+            ));
         }
         bounds::instant("fetched_at", self.fetched_at, self.fetched_at_ms)?;
         bounds::duration_ms("latency_ms", self.latency_ms)?;
@@ -950,21 +971,22 @@ impl Message for PageEstimate {
     /// 3: `last_request.outcome` and `change_rate_source`.
     const VERSION: u16 = 3;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         self.page.validate("page")?;
         bounds::period(self.period)?;
         bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
         let last = &self.last_request;
         bounds::period(last.period)?;
         if last.changed.is_some() && !last.downloaded {
-            return Err("last_request.changed is set on a request that did not download".to_owned());
+            return Err(ValidationError::Contradiction(
+                "last_request.changed is set on a request that did not download",
+            ));
         }
         if last.downloaded != matches!(last.outcome, FetchOutcome::Downloaded | FetchOutcome::NotModified) {
-            return Err(format!(
-                "last_request.outcome {} does not agree with downloaded {}",
-                last.outcome.as_str(),
-                last.downloaded
-            ));
+            return Err(ValidationError::OutcomeDisagrees {
+                outcome: last.outcome.as_str(),
+                downloaded: last.downloaded,
+            });
         }
         bounds::header("last_request.etag", last.etag.as_deref())?;
         bounds::header("last_request.last_modified", last.last_modified.as_deref())?;
@@ -1126,11 +1148,11 @@ impl Message for GroupDistribution {
     const VERSION: u16 = 2;
 
     /// Every instance sums these over partitions: bounded counts keep the sums in range.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         // A host or a site, as an estimate's group: every instance keeps each one it reads.
         bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
         if !(0..=bounds::MAX_PARTITION).contains(&self.partition) {
-            return Err(format!("partition {} is not in [0, {}]", self.partition, bounds::MAX_PARTITION));
+            return Err(ValidationError::Partition { partition: self.partition, max: bounds::MAX_PARTITION });
         }
         bounds::period(self.period)?;
         // u64::MAX stands for "no URL yet".
@@ -1401,6 +1423,8 @@ pub mod samples {
 /// ([`Message::validate`]): whatever the producer, a stage's arithmetic and memory stay
 /// within these.
 pub mod bounds {
+    use crate::validation::ValidationError;
+
     /// Longest URL accepted anywhere (browsers and servers commonly stop near 8 KiB).
     pub const MAX_URL_BYTES: usize = 8 * 1024;
     /// Longest host name (DNS allows 253 characters).
@@ -1435,79 +1459,91 @@ pub mod bounds {
     /// How far past 1 a probability may be, as a sum of floating-point terms can be.
     const PROBABILITY_ROUNDING: f64 = 1e-9;
 
-    pub fn text(name: &str, value: &str, max: usize) -> Result<(), String> {
+    pub fn text(name: &str, value: &str, max: usize) -> Result<(), ValidationError> {
         if value.len() > max {
-            return Err(format!("{name} is {} bytes, more than {max}", value.len()));
+            return Err(ValidationError::TooLong { field: name.to_owned(), bytes: value.len(), max });
         }
         Ok(())
     }
 
-    pub fn optional_text(name: &str, value: Option<&str>) -> Result<(), String> {
+    pub fn optional_text(name: &str, value: Option<&str>) -> Result<(), ValidationError> {
         value.map_or(Ok(()), |value| text(name, value, MAX_URL_BYTES))
     }
 
     /// A header value a record carries, if any: at most [`MAX_HEADER_BYTES`].
-    pub fn header(name: &str, value: Option<&str>) -> Result<(), String> {
+    pub fn header(name: &str, value: Option<&str>) -> Result<(), ValidationError> {
         value.map_or(Ok(()), |value| text(name, value, MAX_HEADER_BYTES))
     }
 
     /// One side's headers of an exchange: within [`MAX_EXCHANGE_HEADERS`] and
     /// [`MAX_EXCHANGE_HEADER_BYTES`], each value within [`MAX_HEADER_BYTES`].
-    pub fn headers(name: &str, headers: &[crate::HttpHeader]) -> Result<(), String> {
+    pub fn headers(name: &str, headers: &[crate::HttpHeader]) -> Result<(), ValidationError> {
         count(name, headers.len(), MAX_EXCHANGE_HEADERS)?;
         let mut total = 0usize;
         for header in headers {
             text(&format!("{name} name"), &header.name, MAX_HEADER_BYTES)?;
             if header.value.len() > MAX_HEADER_BYTES {
-                return Err(format!(
-                    "{name} {:?} is {} bytes, more than {MAX_HEADER_BYTES}",
-                    header.name,
-                    header.value.len()
-                ));
+                return Err(ValidationError::HeaderTooLong {
+                    field: name.to_owned(),
+                    name: header.name.clone(),
+                    bytes: header.value.len(),
+                    max: MAX_HEADER_BYTES,
+                });
             }
             total = total.saturating_add(header.name.len()).saturating_add(header.value.len());
         }
         if total > MAX_EXCHANGE_HEADER_BYTES {
-            return Err(format!("{name} hold {total} bytes, more than {MAX_EXCHANGE_HEADER_BYTES}"));
+            return Err(ValidationError::HeadersTooLarge {
+                field: name.to_owned(),
+                bytes: total,
+                max: MAX_EXCHANGE_HEADER_BYTES,
+            });
         }
         Ok(())
     }
 
-    pub fn count(name: &str, count: usize, max: usize) -> Result<(), String> {
+    pub fn count(name: &str, count: usize, max: usize) -> Result<(), ValidationError> {
         if count > max {
-            return Err(format!("{count} {name}, more than {max}"));
+            return Err(ValidationError::TooMany { field: name.to_owned(), count, max });
         }
         Ok(())
     }
 
-    pub fn tally(name: &str, value: u64) -> Result<(), String> {
+    pub fn tally(name: &str, value: u64) -> Result<(), ValidationError> {
         if value > MAX_TALLY {
-            return Err(format!("{name} holds {value}, more than {MAX_TALLY}"));
+            return Err(ValidationError::Tally { field: name.to_owned(), value, max: MAX_TALLY });
         }
         Ok(())
     }
 
-    pub fn period(period: u64) -> Result<(), String> {
+    pub fn period(period: u64) -> Result<(), ValidationError> {
         if period > MAX_PERIOD {
-            return Err(format!("period {period} is beyond {MAX_PERIOD}"));
+            return Err(ValidationError::Period { period, max: MAX_PERIOD });
         }
         Ok(())
     }
 
     /// The page identity every keyed message carries.
-    pub fn identity(url: &str, url_key: &str, host: &str, period_number: u64) -> Result<(), String> {
+    pub fn identity(url: &str, url_key: &str, host: &str, period_number: u64) -> Result<(), ValidationError> {
         text("url", url, MAX_URL_BYTES)?;
         text("url_key", url_key, MAX_URL_BYTES)?;
         if host.is_empty() {
-            return Err("host is empty".to_owned());
+            return Err(ValidationError::Empty { field: "host".to_owned() });
         }
         text("host", host, MAX_HOST_BYTES)?;
         // A pick filed under another host than its URL's would be fetched under that
         // host's politeness gate and its change event refused downstream.
         match crate::host_of(url) {
             Ok(own) if own == host => {}
-            Ok(own) => return Err(format!("host is {host:?}, the host of url is {own:?}")),
-            Err(error) => return Err(format!("url: {error}")),
+            Ok(own) => {
+                return Err(ValidationError::HostMismatch {
+                    field: "host".to_owned(),
+                    host: host.to_owned(),
+                    url_field: "url".to_owned(),
+                    url_host: own,
+                })
+            }
+            Err(source) => return Err(ValidationError::Url { field: "url".to_owned(), source }),
         }
         period(period_number)
     }
@@ -1515,64 +1551,64 @@ pub mod bounds {
     /// A URL a record carries besides its identity (a redirect, a final URL): without
     /// credentials. The serialised form the stages write puts them before the first `@`
     /// of the authority, so the text is enough.
-    pub fn no_credentials(name: &str, url: &str) -> Result<(), String> {
+    pub fn no_credentials(name: &str, url: &str) -> Result<(), ValidationError> {
         let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
         let authority = after_scheme.split(['/', '?', '#']).next().unwrap_or_default();
         if authority.contains('@') {
-            return Err(format!("{name} carries a user name or password"));
+            return Err(ValidationError::Credentials { field: name.to_owned() });
         }
         Ok(())
     }
 
     /// An instant carried twice, as RFC 3339 `name` and as `name_ms`: in range and equal.
-    pub fn instant(name: &str, at: crate::UtcTime, ms: i64) -> Result<(), String> {
+    pub fn instant(name: &str, at: crate::UtcTime, ms: i64) -> Result<(), ValidationError> {
         time_ms(&format!("{name}_ms"), ms)?;
         if at.ms() != ms {
-            return Err(format!("{name} {at} and {name}_ms {ms} are not the same instant"));
+            return Err(ValidationError::Instant { field: name.to_owned(), at, ms });
         }
         Ok(())
     }
 
-    pub fn time_ms(name: &str, ms: i64) -> Result<(), String> {
+    pub fn time_ms(name: &str, ms: i64) -> Result<(), ValidationError> {
         if !(0..=MAX_TIME_MS).contains(&ms) {
-            return Err(format!("{name} {ms} is not a Unix time in milliseconds in [0, {MAX_TIME_MS}]"));
+            return Err(ValidationError::UnixTime { field: name.to_owned(), ms, max: MAX_TIME_MS });
         }
         Ok(())
     }
 
-    pub fn finite(name: &str, value: f64) -> Result<(), String> {
+    pub fn finite(name: &str, value: f64) -> Result<(), ValidationError> {
         if !value.is_finite() {
-            return Err(format!("{name} is {value}, not a finite number"));
+            return Err(ValidationError::NotFinite { field: name.to_owned(), value });
         }
         Ok(())
     }
 
-    pub fn non_negative(name: &str, value: f64) -> Result<(), String> {
+    pub fn non_negative(name: &str, value: f64) -> Result<(), ValidationError> {
         if !(value.is_finite() && value >= 0.0) {
-            return Err(format!("{name} is {value}, not a finite number ≥ 0"));
+            return Err(ValidationError::NotNonNegative { field: name.to_owned(), value });
         }
         Ok(())
     }
 
-    pub fn duration_ms(name: &str, value: f64) -> Result<(), String> {
+    pub fn duration_ms(name: &str, value: f64) -> Result<(), ValidationError> {
         if !(0.0..=MAX_DURATION_MS).contains(&value) {
-            return Err(format!("{name} is {value}, not a duration in [0, {MAX_DURATION_MS}] ms"));
+            return Err(ValidationError::Duration { field: name.to_owned(), value, max: MAX_DURATION_MS });
         }
         Ok(())
     }
 
-    pub fn size_bytes(name: &str, value: u64) -> Result<(), String> {
+    pub fn size_bytes(name: &str, value: u64) -> Result<(), ValidationError> {
         if value > MAX_SIZE_BYTES {
-            return Err(format!("{name} is {value}, more than {MAX_SIZE_BYTES} bytes"));
+            return Err(ValidationError::Size { field: name.to_owned(), value, max: MAX_SIZE_BYTES });
         }
         Ok(())
     }
 
     /// A probability: a page forecast to download or change more surely than certainly
     /// would outrank every other.
-    pub fn probability(name: &str, value: f64) -> Result<(), String> {
+    pub fn probability(name: &str, value: f64) -> Result<(), ValidationError> {
         if !(0.0..=1.0 + PROBABILITY_ROUNDING).contains(&value) {
-            return Err(format!("{name} is {value}, not a probability in [0, 1]"));
+            return Err(ValidationError::Probability { field: name.to_owned(), value });
         }
         Ok(())
     }

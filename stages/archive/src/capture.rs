@@ -10,7 +10,7 @@
 //! it finds is written in full again, never as a revisit of a capture that may be gone.
 
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
-use recrawl_schemas::{bounds, FetchOutcome, FetchResult, Format, HttpExchange, Message};
+use recrawl_schemas::{bounds, FetchOutcome, FetchResult, Format, HttpExchange, Message, ValidationError};
 use serde::{Deserialize, Serialize};
 
 use crate::cdxj::{header_text, mime_of};
@@ -65,10 +65,10 @@ impl Message for ArchiveState {
     const NAME: &'static str = "ArchiveState";
     const FORMAT: Format = Format::Bincode;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         let offset = |name: &str, offset: i64| {
             if offset < 0 {
-                return Err(format!("{name} {offset} is negative"));
+                return Err(ValidationError::NegativeOffset { field: name.to_owned(), value: offset });
             }
             Ok(())
         };
@@ -81,7 +81,10 @@ impl Message for ArchiveState {
             Self::Sealed(sealed) => {
                 bounds::text("name", &sealed.name, MAX_FILE_NAME_BYTES)?;
                 if sealed.name.contains('/') {
-                    return Err(format!("name {:?} is not a file name", sealed.name));
+                    return Err(ValidationError::NotAFileName {
+                        field: "name".to_owned(),
+                        value: sealed.name.clone(),
+                    });
                 }
                 offset("first_offset", sealed.first_offset)?;
                 offset("next_offset", sealed.next_offset)

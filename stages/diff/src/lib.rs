@@ -25,7 +25,7 @@ use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageC
 use recrawl_model::PeriodClock;
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{bounds, ChangeEvent, Format, Message};
+use recrawl_schemas::{bounds, ChangeEvent, Format, Message, ValidationError};
 use serde::{Deserialize, Serialize};
 
 use crate::change::{
@@ -159,7 +159,7 @@ impl Message for DiffState {
 
     /// The periods and the size a change event repeats: out of range, every event of the
     /// URL would be refused downstream.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         bounds::period(self.last_period)?;
         if let Some(version) = &self.version {
             bounds::period(version.period)?;
@@ -539,7 +539,7 @@ mod tests {
             version: state.version.clone().map(|version| PageVersion { size_bytes: u64::MAX, ..version }),
             ..state
         };
-        assert!(forged.validate().is_err_and(|error| error.starts_with("version.size_bytes")));
+        assert!(forged.validate().is_err_and(|error| error.to_string().starts_with("version.size_bytes")));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use recrawl_common::{http_date_ms, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{
     bounds, ChangeEvent, FetchOutcome, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution,
-    LastRequest, Message, PageEstimate, PageRef, RefreshPlan, UtcTime,
+    LastRequest, Message, PageEstimate, PageRef, RefreshPlan, UtcTime, ValidationError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -185,13 +185,13 @@ impl Message for EstimatorState {
     /// What an estimate repeats, and the fine bins the URL is counted in: out of range, a
     /// bin would index past its group's histogram and every estimate of the URL would be
     /// refused downstream.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         bounds::text("host", &self.host, bounds::MAX_HOST_BYTES)?;
         bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
         let page = &self.page;
         for (name, bin) in [("page.download_bin", page.download_bin), ("page.change_bin", page.change_bin)] {
             if let Some(bin) = bin.filter(|&bin| usize::from(bin) >= FINE_BINS) {
-                return Err(format!("{name} is {bin}, not a fine bin below {FINE_BINS}"));
+                return Err(ValidationError::FineBin { field: name.to_owned(), bin, bins: FINE_BINS });
             }
         }
         bounds::period(page.history.first_request)?;
@@ -204,7 +204,9 @@ impl Message for EstimatorState {
             last.page.validate("last_response.page")?;
             // Revisions republish it as the estimate's last request, which must hold.
             if last.changed.is_some() && !last.downloaded {
-                return Err("last_response.changed is set on a request that did not download".to_owned());
+                return Err(ValidationError::Contradiction(
+                    "last_response.changed is set on a request that did not download",
+                ));
             }
             bounds::header("last_response.etag", last.etag.as_deref())?;
             bounds::header("last_response.last_modified", last.last_modified.as_deref())?;
@@ -1122,7 +1124,7 @@ mod tests {
                 ..written.clone()
             },
         ] {
-            let error = forged.validate().expect_err("refused");
+            let error = forged.validate().expect_err("refused").to_string();
             assert!(error.contains("not a fine bin below 101"), "{error}");
         }
     }

@@ -16,7 +16,9 @@ use recrawl_model::modified::dates_the_change;
 use recrawl_model::rate::{central_rate, middle_half_low};
 use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
-use recrawl_schemas::{bounds, host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate};
+use recrawl_schemas::{
+    bounds, host_of, DiscoveredLinks, Format, LastRequest, Message, PageEstimate, ValidationError,
+};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -287,7 +289,7 @@ impl Message for SchedulerState {
     /// What the book keeps raw: a probability or rate out of range would score NaN and
     /// outrank every page. The coarse fields (latency, central and low rates) read
     /// anything out of range as absent, and an unsound `host_day` is skipped on its own.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         bounds::probability("p_change", f64::from(self.p_change))?;
         bounds::probability("p_download", f64::from(self.p_download))?;
         // A finite rate or interval past f32's range is stored as infinity, which the
@@ -296,7 +298,7 @@ impl Message for SchedulerState {
             if value >= 0.0 {
                 Ok(())
             } else {
-                Err(format!("{name} is {value}, not a number ≥ 0"))
+                Err(ValidationError::Negative { field: name.to_owned(), value })
             }
         };
         if let Some(rate) = self.change_rate {

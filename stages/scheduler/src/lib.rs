@@ -182,7 +182,10 @@ pub fn read_seeds(path: &std::path::Path) -> Result<Vec<String>, SchedulerError>
         let url = normalise_url(line).map_err(|e| bad_line(e.to_string()))?;
         // A seed is sent as a links record: one no reader takes (a URL or host past the
         // records' limits) is refused here rather than dead-lettered at every start.
-        PageRef::of_url(&url).map_err(|e| bad_line(e.to_string()))?.validate("seed").map_err(bad_line)?;
+        PageRef::of_url(&url)
+            .map_err(|e| bad_line(e.to_string()))?
+            .validate("seed")
+            .map_err(|e| bad_line(e.to_string()))?;
         seeds.push(url);
     }
     Ok(seeds)

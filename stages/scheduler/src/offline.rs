@@ -73,7 +73,7 @@ pub enum OfflineError {
     #[error("{path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("{path} line {line}: {reason}")]
-    Line { path: String, line: usize, reason: String },
+    Line { path: String, line: usize, reason: PageLineError },
     #[error("--policy groups needs refresh plans; use the `groups` command")]
     GroupsPolicy,
     #[error(transparent)]
@@ -127,19 +127,39 @@ fn read(path: &Path) -> Result<String, OfflineError> {
         .map_err(|source| OfflineError::Read { path: path.display().to_string(), source })
 }
 
-fn whole(value: f64, name: &str, max: f64) -> Result<f64, String> {
+/// Why a line of `plan --pages` is refused.
+#[derive(Debug, Error)]
+pub enum PageLineError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("{field} {value}: expected a whole number from 0 to {max}")]
+    NotWhole { field: &'static str, value: f64, max: f64 },
+    #[error("{field} {value}: expected a probability")]
+    NotProbability { field: &'static str, value: f64 },
+    #[error("response_time {0}: expected a number ≥ 0")]
+    ResponseTime(f64),
+    #[error("change_rate {0}: expected a rate ≥ 0")]
+    ChangeRate(f64),
+    #[error("{0} appears twice")]
+    Twice(String),
+    /// A host's pages share its response time (`g_i`).
+    #[error("response_time {response_time} of host {host} differs from an earlier line's {earlier}")]
+    HostResponseTime { response_time: f64, host: String, earlier: f64 },
+}
+
+fn whole(value: f64, field: &'static str, max: f64) -> Result<f64, PageLineError> {
     if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= max {
         Ok(value)
     } else {
-        Err(format!("{name} {value}: expected a whole number from 0 to {max}"))
+        Err(PageLineError::NotWhole { field, value, max })
     }
 }
 
-fn probability(value: f64, name: &str) -> Result<f64, String> {
+fn probability(value: f64, field: &'static str) -> Result<f64, PageLineError> {
     if (0.0..=1.0).contains(&value) {
         Ok(value)
     } else {
-        Err(format!("{name} {value}: expected a probability"))
+        Err(PageLineError::NotProbability { field, value })
     }
 }
 
@@ -158,20 +178,18 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |reason: String| OfflineError::Line { path: path.clone(), line: number, reason };
-        let page: PlanPage = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+        let bad = |reason: PageLineError| OfflineError::Line { path: path.clone(), line: number, reason };
+        let page: PlanPage = serde_json::from_str(line).map_err(|e| bad(e.into()))?;
         let checked = (|| {
             whole(page.size, "size", f64::from(u32::MAX))?;
             whole(page.staleness, "staleness", f64::from(u32::MAX / 2))?;
             if !(page.response_time.is_finite() && page.response_time >= 0.0) {
-                return Err(format!("response_time {}: expected a number ≥ 0", page.response_time));
+                return Err(PageLineError::ResponseTime(page.response_time));
             }
             probability(page.p_change, "p_change")?;
             probability(page.p_download, "p_download")?;
             match page.change_rate {
-                Some(rate) if !(rate.is_finite() && rate >= 0.0) => {
-                    Err(format!("change_rate {rate}: expected a rate ≥ 0"))
-                }
+                Some(rate) if !(rate.is_finite() && rate >= 0.0) => Err(PageLineError::ChangeRate(rate)),
                 _ => Ok(()),
             }
         })();
@@ -184,9 +202,9 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
     let clock = stalest.saturating_add(1);
     let (mut book, mut hosts) = (Book::default(), Hosts::default());
     for (line, page) in &pages {
-        let bad = |reason: String| OfflineError::Line { path: path.clone(), line: *line, reason };
+        let bad = |reason: PageLineError| OfflineError::Line { path: path.clone(), line: *line, reason };
         if book.find(&page.url).is_some() {
-            return Err(bad(format!("{} appears twice", page.url)));
+            return Err(bad(PageLineError::Twice(page.url.clone())));
         }
         // clock − 1 − s, at least 0.
         let last_download = stalest.saturating_sub(page.staleness as u64);
@@ -203,10 +221,11 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
         // g_i is the host's: a new host's is still unset (NaN).
         let stats = &mut hosts.stats[book.page(slot).host as usize];
         if !stats.ms_per_byte.is_nan() && stats.ms_per_byte != page.response_time {
-            return Err(bad(format!(
-                "response_time {} of host {} differs from an earlier line's {}",
-                page.response_time, page.host, stats.ms_per_byte
-            )));
+            return Err(bad(PageLineError::HostResponseTime {
+                response_time: page.response_time,
+                host: page.host.clone(),
+                earlier: stats.ms_per_byte,
+            }));
         }
         stats.ms_per_byte = page.response_time;
     }

@@ -137,7 +137,7 @@ fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
         ("etag", SchedulerState { etag: Some("e".repeat(bounds::MAX_URL_BYTES + 1)), ..sample() }),
     ];
     for (field, state) in forged {
-        let error = state.validate().expect_err(field);
+        let error = state.validate().expect_err(field).to_string();
         assert!(error.contains(field), "{field}: {error}");
     }
 }

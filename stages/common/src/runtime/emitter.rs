@@ -93,7 +93,7 @@ impl Emitter {
     /// Decodes `record` as `topic`'s message and checks that its Kafka key is the one the
     /// topic gives that message; otherwise dead-letters it with the reason.
     pub fn decode_keyed<M: Message>(&mut self, record: &InputRecord, topic: Topic<M>) -> Option<M> {
-        match record.decode_classified::<M>() {
+        match record.decode(topic) {
             Ok(message) if record.key_str() == Some(&*topic.key(&message)) => Some(message),
             Ok(message) => {
                 let key = record.key_str().map(|key| truncate_text(key, 200));
@@ -105,8 +105,8 @@ impl Emitter {
                 self.dead_letter(record, DeadLetterKind::KeyMismatch, reason);
                 None
             }
-            Err((kind, reason)) => {
-                self.dead_letter(record, kind, reason);
+            Err(error) => {
+                self.dead_letter(record, error.kind(), error);
                 None
             }
         }

@@ -39,7 +39,7 @@ mod stage;
 pub use close::stop_bound;
 pub use emitter::Emitter;
 pub use errors::{DeadLetterKind, ErrorKind, RuntimeError, SetupError, StageError};
-pub use record::{InputRecord, OutputRecord};
+pub use record::{InputRecord, OutputRecord, RecordError};
 pub use side_inputs::{tail_topic, Tail};
 pub use stage::{Assignment, Stage, StageContext};
 

@@ -5,9 +5,33 @@ use recrawl_schemas::envelope::{
     check_kafka_headers, EnvelopeError, CONTENT_TYPE_HEADER, SCHEMA_VERSION_HEADER,
 };
 use recrawl_schemas::topics::Topic;
-use recrawl_schemas::{decode, Message};
+use recrawl_schemas::{decode, Message, ValidationError};
+use thiserror::Error;
 
 use super::errors::DeadLetterKind;
+
+/// Why a record is not a message a stage takes: the reason its dead letter carries, and
+/// of the dead letter's [kind](RecordError::kind).
+#[derive(Debug, Error)]
+pub enum RecordError {
+    #[error("the message has no payload")]
+    NoPayload,
+    #[error(transparent)]
+    Envelope(#[from] EnvelopeError),
+    /// Decoded, but out of the message's bounds.
+    #[error("{name}: {source}")]
+    Invalid { name: &'static str, source: ValidationError },
+}
+
+impl RecordError {
+    pub fn kind(&self) -> DeadLetterKind {
+        match self {
+            Self::NoPayload => DeadLetterKind::Undecodable,
+            Self::Envelope(error) => DeadLetterKind::of_decode_error(error),
+            Self::Invalid { .. } => DeadLetterKind::Invalid,
+        }
+    }
+}
 
 /// An input message, owned so stages can hold it across awaits.
 #[derive(Debug, Clone)]
@@ -50,20 +74,14 @@ impl InputRecord {
 
     /// Decodes the payload as `topic`'s message, checking the Kafka headers against what
     /// the payload says of itself; the error is the reason recorded with the dead letter.
-    pub fn decode<M: Message>(&self, _topic: Topic<M>) -> Result<M, String> {
-        self.decode_classified().map_err(|(_, reason)| reason)
-    }
-
-    pub(super) fn decode_classified<M: Message>(&self) -> Result<M, (DeadLetterKind, String)> {
-        let undecodable = |error: EnvelopeError| (DeadLetterKind::of_decode_error(&error), error.to_string());
+    pub fn decode<M: Message>(&self, _topic: Topic<M>) -> Result<M, RecordError> {
         let payload = match self.payload.as_deref() {
             Some(payload) if !payload.is_empty() => payload,
-            _ => return Err((DeadLetterKind::Undecodable, "the message has no payload".to_owned())),
+            _ => return Err(RecordError::NoPayload),
         };
-        check_kafka_headers(payload, self.content_type.as_deref(), self.schema_version.as_deref())
-            .map_err(undecodable)?;
-        let message: M = decode(payload).map_err(undecodable)?;
-        message.validate().map_err(|reason| (DeadLetterKind::Invalid, format!("{}: {reason}", M::NAME)))?;
+        check_kafka_headers(payload, self.content_type.as_deref(), self.schema_version.as_deref())?;
+        let message: M = decode(payload)?;
+        message.validate().map_err(|source| RecordError::Invalid { name: M::NAME, source })?;
         Ok(message)
     }
 

@@ -14,6 +14,7 @@ use crate::tail::{read_to_end, EndOffsets, ReadToEndError};
 
 use super::backoff::Backoff;
 use super::errors::{ErrorKind, RuntimeError};
+use super::record::RecordError;
 use super::stage::{Stage, StageContext};
 
 /// A restore fails when its changelog yields no record for this long short of its end.
@@ -81,9 +82,11 @@ async fn restore<S: Stage>(
             let Some(values) = restored.get_mut(&message.partition()) else { return };
             records_read.inc();
             let Some(key) = message.key().and_then(|k| std::str::from_utf8(k).ok()) else { return };
-            let read = message.payload().map(|payload| {
-                let value = decode::<S::State>(payload).map_err(|error| error.to_string())?;
-                value.validate().map(|()| value)
+            let read = message.payload().map(|payload| -> Result<S::State, RecordError> {
+                let value = decode::<S::State>(payload)?;
+                let name = <S::State as Message>::NAME;
+                value.validate().map_err(|source| RecordError::Invalid { name, source })?;
+                Ok(value)
             });
             match read {
                 None => {
