@@ -451,7 +451,7 @@ fn scheduler(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<String> {
     let web = web_of(seed, pages, 100, 60.0, 0.03);
     let config = SimConfig { freshness_by_period: true, ..SimConfig::default() };
     let world = SimulatedWeb { truth: Truth::of_web(&web, config.periods as f64), web: &web };
-    let results = simulate(&world, &SimPolicy::ALL, &config);
+    let results = simulate(&world, &SimPolicy::all(), &config);
     let mut csv = String::from(
         "policy,sees_truth,paper_staleness,freshness,age,harmonic_cost,requests,wasted_requests,ratio_to_optimum\n",
     );
@@ -529,7 +529,7 @@ fn freshness_vs_budget(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<Stri
     let runs: Vec<(f64, Vec<PolicyResult>)> = BUDGETS
         .iter()
         .map(|&budget| {
-            (budget, simulate(&world, &SimPolicy::ALL, &SimConfig { budget, ..SimConfig::default() }))
+            (budget, simulate(&world, &SimPolicy::all(), &SimConfig { budget, ..SimConfig::default() }))
         })
         .collect();
     let per_page_period = |requests: u64| requests as f64 / (web.len() as f64 * periods as f64);
@@ -549,7 +549,7 @@ fn freshness_vs_budget(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<Stri
         }
     }
     std::fs::write(dir.join("freshness-vs-budget.csv"), csv)?;
-    let series: Vec<(String, Vec<(f64, f64)>)> = SimPolicy::ALL
+    let series: Vec<(String, Vec<(f64, f64)>)> = SimPolicy::all()
         .iter()
         .map(|policy| {
             let points = runs
@@ -578,7 +578,7 @@ fn freshness_vs_budget(dir: &Path, seed: u64, pages: u64) -> anyhow::Result<Stri
     }
     md.push_str("\n|---|");
     md.push_str(&"---:|".repeat(runs.len()));
-    for policy in SimPolicy::ALL {
+    for policy in SimPolicy::all() {
         let _ =
             write!(md, "\n| {}{} |", policy.name(), if policy.sees_truth() { " (sees truth)" } else { "" });
         for (_, results) in &runs {
@@ -663,7 +663,7 @@ fn worlds_in(dir: &Path, seed: u64, pages: u64, scope: &WorldsScope<'_>) -> anyh
                 let world = SimulatedWeb { truth: Truth::of_web(&web, periods as f64), web: &web };
                 for &budget in scope.budgets {
                     let config = SimConfig { periods, budget, ..SimConfig::default() };
-                    let results = simulate(&world, &SimPolicy::ALL, &config);
+                    let results = simulate(&world, &SimPolicy::all(), &config);
                     let key = (kind, periods, budget);
                     let index = match cells.iter().position(|(k, _)| *k == key) {
                         Some(index) => index,
@@ -996,7 +996,7 @@ mod tests {
         // One row per policy and budget, after the header.
         let csv = std::fs::read_to_string(out.path().join("freshness-vs-budget/freshness-vs-budget.csv"))
             .expect("csv");
-        assert_eq!(csv.lines().count(), 1 + BUDGETS.len() * SimPolicy::ALL.len());
+        assert_eq!(csv.lines().count(), 1 + BUDGETS.len() * SimPolicy::all().len());
         assert!(!out.path().join("worlds").exists(), "worlds runs on its own");
     }
 
@@ -1006,7 +1006,7 @@ mod tests {
         let scope = WorldsScope { periods: &[20], seeds: 2, budgets: &[0.1] };
         let summary = worlds_in(out.path(), 1, 200, &scope).expect("runs");
         let csv = std::fs::read_to_string(out.path().join("worlds.csv")).expect("csv");
-        assert_eq!(csv.lines().count(), 1 + WorldKind::ALL.len() * 2 * SimPolicy::ALL.len());
+        assert_eq!(csv.lines().count(), 1 + WorldKind::ALL.len() * 2 * SimPolicy::all().len());
         for kind in WorldKind::ALL {
             let chart =
                 std::fs::read_to_string(out.path().join(format!("{}.svg", kind.name()))).expect("chart");

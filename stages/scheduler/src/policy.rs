@@ -13,27 +13,29 @@ use serde::Serialize;
 use thiserror::Error;
 
 /// The policy the scheduler runs unless told otherwise: the best learned one on the
-/// simulated web at every budget (BENCHMARKS.md, "The freshness index").
+/// simulated web at every budget (BENCHMARKS-LOG.md, "The freshness index").
 pub const DEFAULT_POLICY: Policy = Policy::Freshness;
 
-/// How the scheduler chooses which known pages to refresh.
+/// How the scheduler chooses which known pages to refresh. Every list of the policies
+/// (`--policy`'s values, the simulator's runs and tables) is this enum's, in this order:
+/// round robin first, as the baseline, the default last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Policy {
+    /// Round robin: the page visited longest ago first.
+    Uniform,
     /// The paper's rule: (T − t)·s − W·p·g, s counting periods since the download.
     Paper,
     /// The paper's rule with s replaced by the expected periods the stored copy has been
     /// out of date, weighted by the chance the fetch succeeds.
     ChangeAware,
-    /// Refresh groups: each page at its group's weekdays and hour.
-    Groups,
-    /// Round robin: the page visited longest ago first.
-    Uniform,
     /// Nutch's adaptive interval: shorter after a change, longer after none.
     NutchAdaptive,
     /// LambdaCrawl's optimal rates for the harmonic staleness cost, from the estimated
     /// change rates.
     LambdaCrawl,
+    /// Refresh groups: each page at its group's weekdays and hour.
+    Groups,
     /// The marginal freshness a fetch buys now (the known-rate optimum's index, at the
     /// rate in the middle half of the estimate's credible interval that values the fetch
     /// most), weighted by the chance the fetch downloads.
@@ -41,6 +43,11 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// Every policy, in the enum's order.
+    pub fn all() -> &'static [Policy] {
+        <Policy as clap::ValueEnum>::value_variants()
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Policy::Paper => "paper",

@@ -46,9 +46,9 @@ pub struct SimArgs {
     /// Wall minutes a period stands for (time of day of changes and response times).
     #[arg(long, default_value_t = 60.0, value_parser = parse_positive)]
     pub period_minutes: f64,
-    /// Policies to run, comma-separated (default: all): optimum, clairvoyant,
-    /// proportional, uniform, paper, change-aware, nutch-adaptive, lambda-crawl, groups,
-    /// freshness.
+    /// Policies to run, comma-separated (default: all): the references optimum,
+    /// clairvoyant and proportional, and any of the scheduler's (`recrawl-scheduler
+    /// --policy`).
     #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
     pub policies: Vec<SimPolicy>,
     /// The estimator's least request rate for a URL to count in its group's
@@ -139,7 +139,7 @@ fn parse_worlds(raw: &str) -> Result<Vec<WorldKind>, String> {
 
 fn parse_policy(raw: &str) -> Result<SimPolicy, String> {
     SimPolicy::parse(raw).ok_or_else(|| {
-        let names: Vec<&str> = SimPolicy::ALL.iter().map(|p| p.name()).collect();
+        let names: Vec<&str> = SimPolicy::all().iter().map(|p| p.name()).collect();
         format!("{raw:?}: expected one of {}", names.join(", "))
     })
 }
@@ -216,7 +216,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
 }
 
 fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
-    let policies = if args.policies.is_empty() { SimPolicy::ALL.to_vec() } else { args.policies.clone() };
+    let policies = if args.policies.is_empty() { SimPolicy::all() } else { args.policies.clone() };
     if let Some(path) = &args.replay {
         let text = std::fs::read_to_string(path).with_context(|| format!("--replay {}", path.display()))?;
         let world =

@@ -95,18 +95,15 @@ pub enum SimPolicy {
 }
 
 impl SimPolicy {
-    pub const ALL: [SimPolicy; 10] = [
-        SimPolicy::Optimum,
-        SimPolicy::Clairvoyant,
-        SimPolicy::Proportional,
-        SimPolicy::Scheduler(Policy::Uniform),
-        SimPolicy::Scheduler(Policy::Paper),
-        SimPolicy::Scheduler(Policy::ChangeAware),
-        SimPolicy::Scheduler(Policy::NutchAdaptive),
-        SimPolicy::Scheduler(Policy::LambdaCrawl),
-        SimPolicy::Scheduler(Policy::Groups),
-        SimPolicy::Scheduler(Policy::Freshness),
-    ];
+    /// The references, then every scheduler policy in [`Policy`]'s order: a policy added
+    /// to the scheduler is run and listed here with nothing more to do.
+    pub fn all() -> Vec<SimPolicy> {
+        let references = [SimPolicy::Optimum, SimPolicy::Clairvoyant, SimPolicy::Proportional];
+        references
+            .into_iter()
+            .chain(Policy::all().iter().map(|&policy| SimPolicy::Scheduler(policy)))
+            .collect()
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -118,7 +115,7 @@ impl SimPolicy {
     }
 
     pub fn parse(name: &str) -> Option<SimPolicy> {
-        SimPolicy::ALL.into_iter().find(|policy| policy.name() == name)
+        SimPolicy::all().into_iter().find(|policy| policy.name() == name)
     }
 
     pub fn sees_truth(self) -> bool {
@@ -974,7 +971,7 @@ mod tests {
         let rates: Vec<f64> =
             (0..400).map(|i| if i % 4 == 0 { 0.0 } else { 0.01 * f64::from(i % 37) }).collect();
         let world = KnownRates::new(&rates, 60.0);
-        let results = simulate(&world, &SimPolicy::ALL, &config(60, 0.1));
+        let results = simulate(&world, &SimPolicy::all(), &config(60, 0.1));
         let clairvoyant = results.iter().find(|r| r.name == "clairvoyant").expect("clairvoyant");
         assert_eq!(clairvoyant.wasted_requests, 0);
         for result in &results {
