@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
 
 pub mod book;
+pub mod coarse;
 pub mod frontier_caps;
 pub mod groups;
 pub mod groups_report;

@@ -14,7 +14,8 @@ use recrawl_model::rate::middle_half;
 use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
-use crate::book::{coarse, Book, Page};
+use crate::book::{Book, Page};
+use crate::coarse::coarse;
 use crate::hosts::{DayState, HostStats, Hosts};
 use crate::policy::{
     change_rate, expected_out_of_date, lambda_crawl_kappa, lambda_crawl_rate, paper_score, staleness,
@@ -529,7 +530,7 @@ fn refresh_score_above(
 }
 
 /// κ for this period's candidates and refresh budget. Rates are grouped to
-/// [`RATE_MANTISSA_BITS`](crate::book::RATE_MANTISSA_BITS) bits of mantissa, so the bisection runs over a few thousand
+/// [`RATE_MANTISSA_BITS`](crate::coarse::RATE_MANTISSA_BITS) bits of mantissa, so the bisection runs over a few thousand
 /// distinct rates however finely the estimates differ (those from dates are continuous);
 /// each page is still scored at its own rate.
 fn lambda_kappa(
