@@ -25,10 +25,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
+use crate::clock::later;
 use crate::http::{
     any_redirect, error_text, redacted, unanswered, Answer, DocumentFailure, Fetcher, Hop, Reading,
 };
-use crate::later;
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
 use crate::robots::{agent_token, whole_lines, RobotsCache, RobotsLifetimes, RobotsRules, MAX_ROBOTS_BYTES};

@@ -157,7 +157,7 @@ struct IdleHosts {
 impl IdleHosts {
     /// Whether the connection of a request to `origin` now may be kept afterwards.
     fn admit(&self, origin: &str, now: Instant) -> bool {
-        let until = crate::later(now, self.kept_for);
+        let until = crate::clock::later(now, self.kept_for);
         let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(kept) = hosts.get_mut(origin) {
             *kept = until;

@@ -5,6 +5,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
 
 pub mod address;
+mod clock;
 pub mod crawl;
 pub mod http;
 pub mod links;
@@ -33,18 +34,6 @@ use crate::metrics::FetchMetrics;
 use crate::robots::RobotsLifetimes;
 
 pub const STAGE: &str = "fetch";
-
-/// How far [`later`] looks at most: beyond any wait that means more than "not now".
-const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 86_400);
-
-/// `wait` after `at`, at most [`FAR_FUTURE`] after it. Waits come from servers
-/// (Crawl-delay, Retry-After), topics (deadlines) and flags, and `Instant + Duration`
-/// panics past what the clock can represent, so every such sum goes through here.
-pub(crate) fn later(at: tokio::time::Instant, wait: Duration) -> tokio::time::Instant {
-    // Clock readings count from boot, so 30 years on is representable; were it not,
-    // `at` is the one time known to be.
-    at.checked_add(wait.min(FAR_FUTURE)).unwrap_or(at)
-}
 
 #[derive(Debug, Clone, Args)]
 pub struct FetchArgs {
@@ -411,14 +400,6 @@ mod tests {
         assert_eq!(parse(&["--max-frames", "64"]).unwrap().crawl_settings().max_frames, MAX_FRAMES);
         let error = parse(&["--max-frames", "65"]).unwrap_err().to_string();
         assert!(error.contains("--max-frames"), "{error}");
-    }
-
-    #[test]
-    fn later_adds_what_it_can_and_stops_far_ahead() {
-        let now = tokio::time::Instant::now();
-        assert_eq!(later(now, Duration::from_secs(1)), now + Duration::from_secs(1));
-        assert_eq!(later(now, Duration::MAX), now + FAR_FUTURE);
-        assert_eq!(later(now, Duration::from_secs(u64::MAX / 2)), now + FAR_FUTURE);
     }
 
     #[test]

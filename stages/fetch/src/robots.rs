@@ -11,7 +11,7 @@ use lru::LruCache;
 use texting_robots::Robot;
 use tokio::time::Instant;
 
-use crate::later;
+use crate::clock::later;
 
 /// Largest robots.txt read; RFC 9309 asks crawlers to parse at least 500 KiB and allows
 /// ignoring the rest.
