@@ -3,7 +3,7 @@
 //!
 //! Internal messages (bincode) are positional: never reorder their fields, and bump their
 //! [`Message::VERSION`] on any change. The messages people read (JSON) are at schema 2;
-//! [`crate::v1`] keeps schema 1's shapes so that records already on a topic stay readable.
+//! The private module `v1` keeps schema 1's shapes so that records already on a topic stay readable.
 //! No `skip_serializing_if` or `flatten`: every field is always written.
 
 use schemars::JsonSchema;

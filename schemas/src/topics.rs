@@ -133,7 +133,7 @@ pub struct TopicSpec {
     pub retention_ms: Option<i64>,
     /// What the Kafka key holds.
     pub key: String,
-    /// The payload type name ([`Message::NAME`](crate::Message::NAME)) or `raw`.
+    /// The payload type name ([`Message::NAME`]) or `raw`.
     pub payload: String,
     pub producers: Vec<String>,
     pub consumers: Vec<String>,

@@ -73,7 +73,7 @@ pub fn output_within(command: &mut std::process::Command, limit: Duration) -> st
 const CHILD_STOP_GRACE: Duration = Duration::from_secs(60);
 
 /// A child process its test cannot leak or wait on for good. Past its time limit it gets
-/// SIGTERM (so the demo stops its own stages), and SIGKILL [`CHILD_STOP_GRACE`] later:
+/// SIGTERM (so the demo stops its own stages), and SIGKILL `CHILD_STOP_GRACE` later:
 /// a read of its output that would have blocked then ends, and the test fails on what it
 /// read. Dropped while still running, as when an assertion fails, it is stopped the same
 /// way. A command waiting on a broker that never answers must fail the test, not hang CI.
@@ -234,7 +234,7 @@ impl Broker {
     }
 
     /// Whether this broker may lose records it acknowledged when it is stopped: tansu on
-    /// S3 does (see [`Tansu::stop`]), and no client can ride that out.
+    /// S3 does (see `Tansu::stop`), and no client can ride that out.
     pub fn may_lose_acknowledged_writes(&self) -> bool {
         matches!(self, Self::Tansu(_))
     }

@@ -80,7 +80,7 @@ impl Stage {
         Ok(output)
     }
 
-    /// The last `count` warnings and errors in [`Stage::output`], for a failure's report.
+    /// The last `count` warnings and errors in `Stage::output`, for a failure's report.
     pub fn warnings(&self, count: usize) -> Vec<String> {
         let output = self.output().unwrap_or_else(|error| format!("- ERROR reading the log: {error}"));
         last_warnings(&output, count)

@@ -148,6 +148,8 @@ pub fn non_negative(value: &str) -> Result<f64, String> {
 #[derive(Debug, Clone, Args)]
 pub struct ClusterArgs {
     /// Bootstrap brokers, host:port[,host:port].
+    // The text is also `--help`'s, where brackets are the usual mark of an optional part.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, env = "RECRAWL_BROKERS")]
     pub brokers: String,
     /// Prefix of every topic name.
@@ -270,7 +272,7 @@ impl KafkaArgs {
     }
 
     /// The consumer's max.poll.interval.ms: `--kafka-option`'s, else the outage timeout
-    /// and [`POLL_HEADROOM_MS`]. The loop does not poll while it restores state and
+    /// and `POLL_HEADROOM_MS`. The loop does not poll while it restores state and
     /// retries a batch's outputs, which together stop at the outage timeout after the last
     /// poll; past this interval librdkafka would leave the group meanwhile.
     pub fn max_poll_interval_ms(&self) -> Result<u64, ConfigError> {

@@ -251,7 +251,7 @@ pub fn print(text: impl Display) -> Result<(), StdoutError> {
     })
 }
 
-/// [`print`] and a newline.
+/// [`print()`] and a newline.
 pub fn print_line(line: impl Display) -> Result<(), StdoutError> {
     print(format_args!("{line}\n"))
 }

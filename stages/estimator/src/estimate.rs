@@ -570,7 +570,7 @@ impl Estimator {
 
     /// Rebuilds this partition's shares from its restored URLs; they are republished,
     /// since a crash may have lost the last publication. Queues the revisions the
-    /// restored verdicts call for ([`Self::revise`]).
+    /// restored verdicts call for (`Self::revise`).
     pub fn restored(&mut self, partition: i32, state: &mut StateStore<EstimatorState>) {
         for (url, entry) in state.partition(partition) {
             let live = self.live.entry((partition, entry.group.clone())).or_default();

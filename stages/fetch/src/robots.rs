@@ -36,7 +36,7 @@ pub enum RobotsRules {
 /// Rules ending in `$` compiled per robots.txt: the parser compiles each into a regex
 /// (13 to 30 KB each, measured), where other rules are prefix and substring checks, so a
 /// 500 KiB file of them held 260 MB and took 0.8 s to parse. Past these, rules are made
-/// [`stricter`]: never more than the file says.
+/// `stricter`: never more than the file says.
 pub const MAX_END_ANCHORED_RULES: usize = 200;
 
 /// Rules taking more than this are checked off the async threads; an ordinary file takes
@@ -266,7 +266,7 @@ fn is_refused_rule(line: &[u8]) -> bool {
 }
 
 /// The complete lines of a robots.txt cut at [`MAX_ROBOTS_BYTES`]: half a rule can mean
-/// another rule (`Disallow: /private` cut to `Disallow: /`). Lines end as in [`lines`].
+/// another rule (`Disallow: /private` cut to `Disallow: /`). Lines end as in `lines`.
 pub fn whole_lines(cut: &[u8]) -> &[u8] {
     cut.iter().rposition(|&byte| matches!(byte, b'\n' | b'\r' | 0)).map_or(&[], |last| cut.split_at(last).0)
 }

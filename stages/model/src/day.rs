@@ -153,7 +153,7 @@ impl DayProfile {
     }
 
     /// The harmonic's (x, y): one Newton step from a flat day, with [`PRIOR_CHANGES`]
-    /// pseudo-changes' information, at most [`MAX_AMPLITUDE`] long.
+    /// pseudo-changes' information, at most `MAX_AMPLITUDE` long.
     pub fn harmonic(&self) -> (f64, f64) {
         let prior = PRIOR_CHANGES / 2.0;
         let (a, b, d) = (self.information[0] + prior, self.information[1], self.information[2] + prior);
@@ -179,7 +179,7 @@ impl DayProfile {
     /// information along the direction of its time of day, so observations from one stretch
     /// of it (a pipeline run of minutes, hours of one day's evening) inform only that
     /// direction. The smaller eigenvalue of the information must be at least
-    /// [`MIN_DAY_COVERAGE`] of the larger, as for observations spread over a quarter of the
+    /// `MIN_DAY_COVERAGE` of the larger, as for observations spread over a quarter of the
     /// day or more; a profile from less would place every host's busy hour at the time
     /// it was watched.
     pub fn covers_the_day(&self) -> bool {

@@ -299,7 +299,7 @@ impl PageState {
     }
 
     /// What the URL's dates showed of its server, for its group's
-    /// [`DateTally`](crate::modified::DateTally).
+    /// [`DateTally`].
     pub fn date_verdict(&self) -> Option<DateVerdict> {
         self.dated.as_ref().and_then(DatedChanges::verdict)
     }

@@ -58,10 +58,10 @@ const SPACING_STEPS_PER_DOUBLING: f64 = 4.0;
 /// not the pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RateEvidence {
-    /// Its changes in its comparisons (at most [`EVIDENCE_COMPARISONS`]) and their
-    /// spacing, in buckets of [`SPACING_STEPS_PER_DOUBLING`] a doubling.
+    /// Its changes in its comparisons (at most `EVIDENCE_COMPARISONS`) and their
+    /// spacing, in buckets of `SPACING_STEPS_PER_DOUBLING` a doubling.
     Compared { comparisons: u32, changes: u32, spacing_step: i32 },
-    /// Changes its `Last-Modified` dates gave (at most [`EVIDENCE_COMPARISONS`]) and the
+    /// Changes its `Last-Modified` dates gave (at most `EVIDENCE_COMPARISONS`) and the
     /// periods known quiet, in the same buckets (`crate::modified`).
     Dated { changes: u32, quiet_step: i32 },
 }
@@ -90,7 +90,7 @@ impl RateEvidence {
     }
 
     /// `changes` dated over `quiet` periods; more changes count as
-    /// [`EVIDENCE_COMPARISONS`] over the quiet time in the same ratio, which keeps the
+    /// `EVIDENCE_COMPARISONS` over the quiet time in the same ratio, which keeps the
     /// likelihood's peak, K / Q.
     pub fn dated(changes: u32, quiet: f64) -> Self {
         let (changes, quiet) = if changes > EVIDENCE_COMPARISONS {

@@ -45,10 +45,14 @@ const DEMO_HOST_DELAY_MS: u64 = 100;
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Use this Kafka (host:port[,host:port]) instead of the embedded broker.
+    // The text is also `--help`'s, where brackets are the usual mark of an optional part.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, env = "RECRAWL_BROKERS")]
     pub brokers: Option<String>,
     /// Prefix of every topic name and consumer group (default: a new one per run,
     /// recrawl-demo-<unix ms>.).
+    // `--help`'s text too, where angle brackets mark a value to fill in.
+    #[allow(rustdoc::invalid_html_tags)]
     #[arg(long, env = "RECRAWL_TOPIC_PREFIX")]
     pub topic_prefix: Option<String>,
     /// librdkafka property for every client, key=value (TLS, SASL for an existing Kafka).

@@ -22,9 +22,9 @@ pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) const STOP_MARGIN: Duration = Duration::from_secs(6);
 
 /// The longest a running stage started with `args` takes to exit once asked to stop: the
-/// drain, then each step of the close at most [`CLOSE_TIMEOUT`] (final commit, producer
+/// drain, then each step of the close at most `CLOSE_TIMEOUT` (final commit, producer
 /// flush, leaving the group unless the membership is static, the clients' teardown), then
-/// [`STOP_MARGIN`]. A restore under way is waited for first (up to [`RESTORE_TIMEOUT`]).
+/// `STOP_MARGIN`. A restore under way is waited for first (up to `restore::RESTORE_TIMEOUT`).
 /// An orchestrator's grace period must be longer: killed mid-close, a stage loses nothing
 /// (its uncommitted input is replayed) but ends as a crash, with the replay to redo.
 pub fn stop_bound(args: &KafkaArgs) -> Duration {

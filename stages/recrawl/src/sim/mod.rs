@@ -1,6 +1,6 @@
 //! The simulated web and what runs on it: the model ([`web`]) and its text ([`text`]),
 //! the HTTP server `recrawl simweb` ([`server`]), the ground-truth measures
-//! ([`measure`]) and the policy simulator `recrawl sim` ([`simulate`], [`replay`],
+//! ([`measure`]) and the policy simulator `recrawl sim` ([`simulate`](mod@simulate), [`replay`],
 //! [`matching`]). The papers' experiments on it are `recrawl-lab paper`.
 
 pub mod matching;
