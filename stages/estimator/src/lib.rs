@@ -277,7 +277,7 @@ impl EstimatorMetrics {
             for (kind, bins) in [("download", totals.download), ("change", totals.change)] {
                 for (bin, count) in bins.iter().enumerate() {
                     let bin = bin.to_string();
-                    self.group_bins.with_label_values(&[group, kind, &bin]).set(*count as i64);
+                    self.group_bins.with_label_values(&[group.as_str(), kind, &bin]).set(*count as i64);
                 }
             }
         }
@@ -300,20 +300,25 @@ pub struct EstimatorStage {
 impl EstimatorStage {
     fn file_share(&mut self, record: &InputRecord) {
         let period_ms = self.estimator.settings().period_ms;
-        let result = match record.decode(DISTRIBUTIONS) {
+        let epoch_unix_ms = self.epoch_unix_ms;
+        // How far ahead of the clock the share's period is, read before the match: an
+        // `if let` guard needs a newer Rust than the declared rust-version.
+        let decoded = record.decode(DISTRIBUTIONS).map(|share| {
+            let ahead = period_ahead(epoch_unix_ms, period_ms, share.period, unix_ms());
+            (share, ahead)
+        });
+        let result = match decoded {
             // Filed, it would push the real shares of its group's partition out as stale.
-            Ok(share)
-                if let Some(ahead) = period_ahead(self.epoch_unix_ms, period_ms, share.period, unix_ms()) =>
-            {
+            Ok((share, Some(ahead))) => {
                 tracing::warn!(group = %share.group, partition = share.partition, %ahead, "ignoring a distribution share");
                 "invalid"
             }
             // Every partition's share is kept: one the inputs lack would be kept for good.
-            Ok(share) if self.input_partitions > 0 && share.partition >= self.input_partitions => {
+            Ok((share, None)) if self.input_partitions > 0 && share.partition >= self.input_partitions => {
                 tracing::warn!(group = %share.group, partition = share.partition, partitions = self.input_partitions, "ignoring a distribution share of a partition the input topics lack");
                 "invalid"
             }
-            Ok(share) => match self.estimator.file(&share) {
+            Ok((share, None)) => match self.estimator.file(&share) {
                 Ok(Filed::Kept) => "kept",
                 Ok(Filed::Stale) => "stale",
                 Ok(Filed::Full) => {

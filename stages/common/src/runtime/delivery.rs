@@ -121,7 +121,7 @@ impl Delivery {
     fn delivered(&self, record: &OutputRecord) {
         self.metrics.records_out.with_label_values(&[&record.topic]).inc();
         if let Some((kind, topic)) = &record.dead_letter {
-            self.metrics.dead_letters.with_label_values(&[topic, kind.as_str()]).inc();
+            self.metrics.dead_letters.with_label_values(&[topic.as_str(), kind.as_str()]).inc();
         }
     }
 

@@ -161,12 +161,15 @@ fn export_zeros(metrics: &StageMetrics, inputs: &[String], outputs: &[String], c
         metrics.records_in.with_label_values(&[topic]).reset();
         metrics.assigned_partitions.with_label_values(&[topic]).set(0);
         for kind in DeadLetterKind::ALL {
-            metrics.dead_letters.with_label_values(&[topic, kind.as_str()]).reset();
+            metrics.dead_letters.with_label_values(&[topic.as_str(), kind.as_str()]).reset();
         }
     }
     for topic in outputs.iter().chain(&changelog) {
         metrics.records_out.with_label_values(&[topic]).reset();
-        metrics.dead_letters.with_label_values(&[topic, DeadLetterKind::Unproducible.as_str()]).reset();
+        metrics
+            .dead_letters
+            .with_label_values(&[topic.as_str(), DeadLetterKind::Unproducible.as_str()])
+            .reset();
     }
     for kind in ErrorKind::ALL {
         metrics.errors.with_label_values(&[kind.as_str()]).reset();
