@@ -432,19 +432,24 @@ mod tests {
         let event = samples::change_event();
         let bytes = encode(&event).unwrap();
         // What analysts read: one JSON object, nothing before it, the tag first.
+        let tag = format!("recrawl.change-event/{}", ChangeEvent::VERSION);
         assert!(
-            bytes.starts_with(br#"{"schema":"recrawl.change-event/2","#),
+            bytes.starts_with(format!(r#"{{"schema":"{tag}","#).as_bytes()),
             "{}",
             String::from_utf8_lossy(&bytes)
         );
         let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(json["page"]["url"], event.page.url);
         assert_eq!(json["fetched_at"], "2026-05-28T20:26:40.000Z");
-        assert_eq!(json[SCHEMA_FIELD], "recrawl.change-event/2");
+        assert_eq!(json[SCHEMA_FIELD], tag.as_str());
         assert_eq!(decode::<ChangeEvent>(&bytes).unwrap(), event);
         assert_eq!(
             inspect(&bytes).unwrap(),
-            Framed { framing: Framing::PlainJson, version: 2, message: Some("change-event".into()) }
+            Framed {
+                framing: Framing::PlainJson,
+                version: ChangeEvent::VERSION,
+                message: Some("change-event".into())
+            }
         );
     }
 
@@ -462,23 +467,33 @@ mod tests {
     /// Another producer's field order, and whitespace, are fine; the tag is found anyway.
     #[test]
     fn the_tag_is_found_anywhere_in_the_object() {
+        // At the type's own version, whatever it is, and one past it: a version bump
+        // leaves this test as it is.
+        let (version, next) = (ChangeEvent::VERSION, ChangeEvent::VERSION + 1);
         let event = samples::change_event();
         let mut fields = serde_json::to_value(&event).unwrap();
-        fields[SCHEMA_FIELD] = "recrawl.change-event/2".into();
+        fields[SCHEMA_FIELD] = format!("recrawl.change-event/{version}").into();
         let mut pretty = b"\n  ".to_vec();
         pretty.extend(serde_json::to_vec_pretty(&fields).unwrap());
         assert_eq!(decode::<ChangeEvent>(&pretty).unwrap(), event);
         assert_eq!(
-            check_kafka_headers(&pretty, Some(b"application/json; charset=utf-8"), Some(b"2")),
+            check_kafka_headers(
+                &pretty,
+                Some(b"application/json; charset=utf-8"),
+                Some(version.to_string().as_bytes())
+            ),
             Ok(())
         );
-        fields[SCHEMA_FIELD] = "recrawl.change-event/3".into();
+        fields[SCHEMA_FIELD] = format!("recrawl.change-event/{next}").into();
         let newer = serde_json::to_vec(&fields).unwrap();
         let error = decode::<ChangeEvent>(&newer).unwrap_err();
-        assert_eq!(error, EnvelopeError::UnknownVersion { name: "ChangeEvent", found: 3, newest: 2 });
+        assert_eq!(
+            error,
+            EnvelopeError::UnknownVersion { name: "ChangeEvent", found: next, newest: version }
+        );
         assert_eq!(
             error.to_string(),
-            "ChangeEvent of schema version 3, which this build does not read (it reads up to 2)"
+            format!("ChangeEvent of schema version {next}, which this build does not read (it reads up to {version})")
         );
     }
 
