@@ -267,7 +267,7 @@ async fn changelog_records_out_of_range_or_unreadable_are_skipped_and_counted() 
     let (mut book, mut hosts) = (Book::default(), Hosts::default());
     let url = |i: usize| format!("http://site{i}.example/page.html");
     for i in 0..3 {
-        book.add_tracked(&mut hosts, &url(i), &format!("site{i}.example"), 1, 100, 0.5, 0.9, Some(0.1))
+        book.add_tracked(&mut hosts, &url(i), &format!("site{i}.example"), Some(1), 100, 0.5, 0.9, Some(0.1))
             .expect("room");
     }
     let forged = SchedulerState { p_download: f32::NAN, ..book.record(1) };
