@@ -105,14 +105,6 @@ fn on_defaults_the_demo_pipeline_is_fresher_than_uniform_crawling() {
     assert!(pipeline >= uniform, "pipeline {pipeline} < uniform {uniform}");
 }
 
-/// The same on a web whose pages change on schedules, in bursts, at rates that jump, or at
-/// Pareto rates (`--world mixed`), which the estimator was not built around.
-#[test]
-fn on_a_mixed_world_the_demo_pipeline_is_fresher_than_uniform_crawling() {
-    let (pipeline, uniform) = demo_against_uniform(&["--world", "mixed"]);
-    assert!(pipeline >= uniform, "pipeline {pipeline} < uniform {uniform}");
-}
-
 /// `--brokers` points the demo at an existing Kafka (CI: tansu) instead of the embedded one.
 #[test]
 fn demo_uses_an_existing_kafka_given_brokers() {
