@@ -10,7 +10,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::{Format, Message};
-use crate::messages::{ChangeDegrees, FetchOutcome, Forecast, ForecastModel};
+use crate::messages::change::ChangeDegrees;
+use crate::messages::estimate::{Forecast, ForecastModel};
+use crate::messages::fetch::FetchOutcome;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct DiscoveredLinks {
