@@ -982,3 +982,99 @@ async fn an_unreachable_store_holds_the_stage_until_it_is_back() {
     );
     exactly_once(&downloaded, &results);
 }
+
+/// A full disk stops the stage where it is, as an unreachable store does: not ready,
+/// failing, nothing committed past what is published; once space is freed it goes on by
+/// itself, and every result is in exactly one file. The disk is a 2 MiB tmpfs mounted in a
+/// user and mount namespace of the stage's own (`unshare`), nearly filled beforehand; the
+/// test reaches it through `/proc/PID/root`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_holds_the_stage_until_space_is_freed() {
+    if !python_imports(&["warcio"], "reading the archive back after a full disk") {
+        return;
+    }
+    let namespaces = Command::new("unshare").args(["-rm", "true"]).status();
+    if !namespaces.is_ok_and(|status| status.success()) {
+        eprintln!("skipped: no unprivileged user namespaces here (`unshare -rm`) to mount a small disk in");
+        return;
+    }
+    let scratch = tempfile::tempdir().expect("dir");
+    let disk = scratch.path().join("disk");
+    std::fs::create_dir_all(&disk).expect("dir");
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("archive-disk-full"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, PARTITIONS).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let out = disk.join("warc");
+    let args = stage_flags(
+        &flags,
+        &format!("file://{}", out.display()),
+        &["--max-file-age-ms", "1000", "--outage-timeout-ms", "240000"],
+    );
+    let http = recrawl_common::http::free_local_port().expect("port");
+    let log = scratch.path().join("archive.log");
+    // The tmpfs holds 2 MiB, of which the filler leaves about 200 KiB: less than the results.
+    let mount = "mount -t tmpfs -o size=2m tmpfs \"$0\" && mkdir \"$0/warc\" \
+                 && head -c 1900000 /dev/zero > \"$0/filler\" && exec \"$@\"";
+    let child = Command::new("unshare")
+        .args(["-rm", "--", "sh", "-c", mount])
+        .arg(&disk)
+        .arg(recrawl_e2e::binary("recrawl-archive"))
+        .args(&args)
+        .args(["--http-listen", &http.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("unshare starts");
+    let mut stage = Owned(child);
+    // The stage's view of its disk (`exec` made it the process spawned).
+    let seen =
+        PathBuf::from(format!("/proc/{}/root", stage.0.id())).join(disk.strip_prefix("/").expect("absolute"));
+    let client = reqwest::Client::new();
+    ready(&client, http, &mut stage).await;
+    let results: Vec<FetchResult> = (0..30)
+        .map(|i| {
+            let url = format!("http://site{}.example/page-{i}.html", i % 3);
+            download(&url, 1_780_000_000_000 + i * 1000, incompressible(i as u64, 20_000))
+        })
+        .collect();
+    let ends = produce_all(&producer, &kafka.cluster.topics(), &results).await;
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while metric(&client, http, "recrawl_archive_store_failing").await != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the full disk unnoticed: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        // A gauge is only observable by asking again.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready_now = client.get(format!("http://{http}/readyz")).send().await.expect("readyz").status();
+    assert_eq!(ready_now.as_u16(), 503, "not ready while the disk is full");
+    assert!(metric(&client, http, "recrawl_archive_store_errors_total").await > 0);
+    let group = kafka.group_for("archive");
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
+    let committed = committed_offsets(&kafka, &group, &topic, 0..PARTITIONS).await;
+    assert!(
+        ends.iter().any(|(partition, end)| committed.get(partition).is_none_or(|next| next < end)),
+        "the results the full disk holds back are not committed: {committed:?} of {ends:?}"
+    );
+
+    std::fs::remove_file(seen.join("filler")).expect("the filler removed");
+    all_committed(&kafka, &ends).await;
+    assert_eq!(metric(&client, http, "recrawl_archive_store_failing").await, 0);
+    ready(&client, http, &mut stage).await;
+    // The disk goes with the stage's namespace: its files are copied out first.
+    let kept = scratch.path().join("kept");
+    std::fs::create_dir_all(&kept).expect("dir");
+    for entry in std::fs::read_dir(seen.join("warc")).expect("the stage's files") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, kept.join(path.file_name().expect("name"))).expect("copied");
+    }
+    assert!(recrawl_e2e::terminate(&mut stage, Duration::from_secs(30)), "stopped on SIGTERM");
+    exactly_once(&kept, &results);
+    check_with_the_community_tools(&kept);
+}
