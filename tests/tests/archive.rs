@@ -889,6 +889,32 @@ fn surt_keys_are_the_surt_package_s() {
     assert!(differ.is_empty(), "(url, ours, surt's): {differ:#?}");
 }
 
+/// Waits until the stage says its store fails, then checks it holds: not ready, the
+/// failures counted. Returns the group's committed offsets of `fetch-results` then.
+async fn held_back(
+    client: &reqwest::Client,
+    http: std::net::SocketAddr,
+    log: &Path,
+    kafka: &KafkaArgs,
+) -> HashMap<i32, i64> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while metric(client, http, "recrawl_archive_store_failing").await != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store's failure unnoticed: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        // A gauge is only observable by asking again.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready_now = client.get(format!("http://{http}/readyz")).send().await.expect("readyz").status();
+    assert_eq!(ready_now.as_u16(), 503, "not ready while the store fails");
+    assert!(metric(client, http, "recrawl_archive_store_errors_total").await > 0);
+    let group = kafka.group_for("archive");
+    let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
+    committed_offsets(kafka, &group, &topic, 0..PARTITIONS).await
+}
+
 /// An S3 store that is not there stops the stage where it is: not ready, failing, nothing
 /// committed; once the store is up it goes on by itself, and every result is in one file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -931,23 +957,8 @@ async fn an_unreachable_store_holds_the_stage_until_it_is_back() {
     let results = recrawl_results(6, 4, 0);
     let ends = produce_all(&producer, &kafka.cluster.topics(), &results).await;
 
-    // No store: the first file cannot be published.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while metric(&client, http, "recrawl_archive_store_failing").await != 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the store's absence unnoticed: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        // A gauge is only observable by asking again.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ready_now = client.get(format!("http://{http}/readyz")).send().await.expect("readyz").status();
-    assert_eq!(ready_now.as_u16(), 503, "not ready while the store fails");
-    assert!(metric(&client, http, "recrawl_archive_store_errors_total").await > 0);
-    let group = kafka.group_for("archive");
-    let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
-    let committed = committed_offsets(&kafka, &group, &topic, 0..PARTITIONS).await;
+    // No store: the first file cannot be published, nor any after it.
+    let committed = held_back(&client, http, &log, &kafka).await;
     assert!(
         ends.iter().all(|(partition, end)| committed.get(partition).is_none_or(|next| next < end)),
         "nothing held in an unpublished file is committed: {committed:?} of {ends:?}"
@@ -1042,22 +1053,8 @@ async fn a_full_disk_holds_the_stage_until_space_is_freed() {
         .collect();
     let ends = produce_all(&producer, &kafka.cluster.topics(), &results).await;
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while metric(&client, http, "recrawl_archive_store_failing").await != 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the full disk unnoticed: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        // A gauge is only observable by asking again.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ready_now = client.get(format!("http://{http}/readyz")).send().await.expect("readyz").status();
-    assert_eq!(ready_now.as_u16(), 503, "not ready while the disk is full");
-    assert!(metric(&client, http, "recrawl_archive_store_errors_total").await > 0);
-    let group = kafka.group_for("archive");
-    let topic = kafka.cluster.topics().name(FETCH_RESULTS.name);
-    let committed = committed_offsets(&kafka, &group, &topic, 0..PARTITIONS).await;
+    // Some files are published before the disk fills; the rest are held.
+    let committed = held_back(&client, http, &log, &kafka).await;
     assert!(
         ends.iter().any(|(partition, end)| committed.get(partition).is_none_or(|next| next < end)),
         "the results the full disk holds back are not committed: {committed:?} of {ends:?}"
