@@ -140,7 +140,7 @@ fn asyncapi(catalogue: &TopicCatalogue, types: &[Described]) -> Value {
                 let headers: Map<String, Value> = header_schema(t);
                 let summary = match t.format {
                     Format::Json => format!(
-                        "{}: one JSON object, nothing before it; its first field `{SCHEMA_FIELD}` names the type and schema version ({}). Readers also take schema 1's records: plain JSON of the shapes under json/v1/, or the envelope [0x{MAGIC:02x}, format, 0, 1] before a bincode (format {}) or JSON (format {}) body.",
+                        "{}: one JSON object, nothing before it; its first field `{SCHEMA_FIELD}` names the type and schema version ({}). Readers also take the records of the type's earlier schemas (their shapes under json/v1/ and on): plain JSON, or for schema 1 the envelope [0x{MAGIC:02x}, format, 0, 1] before a bincode (format {}) or JSON (format {}) body.",
                         t.name, t.version, Format::Bincode as u8, Format::Json as u8,
                     ),
                     Format::Bincode => format!(
