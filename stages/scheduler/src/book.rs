@@ -306,6 +306,9 @@ pub struct Book {
     /// The stored copies' validators for conditional requests, only for the pages whose
     /// server sent any, so the fixed-size [`Page`] stays small.
     validators: HashMap<u32, Validators>,
+    /// Bytes of the validators' text, kept as they change: the gauges read it after every
+    /// batch, and summing a partition's validators then would cost a pass over them.
+    validator_text: usize,
     /// This partition's share of each host's day profile, by host number (a partition
     /// holds URLs of most hosts): what moves with the partition, and what its
     /// revocation takes back from the hosts'.
@@ -419,7 +422,7 @@ impl Book {
                 .validators
                 .capacity()
                 .saturating_mul(VALIDATORS_ENTRY)
-                .saturating_add(self.validators.values().map(Validators::heap_bytes).sum::<usize>()),
+                .saturating_add(self.validator_text),
         }
     }
 
@@ -436,7 +439,7 @@ impl Book {
         }
         let boxed = |value: &Option<String>| value.as_deref().map(Box::from);
         let not_modified = request.http_status == Some(304);
-        let kept = self.validators.remove(&slot).unwrap_or_default();
+        let kept = self.take_validators(slot).unwrap_or_default();
         let updated = if not_modified {
             Validators {
                 etag: boxed(&request.etag).or(kept.etag),
@@ -445,9 +448,21 @@ impl Book {
         } else {
             Validators { etag: boxed(&request.etag), last_modified: boxed(&request.last_modified) }
         };
-        if !updated.is_empty() {
-            self.validators.insert(slot, updated);
+        self.keep_validators(slot, updated);
+    }
+
+    /// Keeps `validators` for `slot` unless empty (none were there).
+    fn keep_validators(&mut self, slot: u32, validators: Validators) {
+        if !validators.is_empty() {
+            self.validator_text = self.validator_text.saturating_add(validators.heap_bytes());
+            self.validators.insert(slot, validators);
         }
+    }
+
+    fn take_validators(&mut self, slot: u32) -> Option<Validators> {
+        let taken = self.validators.remove(&slot)?;
+        self.validator_text = self.validator_text.saturating_sub(taken.heap_bytes());
+        Some(taken)
     }
 
     /// Appends a URL the book does not hold.
@@ -874,9 +889,7 @@ impl Book {
                 etag: state.etag.map(String::into_boxed_str),
                 last_modified: state.last_modified.map(String::into_boxed_str),
             };
-            if !validators.is_empty() {
-                book.validators.insert(slot, validators);
-            }
+            book.keep_validators(slot, validators);
             if let Some(latency_ms) =
                 page.latency_ms.get().filter(|_| page.last_download != NONE && page.size > 0)
             {
@@ -927,7 +940,7 @@ impl Book {
         if page.is_gone() {
             return false;
         }
-        self.validators.remove(&slot);
+        self.take_validators(slot);
         let hash = xxh3_64(self.url(slot).as_bytes());
         if let Ok(entry) = self.index.find_entry(hash, |&found| found == slot) {
             entry.remove();
@@ -979,6 +992,7 @@ impl Book {
             }
         }
         self.validators = renumbered;
+        self.validator_text = old.validator_text;
         self.host_days = old.host_days;
         true
     }
@@ -1191,6 +1205,8 @@ pub(crate) mod tests {
             update.last_request.etag = etag.map(str::to_owned);
             update.last_request.last_modified = last_modified.map(str::to_owned);
             book.apply_estimate(&mut hosts, &update, &settings).unwrap();
+            let text: usize = book.validators.values().map(Validators::heap_bytes).sum();
+            assert_eq!(book.validator_text, text, "the running count of their bytes");
             book.validators(0).map(|v| {
                 (v.etag.as_deref().map(str::to_owned), v.last_modified.as_deref().map(str::to_owned))
             })

@@ -224,17 +224,22 @@ impl FrontierCaps {
         }
     }
 
-    /// Counts the frontier afresh from the books (after a partition was restored or
-    /// revoked).
+    /// Counts the frontier afresh from the books (after a partition was revoked).
     pub fn recount<'a>(&mut self, hosts: &Hosts, books: impl Iterator<Item = &'a Book>) {
-        self.sync_hosts(hosts);
         self.site_frontier.iter_mut().for_each(|count| *count = 0);
         for book in books {
-            for page in book.pages().iter().filter(|page| page.is_frontier() && !page.is_gone()) {
-                if let Some(&site) = self.host_site.get(page.host as usize) {
-                    let count = &mut self.site_frontier[site as usize];
-                    *count = count.saturating_add(1);
-                }
+            self.count(hosts, book);
+        }
+    }
+
+    /// Adds a book's frontier to the counts (a partition restored): only its own URLs,
+    /// so restoring many partitions stays linear in their URLs.
+    pub fn count(&mut self, hosts: &Hosts, book: &Book) {
+        self.sync_hosts(hosts);
+        for page in book.pages().iter().filter(|page| page.is_frontier() && !page.is_gone()) {
+            if let Some(&site) = self.host_site.get(page.host as usize) {
+                let count = &mut self.site_frontier[site as usize];
+                *count = count.saturating_add(1);
             }
         }
         self.overflowed = true;

@@ -726,11 +726,15 @@ impl Stage for Scheduler {
                 if skipped > 0 {
                     tracing::warn!(partition, skipped, "changelog records without a host skipped");
                 }
-                self.books.insert(partition, book);
+                if let Some(replaced) = self.books.insert(partition, book) {
+                    replaced.release(&mut self.hosts);
+                    self.caps.recount(&self.hosts, self.books.values());
+                } else if let Some(book) = self.books.get(&partition) {
+                    self.caps.count(&self.hosts, book);
+                }
             }
             Err(error) => tracing::error!(partition, %error, "partition not restored"),
         }
-        self.caps.recount(&self.hosts, self.books.values());
         self.update_gauges();
     }
 
