@@ -128,12 +128,19 @@ const PIECES: &[&str] = &[
     "<plaintext>",
 ];
 
+/// Single characters of markup and references, and tag names, for finer cuts.
+const CHARS: &[&str] = &[
+    "<", ">", "/", "!", "-", "&", "#", ";", "x", "X", "a", "m", "p", "0", "9", "=", "\"", "'", " ", "\n",
+    "\0", "?", "é", "\u{A0}", "script", "SCRIPT", "style", "title", "template", "[CDATA[", "DOCTYPE",
+];
+
 fn page() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(PIECES), 0..40).prop_map(|pieces| pieces.concat())
+    let piece = prop_oneof![prop::sample::select(PIECES), prop::sample::select(CHARS)];
+    prop::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 4096, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 8192, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn scanner_gives_html5evers_text(html in page()) {
