@@ -56,6 +56,14 @@ impl Text {
                 i += 1;
                 continue;
             }
+            // One space between two non-spaces stays as it is: the piece goes on.
+            if bytes[i] == b' '
+                && i > piece
+                && bytes.get(i + 1).is_some_and(|&c| !MAY_BE_SPACE[usize::from(c)])
+            {
+                i += 2;
+                continue;
+            }
             let space = if bytes[i].is_ascii() {
                 1
             } else {
