@@ -2,7 +2,11 @@
 //!
 //! - `text_1000_words/page_words`: charset, visible text, words and hashes of an English page
 //!   with inline markup, entities, a script and a style block; `visible_text` is the HTML
-//!   step alone.
+//!   step alone, `baseline_visible_text_html5ever` the html5ever tokenizer it replaced
+//!   (`tests/support/html5ever_text.rs`), on the same page in the same run.
+//! - `text_real_pages`: both on the pages of the corpus `RECRAWL_TEXT_CORPUS` names (the
+//!   article extraction benchmark's, gzipped: see `tests/text_corpus.rs`), all in one
+//!   iteration; skipped without it.
 //! - `text_1000_words/word_hashes_{ascii,mixed}`: words and hashes of that page's visible
 //!   text, as is and with a typographic apostrophe or `©` every few words; the baseline in the
 //!   same run is `unicode_words` + xxh3 on the same text, which the ASCII fast path must beat
@@ -10,7 +14,13 @@
 //! - `text_korean_euc_kr/page_words_{header,detected}`: a Korean EUC-KR page of ~1,000 words,
 //!   its charset from the header or guessed by chardetng.
 
+#[path = "../tests/support/html5ever_text.rs"]
+mod html5ever_text;
+
+use std::io::Read;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use html5ever_text::visible_text_html5ever;
 use recrawl_diff::text::{page_words, visible_text, word_hashes, CaseFold};
 use std::hint::black_box;
 use unicode_segmentation::UnicodeSegmentation;
@@ -117,7 +127,11 @@ fn bench(c: &mut Criterion) {
     group.bench_function("page_words", |b| {
         b.iter(|| page_words(black_box(html.as_bytes()), Some("text/html"), CaseFold::None))
     });
+    assert_eq!(visible_text(&html), visible_text_html5ever(&html));
     group.bench_function("visible_text", |b| b.iter(|| visible_text(black_box(&html))));
+    group.bench_function("baseline_visible_text_html5ever", |b| {
+        b.iter(|| visible_text_html5ever(black_box(&html)))
+    });
     group.throughput(Throughput::Bytes(ascii.len() as u64));
     for (name, text) in [("ascii", &ascii), ("mixed", &mixed)] {
         group.bench_function(format!("word_hashes_{name}"), |b| {
@@ -132,9 +146,13 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
-    // One tag of 150,000 attributes in 1 MiB: html5ever compares each attribute with the
-    // tag's earlier ones, so `visible_text` keeps 256 of them. The baseline is ordinary
-    // markup of the same size.
+    if let Some(dir) = std::env::var_os("RECRAWL_TEXT_CORPUS") {
+        real_pages(c, std::path::Path::new(&dir).join("html"));
+    }
+
+    // One tag of 150,000 attributes in 1 MiB: html5ever compared each attribute with the
+    // tag's earlier ones (the old extraction kept 256 of them); the scanner skips them. The
+    // baseline is ordinary markup of the same size.
     let names: Vec<String> = (0..150_000).map(|i| format!("x{i:x}")).collect();
     let hostile = format!("<p>text</p><a {}>link</a>", names.join(" "));
     let ordinary = html.repeat(hostile.len().div_ceil(html.len()));
@@ -154,6 +172,32 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("page_words_detected", |b| {
         b.iter(|| page_words(black_box(&body), None, CaseFold::None))
+    });
+    group.finish();
+}
+
+/// Both extractions over every page of a corpus folder of `*.html.gz`, decoded as UTF-8.
+fn real_pages(c: &mut Criterion, dir: std::path::PathBuf) {
+    let mut pages = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.map(|e| e.path()).unwrap_or_default();
+        let (Ok(file), true) = (std::fs::File::open(&path), path.to_string_lossy().ends_with(".html.gz"))
+        else {
+            continue;
+        };
+        let mut html = String::new();
+        if flate2::read::GzDecoder::new(file).read_to_string(&mut html).is_ok() {
+            pages.push(html);
+        }
+    }
+    let mut group = c.benchmark_group("text_real_pages");
+    group.throughput(Throughput::Bytes(pages.iter().map(|p| p.len() as u64).sum()));
+    group.sample_size(20);
+    group.bench_function(format!("visible_text_{}_pages", pages.len()), |b| {
+        b.iter(|| pages.iter().map(|p| visible_text(black_box(p)).len()).sum::<usize>())
+    });
+    group.bench_function(format!("baseline_visible_text_html5ever_{}_pages", pages.len()), |b| {
+        b.iter(|| pages.iter().map(|p| visible_text_html5ever(black_box(p)).len()).sum::<usize>())
     });
     group.finish();
 }
