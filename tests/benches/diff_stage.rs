@@ -8,12 +8,10 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker, RunningStage};
-use recrawl_schemas::envelope::kafka_headers;
 use recrawl_schemas::topics::{CHANGE_EVENTS, FETCH_RESULTS};
 use recrawl_schemas::{encode, FetchResult};
 
@@ -43,10 +41,7 @@ async fn produce(producer: &FutureProducer, topic: &str, sequences: std::ops::Ra
     let sends = sequences.map(|sequence| {
         let result = fetch_result(sequence);
         let payload = encode(&result).expect("encode");
-        let mut headers = OwnedHeaders::new();
-        for (name, value) in kafka_headers::<FetchResult>() {
-            headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
-        }
+        let headers = recrawl_e2e::message_headers::<FetchResult>();
         async move {
             let record = FutureRecord::to(topic).key(&result.url).payload(&payload).headers(headers);
             producer.send(record, Duration::from_secs(30)).await.expect("produced");

@@ -35,12 +35,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl_common::{KafkaArgs, StateStore};
 use recrawl_diff::change::{DiffSettings, Differ};
 use recrawl_diff::DiffState;
-use recrawl_e2e::{kafka_flags, parse_args, unique_prefix, Broker};
+use recrawl_e2e::processes::status_kib;
+use recrawl_e2e::{kafka_flags, message_headers, parse_args, series_sum, unique_prefix, Broker};
 use recrawl_estimator::estimate::{Estimator, EstimatorState};
 use recrawl_estimator::EstimateArgs;
 use recrawl_scheduler::book::{Book, SchedulerState};
@@ -207,14 +207,6 @@ impl Generator for DiffRecords {
     }
 }
 
-fn headers<S: Message>() -> OwnedHeaders {
-    let mut headers = OwnedHeaders::new();
-    for (name, value) in kafka_headers::<S>() {
-        headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
-    }
-    headers
-}
-
 /// Produces `urls` records of `generator` to `topic` with the stages' producer settings,
 /// each to its key's partition; the bytes of keys, values and headers.
 async fn produce<S: Message>(
@@ -238,7 +230,7 @@ async fn produce<S: Message>(
             let record = FutureRecord::to(topic)
                 .key(key.as_str())
                 .payload(payload)
-                .headers(headers::<S>())
+                .headers(message_headers::<S>())
                 .partition(partition_of(key, partitions));
             producer.send(record, Duration::from_secs(120))
         });
@@ -265,25 +257,6 @@ async fn watermarks(kafka: &KafkaArgs, topic: &str, partitions: i32) -> Vec<(i64
     })
     .await
     .expect("joined")
-}
-
-/// A `/proc/PID/status` field in kB.
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix(field)?.strip_prefix(':')?.trim().strip_suffix(" kB")?.parse().ok()
-        })
-        .unwrap_or(0)
-}
-
-/// The sum of the series named `name` in `text` (a Prometheus exposition).
-fn series(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with(['{', ' ']))
-        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
 }
 
 struct Started {
@@ -349,7 +322,9 @@ async fn start(stage: &str, flags: &[String], records: u64, perf: Option<&std::p
         if counted.is_none() && records > 0 {
             if let Ok(answer) = client.get(format!("http://{http}/metrics")).send().await {
                 let text = answer.text().await.unwrap_or_default();
-                if metric_names.iter().map(|name| series(&text, name)).fold(0.0, f64::max) >= records as f64 {
+                if metric_names.iter().map(|name| series_sum(&text, name)).fold(0.0, f64::max)
+                    >= records as f64
+                {
                     counted = Some(started.elapsed());
                 }
             }
@@ -360,7 +335,7 @@ async fn start(stage: &str, flags: &[String], records: u64, perf: Option<&std::p
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let (peak_kb, rss_kb) = (status_kb(pid, "VmHWM"), status_kb(pid, "VmRSS"));
+    let (peak_kb, rss_kb) = (status_kib(pid, "VmHWM:"), status_kib(pid, "VmRSS:"));
     if let Some(recorder) = recorder.as_mut() {
         // perf writes its file on SIGINT.
         let perf_pid = nix::unistd::Pid::from_raw(recorder.0.id() as i32);
@@ -373,10 +348,10 @@ async fn start(stage: &str, flags: &[String], records: u64, perf: Option<&std::p
     };
     let restore_seconds = ["recrawl_state_restore_seconds_sum", "state_restore_seconds_sum"]
         .iter()
-        .map(|name| series(&text, name))
+        .map(|name| series_sum(&text, name))
         .fold(0.0, f64::max);
     if records > 0 && counted.is_none() {
-        let read = metric_names.iter().map(|name| series(&text, name)).fold(0.0, f64::max);
+        let read = metric_names.iter().map(|name| series_sum(&text, name)).fold(0.0, f64::max);
         if read >= records as f64 {
             counted = Some(ready);
         } else {

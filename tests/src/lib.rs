@@ -531,16 +531,31 @@ pub async fn produce_at<M: Message>(
     message: &M,
 ) {
     let payload = encode(message).expect("encode");
-    let mut headers = OwnedHeaders::new();
-    for (name, value) in kafka_headers::<M>() {
-        headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
-    }
+    let headers = message_headers::<M>();
     let (name, key) = (names.name(topic.name), topic.key(message));
     let mut record = FutureRecord::to(&name).key(key.as_ref()).payload(&payload).headers(headers);
     if let Some(partition) = partition {
         record = record.partition(partition);
     }
     producer.send(record, Duration::from_secs(10)).await.expect("produced");
+}
+
+/// The Kafka headers a stage sends with an `M` (its type and schema version).
+pub fn message_headers<M: Message>() -> OwnedHeaders {
+    let mut headers = OwnedHeaders::new();
+    for (name, value) in kafka_headers::<M>() {
+        headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
+    }
+    headers
+}
+
+/// The sum of the series named `name`, whatever their labels, in a Prometheus text
+/// exposition (0 where there is none).
+pub fn series_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }
 
 /// Waits until `done` holds, for at most a minute. For values a stage only exposes as

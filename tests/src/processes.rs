@@ -135,12 +135,7 @@ impl Stage {
     }
 
     fn status_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(field))
-            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
+        status_kib(self.child.id(), field)
     }
 
     /// The input partitions this instance owns, from its gauges (one series per input
@@ -321,6 +316,17 @@ fn last_warnings(output: &str, count: usize) -> Vec<String> {
         .collect();
     lines.drain(..lines.len().saturating_sub(count));
     lines
+}
+
+/// A field of `/proc/PID/status` in KiB (`field` with its colon, e.g. `VmHWM:`); 0 where
+/// the process or the field is gone.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

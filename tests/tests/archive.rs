@@ -15,7 +15,6 @@ use axum::http::header::{CONTENT_ENCODING, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LO
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::python::{python, python_imports};
@@ -24,7 +23,6 @@ use recrawl_e2e::{
 };
 use recrawl_fetch::address::{parse_allowed_network, AddressPolicy, GuardedResolver};
 use recrawl_fetch::http::{any_redirect, FetchConfig, Fetcher};
-use recrawl_schemas::envelope::kafka_headers;
 use recrawl_schemas::topics::FETCH_RESULTS;
 use recrawl_schemas::{encode, host_of, FetchOutcome, FetchResult, TopicNames};
 use serde_json::Value;
@@ -117,10 +115,7 @@ async fn produce_all(
     let topic = names.name(FETCH_RESULTS.name);
     for result in results {
         let payload = encode(result).expect("encode");
-        let mut headers = OwnedHeaders::new();
-        for (name, value) in kafka_headers::<FetchResult>() {
-            headers = headers.insert(Header { key: name, value: Some(value.as_bytes()) });
-        }
+        let headers = recrawl_e2e::message_headers::<FetchResult>();
         let key = FETCH_RESULTS.key(result);
         let record = FutureRecord::to(&topic).key(key.as_ref()).payload(&payload).headers(headers);
         let delivered = producer.send(record, Duration::from_secs(10)).await.expect("produced");
@@ -420,11 +415,7 @@ fn spawn_archive(args: &[String], env: &[(&str, String)], log: &Path) -> (Owned,
 /// The sum of the stage binary's series named `name` (0 while it does not answer).
 async fn metric(client: &reqwest::Client, http: std::net::SocketAddr, name: &str) -> usize {
     let Ok(answer) = client.get(format!("http://{http}/metrics")).send().await else { return 0 };
-    let text = answer.text().await.unwrap_or_default();
-    text.lines()
-        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with(['{', ' ']))
-        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum::<f64>() as usize
+    recrawl_e2e::series_sum(&answer.text().await.unwrap_or_default(), name) as usize
 }
 
 /// Waits until the stage's `/readyz` answers 200: it owns its partitions (the embedded
