@@ -9,7 +9,9 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::envelope::{EnvelopeError, Message};
-use crate::messages::{ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick};
+use crate::messages::{
+    ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageAnnouncement, PageEstimate, PagePick,
+};
 
 /// The catalogue shipped with this build.
 pub const BUILTIN_TOPICS_TOML: &str = include_str!("../../deploy/topics.toml");
@@ -62,6 +64,9 @@ pub const FETCH: Topic<PagePick> = Topic::new("fetch", |pick| Cow::Borrowed(&pic
 pub const FETCH_RESULTS: Topic<FetchResult> =
     Topic::new("fetch-results", |result| Cow::Borrowed(&result.url));
 pub const LINKS: Topic<DiscoveredLinks> = Topic::new("links", |links| Cow::Borrowed(&links.page.url));
+/// Pages announced in sitemaps and feeds, keyed as links are, for the same scheduler instance.
+pub const ANNOUNCEMENTS: Topic<PageAnnouncement> =
+    Topic::new("announcements", |announcement| Cow::Borrowed(&announcement.page.url));
 pub const CHANGE_EVENTS: Topic<ChangeEvent> =
     Topic::new("change-events", |event| Cow::Borrowed(&event.page.url));
 pub const ESTIMATES: Topic<PageEstimate> =
@@ -247,7 +252,14 @@ mod tests {
     #[test]
     fn builtin_catalogue_is_valid_and_complete() {
         let catalogue = TopicCatalogue::parse(BUILTIN_TOPICS_TOML).unwrap();
-        let names = [FETCH.name, FETCH_RESULTS.name, LINKS.name, CHANGE_EVENTS.name, ESTIMATES.name];
+        let names = [
+            FETCH.name,
+            FETCH_RESULTS.name,
+            LINKS.name,
+            ANNOUNCEMENTS.name,
+            CHANGE_EVENTS.name,
+            ESTIMATES.name,
+        ];
         for name in names.into_iter().chain([DISTRIBUTIONS.name, DEAD_LETTER]) {
             assert!(catalogue.get(name).is_some(), "{name} missing");
         }

@@ -6,6 +6,7 @@
 //! The private module `v1` keeps schema 1's shapes so that records already on a topic stay readable.
 //! No `skip_serializing_if` or `flatten`: every field is always written.
 
+mod announcement;
 pub(crate) mod change;
 mod distribution;
 pub(crate) mod estimate;
@@ -18,6 +19,7 @@ pub mod bounds;
 #[cfg(test)]
 pub mod samples;
 
+pub use announcement::*;
 pub use change::*;
 pub use distribution::*;
 pub use estimate::*;

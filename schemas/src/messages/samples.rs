@@ -74,6 +74,22 @@ pub fn discovered_links() -> DiscoveredLinks {
     }
 }
 
+pub fn page_announcement() -> PageAnnouncement {
+    PageAnnouncement {
+        page: PageRef::new("http://example.com/news/b.html", "example.com"),
+        source: PageRef::new("http://example.com/news/sitemap.xml", "example.com"),
+        document: AnnouncingDocument::Sitemap,
+        period: 42,
+        fetched_at: UtcTime::from_ms(1_700_000_360_000),
+        fetched_at_ms: 1_700_000_360_000,
+        claimed_modified: Some(UtcTime::from_ms(1_700_000_000_000)),
+        claimed_modified_ms: Some(1_700_000_000_000),
+        change_frequency: Some(ClaimedChangeFrequency::Daily),
+        priority: Some(0.8),
+        depth: 2,
+    }
+}
+
 pub fn change_event() -> ChangeEvent {
     ChangeEvent {
         page: PageRef::new("http://example.com/a.html", "example.com"),
