@@ -13,6 +13,12 @@ use crate::validation::ValidationError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AnnouncingDocument {
+    /// The site's robots.txt: `page` is a sitemap on the same host that a `Sitemap:` line
+    /// names, or `/sitemap.xml` when no line names one.
+    RobotsTxt,
+    /// An HTML page: `page` is a feed on the same host it names in a `<link
+    /// rel="alternate">` of an RSS or Atom type.
+    Page,
     /// A sitemap (sitemaps.org `<urlset>`): `page` is one of its `<url>` entries.
     Sitemap,
     /// A sitemap index (`<sitemapindex>`): `page` is one of the sitemaps it lists.
@@ -23,17 +29,60 @@ pub enum AnnouncingDocument {
     Atom,
 }
 
+impl AnnouncingDocument {
+    pub const ALL: [Self; 6] =
+        [Self::RobotsTxt, Self::Page, Self::Sitemap, Self::SitemapIndex, Self::Rss, Self::Atom];
+
+    /// The name the records carry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RobotsTxt => "robots_txt",
+            Self::Page => "page",
+            Self::Sitemap => "sitemap",
+            Self::SitemapIndex => "sitemap_index",
+            Self::Rss => "rss",
+            Self::Atom => "atom",
+        }
+    }
+}
+
 /// How often a sitemap says a page changes (`<changefreq>`); a hint, not a promise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimedChangeFrequency {
+    /// Changes at every access.
     Always,
     Hourly,
     Daily,
     Weekly,
     Monthly,
     Yearly,
+    /// Archived: never changes.
     Never,
+}
+
+impl ClaimedChangeFrequency {
+    pub const ALL: [Self; 7] =
+        [Self::Always, Self::Hourly, Self::Daily, Self::Weekly, Self::Monthly, Self::Yearly, Self::Never];
+
+    /// The protocol's spelling, as the records carry it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Always => "always",
+            Self::Hourly => "hourly",
+            Self::Daily => "daily",
+            Self::Weekly => "weekly",
+            Self::Monthly => "monthly",
+            Self::Yearly => "yearly",
+            Self::Never => "never",
+        }
+    }
+
+    /// A `<changefreq>` value, whatever its surrounding whitespace and ASCII case.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        Self::ALL.into_iter().find(|frequency| frequency.as_str().eq_ignore_ascii_case(text))
+    }
 }
 
 /// One page a site announced in a sitemap or feed the fetch stage downloaded. Topic
@@ -43,7 +92,8 @@ pub enum ClaimedChangeFrequency {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PageAnnouncement {
     /// The announced page (its URL normalised, fragment dropped); on the same host as
-    /// `source` (and for a sitemap, under its directory).
+    /// `source` (and for a sitemap, under its directory). A sitemap or feed itself when
+    /// `document` is `robots_txt`, `sitemap_index` or `page`.
     pub page: PageRef,
     /// The sitemap or feed that announced it.
     pub source: PageRef,
@@ -126,6 +176,17 @@ mod tests {
         assert!(matches!(half_a_date.validate(), Err(ValidationError::Contradiction(_))));
         let skewed = PageAnnouncement { claimed_modified_ms: Some(1), ..samples::page_announcement() };
         assert!(matches!(skewed.validate(), Err(ValidationError::Instant { .. })));
+        for frequency in ClaimedChangeFrequency::ALL {
+            let written = serde_json::to_value(frequency).unwrap();
+            assert_eq!(written.as_str(), Some(frequency.as_str()));
+            let spelled = format!(" {} ", frequency.as_str().to_ascii_uppercase());
+            assert_eq!(ClaimedChangeFrequency::parse(&spelled), Some(frequency));
+        }
+        assert_eq!(ClaimedChangeFrequency::parse("fortnightly"), None);
+        for document in AnnouncingDocument::ALL {
+            let written = serde_json::to_value(document).unwrap();
+            assert_eq!(written.as_str(), Some(document.as_str()));
+        }
         for priority in [-0.1, 1.5, f32::NAN] {
             let odd = PageAnnouncement { priority: Some(priority), ..samples::page_announcement() };
             assert!(matches!(odd.validate(), Err(ValidationError::Probability { .. })), "{priority}");

@@ -9,7 +9,7 @@ use url::Url;
 /// The link rules, as flags.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct LinkRules {
-    /// Path extensions that count as pages (comma-separated, without the dot).
+    /// Path extensions that count as pages (comma-separated, without the dot; `*`: any).
     #[arg(
         long = "link-extensions",
         env = "RECRAWL_LINK_EXTENSIONS",
@@ -90,6 +90,12 @@ impl Rejection {
 }
 
 impl LinkRules {
+    /// These rules for a sitemap or feed a site names: any extension (`.xml`, `.rss`,
+    /// `.gz`), the rest as for pages.
+    pub fn for_documents(&self) -> Self {
+        Self { extensions: vec!["*".to_owned()], ..self.clone() }
+    }
+
     /// Whether a link at `depth` to `url` may enter the frontier.
     pub fn check(&self, url: &str, depth: u32) -> Result<(), Rejection> {
         if depth > self.max_depth {
@@ -115,7 +121,14 @@ impl LinkRules {
         }
         match extension {
             None if self.allow_bare_paths => Ok(()),
-            Some(ext) if self.extensions.iter().any(|allowed| allowed.eq_ignore_ascii_case(&ext)) => Ok(()),
+            Some(ext)
+                if self
+                    .extensions
+                    .iter()
+                    .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(&ext)) =>
+            {
+                Ok(())
+            }
             _ => Err(Rejection::Extension),
         }
     }
@@ -124,6 +137,18 @@ impl LinkRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn documents_take_any_extension_and_keep_the_other_rules() {
+        let rules = LinkRules::default();
+        assert_eq!(rules.check("http://a.example/sitemap.xml.gz", 1), Err(Rejection::Extension));
+        let documents = rules.for_documents();
+        for ok in ["http://a.example/sitemap.xml.gz", "http://a.example/feed.rss", "http://a.example/atom"] {
+            assert_eq!(documents.check(ok, 1), Ok(()), "{ok}");
+        }
+        assert_eq!(documents.check("ftp://a.example/sitemap.xml", 1), Err(Rejection::Scheme));
+        assert_eq!(documents.check("http://a.example/sitemap.xml", 10), Err(Rejection::Depth));
+    }
 
     #[test]
     fn the_papers_rules_with_the_products_options() {

@@ -18,13 +18,17 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use recrawl_common::unix_ms;
-use recrawl_schemas::{FetchOutcome, FetchResult, PagePick};
+#[cfg(test)]
+use recrawl_schemas::AnnouncingDocument;
+use recrawl_schemas::{FetchOutcome, FetchResult, PageAnnouncement, PagePick};
 use tokio::sync::Semaphore;
 use tokio::task::{self, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
+use crate::announce::AnnouncementLimits;
+use crate::announcements::{self, Announced, Context};
 use crate::clock::later;
 use crate::http::{
     any_redirect, error_text, redacted, unanswered, Answer, DocumentFailure, Fetcher, Hop, Reading,
@@ -62,6 +66,8 @@ pub struct CrawlSettings {
     pub robots_cache_bytes: usize,
     /// The User-Agent, whose product token selects the robots.txt group.
     pub user_agent: String,
+    /// How much of a sitemap or feed is read.
+    pub announcement_limits: AnnouncementLimits,
 }
 
 impl Default for CrawlSettings {
@@ -82,6 +88,7 @@ impl Default for CrawlSettings {
             robots_capacity: 100_000,
             robots_cache_bytes: 128 << 20,
             user_agent: "recrawl/0.1".to_owned(),
+            announcement_limits: AnnouncementLimits::default(),
         }
     }
 }
@@ -90,18 +97,22 @@ impl Default for CrawlSettings {
 /// to pause it for the rest of.
 const PAUSE_WITHOUT_PERIOD: Duration = Duration::from_secs(60);
 
-/// One served pick: its result and, for a downloaded page, its links.
+/// One served pick: its result and, for a downloaded page, its links, and the pages it
+/// announces (a sitemap's or feed's entries, a page's feeds).
 #[derive(Debug)]
 pub struct Crawled {
     pub result: FetchResult,
     pub links: PageLinks,
+    pub announcements: Vec<PageAnnouncement>,
 }
 
-/// What a batch came to: results in pick order, and the picks to requeue.
+/// What a batch came to: results in pick order, the picks to requeue, and the sitemaps
+/// the robots.txt files fetched for it name.
 #[derive(Debug, Default)]
 pub struct CrawlOutput {
     pub crawled: Vec<Crawled>,
     pub requeued: Vec<PagePick>,
+    pub announcements: Vec<PageAnnouncement>,
 }
 
 /// When a host may next be asked, as far as this instance knows.
@@ -181,8 +192,10 @@ struct Shared {
     /// to a host takes a slot of that host's.
     gates: Mutex<HashMap<String, SharedGate>>,
     permits: Semaphore,
-    /// Bytes of bodies and links the batch's results hold so far.
+    /// Bytes of bodies, links and announcements the batch's results hold so far.
     batch_bytes: AtomicU64,
+    /// The sitemaps named by the robots.txt files fetched in this batch.
+    robots_announced: Mutex<Vec<PageAnnouncement>>,
     metrics: FetchMetrics,
     shutdown: CancellationToken,
     /// The host whose task panics, to test that a panic costs only that host's picks.
@@ -229,6 +242,7 @@ impl Crawler {
             gates: Mutex::default(),
             permits,
             batch_bytes: AtomicU64::new(0),
+            robots_announced: Mutex::default(),
             metrics,
             shutdown,
             #[cfg(test)]
@@ -299,6 +313,7 @@ impl Crawler {
             }
         }
         self.shared.metrics.requeued.inc_by(output.requeued.len() as u64);
+        output.announcements = std::mem::take(&mut *lock(&self.shared.robots_announced));
         output
     }
 
@@ -328,7 +343,7 @@ async fn serve_host(
     for (_, pick) in &picks {
         let origin = origin_of(&pick.url);
         if let std::collections::hash_map::Entry::Vacant(entry) = robots.entry(origin) {
-            let rules = robots_for(shared, entry.key(), gate, budget_end).await;
+            let rules = robots_for(shared, entry.key(), pick, gate, budget_end).await;
             entry.insert(rules);
         }
     }
@@ -497,8 +512,15 @@ const ROBOTS_READING: Reading =
 /// a loop) the file counts as unavailable, as a 4xx (RFC 9309 §2.3.1.2).
 const ROBOTS_REDIRECTS: usize = 5;
 
-/// The cached rules of `origin`, or fetches its robots.txt in the host's next slot.
-async fn robots_for(shared: &Shared, origin: &str, gate: &SharedGate, budget_end: Instant) -> Robots {
+/// The cached rules of `origin`, or fetches its robots.txt in the host's next slot (for
+/// `pick`, which the sitemaps it names are announced with).
+async fn robots_for(
+    shared: &Shared,
+    origin: &str,
+    pick: &PagePick,
+    gate: &SharedGate,
+    budget_end: Instant,
+) -> Robots {
     let cached = lock(&shared.robots).get(origin, Instant::now());
     if let Some(rules) = cached {
         lock(gate).crawl_delay = rules.crawl_delay();
@@ -520,6 +542,13 @@ async fn robots_for(shared: &Shared, origin: &str, gate: &SharedGate, budget_end
     match cache_robots(shared, origin, answer).await {
         Ok(rules) => {
             lock(gate).crawl_delay = rules.crawl_delay();
+            // Only a file that was read names sitemaps, or lets /sitemap.xml be guessed.
+            if matches!(*rules, RobotsRules::Parsed { .. } | RobotsRules::AllowAll) {
+                let context = Context { period: pick.period, depth: pick.depth, fetched_at_ms: unix_ms() };
+                let named = announcements::of_robots(&robots_url, &pick.host, rules.sitemaps(), context);
+                count_announced(shared, &named);
+                lock(&shared.robots_announced).extend(named.records);
+            }
             Robots::Rules(rules)
         }
         Err(DocumentFailure { out_of_descriptors: true, .. }) => Robots::NotYet,
@@ -701,7 +730,7 @@ fn not_requested(
     let mut result = unanswered(pick, outcome);
     result.error = Some(error_text(error));
     result.crawl_delay_ms = crawl_delay.map(duration_ms);
-    Served::Done(Box::new(Crawled { result, links: PageLinks::default() }))
+    Served::Done(Box::new(Crawled { result, links: PageLinks::default(), announcements: Vec::new() }))
 }
 
 /// The result of a pick whose host task failed: the bug is in the log, not the result.
@@ -815,7 +844,60 @@ async fn serve_pick(
         Some(page) => with_frames(shared, &result, page, &rules, gate, deadline, budget_end).await,
         None => PageLinks::default(),
     };
-    Served::Done(Box::new(Crawled { result, links }))
+    let (result, announced) = if links.feeds.is_empty() {
+        read_announcements(shared, result).await
+    } else {
+        let feeds = announcements::of_feeds(&links.feeds, &result);
+        (result, feeds)
+    };
+    count_announced(shared, &announced);
+    shared.batch_bytes.fetch_add(announced.held_bytes() as u64, Ordering::Relaxed);
+    Served::Done(Box::new(Crawled { result, links, announcements: announced.records }))
+}
+
+/// The pages a downloaded sitemap or feed announces; read off the async threads, as a
+/// document of 50 MB takes a good part of a second.
+async fn read_announcements(shared: &Shared, mut result: FetchResult) -> (FetchResult, Announced) {
+    if result.outcome != FetchOutcome::Downloaded || is_html(result.content_type.as_deref()) {
+        return (result, Announced::default());
+    }
+    let limits = shared.settings.announcement_limits.clone();
+    // What is left of the result should the reader panic (it must not): all but the body.
+    let body = std::mem::take(&mut result.body);
+    let kept = result.clone();
+    result.body = body;
+    let read = tokio::task::spawn_blocking(move || {
+        let announced = announcements::of_download(&result, &limits);
+        (result, announced)
+    })
+    .await;
+    read.unwrap_or_else(|error| {
+        tracing::error!(url = %redacted(&kept.url), %error, "reading a document's announcements failed");
+        let failed = FetchResult {
+            outcome: FetchOutcome::Other,
+            error: Some(format!("reading the document's announcements failed: {error}")),
+            ..kept
+        };
+        (failed, Announced::default())
+    })
+}
+
+/// Counts a document's announcements, published and dropped, in the metrics.
+fn count_announced(shared: &Shared, announced: &Announced) {
+    let metrics = &shared.metrics;
+    metrics.announcements.with_label_values(&["published"]).inc_by(announced.records.len() as u64);
+    for (label, count) in announcements::Dropped::LABELS.iter().zip(announced.dropped.counts()) {
+        metrics.announcements.with_label_values(&[label]).inc_by(count);
+    }
+    let document = announced.document.map_or("unknown", |document| document.as_str());
+    let read = match (&announced.refused, announced.cut_short) {
+        (Some(_), _) => "refused",
+        (None, true) => "cut_short",
+        (None, false) => "read",
+    };
+    if announced.document.is_some() || announced.refused.is_some() {
+        metrics.announcing_documents.with_label_values(&[document, read]).inc();
+    }
 }
 
 /// The links of a downloaded HTML page and the URL they were resolved against; links are
@@ -1011,6 +1093,72 @@ mod tests {
         for gap in gaps(&log) {
             assert!(gap >= delay, "{gap:?} < {delay:?}");
         }
+    }
+
+    /// robots.txt names a sitemap, which names pages; a page names a feed: each becomes
+    /// announcements of the pick's host, read off the async threads and counted.
+    #[tokio::test]
+    async fn robots_txt_sitemaps_and_feeds_announce_the_site_s_pages() {
+        // Answers name the authority asked for, as a site's absolute URLs do.
+        let router = Router::new().fallback(|request: Request| async move {
+            let host =
+                request.headers().get("host").and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
+            match request.uri().path() {
+                "/robots.txt" => {
+                    "User-agent: *\nSitemap: /relative-is-no-url\nSitemap: http://other.example/s.xml\n\
+                                  Sitemap: http://a.example/news/sitemap.xml\n"
+                        .into_response()
+                }
+                "/news/sitemap.xml" => (
+                    [(CONTENT_TYPE, "application/xml")],
+                    format!(
+                        r#"<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+                        <url><loc>http://{host}/news/1.html</loc><lastmod>2024-05-01T10:00:00+02:00</lastmod>
+                        <changefreq>hourly</changefreq><priority>0.9</priority></url>
+                        <url><loc>http://{host}/news/2.html</loc><lastmod>yesterday</lastmod></url>
+                        <url><loc>http://{host}/elsewhere.html</loc></url>
+                        <url><loc>http://b.example/news/3.html</loc></url></urlset>"#
+                    ),
+                )
+                    .into_response(),
+                _ => {
+                    html(r#"<link rel="alternate" type="application/atom+xml" href="/feed.atom"><p>page</p>"#)
+                }
+            }
+        });
+        let address = serve(router).await;
+        let port = address.port();
+        let mut crawler = crawler_with(no_delay(), &["a.example"], CancellationToken::new());
+        let url = |path: &str| format!("http://a.example:{port}{path}");
+        let output = crawler.crawl(vec![pick(&url("/news/sitemap.xml")), pick(&url("/home.html"))]).await;
+
+        // robots.txt's own-host sitemap (the port is the authority's: this one names the
+        // default port, so another host); none on the pick's host, so /sitemap.xml.
+        let named: Vec<(&str, AnnouncingDocument)> =
+            output.announcements.iter().map(|a| (a.page.url.as_str(), a.document)).collect();
+        assert_eq!(named, [(url("/sitemap.xml").as_str(), AnnouncingDocument::RobotsTxt)]);
+        let sitemap = &output.crawled[0].announcements;
+        let pages: Vec<&str> = sitemap.iter().map(|a| a.page.url.as_str()).collect();
+        assert_eq!(pages, [url("/news/1.html"), url("/news/2.html")].each_ref().map(String::as_str));
+        assert!(sitemap
+            .iter()
+            .all(|a| a.document == AnnouncingDocument::Sitemap && a.source.url == url("/news/sitemap.xml")));
+        assert_eq!(sitemap[0].claimed_modified_ms, Some(1_714_550_400_000));
+        assert_eq!(sitemap[0].change_frequency, Some(recrawl_schemas::ClaimedChangeFrequency::Hourly));
+        assert_eq!(sitemap[0].priority, Some(0.9));
+        assert_eq!((sitemap[1].claimed_modified_ms, sitemap[1].depth), (None, 1));
+        let feeds: Vec<&str> = output.crawled[1].announcements.iter().map(|a| a.page.url.as_str()).collect();
+        assert_eq!(feeds, [url("/feed.atom").as_str()]);
+        let metrics = &crawler.shared.metrics;
+        let announced = |result: &str| metrics.announcements.with_label_values(&[result]).get();
+        assert_eq!(announced("published"), 4);
+        assert_eq!(
+            announced("out_of_scope"),
+            2 + 2,
+            "a path and a host outside the sitemap's; two robots lines"
+        );
+        assert_eq!(announced("bad_value"), 1);
+        assert_eq!(metrics.announcing_documents.with_label_values(&["sitemap", "read"]).get(), 1);
     }
 
     #[tokio::test]

@@ -116,6 +116,10 @@ pub struct FetchConfig {
     pub resolver: GuardedResolver,
 }
 
+/// Pages, and the sitemaps and feeds that announce them.
+pub const DEFAULT_CONTENT_TYPES: &str = "text/html,application/xhtml+xml,application/xml,text/xml,\
+    application/rss+xml,application/atom+xml,application/gzip,application/x-gzip";
+
 impl Default for FetchConfig {
     fn default() -> Self {
         Self {
@@ -124,7 +128,7 @@ impl Default for FetchConfig {
             max_redirects: 5,
             max_body_bytes: 8 * 1024 * 1024,
             user_agent: "recrawl/0.1".to_owned(),
-            content_types: vec!["text/html".to_owned(), "application/xhtml+xml".to_owned()],
+            content_types: DEFAULT_CONTENT_TYPES.split(',').map(str::to_owned).collect(),
             idle_connections_per_host: 1,
             max_idle_hosts: 256,
             idle_timeout: Duration::from_secs(10),

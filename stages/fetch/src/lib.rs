@@ -5,6 +5,8 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
 
 pub mod address;
+pub mod announce;
+pub mod announcements;
 mod clock;
 pub mod crawl;
 pub mod http;
@@ -22,13 +24,14 @@ use recrawl_common::runtime::{run_stage, DeadLetterKind, Emitter, RuntimeError, 
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_model::PeriodClock;
-use recrawl_schemas::topics::{DEAD_LETTER, FETCH, FETCH_RESULTS, LINKS};
+use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, FETCH, FETCH_RESULTS, LINKS};
 use recrawl_schemas::{DiscoveredLinks, PagePick, PageRef};
 
 use crate::address::{parse_allowed_network, parse_resolve, AddressPolicy, GuardedResolver};
+use crate::announce::AnnouncementLimits;
 use crate::crawl::{CrawlSettings, Crawled, Crawler};
 pub use crate::http::RESULT_OVERHEAD_BYTES;
-use crate::http::{FetchConfig, Fetcher, MAX_REDIRECTS};
+use crate::http::{FetchConfig, Fetcher, DEFAULT_CONTENT_TYPES, MAX_REDIRECTS};
 use crate::links::{LinkFilter, MAX_FRAMES};
 use crate::metrics::FetchMetrics;
 use crate::robots::RobotsLifetimes;
@@ -84,12 +87,13 @@ pub struct HttpArgs {
     #[arg(long, env = "RECRAWL_FETCH_USER_AGENT", default_value = "recrawl/0.1")]
     pub user_agent: String,
     /// Media types whose bodies are read (comma-separated prefixes); others are recorded
-    /// as unsupported_type without their body.
+    /// as unsupported_type without their body. The XML and gzip types are those of
+    /// sitemaps and feeds, whose announced pages are published.
     #[arg(
         long,
         env = "RECRAWL_FETCH_CONTENT_TYPES",
         value_delimiter = ',',
-        default_value = "text/html,application/xhtml+xml"
+        default_value = DEFAULT_CONTENT_TYPES
     )]
     pub content_types: Vec<String>,
     /// Networks the fetcher may connect to although they are loopback, private,
@@ -244,6 +248,10 @@ impl FetchArgs {
             robots_capacity: p.robots_cache_origins,
             robots_cache_bytes: p.robots_cache_bytes,
             user_agent: self.http.user_agent.clone(),
+            announcement_limits: AnnouncementLimits {
+                max_url_bytes: crate::http::MAX_URL_BYTES,
+                ..AnnouncementLimits::default()
+            },
         }
     }
 
@@ -261,7 +269,7 @@ pub struct Fetch {
 
 impl Fetch {
     fn emit(&self, crawled: Crawled, out: &mut Emitter) -> Result<(), StageError> {
-        let Crawled { result, links } = crawled;
+        let Crawled { result, links, announcements } = crawled;
         self.metrics.picks.with_label_values(&[result.outcome.as_str()]).inc();
         for rejection in &links.rejected {
             self.metrics.links.with_label_values(&[rejection.as_str()]).inc();
@@ -283,6 +291,9 @@ impl Fetch {
             };
             out.send(LINKS, &discovered)?;
         }
+        for announcement in &announcements {
+            out.send(ANNOUNCEMENTS, announcement)?;
+        }
         out.send(FETCH_RESULTS, &result)
     }
 }
@@ -294,7 +305,8 @@ impl Stage for Fetch {
 
     const NAME: &'static str = STAGE;
     const INPUTS: &'static [&'static str] = &[FETCH.name];
-    const OUTPUTS: &'static [&'static str] = &[FETCH.name, FETCH_RESULTS.name, LINKS.name, DEAD_LETTER];
+    const OUTPUTS: &'static [&'static str] =
+        &[FETCH.name, FETCH_RESULTS.name, LINKS.name, ANNOUNCEMENTS.name, DEAD_LETTER];
 
     async fn handle(
         &mut self,
@@ -318,6 +330,9 @@ impl Stage for Fetch {
             self.metrics.oldest_period_in_flight.set(i64::try_from(oldest).unwrap_or(i64::MAX));
         }
         let output = self.crawler.crawl(picks).await;
+        for announcement in &output.announcements {
+            out.send(ANNOUNCEMENTS, announcement)?;
+        }
         for crawled in output.crawled {
             self.emit(crawled, out)?;
         }

@@ -46,6 +46,9 @@ pub struct ExtractedLink {
 pub struct PageLinks {
     /// Links that pass the filter, in order of first occurrence.
     pub links: Vec<ExtractedLink>,
+    /// Feeds the page names (`<link rel="alternate">` of an RSS or Atom type), in order,
+    /// distinct, at most [`MAX_FEEDS`].
+    pub feeds: Vec<Url>,
     /// `<frame src>` documents, in order, distinct, at most [`MAX_FRAMES`]: their links
     /// count as the page's own.
     pub frames: Vec<Url>,
@@ -80,6 +83,8 @@ pub const MAX_RESOLVED_BYTES: usize = 64 << 20;
 /// Frames kept as documents per page; past it a frame is a plain link. Well above what
 /// the stage fetches (`--max-frames`), so the cap only bounds a hostile page.
 pub const MAX_FRAMES: usize = 64;
+/// Feeds kept per page: a site has a few (all items, comments, a category or two).
+pub const MAX_FEEDS: usize = 8;
 
 impl PageLinks {
     /// Adds a frame document's links to its framing page's: new URLs after the page's
@@ -143,7 +148,8 @@ impl PageLinks {
         // A hash set's or map's entry with its control byte, at its fullest load.
         const HASHED_BYTES: usize = 2 * size_of::<(u64, usize)>();
         let links = self.links.iter().map(|link| link.url.len().saturating_add(size_of::<ExtractedLink>()));
-        let frames = self.frames.iter().map(|frame| frame.as_str().len().saturating_add(size_of::<Url>()));
+        let frames = self.frames.iter().chain(&self.feeds);
+        let frames = frames.map(|frame| frame.as_str().len().saturating_add(size_of::<Url>()));
         let rejected = self.rejected.len().saturating_mul(size_of::<Rejection>());
         let hashed = [self.kept.len(), self.sighted.len(), self.framed.len()]
             .into_iter()
@@ -159,6 +165,13 @@ impl PageLinks {
 
     /// Keeps `url` as a frame document if it is new and there is room; a frame past
     /// [`MAX_FRAMES`] is a plain link.
+    fn add_feed(&mut self, url: Url) {
+        let fits = matches!(url.scheme(), "http" | "https") && url.as_str().len() <= MAX_URL_BYTES;
+        if fits && self.feeds.len() < MAX_FEEDS && !self.feeds.contains(&url) {
+            self.feeds.push(url);
+        }
+    }
+
     fn add_frame(&mut self, url: Url, filter: &LinkFilter, depth: u32) {
         let hash = self.hasher.hash_one(url.as_str());
         if self.framed.contains(&hash) {
@@ -194,7 +207,7 @@ pub fn extract_links(page_url: &Url, html: &[u8], filter: &LinkFilter, depth: u3
     let mut collector = LinkCollector::new(page_url, filter, depth);
     let settings = Settings {
         element_content_handlers: vec![element!(
-            "a[href], area[href], base[href], meta[http-equiv][content], frame[src]",
+            "a[href], area[href], base[href], meta[http-equiv][content], frame[src], link[rel][href]",
             |el| {
                 collector.visit(el);
                 if collector.found.cut_short {
@@ -229,6 +242,19 @@ pub fn links_json(base: &Url, html: &[u8], filter: &LinkFilter) -> String {
     json
 }
 
+/// `<link rel="alternate" type="application/rss+xml">` or Atom's type: a feed of the page's
+/// site. Other `<link>`s (style sheets, icons, canonical) are no pages to crawl.
+fn is_feed_link(element: &Element<'_, '_>) -> bool {
+    let alternate = element
+        .get_attribute("rel")
+        .is_some_and(|rel| rel.split_ascii_whitespace().any(|token| token.eq_ignore_ascii_case("alternate")));
+    let feed_type = element.get_attribute("type").is_some_and(|kind| {
+        let essence = kind.split(';').next().unwrap_or_default().trim();
+        ["application/rss+xml", "application/atom+xml"].iter().any(|feed| essence.eq_ignore_ascii_case(feed))
+    });
+    alternate && feed_type
+}
+
 /// Accumulates links while lol_html walks the page.
 struct LinkCollector<'a> {
     filter: &'a LinkFilter,
@@ -261,6 +287,15 @@ impl<'a> LinkCollector<'a> {
                 }
             }
             "base" => self.set_base(element),
+            // A page's feed: announced, and read as announcements of the site's pages once
+            // fetched. Not a link: feeds are no pages, and their paths end in anything.
+            "link" if is_feed_link(element) => {
+                if let Some(href) = element.get_attribute("href") {
+                    if let Some(url) = self.resolve(&decode_character_references(&href)) {
+                        self.found.add_feed(url);
+                    }
+                }
+            }
             "meta" if is_refresh(element) => {
                 if let Some(content) = element.get_attribute("content") {
                     if let Some(target) = refresh_target(&decode_character_references(&content)) {
@@ -415,6 +450,23 @@ mod tests {
                 "http://cdn.example.net/lib",
             ]
         );
+    }
+
+    #[test]
+    fn a_page_s_feeds_are_links_and_its_other_link_elements_are_not() {
+        let found = extract_links(
+            &page(),
+            br#"<head><link rel="stylesheet" href="/style.css"><link rel="canonical" href="/c">
+            <link rel="alternate" type="application/rss+xml" href="/feed.rss">
+            <LINK REL="Alternate home" TYPE="Application/Atom+XML; charset=utf-8" HREF="atom.xml">
+            <link rel="alternate" hreflang="fr" href="/fr/"><link rel="alternate" type="text/html" href="/m">
+            <link rel="alternate" type="application/rss+xml" href="/feed.rss">"#,
+            &LinkFilter::default(),
+            1,
+        );
+        let feeds: Vec<&str> = found.feeds.iter().map(Url::as_str).collect();
+        assert_eq!(feeds, ["http://example.com/feed.rss", "http://example.com/dir/atom.xml"]);
+        assert!(found.links.is_empty(), "{:?}", found.links);
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub struct FetchMetrics {
     pub out_of_descriptors: IntCounter,
     /// Origins whose connections the pool may hold idle.
     pub idle_connections: IntGauge,
+    /// Pages announced in sitemaps, feeds and robots.txt: `published`, or why dropped.
+    pub announcements: IntCounterVec,
+    /// Sitemaps and feeds read, by document and whether read whole, cut short or refused.
+    pub announcing_documents: IntCounterVec,
 }
 
 impl FetchMetrics {
@@ -138,6 +142,26 @@ impl FetchMetrics {
                     "Origins whose connections the pool may keep idle (at most --max-idle-connections).",
                 )?,
             )?,
+            announcements: registered(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "fetch_announcements_total",
+                        "Pages announced by sitemaps, feeds and robots.txt: published, or why dropped (bad_url, out_of_scope, over_count, duplicate; bad_value: published without a claim that did not parse).",
+                    ),
+                    &["result"],
+                )?,
+            )?,
+            announcing_documents: registered(
+                registry,
+                IntCounterVec::new(
+                    Opts::new(
+                        "fetch_announcing_documents_total",
+                        "Sitemaps, feeds, robots.txt files and pages that announced pages, by document and result (read, cut_short at a limit or at malformed XML, refused).",
+                    ),
+                    &["document", "result"],
+                )?,
+            )?,
         };
         // Every series a counter can take is exported at 0 from the start, so an alert
         // sees the first increment.
@@ -154,6 +178,9 @@ impl FetchMetrics {
         }
         for outcome in ["downloaded", "failed"] {
             metrics.frames.with_label_values(&[outcome]).reset();
+        }
+        for result in ["published"].iter().chain(&crate::announcements::Dropped::LABELS) {
+            metrics.announcements.with_label_values(&[result]).reset();
         }
         Ok(metrics)
     }

@@ -122,6 +122,14 @@ impl RobotsRules {
         Duration::try_from_secs_f32(seconds.min(MAX_CRAWL_DELAY.as_secs_f32())).ok()
     }
 
+    /// The sitemap URLs the file names, as written.
+    pub fn sitemaps(&self) -> &[String] {
+        match self {
+            Self::Parsed { robot, .. } => &robot.sitemaps,
+            _ => &[],
+        }
+    }
+
     /// Why `url` is denied, for the result's `error`.
     pub fn denial(&self) -> String {
         match self {
