@@ -34,9 +34,10 @@ use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_model::{DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 use recrawl_schemas::messages::bounds;
-use recrawl_schemas::topics::{DEAD_LETTER, ESTIMATES, FETCH, LINKS};
+use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{
-    normalise_url, url_key, DiscoveredLinks, FetchOutcome, PageEstimate, PagePick, PageRef, PickReason,
+    normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome, PageAnnouncement,
+    PageEstimate, PagePick, PageRef, PickReason,
 };
 use thiserror::Error;
 
@@ -262,6 +263,7 @@ struct SchedulerMetrics {
     day_tables: IntGauge,
     estimates: IntCounterVec,
     links: IntCounterVec,
+    announcements: IntCounterVec,
     choose_seconds: Histogram,
     frontier_dropped: IntCounterVec,
     sites: IntGauge,
@@ -322,6 +324,13 @@ impl SchedulerMetrics {
                 Opts::new("scheduler_links_total", "Links received, by what they did to the frontier."),
                 &["outcome"],
             )?)?,
+            announcements: registered(registry, IntCounterVec::new(
+                Opts::new(
+                    "scheduler_announcements_total",
+                    "Pages announced by sitemaps, feeds and robots.txt, by the document that named them; each counts as a link from it (scheduler_links_total).",
+                ),
+                &["document"],
+            )?)?,
             choose_seconds: registered(registry, Histogram::with_opts(
                 HistogramOpts::new("scheduler_choose_seconds", "Time to choose one period's picks.")
                     .buckets(prometheus::exponential_buckets(0.0005, 4.0, 10)?),
@@ -341,6 +350,9 @@ impl SchedulerMetrics {
         };
         for cap in ["site", "total"] {
             metrics.frontier_dropped.with_label_values(&[cap]).reset();
+        }
+        for document in recrawl_schemas::AnnouncingDocument::ALL {
+            metrics.announcements.with_label_values(&[document.as_str()]).reset();
         }
         // At 0 from the start, so an alert sees the first of each.
         for reason in ["refresh", "discovery"] {
@@ -371,6 +383,8 @@ pub struct Scheduler {
     plan: PlanSettings,
     book_settings: BookSettings,
     link_rules: LinkRules,
+    /// `link_rules` for the sitemaps and feeds sites name.
+    document_rules: LinkRules,
     max_per_site: u32,
     caps: FrontierCaps,
     pending_seeds: Vec<String>,
@@ -444,13 +458,48 @@ impl Scheduler {
         (caps, backed_off)
     }
 
+    /// A page a site announced enters the frontier as a link from the sitemap or feed
+    /// that named it; a sitemap or feed named by robots.txt, an index or a page is held to
+    /// the link rules for documents.
+    fn apply_announcement(
+        &mut self,
+        announcement: &PageAnnouncement,
+        partition: i32,
+    ) -> Result<(), BookFull> {
+        let link = DiscoveredLinks {
+            page: announcement.page.clone(),
+            source: Some(announcement.source.clone()),
+            occurrences: 1,
+            period: announcement.period,
+            depth: announcement.depth,
+        };
+        let document = matches!(
+            announcement.document,
+            AnnouncingDocument::RobotsTxt | AnnouncingDocument::SitemapIndex | AnnouncingDocument::Page
+        );
+        self.metrics.announcements.with_label_values(&[announcement.document.as_str()]).inc();
+        self.apply_link_as(&link, partition, document)
+    }
+
     fn apply_link(&mut self, link: &DiscoveredLinks, partition: i32) -> Result<(), BookFull> {
+        self.apply_link_as(link, partition, false)
+    }
+
+    /// Counts a link into the frontier, under the link rules for documents (sitemaps and
+    /// feeds) or for pages.
+    fn apply_link_as(
+        &mut self,
+        link: &DiscoveredLinks,
+        partition: i32,
+        document: bool,
+    ) -> Result<(), BookFull> {
+        let rules = if document { &self.document_rules } else { &self.link_rules };
         let (site_cap, site_share) = (self.site_cap(), self.frontier_site_share());
         // A URL new to the instance, from a page (seeds are the operator's), that the
         // link rules would take: the frontier's caps decide.
         let new = link.source.is_some()
             && self.books.get(&partition).is_none_or(|book| book.find(&link.page.url).is_none())
-            && self.link_rules.check(&link.page.url, link.depth).is_ok();
+            && rules.check(&link.page.url, link.depth).is_ok();
         if new {
             let admits = |s: &Self| s.caps.admits(&s.hosts, &link.page.host, s.frontier_len(), site_share);
             let mut verdict = admits(self);
@@ -466,9 +515,10 @@ impl Scheduler {
             }
         }
         let frontier = self.frontier_len();
-        let Self { books, hosts, link_rules, book_settings, caps, .. } = self;
+        let Self { books, hosts, link_rules, document_rules, book_settings, caps, .. } = self;
+        let rules = if document { document_rules } else { link_rules };
         let book = books.entry(partition).or_default();
-        let linked = book.apply_link(hosts, link, link_rules, site_cap, book_settings);
+        let linked = book.apply_link(hosts, link, rules, site_cap, book_settings);
         if let (Ok(Linked::Discovered), Some(host)) = (&linked, hosts.find(&link.page.host)) {
             caps.entered(hosts, host, frontier.saturating_add(1), site_share);
         }
@@ -625,7 +675,7 @@ impl Stage for Scheduler {
     type State = SchedulerState;
 
     const NAME: &'static str = STAGE;
-    const INPUTS: &'static [&'static str] = &[ESTIMATES.name, LINKS.name];
+    const INPUTS: &'static [&'static str] = &[ESTIMATES.name, LINKS.name, ANNOUNCEMENTS.name];
     const OUTPUTS: &'static [&'static str] = &[FETCH.name, LINKS.name, DEAD_LETTER];
 
     async fn handle(
@@ -649,6 +699,10 @@ impl Stage for Scheduler {
                 out.decode_keyed(&record, LINKS)
                     .filter(|link| in_time(out, link.period))
                     .map(|link| self.apply_link(&link, record.partition))
+            } else if record.input == ANNOUNCEMENTS.name {
+                out.decode_keyed(&record, ANNOUNCEMENTS)
+                    .filter(|announcement| in_time(out, announcement.period))
+                    .map(|announcement| self.apply_announcement(&announcement, record.partition))
             } else {
                 out.decode_keyed(&record, ESTIMATES)
                     .filter(|estimate| in_time(out, estimate.period.max(estimate.last_request.period)))
@@ -783,6 +837,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
             .and_then(|()| args.book_settings())
             .map_err(SetupError::settings)?,
         link_rules: args.links.clone(),
+        document_rules: args.links.for_documents(),
         max_per_site: args.link_max_per_site,
         caps: FrontierCaps::new(args.frontier),
         pending_seeds,
@@ -819,6 +874,7 @@ pub(crate) mod tests {
             plan: PlanSettings { period_ms: 1000, ..PlanSettings::default() },
             book_settings: BookSettings::default(),
             link_rules: LinkRules::default(),
+            document_rules: LinkRules::default().for_documents(),
             max_per_site: 3000,
             caps: FrontierCaps::default(),
             pending_seeds: Vec::new(),
