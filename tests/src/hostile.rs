@@ -1,8 +1,10 @@
 //! A web server on 127.0.0.1 that misbehaves in each way a site on the web can: bodies
 //! that never end, exceed the limit, trickle, or inflate; 100 KB of headers; a redirect
 //! loop; bytes that are not the encoding they claim; a connection closed mid-response; and
-//! robots.txt files of 10 MB or with absurd Crawl-delays. HTTP/1.1 is written by hand so
-//! that the server can break the protocol as such sites do.
+//! robots.txt files of 10 MB or with absurd Crawl-delays; sitemaps that declare entities
+//! (a billion laughs, an external entity), inflate to 1 GB, name themselves, or name other
+//! hosts' pages. HTTP/1.1 is written by hand so that the server can break the protocol as
+//! such sites do.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -21,7 +23,7 @@ pub struct Hostility {
 }
 
 /// Every misbehaviour the server knows.
-pub const HOSTILITIES: [Hostility; 14] = [
+pub const HOSTILITIES: [Hostility; 19] = [
     Hostility { name: "an endless body", host: "endless.hostile.test", path: "/page.html" },
     Hostility { name: "a body over the limit", host: "huge.hostile.test", path: "/page.html" },
     Hostility { name: "1 byte per second", host: "slow.hostile.test", path: "/page.html" },
@@ -36,7 +38,62 @@ pub const HOSTILITIES: [Hostility; 14] = [
     Hostility { name: "Crawl-delay: NaN", host: "delay-nan.hostile.test", path: "/page.html" },
     Hostility { name: "Crawl-delay: 10^19", host: "delay-huge.hostile.test", path: "/page.html" },
     Hostility { name: "a 10 MB robots.txt", host: "robots-10mb.hostile.test", path: "/page.html" },
+    Hostility { name: "a billion-laughs sitemap", host: "laughs.hostile.test", path: "/sitemap.xml" },
+    Hostility { name: "an external-entity sitemap", host: "xxe.hostile.test", path: "/sitemap.xml" },
+    Hostility { name: "a 1 GB gzip sitemap", host: "sitemap-bomb.hostile.test", path: "/sitemap.xml.gz" },
+    Hostility {
+        name: "a sitemap index naming itself",
+        host: "self-index.hostile.test",
+        path: "/sitemap.xml",
+    },
+    Hostility {
+        name: "a sitemap of other hosts' pages",
+        host: "elsewhere.hostile.test",
+        path: "/sitemap.xml",
+    },
 ];
+
+/// What the gzip sitemap inflates to: the same entry over and over, 25 million times.
+const SITEMAP_BOMB_INFLATED_BYTES: usize = 1 << 30;
+
+/// The 1 GB gzip sitemap, made once on first request (about a megabyte on the wire).
+fn sitemap_bomb() -> &'static [u8] {
+    static BOMB: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    BOMB.get_or_init(|| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let head = "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">";
+        encoder.write_all(head.as_bytes()).expect("in memory");
+        let entry = "<url><loc>http://sitemap-bomb.hostile.test/a.html</loc></url>";
+        let chunk = entry.repeat((1 << 20) / entry.len());
+        for _ in 0..SITEMAP_BOMB_INFLATED_BYTES / chunk.len() {
+            encoder.write_all(chunk.as_bytes()).expect("in memory");
+        }
+        encoder.finish().expect("in memory")
+    })
+}
+
+/// A sitemap declaring nested entities that would expand to 10^9 copies of "lol".
+const BILLION_LAUGHS: &str = r#"<?xml version="1.0"?>
+<!DOCTYPE urlset [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://laughs.hostile.test/&lol9;</loc></url></urlset>
+"#;
+
+/// A sitemap whose entry would be the server's password file, were entities expanded.
+const EXTERNAL_ENTITY: &str = r#"<?xml version="1.0"?>
+<!DOCTYPE urlset [<!ENTITY secret SYSTEM "file:///etc/passwd">]>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://xxe.hostile.test/&secret;</loc></url></urlset>
+"#;
 
 /// Bytes inflated from the gzip bomb: far over any body limit, from 64 KB on the wire.
 const BOMB_INFLATED_BYTES: usize = 64 << 20;
@@ -99,11 +156,12 @@ async fn serve(mut stream: TcpStream, bomb: &[u8]) -> std::io::Result<()> {
     }
     let head = String::from_utf8_lossy(&head);
     let path = head.split_whitespace().nth(1).unwrap_or("/");
-    let host = head
+    let authority = head
         .lines()
         .find_map(|line| line.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("host")))
-        .map(|(_, value)| value.trim().split(':').next().unwrap_or_default().to_owned())
+        .map(|(_, value)| value.trim().to_owned())
         .unwrap_or_default();
+    let host = authority.split(':').next().unwrap_or_default().to_owned();
 
     if path == "/robots.txt" {
         let delay = match host.split('.').next().unwrap_or_default() {
@@ -170,6 +228,28 @@ async fn serve(mut stream: TcpStream, bomb: &[u8]) -> std::io::Result<()> {
             // EUC-KR bytes and a UTF-8 sequence.
             let body = b"<meta charset=\"euc-kr\"><p>caf\xe9 \xc7\xd1\xb1\xb9 \xe2\x82\xac</p>";
             answer(&mut stream, "200 OK", "text/html; charset=utf-8", &[], body).await
+        }
+        "laughs" => answer(&mut stream, "200 OK", "application/xml", &[], BILLION_LAUGHS.as_bytes()).await,
+        "xxe" => answer(&mut stream, "200 OK", "application/xml", &[], EXTERNAL_ENTITY.as_bytes()).await,
+        "sitemap-bomb" => {
+            let bomb = tokio::task::spawn_blocking(sitemap_bomb).await.map_err(std::io::Error::other)?;
+            answer(&mut stream, "200 OK", "application/gzip", &[], bomb).await
+        }
+        "self-index" => {
+            let index = format!(
+                "<?xml version=\"1.0\"?><sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
+                 <sitemap><loc>http://{authority}/sitemap.xml</loc></sitemap></sitemapindex>"
+            );
+            answer(&mut stream, "200 OK", "application/xml", &[], index.as_bytes()).await
+        }
+        "elsewhere" => {
+            let entries: String = (0..1000)
+                .map(|n| format!("<url><loc>http://victim{n}.example/page.html</loc></url>"))
+                .collect();
+            let sitemap = format!(
+                "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">{entries}</urlset>"
+            );
+            answer(&mut stream, "200 OK", "application/xml", &[], sitemap.as_bytes()).await
         }
         "closes" => {
             stream

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::http::{header, StatusCode, Uri};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{AppendHeaders, IntoResponse, Response};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +44,9 @@ pub struct SiteConfig {
     /// How many other ordinary pages each ordinary page links to (capped at
     /// `pages - 1`).
     pub links_per_page: usize,
+    /// Pages `/listed/{k}.html` that no page links to: only `[`SITEMAP_PATH`]` names
+    /// them, which robots.txt names. 0: no robots.txt and no sitemap.
+    pub listed_only: usize,
 }
 
 /// When the pages that never change were written, as their `Last-Modified` says.
@@ -185,6 +188,9 @@ enum Route {
     Home,
     Page(usize),
     Broken(usize),
+    Listed(usize),
+    Robots,
+    Sitemap,
     NotFound,
 }
 
@@ -199,12 +205,23 @@ impl Route {
         if let Some(j) = numbered(path, "/broken/", config.failing_pages) {
             return Route::Broken(j);
         }
+        if let Some(k) = numbered(path, "/listed/", config.listed_only) {
+            return Route::Listed(k);
+        }
+        if config.listed_only > 0 && path == "/robots.txt" {
+            return Route::Robots;
+        }
+        if config.listed_only > 0 && path == SITEMAP_PATH {
+            return Route::Sitemap;
+        }
         Route::NotFound
     }
 
     fn status(self) -> StatusCode {
         match self {
-            Route::Home | Route::Page(_) => StatusCode::OK,
+            Route::Home | Route::Page(_) | Route::Listed(_) | Route::Robots | Route::Sitemap => {
+                StatusCode::OK
+            }
             Route::Broken(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Route::NotFound => StatusCode::NOT_FOUND,
         }
@@ -225,7 +242,7 @@ fn numbered(path: &str, prefix: &str, limit: usize) -> Option<usize> {
     digits.parse().ok().filter(|&n| n < limit)
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
+async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri) -> Response {
     let path = uri.path();
     let route = Route::parse(path, &shared.config);
     let version = shared.record(path, route);
@@ -240,6 +257,22 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
                 (shared.change_every(i) == 0).then_some((header::LAST_MODIFIED, STATIC_PAGES_MODIFIED));
             (status, content_type, [(header::ETAG, etag)], AppendHeaders(dated), body).into_response()
         }
+        Route::Listed(k) => (
+            status,
+            content_type,
+            format!("<!doctype html><title>Listed {k}</title><p>Only the sitemap names me.</p>\n"),
+        )
+            .into_response(),
+        Route::Robots => (
+            status,
+            [(header::CONTENT_TYPE, "text/plain")],
+            format!("User-agent: *\nDisallow: /nowhere/\nSitemap: http://{}{SITEMAP_PATH}\n", host(&headers)),
+        )
+            .into_response(),
+        Route::Sitemap => {
+            (status, [(header::CONTENT_TYPE, "application/xml")], sitemap_xml(&shared.config, host(&headers)))
+                .into_response()
+        }
         Route::Broken(j) => (
             status,
             content_type,
@@ -251,6 +284,29 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
                 .into_response()
         }
     }
+}
+
+/// Where the sitemap is: under a directory, so its scope is that directory's.
+pub const SITEMAP_PATH: &str = "/listed/sitemap.xml";
+
+/// The authority the request named, for absolute URLs back to this site.
+fn host(headers: &HeaderMap) -> &str {
+    headers.get(header::HOST).and_then(|value| value.to_str().ok()).unwrap_or("127.0.0.1")
+}
+
+/// The sitemap of the listed pages (a sitemap names only URLs under its own directory).
+fn sitemap_xml(config: &SiteConfig, host: &str) -> String {
+    let mut xml = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n",
+    );
+    for k in 0..config.listed_only {
+        xml.push_str(&format!(
+            "<url><loc>http://{host}/listed/{k}.html</loc><lastmod>2024-05-0{}</lastmod><changefreq>daily</changefreq></url>\n",
+            k % 9 + 1
+        ));
+    }
+    xml.push_str("</urlset>\n");
+    xml
 }
 
 fn home_html(config: &SiteConfig) -> String {
@@ -352,7 +408,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn config(pages: usize, change_every: Vec<u32>) -> SiteConfig {
-        SiteConfig { pages, change_every, failing_pages: 2, links_per_page: 3 }
+        SiteConfig { pages, change_every, failing_pages: 2, links_per_page: 3, listed_only: 0 }
     }
 
     fn client() -> reqwest::Client {

@@ -723,6 +723,26 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
             },
         );
     }
+    // The hostile sitemaps were read within their bounds and counted, not expanded.
+    let metrics = stages[0].metrics(&client).await;
+    let documents = |document: &str, result: &str| {
+        let name = format!(
+            "recrawl_fetch_announcing_documents_total{{document=\"{document}\",result=\"{result}\",stage=\"fetch\"}}"
+        );
+        series(&metrics, &name).unwrap_or_default()
+    };
+    assert!(
+        documents("unknown", "refused") >= 2.0,
+        "the billion laughs and the external entity were not refused:\n{metrics}"
+    );
+    let announced = |result: &str| {
+        series(&metrics, &format!("recrawl_fetch_announcements_total{{result=\"{result}\",stage=\"fetch\"}}"))
+            .unwrap_or_default()
+    };
+    assert!(announced("out_of_scope") >= 1000.0, "other hosts' pages were not dropped:\n{metrics}");
+    // The bomb's 25 million entries are one page: read up to 50 MB, the rest not inflated.
+    assert!(announced("duplicate") >= 1.0, "{metrics}");
+    assert!(documents("sitemap", "cut_short") >= 1.0, "the 1 GB sitemap was not cut short:\n{metrics}");
     let before = estimates_so_far(&seen);
     progress_after(&seen, before, "the hostile web").await;
     drop(hostile);

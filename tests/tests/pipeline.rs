@@ -15,10 +15,11 @@ use recrawl_e2e::site::{DemoSite, SiteConfig, STATIC_PAGES_MODIFIED};
 use recrawl_e2e::{kafka_flags, metric, parse_args, repository_file, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::envelope::schema_tag;
 use recrawl_schemas::topics::{
-    CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
+    ANNOUNCEMENTS, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
 };
 use recrawl_schemas::{
-    ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick, PickReason,
+    AnnouncingDocument, ChangeEvent, DiscoveredLinks, FetchOutcome, FetchResult, GroupDistribution,
+    PageAnnouncement, PageEstimate, PagePick, PickReason,
 };
 
 const PERIOD_MS: u64 = 1000;
@@ -31,6 +32,7 @@ struct Seen {
     changes: Vec<ChangeEvent>,
     estimates: Vec<PageEstimate>,
     links: Vec<recrawl_schemas::DiscoveredLinks>,
+    announcements: Vec<PageAnnouncement>,
     dead_letters: Vec<(String, String)>,
     /// Messages on a pipeline topic that are not valid payloads (the injected garbage).
     undecodable: Vec<String>,
@@ -44,6 +46,7 @@ impl Seen {
             Observed::Change(c) => self.changes.push(c),
             Observed::Estimate(e) => self.estimates.push(e),
             Observed::Link(l) => self.links.push(l),
+            Observed::Announcement(a) => self.announcements.push(a),
             Observed::DeadLetter(letter) => self.dead_letters.push((letter.stage, letter.reason)),
             Observed::Undecodable { topic, .. } => self.undecodable.push(topic),
             other => panic!("unexpected message {other:?}"),
@@ -144,11 +147,14 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
         change_every: change_every.clone(),
         failing_pages: 1,
         links_per_page: 2,
+        listed_only: 0,
     })
     .await
     .expect("site");
     let urls = site.all_urls();
-    let m = urls.len();
+    // Every URL and the site's /sitemap.xml, which fetch announces for a site whose
+    // robots.txt names no sitemap (this one's is a 404, and so is that).
+    let m = urls.len() + 1;
     let dir = tempfile::tempdir().expect("tempdir");
     let seeds = dir.path().join("seeds.txt");
     std::fs::write(&seeds, urls.join("\n")).expect("seeds");
@@ -360,10 +366,15 @@ async fn discovery_follows_links_and_never_exceeds_m() {
     let flags = kafka_flags(&broker.bootstrap(), &prefix);
     let kafka: KafkaArgs = parse_args(&flags);
     broker.create_topics(&kafka, 2).await;
-    let site =
-        DemoSite::start(SiteConfig { pages: 12, change_every: vec![2], failing_pages: 0, links_per_page: 3 })
-            .await
-            .expect("site");
+    let site = DemoSite::start(SiteConfig {
+        pages: 12,
+        change_every: vec![2],
+        failing_pages: 0,
+        links_per_page: 3,
+        listed_only: 0,
+    })
+    .await
+    .expect("site");
     let dir = tempfile::tempdir().expect("tempdir");
     let seeds = dir.path().join("seeds.txt");
     std::fs::write(&seeds, format!("# the home page only\n{}\n", site.home_url())).expect("seeds");
@@ -391,5 +402,78 @@ async fn discovery_follows_links_and_never_exceeds_m() {
         seen.picks.iter().filter(|p| p.reason == PickReason::Discovery && p.url != home).collect();
     assert!(!discovered.is_empty(), "pages found only through links were picked: {:?}", seen.picks);
     assert!(discovered.iter().all(|p| p.url.starts_with(&site.base_url())));
+    drop(broker);
+}
+
+/// #50's target: a page that only a sitemap names (robots.txt names the sitemap) is
+/// fetched within two periods of the sitemap's first download, and the announcements are
+/// plain JSON that the published schema accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_only_a_sitemap_names_is_fetched_within_two_periods_of_the_sitemap() {
+    let broker = Broker::start();
+    let prefix = unique_prefix("sitemap");
+    let flags = kafka_flags(&broker.bootstrap(), &prefix);
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 2).await;
+    let listed = 3;
+    let site = DemoSite::start(SiteConfig {
+        pages: 4,
+        change_every: vec![0],
+        failing_pages: 0,
+        links_per_page: 2,
+        listed_only: listed,
+    })
+    .await
+    .expect("site");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, format!("{}\n", site.home_url())).expect("seeds");
+
+    let (stages, scheduler) = start_pipeline(&flags, 4, &seeds, &[]).await;
+    let observer =
+        Observer::new(&kafka.cluster, &[FETCH_RESULTS.name, ANNOUNCEMENTS.name]).await.expect("observer");
+    let mut seen = Seen::default();
+    let base = site.base_url();
+    let listed_urls: Vec<String> = (0..listed).map(|k| format!("{base}/listed/{k}.html")).collect();
+    let sitemap = format!("{base}{}", recrawl_e2e::site::SITEMAP_PATH);
+    let downloaded = |seen: &Seen, url: &str| {
+        seen.results
+            .iter()
+            .filter(|r| r.url == url && r.outcome == FetchOutcome::Downloaded)
+            .map(|r| r.period)
+            .min()
+    };
+    observe_until(&observer, &mut seen, "every listed page downloaded", |seen| {
+        listed_urls.iter().all(|url| downloaded(seen, url).is_some())
+    })
+    .await;
+    scheduler.stop().await.expect("scheduler stops cleanly");
+    for stage in stages {
+        stage.stop().await.expect("stage stops cleanly");
+    }
+
+    let sitemap_period = downloaded(&seen, &sitemap).expect("the sitemap was downloaded");
+    for url in &listed_urls {
+        let period = downloaded(&seen, url).expect("listed page downloaded");
+        assert!(
+            period <= sitemap_period + 2,
+            "{url} downloaded in period {period}, the sitemap in {sitemap_period}"
+        );
+    }
+    let named_by = |document: AnnouncingDocument| {
+        seen.announcements.iter().filter(move |a| a.document == document).map(|a| a.page.url.as_str())
+    };
+    assert!(named_by(AnnouncingDocument::RobotsTxt).any(|url| url == sitemap), "{:?}", seen.announcements);
+    let mut from_sitemap: Vec<&str> = named_by(AnnouncingDocument::Sitemap).collect();
+    from_sitemap.sort_unstable();
+    from_sitemap.dedup();
+    assert_eq!(from_sitemap, listed_urls.iter().map(String::as_str).collect::<Vec<_>>());
+    let claimed = seen.announcements.iter().filter(|a| a.document == AnnouncingDocument::Sitemap);
+    assert!(claimed.clone().all(|a| a.claimed_modified_ms.is_some() && a.change_frequency.is_some()));
+    // No page links to the listed ones: they were found through the sitemap alone.
+    let served = site.served();
+    assert!(served.iter().any(|s| s.path == "/robots.txt" && s.status == 200));
+    let records = plain_json_records(&kafka, ANNOUNCEMENTS.name, &schema_tag::<PageAnnouncement>());
+    assert!(records > listed, "{records} announcements read back: the sitemap and the pages it names");
     drop(broker);
 }

@@ -13,9 +13,12 @@ use recrawl_common::admin::{self, AdminError};
 use recrawl_common::config::ClusterArgs;
 use recrawl_common::kafka::{reader_config, ReadErrors, ReadOn};
 use recrawl_schemas::topics::{
-    dead_letter_headers, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
+    dead_letter_headers, ANNOUNCEMENTS, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH,
+    FETCH_RESULTS, LINKS,
 };
-use recrawl_schemas::{ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick};
+use recrawl_schemas::{
+    ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageAnnouncement, PageEstimate, PagePick,
+};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -32,7 +35,7 @@ pub enum ObserveError {
     Unreadable { limit: Duration, last: String },
     #[error("metadata probe: {0}")]
     Join(#[from] tokio::task::JoinError),
-    #[error("unknown topic {0:?}: expected one of fetch, fetch-results, links, change-events, estimates, distributions, dead-letter")]
+    #[error("unknown topic {0:?}: expected one of fetch, fetch-results, links, announcements, change-events, estimates, distributions, dead-letter")]
     UnknownTopic(String),
 }
 
@@ -42,6 +45,7 @@ pub enum Observed {
     Pick(PagePick),
     Result(FetchResult),
     Link(DiscoveredLinks),
+    Announcement(PageAnnouncement),
     Change(ChangeEvent),
     Estimate(PageEstimate),
     Distribution(GroupDistribution),
@@ -60,6 +64,7 @@ impl Observed {
     pub fn json_line(&self) -> String {
         let plain = match self {
             Self::Link(m) => recrawl_schemas::encode(m),
+            Self::Announcement(m) => recrawl_schemas::encode(m),
             Self::Change(m) => recrawl_schemas::encode(m),
             Self::Estimate(m) => recrawl_schemas::encode(m),
             Self::Distribution(m) => recrawl_schemas::encode(m),
@@ -81,6 +86,7 @@ impl Observed {
                 serde_json::to_value(m)
             }
             Self::Link(m) => serde_json::to_value(m),
+            Self::Announcement(m) => serde_json::to_value(m),
             Self::Change(m) => serde_json::to_value(m),
             Self::Estimate(m) => serde_json::to_value(m),
             Self::Distribution(m) => serde_json::to_value(m),
@@ -94,10 +100,11 @@ impl Observed {
 }
 
 /// Topic names (without prefix) an [`Observer`] can watch.
-pub const OBSERVABLE: [&str; 7] = [
+pub const OBSERVABLE: [&str; 8] = [
     FETCH.name,
     FETCH_RESULTS.name,
     LINKS.name,
+    ANNOUNCEMENTS.name,
     CHANGE_EVENTS.name,
     ESTIMATES.name,
     DISTRIBUTIONS.name,
@@ -270,6 +277,7 @@ impl Observer {
             name if name == FETCH.name => FETCH.decode(payload).map(Observed::Pick),
             name if name == FETCH_RESULTS.name => FETCH_RESULTS.decode(payload).map(Observed::Result),
             name if name == LINKS.name => LINKS.decode(payload).map(Observed::Link),
+            name if name == ANNOUNCEMENTS.name => ANNOUNCEMENTS.decode(payload).map(Observed::Announcement),
             name if name == CHANGE_EVENTS.name => CHANGE_EVENTS.decode(payload).map(Observed::Change),
             name if name == ESTIMATES.name => ESTIMATES.decode(payload).map(Observed::Estimate),
             name if name == DISTRIBUTIONS.name => DISTRIBUTIONS.decode(payload).map(Observed::Distribution),

@@ -113,6 +113,7 @@ fn host_of(observed: &Observed) -> Option<&str> {
         Observed::Pick(m) => Some(&m.host),
         Observed::Result(m) => Some(&m.host),
         Observed::Link(m) => Some(&m.page.host),
+        Observed::Announcement(m) => Some(&m.page.host),
         Observed::Change(m) => Some(&m.page.host),
         Observed::Estimate(m) => Some(&m.page.host),
         Observed::Distribution(m) => Some(&m.group),
@@ -135,6 +136,9 @@ pub fn table_row(observed: &Observed, written_ms: Option<i64>) -> String {
             ),
         ),
         Observed::Link(m) => (Some(m.period), format!("link {}", m.page.url)),
+        Observed::Announcement(m) => {
+            (Some(m.period), format!("announced by {} {} {}", m.document.as_str(), m.source.url, m.page.url))
+        }
         Observed::Change(m) => {
             let verdict = match (m.downloaded, m.first_seen, m.changed) {
                 (false, ..) => "not downloaded".to_owned(),
