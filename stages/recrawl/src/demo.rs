@@ -30,6 +30,7 @@ use tokio::process::{Child, Command};
 
 use crate::observe::{Observed, Observer, PeriodTally, Tally};
 use crate::sim::measure::{CopyTracker, Measures};
+use crate::sim::parse_fraction;
 use crate::sim::server::{site_host, PageTruth, SimWebArgs, SimWebServer};
 use crate::sim::simulate::{run_policy, PolicyResult, SimConfig, SimPolicy, SimulatedWeb};
 use crate::sim::web::{Truth, Web, WebParams, WorldKind};
@@ -77,6 +78,12 @@ pub struct DemoArgs {
     /// heavy-tailed or mixed (`docs/algorithms/worlds.md`).
     #[arg(long, value_enum, default_value_t = WorldKind::Web)]
     pub world: WorldKind,
+    /// Share of the simulated sites with a sitemap, named in robots.txt.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub sitemaps: f64,
+    /// Share of a sitemap site's pages that only its sitemap names.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub sitemap_only_share: f64,
     /// Whether requests fail as the estimator paper's Table 1 says (default: on the `web`
     /// world only).
     #[arg(long, action = clap::ArgAction::Set)]
@@ -397,6 +404,8 @@ fn web_args(args: &DemoArgs, epoch_unix_ms: i64, log_dir: &Path) -> anyhow::Resu
         response_dates_share: WebParams::default().response_dates_share,
         stuck_dates_share: WebParams::default().stuck_dates_share,
         world: args.world,
+        sitemaps: args.sitemaps,
+        sitemap_only_share: args.sitemap_only_share,
         failures: args.failures,
         run_periods: args.periods as f64,
         listen: "127.0.0.1:0".parse()?,

@@ -28,6 +28,7 @@ use rand_pcg::Pcg64;
 use recrawl_common::service::print_line;
 use recrawl_common::{format_http_date, http_date_ms, unix_ms};
 use recrawl_diff::criteria::ChangeKind;
+use recrawl_schemas::UtcTime;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -110,6 +111,15 @@ pub struct SimWebArgs {
     /// download, others now and then (default: on the `web` world only).
     #[arg(long, env = "RECRAWL_SIMWEB_FAILURES", action = clap::ArgAction::Set)]
     pub failures: Option<bool>,
+    /// Share of the sites with a sitemap (`/sitemap.xml`, named in robots.txt) listing
+    /// their public pages; its `<lastmod>`s date each page as the site's `Last-Modified`
+    /// does (`--truthful-dates-share` and the others): truthful, the time of the
+    /// request, never moving, or absent.
+    #[arg(long, env = "RECRAWL_SIMWEB_SITEMAPS", default_value_t = 0.0, value_parser = parse_fraction)]
+    pub sitemaps: f64,
+    /// Share of a sitemap site's pages that no page links to: only its sitemap names them.
+    #[arg(long, env = "RECRAWL_SIMWEB_SITEMAP_ONLY_SHARE", default_value_t = 0.0, value_parser = parse_fraction)]
+    pub sitemap_only_share: f64,
     /// Periods the web is meant to be crawled for: where in the run a drifting page's
     /// rate jumps.
     #[arg(long, env = "RECRAWL_SIMWEB_RUN_PERIODS", default_value_t = WebParams::default().run_periods, value_parser = parse_positive)]
@@ -186,6 +196,32 @@ struct Shared {
     texts: Mutex<HashMap<u32, PageText>>,
     served: Mutex<Vec<Served>>,
     shutdown: CancellationToken,
+    sitemaps: Sitemaps,
+}
+
+/// Which sites have a sitemap, and which of their pages only it names: drawn from the
+/// web's seed, apart from the web's own draws.
+#[derive(Debug, Clone, Copy)]
+struct Sitemaps {
+    share: f64,
+    only_share: f64,
+    seed: u64,
+}
+
+impl Sitemaps {
+    fn draw(&self, what: u64, id: u32) -> f64 {
+        Pcg64::seed_from_u64(self.seed ^ what ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .random::<f64>()
+    }
+
+    fn has_sitemap(&self, site: u32) -> bool {
+        self.draw(0x517E_3A95, site) < self.share
+    }
+
+    /// Whether no page links to `page` of `site`.
+    fn only_in_sitemap(&self, site: u32, page: u32) -> bool {
+        self.has_sitemap(site) && self.draw(0x0011_1A7E, page) < self.only_share
+    }
 }
 
 /// A running simulated web; stops on [`SimWebServer::shutdown`] or drop.
@@ -224,6 +260,7 @@ impl SimWebServer {
             texts: Mutex::new(HashMap::new()),
             served: Mutex::new(Vec::new()),
             shutdown: CancellationToken::new(),
+            sitemaps: Sitemaps { share: args.sitemaps, only_share: args.sitemap_only_share, seed },
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let token = shared.shutdown.clone();
@@ -390,8 +427,13 @@ impl Shared {
             apply_change(kind, &mut text.words, share, vocabulary, &mut rng);
         }
         let site = self.web.page(page).site;
-        let links: Vec<String> =
-            self.web.links(page).into_iter().map(|target| self.href(site, target)).collect();
+        let links: Vec<String> = self
+            .web
+            .links(page)
+            .into_iter()
+            .filter(|&target| !self.sitemaps.only_in_sitemap(self.web.page(target).site, target))
+            .map(|target| self.href(site, target))
+            .collect();
         let charset = self.web.site_of(page).charset;
         let html = render_html(&format!("Page {page}"), &text.words, vocabulary, &links, charset.name());
         (text.version, text.changed_at, html)
@@ -420,6 +462,9 @@ impl Shared {
         if path == "/robots.txt" {
             return Route::Robots;
         }
+        if path == "/sitemap.xml" && self.sitemaps.has_sitemap(site) {
+            return Route::Sitemap;
+        }
         if path == "/" {
             return Route::Home;
         }
@@ -438,13 +483,37 @@ impl Shared {
         if delay > 0 {
             body.push_str(&format!("Crawl-delay: {}\n", f64::from(delay) / 1000.0));
         }
+        if self.sitemaps.has_sitemap(site) {
+            body.push_str(&format!("Sitemap: {}/sitemap.xml\n", self.site_url(site)));
+        }
         body
+    }
+
+    /// The site's public pages, each `<lastmod>` as the site dates the page at `at`.
+    fn sitemap(&self, site: u32, at: f64) -> String {
+        let first = site * self.web.params().pages_per_site;
+        let mut xml = String::from(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n",
+        );
+        for page in first..first + self.web.params().pages_per_site {
+            if self.web.page(page).private {
+                continue;
+            }
+            let latest = self.web.changes(page, 0.0).take_while(|&t| t < at).last();
+            let lastmod = self.web.last_modified(page, latest, at).map(|t| self.unix_ms_at(t));
+            let lastmod =
+                lastmod.map_or(String::new(), |ms| format!("<lastmod>{}</lastmod>", UtcTime::from_ms(ms)));
+            xml.push_str(&format!("<url><loc>{}</loc>{lastmod}</url>\n", self.page_url(page)));
+        }
+        xml.push_str("</urlset>\n");
+        xml
     }
 
     /// The home page links to the site's pages in order of their ids' popularity rank.
     fn home_page(&self, site: u32) -> String {
         let first = site * self.web.params().pages_per_site;
         let links: Vec<String> = (first..first + self.web.params().pages_per_site.min(20))
+            .filter(|&page| !self.sitemaps.only_in_sitemap(site, page))
             .map(|page| self.href(site, page))
             .collect();
         render_html(&format!("Site {site}"), &[], &self.vocabularies[0], &links, Charset::Utf8.name())
@@ -500,6 +569,10 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri)
             shared.record(visit.served(StatusCode::OK, None, None));
             ([(header::CONTENT_TYPE, "text/plain")], shared.robots_txt(site)).into_response()
         }
+        Route::Sitemap => {
+            shared.record(visit.served(StatusCode::OK, None, None));
+            ([(header::CONTENT_TYPE, "application/xml")], shared.sitemap(site, visit.at)).into_response()
+        }
         Route::Home => {
             shared.record(visit.served(StatusCode::OK, None, None));
             ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], shared.home_page(site)).into_response()
@@ -540,6 +613,7 @@ impl Visit {
 /// What a path on a site asks for.
 enum Route {
     Robots,
+    Sitemap,
     Home,
     /// A redirect to the page's URL.
     Redirect(u32),
@@ -649,6 +723,8 @@ mod tests {
             response_dates_share: WebParams::default().response_dates_share,
             stuck_dates_share: WebParams::default().stuck_dates_share,
             world: WorldKind::Web,
+            sitemaps: 0.0,
+            sitemap_only_share: 0.0,
             failures: None,
             run_periods: WebParams::default().run_periods,
             listen: "127.0.0.1:0".parse().expect("address"),
@@ -780,6 +856,74 @@ mod tests {
             }
         }
         assert_eq!(kinds.len(), 4, "every kind of server among the sites: {kinds:?}");
+    }
+
+    /// Sitemaps list every public page of their site, dated as the site dates its pages;
+    /// robots.txt names them; no page links to the pages only they name.
+    #[tokio::test]
+    async fn sitemaps_list_their_sites_pages_as_the_site_dates_them() {
+        let server = SimWebServer::start(&SimWebArgs {
+            sitemaps: 0.5,
+            sitemap_only_share: 0.3,
+            truthful_dates_share: 1.0,
+            response_dates_share: 0.0,
+            stuck_dates_share: 0.0,
+            ..args(4)
+        })
+        .await
+        .expect("server");
+        let client = client(&server);
+        let port = server.addr().port();
+        let (mut with_sitemap, mut only_there) = (0, Vec::new());
+        for site in 0..server.web().sites().len() as u32 {
+            let origin = format!("http://{}:{port}", site_host(site));
+            let robots = client.get(format!("{origin}/robots.txt")).send().await.expect("robots");
+            let names_one =
+                robots.text().await.expect("text").contains(&format!("Sitemap: {origin}/sitemap.xml"));
+            let answer = client.get(format!("{origin}/sitemap.xml")).send().await.expect("sitemap");
+            assert_eq!(answer.status().is_success(), names_one, "site {site}");
+            if !names_one {
+                continue;
+            }
+            with_sitemap += 1;
+            let at = server.period_at(unix_ms());
+            let body = answer.bytes().await.expect("body");
+            let url = reqwest::Url::parse(&format!("{origin}/sitemap.xml")).expect("url");
+            let read =
+                recrawl_fetch::announce::read_announcements(&url, &body, &Default::default()).expect("read");
+            let per_site = server.web().params().pages_per_site;
+            let public: Vec<u32> = (site * per_site..(site + 1) * per_site)
+                .filter(|&page| !server.web().page(page).private)
+                .collect();
+            assert_eq!(read.entries.len(), public.len(), "site {site}");
+            for (entry, &page) in read.entries.iter().zip(&public) {
+                assert_eq!(entry.url.as_str(), server.url(page));
+                let latest = server.web().changes(page, 0.0).take_while(|&t| t < at).last();
+                let dated = server.web().last_modified(page, latest, at).expect("truthful dates");
+                let claimed = entry.modified_unix_ms.expect("lastmod");
+                assert!((claimed - server.shared.unix_ms_at(dated)).abs() <= 1, "page {page}");
+                if server.shared.sitemaps.only_in_sitemap(site, page) {
+                    only_there.push(page);
+                }
+            }
+        }
+        assert!(with_sitemap > 0 && !only_there.is_empty(), "{with_sitemap} sitemaps, {only_there:?}");
+        let hrefs = |page: u32| [format!("/p/{page}.html\""), format!("/r/{page}\"")];
+        for page in 0..server.web().len() as u32 {
+            let (_, _, html) = server.shared.render(page, 0.0);
+            for hidden in &only_there {
+                assert!(
+                    hrefs(*hidden).iter().all(|href| !html.contains(href.as_str())),
+                    "{page} links to {hidden}"
+                );
+            }
+        }
+        for site in 0..server.web().sites().len() as u32 {
+            let home = server.shared.home_page(site);
+            assert!(only_there
+                .iter()
+                .all(|hidden| hrefs(*hidden).iter().all(|href| !home.contains(href.as_str()))));
+        }
     }
 
     #[tokio::test]
