@@ -59,10 +59,15 @@ pub fn url_key(normalised_url: &str) -> String {
 /// response-time unit of the scheduler and the key of the fetch topic.
 pub fn host_of(normalised_url: &str) -> Result<String, UrlError> {
     let url = Url::parse(normalised_url).map_err(|e| UrlError::Parse(e.to_string()))?;
+    host_of_parsed(&url)
+}
+
+/// [`host_of`] a URL already parsed.
+pub fn host_of_parsed(url: &Url) -> Result<String, UrlError> {
     let host = url.host_str().ok_or(UrlError::NoHost)?;
     // No record may carry a URL with credentials: every message's identity is checked
     // through here.
-    if has_credentials(&url) {
+    if has_credentials(url) {
         return Err(UrlError::Credentials);
     }
     Ok(match url.port() {

@@ -128,6 +128,15 @@ impl Message for PageAnnouncement {
     fn validate(&self) -> Result<(), ValidationError> {
         self.page.validate("page")?;
         self.source.validate("source")?;
+        self.validate_claims()
+    }
+}
+
+impl PageAnnouncement {
+    /// [`Message::validate`] but for the identities of `page` and `source`: for the fetch
+    /// stage, which makes thousands of records of one source and each page's identity
+    /// itself.
+    pub fn validate_claims(&self) -> Result<(), ValidationError> {
         if self.page.host != self.source.host {
             return Err(ValidationError::HostMismatch {
                 field: "page.host".to_owned(),

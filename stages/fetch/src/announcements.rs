@@ -2,7 +2,7 @@
 //! entries of a sitemap or feed it downloaded ([`crate::announce`] reads them), the
 //! sitemaps its robots.txt names, and the feeds a page names.
 
-use recrawl_schemas::url_key::normalise_parsed;
+use recrawl_schemas::url_key::{host_of_parsed, normalise_parsed};
 use recrawl_schemas::{
     AnnouncingDocument, ClaimedChangeFrequency, FetchOutcome, FetchResult, PageAnnouncement, PageRef, UtcTime,
 };
@@ -220,10 +220,12 @@ fn announcement(
     claim: Claim,
 ) -> Result<PageAnnouncement, Unannounceable> {
     normalise_parsed(&mut url).map_err(|_| Unannounceable::BadUrl)?;
-    let page = PageRef::of_url(url.as_str()).map_err(|_| Unannounceable::BadUrl)?;
-    if page.host != source.host || page.validate("page").is_err() {
+    let host = host_of_parsed(&url).map_err(|_| Unannounceable::BadUrl)?;
+    if host != source.host {
         return Err(Unannounceable::BadUrl);
     }
+    let page = PageRef::new(url.as_str(), &host);
+    page.validate("page").map_err(|_| Unannounceable::BadUrl)?;
     let mut record = PageAnnouncement {
         page,
         source: source.clone(),
@@ -237,7 +239,8 @@ fn announcement(
         priority: claim.priority,
         depth: context.depth.saturating_add(1),
     };
-    if recrawl_schemas::Message::validate(&record).is_ok() {
+    // The source's identity is the fetch's own, checked when the record is produced.
+    if record.validate_claims().is_ok() {
         return Ok(record);
     }
     // A claimed date past what a record may carry (year 6400 and on), or a priority out
@@ -245,7 +248,7 @@ fn announcement(
     record.claimed_modified = None;
     record.claimed_modified_ms = None;
     record.priority = None;
-    match recrawl_schemas::Message::validate(&record) {
+    match record.validate_claims() {
         Ok(()) => Err(Unannounceable::BadValue(Box::new(record))),
         Err(_) => Err(Unannounceable::BadUrl),
     }

@@ -17,6 +17,8 @@ use recrawl_diff::{CompareArgs, DiffState};
 use recrawl_estimator::estimate::Estimator;
 use recrawl_estimator::offline::{stats, StatsArgs};
 use recrawl_estimator::{Applied, EstimatorState, Settings as EstimatorSettings};
+use recrawl_fetch::announce::AnnouncementLimits;
+use recrawl_fetch::announcements::of_download;
 use recrawl_fetch::links::{extract_links, LinkFilter};
 use recrawl_fetch::robots::{RobotsRules, MAX_ROBOTS_BYTES};
 use recrawl_lab::evaluate::parse_histories;
@@ -27,7 +29,7 @@ use recrawl_scheduler::policy::Policy;
 use recrawl_schemas::envelope::{check_kafka_headers, inspect};
 use recrawl_schemas::{
     bounds, decode, encode, normalise_url, ChangeEvent, DiscoveredLinks, FetchResult, Format,
-    GroupDistribution, Message, PageEstimate, PagePick, RequestOutcome,
+    GroupDistribution, Message, PageAnnouncement, PageEstimate, PagePick, RequestOutcome,
 };
 use url::Url;
 
@@ -36,10 +38,11 @@ pub type Target = fn(&[u8]);
 
 /// Every target by name: the name is its directory under `fuzz/corpus/` and
 /// `fuzz/regressions/` and its file under `fuzz/fuzz_targets/`.
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("decode_topics", decode_topics),
     ("restore_state", restore_state),
     ("robots", robots),
+    ("announcements", announcements),
     ("html_text", html_text),
     ("html_links", html_links),
     ("change_degree", change_degree),
@@ -52,6 +55,7 @@ pub fn decode_topics(data: &[u8]) {
     round_trip::<PagePick>(data);
     round_trip::<FetchResult>(data);
     round_trip::<DiscoveredLinks>(data);
+    round_trip::<PageAnnouncement>(data);
     round_trip::<ChangeEvent>(data);
     round_trip::<PageEstimate>(data);
     round_trip::<GroupDistribution>(data);
@@ -215,6 +219,24 @@ pub fn robots(data: &[u8]) {
     }
     rules.allows(&probe);
     rules.crawl_delay();
+}
+
+/// A downloaded body as the fetch stage reads a sitemap or feed: every record it makes is
+/// one a reader accepts, on the document's host, and no more than the limit.
+pub fn announcements(data: &[u8]) {
+    let limits = AnnouncementLimits { max_entries: 64, ..AnnouncementLimits::default() };
+    let result = FetchResult {
+        content_type: Some("application/xml".to_owned()),
+        ..FetchResult::html_page("http://example.com/news/sitemap.xml", "example.com", 3, data)
+    };
+    let announced = of_download(&result, &limits);
+    assert!(announced.records.len() <= limits.max_entries, "{} records", announced.records.len());
+    for record in &announced.records {
+        assert_eq!(record.validate(), Ok(()), "{record:?}");
+        assert_eq!(record.page.host, "example.com");
+        let bytes = encode(record).expect("a valid record encodes");
+        assert_eq!(&decode::<PageAnnouncement>(&bytes).expect("and decodes"), record);
+    }
 }
 
 /// Content types the diff stage meets, the selector byte picks one: none (sniffed), the
