@@ -48,6 +48,8 @@ async fn web(seed: u64) -> SimWebServer {
         response_dates_share: WebParams::default().response_dates_share,
         stuck_dates_share: WebParams::default().stuck_dates_share,
         world: WorldKind::Web,
+        sitemaps: 0.0,
+        sitemap_only_share: 0.0,
         failures: None,
         run_periods: PERIODS as f64,
         listen: "127.0.0.1:0".parse().expect("address"),

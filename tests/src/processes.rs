@@ -276,6 +276,8 @@ pub async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeli
         response_dates_share: WebParams::default().response_dates_share,
         stuck_dates_share: WebParams::default().stuck_dates_share,
         world: WorldKind::Web,
+        sitemaps: 0.0,
+        sitemap_only_share: 0.0,
         failures: None,
         run_periods: WebParams::default().run_periods,
         listen: "127.0.0.1:0".parse().expect("address"),
