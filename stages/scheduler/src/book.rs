@@ -74,11 +74,31 @@ pub struct Page {
     /// Head of the URL's in-link fingerprint chain, [`NONE`] when empty.
     in_links: u32,
     pub depth: u16,
-    dirty: bool,
+    /// [`DIRTY`] and [`ANNOUNCED`], in one byte so that a page stays within 60.
+    flags: u8,
     pub schedule: Option<CrawlSchedule>,
 }
 
+/// Changed since its record was last written.
+const DIRTY: u8 = 1;
+/// A sitemap or feed of its site names it: in the frontier, ranked after seeds and before
+/// URLs only linked to.
+const ANNOUNCED: u8 = 2;
+
 impl Page {
+    /// Whether a sitemap or feed of its site named it while it was in the frontier.
+    pub fn is_announced(&self) -> bool {
+        self.flags & ANNOUNCED != 0
+    }
+
+    fn is_dirty(&self) -> bool {
+        self.flags & DIRTY != 0
+    }
+
+    fn set_dirty(&mut self, dirty: bool) {
+        self.flags = if dirty { self.flags | DIRTY } else { self.flags & !DIRTY };
+    }
+
     pub fn is_frontier(&self) -> bool {
         self.last_estimate == NONE
     }
@@ -242,14 +262,18 @@ pub struct SchedulerState {
     /// What this partition's URLs have taught of their host's day, as it stood when the
     /// record was written; the partition's latest is the one with the most observations.
     pub host_day: Option<DayProfile>,
+    /// Whether a sitemap or feed named the URL while it was in the frontier; null before
+    /// version 5 and for a tracked URL.
+    pub announced: Option<bool>,
 }
 
 impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
-    /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`, the last field.
-    const VERSION: u16 = 4;
-    const ADDED_TRAILING_OPTIONS: usize = 3;
+    /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`. 5: `announced`,
+    /// the last field.
+    const VERSION: u16 = 5;
+    const ADDED_TRAILING_OPTIONS: usize = 4;
 
     /// What the book keeps raw: a probability or rate out of range would score NaN and
     /// outrank every page. The coarse fields (latency, central and low rates) read
@@ -499,15 +523,15 @@ impl Book {
             in_degree: 0,
             in_links: NONE,
             depth: u16::try_from(depth).unwrap_or(u16::MAX),
-            dirty: false,
+            flags: 0,
             schedule: None,
         }
     }
 
     fn mark_dirty(&mut self, slot: u32) {
         let page = &mut self.pages[slot as usize];
-        if !page.dirty {
-            page.dirty = true;
+        if !page.is_dirty() {
+            page.set_dirty(true);
             self.dirty.push(slot);
         }
     }
@@ -645,7 +669,7 @@ impl Book {
     /// a caller that keeps no changelog (the simulator).
     pub fn clear_dirty(&mut self) {
         for slot in std::mem::take(&mut self.dirty) {
-            self.pages[slot as usize].dirty = false;
+            self.pages[slot as usize].set_dirty(false);
         }
     }
 
@@ -739,6 +763,20 @@ impl Book {
         Ok(Linked::InDegree)
     }
 
+    /// Marks a frontier URL as named by a sitemap or feed of its site; whether it is one.
+    pub fn announce(&mut self, url: &str) -> bool {
+        let Some(slot) = self.find(url) else { return false };
+        let page = self.pages[slot as usize];
+        if !page.is_frontier() || page.is_gone() {
+            return false;
+        }
+        if !page.is_announced() {
+            self.pages[slot as usize].flags |= ANNOUNCED;
+            self.mark_dirty(slot);
+        }
+        true
+    }
+
     fn push_in_link(&mut self, fingerprint: u32, next: u32) -> u32 {
         let index = self.in_links.len() as u32;
         self.in_links.push(InLink { fingerprint, next });
@@ -801,7 +839,7 @@ impl Book {
         dirty
             .into_iter()
             .filter_map(|slot| {
-                self.pages[slot as usize].dirty = false;
+                self.pages[slot as usize].set_dirty(false);
                 // A dropped page's tombstone is in `removed`.
                 (!self.pages[slot as usize].is_gone()).then(|| (self.url(slot).to_owned(), self.record(slot)))
             })
@@ -837,6 +875,7 @@ impl Book {
                 .get(page.host as usize)
                 .filter(|day| !page.is_frontier() && day.observations() > 0.0)
                 .copied(),
+            announced: (page.is_frontier() && page.is_announced()).then_some(true),
         }
     }
 
@@ -881,7 +920,7 @@ impl Book {
                 in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
                 in_links: head,
                 depth: state.depth,
-                dirty: false,
+                flags: if state.announced == Some(true) { ANNOUNCED } else { 0 },
                 schedule: state.schedule,
             };
             let slot = book.insert(&url, page)?;
@@ -984,7 +1023,8 @@ impl Book {
             for &fingerprint in &old.in_link_fingerprints(page) {
                 head = self.push_in_link(fingerprint, head);
             }
-            let page = Page { in_links: head, dirty: false, ..*page };
+            let mut page = Page { in_links: head, ..*page };
+            page.set_dirty(false);
             // Within 4 GiB: the URLs were all held before.
             let Ok(new_slot) = self.insert(old.url(slot), page) else { continue };
             if let Some(validators) = old.validators.get(&slot) {

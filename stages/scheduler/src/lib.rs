@@ -478,7 +478,11 @@ impl Scheduler {
             AnnouncingDocument::RobotsTxt | AnnouncingDocument::SitemapIndex | AnnouncingDocument::Page
         );
         self.metrics.announcements.with_label_values(&[announcement.document.as_str()]).inc();
-        self.apply_link_as(&link, partition, document)
+        self.apply_link_as(&link, partition, document)?;
+        if let Some(book) = self.books.get_mut(&partition) {
+            book.announce(&announcement.page.url);
+        }
+        Ok(())
     }
 
     fn apply_link(&mut self, link: &DiscoveredLinks, partition: i32) -> Result<(), BookFull> {

@@ -14,7 +14,7 @@ use recrawl_model::rate::middle_half;
 use recrawl_model::DEFAULT_PERIOD_MS;
 use recrawl_schemas::PickReason;
 
-use crate::book::{Book, Page};
+use crate::book::{Book, Page, MAX_IN_LINKS};
 use crate::coarse::coarse;
 use crate::hosts::{DayState, HostStats, Hosts};
 use crate::policy::{
@@ -322,11 +322,13 @@ fn frontier_candidates(
     // Earliest discovered first on a tie, then by partition and slot.
     let mut top = TopK::<(u32, u32, u32)>::new(k);
     for (book, slot, page) in eligible(books, host_caps, clock, settings, true) {
+        // Seeds first, then what the sites' sitemaps and feeds name, then the most
+        // linked-to (an in-degree is at most MAX_IN_LINKS).
+        let announced = if page.is_announced() { f64::from(MAX_IN_LINKS) + 1.0 } else { 0.0 };
         let score = match settings.discovery {
-            // Seeds first, then the most linked-to.
             _ if page.depth == 0 => f64::from(u32::MAX),
-            Discovery::Ifs => f64::from(page.in_degree),
-            Discovery::Bfs => 0.0,
+            Discovery::Ifs => announced + f64::from(page.in_degree),
+            Discovery::Bfs => announced,
         };
         top.offer(score, (page.discovered, book, slot));
     }
@@ -1024,6 +1026,41 @@ mod tests {
             &PlanSettings { discovery_share: 1.0, ..settings(Policy::Paper) },
         );
         assert_eq!(urls(&book, &picks), ["http://g/z.html"]);
+    }
+
+    /// What a site's sitemap names comes after the seeds and before any page only linked
+    /// to, however linked, breadth first or most linked first.
+    #[test]
+    fn announced_urls_rank_after_seeds_and_before_linked_ones() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        let rules = LinkRules::default();
+        let mut add = |url: &str, source: Option<&str>, period: u64, depth: u32| {
+            book.apply_link(
+                &mut hosts,
+                &link(url, source, period, depth),
+                &rules,
+                100,
+                &BookSettings::default(),
+            )
+            .unwrap();
+        };
+        add("http://g/seed.html", None, 3, 0);
+        for source in ["a", "b", "c"] {
+            add("http://g/popular.html", Some(&format!("http://g/{source}.html")), 0, 1);
+        }
+        add("http://g/listed.html", Some("http://g/sitemap.xml"), 2, 2);
+        assert!(book.announce("http://g/listed.html"));
+        assert!(!book.announce("http://g/unknown.html"));
+        let caps = vec![10; hosts.len()];
+        for discovery in [Discovery::Ifs, Discovery::Bfs] {
+            let settings = PlanSettings { discovery, discovery_share: 1.0, ..settings(Policy::Paper) };
+            let order = urls(&book, &choose(&[&book], &hosts, 5, 10.0, 3, &caps, &settings));
+            assert_eq!(
+                order,
+                ["http://g/seed.html", "http://g/listed.html", "http://g/popular.html"],
+                "{discovery:?}"
+            );
+        }
     }
 
     #[test]

@@ -20,6 +20,8 @@ const FIXTURE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sc
 const FIXTURE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v2.bin");
 /// As version 3 wrote it, before `host_day` was kept.
 const FIXTURE_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v3.bin");
+/// As version 4 wrote it, before `announced` was kept.
+const FIXTURE_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v4.bin");
 
 /// 2026-01-11T00:00:00Z.
 const MIDNIGHT_MS: i64 = 1_768_089_600_000;
@@ -64,6 +66,7 @@ fn sample() -> SchedulerState {
         central_change_rate: Some(0.0625),
         middle_half_low_rate: Some(0.03125),
         host_day: Some(host_day()),
+        announced: Some(true),
     }
 }
 
@@ -75,8 +78,13 @@ fn a_changelog_record_of_this_layout_reads_back() {
 #[test]
 fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
-    let expected =
-        SchedulerState { central_change_rate: None, middle_half_low_rate: None, host_day: None, ..sample() };
+    let expected = SchedulerState {
+        central_change_rate: None,
+        middle_half_low_rate: None,
+        host_day: None,
+        announced: None,
+        ..sample()
+    };
     assert_eq!(old, expected);
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     let (book, skipped) =
@@ -96,7 +104,10 @@ fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
 #[test]
 fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V2).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { middle_half_low_rate: None, host_day: None, ..sample() });
+    assert_eq!(
+        old,
+        SchedulerState { middle_half_low_rate: None, host_day: None, announced: None, ..sample() }
+    );
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     let (book, _) =
         Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
@@ -113,7 +124,7 @@ fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone(
 #[test]
 fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V3).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { host_day: None, ..sample() });
+    assert_eq!(old, SchedulerState { host_day: None, announced: None, ..sample() });
     let mut hosts = Hosts::default();
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
@@ -122,6 +133,20 @@ fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
     let records = HashMap::from([("http://example.org/a.html".to_owned(), sample())]);
     Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
     assert_eq!(hosts.stats[0].day, host_day());
+}
+
+#[test]
+fn a_version_4_record_reads_back_as_a_url_no_sitemap_named() {
+    let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V4).expect("fixture")).expect("decodes");
+    assert_eq!(old, SchedulerState { announced: None, ..sample() });
+    let frontier = |state: SchedulerState| SchedulerState { last_estimate: None, ..state };
+    for (state, announced) in [(frontier(old), false), (frontier(sample()), true)] {
+        let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
+        let (book, _) =
+            Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
+        assert_eq!(book.page(0).is_announced(), announced);
+        assert_eq!(book.record(0).announced, announced.then_some(true), "written back as it was read");
+    }
 }
 
 #[test]
@@ -146,7 +171,7 @@ fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
 /// rolling upgrade would drop the URLs it wrote.
 #[test]
 fn records_of_every_version_pass_the_restore_s_check() {
-    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3] {
+    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4] {
         let state = decode::<SchedulerState>(&std::fs::read(fixture).expect("fixture")).expect("decodes");
         assert_eq!(state.validate(), Ok(()), "{fixture}");
     }
