@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::{self, BufReader, Read};
 
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use quick_xml::encoding::Decoder;
 use quick_xml::escape::resolve_xml_entity;
 use quick_xml::events::{BytesRef, BytesStart, Event};
@@ -35,6 +35,9 @@ pub struct AnnouncementLimits {
     pub max_depth: usize,
     /// Longest URL text kept (8 * 1024).
     pub max_url_bytes: usize,
+    /// Most URL text kept over a document's entries: a feed's short relative links
+    /// resolved against a long document URL would otherwise keep 50,000 URLs of 8 KiB.
+    pub max_url_text_bytes: usize,
 }
 
 impl Default for AnnouncementLimits {
@@ -44,6 +47,8 @@ impl Default for AnnouncementLimits {
             max_xml_bytes: 52_428_800,
             max_depth: 16,
             max_url_bytes: 8 * 1024,
+            // 50,000 URLs of 160 bytes; an entry past it counts as over the count.
+            max_url_text_bytes: 8 << 20,
         }
     }
 }
@@ -123,6 +128,8 @@ const MAX_NAME_CHARS: usize = 64;
 const MAX_MESSAGE_CHARS: usize = 200;
 /// Text kept for a date, changefreq or priority; longer values are bad anyway.
 const MAX_VALUE_BYTES: usize = 256;
+/// Attributes read of a tag; no element of these documents needs more than a few.
+const MAX_ATTRIBUTES: usize = 64;
 /// How far `looks_like_announcements` looks.
 const SNIFF_BYTES: usize = 4096;
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -143,7 +150,7 @@ pub fn read_announcements(
     limits: &AnnouncementLimits,
 ) -> Result<Announcements, AnnouncementError> {
     let source = if body.starts_with(&GZIP_MAGIC) {
-        Inflate::Gzip(Box::new(GzDecoder::new(body)))
+        Inflate::Gzip(Box::new(MultiGzDecoder::new(body)))
     } else {
         Inflate::Plain(body)
     };
@@ -276,7 +283,7 @@ fn root_kind(local_name: &[u8]) -> Option<DocumentKind> {
 /// The body, inflated if it is gzip (boxed: the decoder's state is large, the slice small).
 enum Inflate<'a> {
     Plain(&'a [u8]),
-    Gzip(Box<GzDecoder<&'a [u8]>>),
+    Gzip(Box<MultiGzDecoder<&'a [u8]>>),
 }
 
 impl Read for Inflate<'_> {
@@ -445,6 +452,8 @@ struct Walk<'a> {
     target: Option<Slot>,
     entries: Vec<Announced>,
     seen: HashSet<String>,
+    /// URL text kept so far, against `limits.max_url_text_bytes`.
+    url_text_bytes: usize,
     skipped: Skipped,
 }
 
@@ -465,6 +474,7 @@ impl<'a> Walk<'a> {
             target: None,
             entries: Vec::new(),
             seen: HashSet::new(),
+            url_text_bytes: 0,
             skipped: Skipped::default(),
         }
     }
@@ -657,7 +667,13 @@ impl<'a> Walk<'a> {
     /// An attribute by local name: `None` if absent, `Some(None)` if present but unusable
     /// (malformed, badly encoded, or using an unknown entity).
     fn attribute(&self, start: &BytesStart<'_>, local_name: &[u8]) -> Option<Option<String>> {
-        for attribute in start.attributes() {
+        // No duplicate check (quick-xml's compares each attribute with every earlier one:
+        // quadratic in a hostile tag's thousands), and no more than a tag of these
+        // documents carries: past that the tag is unusable.
+        for (index, attribute) in start.attributes().with_checks(false).enumerate() {
+            if index >= MAX_ATTRIBUTES {
+                return Some(None);
+            }
             let Ok(attribute) = attribute else {
                 return Some(None);
             };
@@ -718,11 +734,13 @@ impl<'a> Walk<'a> {
             self.skipped.duplicates = self.skipped.duplicates.saturating_add(1);
             return;
         }
-        if self.entries.len() >= self.limits.max_entries {
+        let url_text_bytes = self.url_text_bytes.saturating_add(url.as_str().len());
+        if self.entries.len() >= self.limits.max_entries || url_text_bytes > self.limits.max_url_text_bytes {
             // Not remembered, so the seen-set stays bounded by max_entries.
             self.skipped.over_count = self.skipped.over_count.saturating_add(1);
             return;
         }
+        self.url_text_bytes = url_text_bytes;
         self.seen.insert(url.as_str().to_owned());
         let modified_unix_ms = self.pick_date(kind, [draft.date.as_ref(), draft.alt_date.as_ref()]);
         let change_freq = draft
@@ -824,6 +842,39 @@ mod tests {
 
     fn read_ok(document: &str, body: &str) -> Announcements {
         read(document, body).unwrap_or_else(|err| panic!("unexpected error: {err}"))
+    }
+
+    /// A tag of 200,000 attributes costs one pass, not a comparison of every pair: the
+    /// tag is unusable past 64, and the feed's other items still read.
+    #[test]
+    fn a_tag_of_endless_attributes_is_read_once_and_left() {
+        let attributes: String = (0..200_000).map(|n| format!(" a{n}=\"\"")).collect();
+        let body = format!(
+            "<rss><channel><item><link{attributes}>/x.html</link></item>\
+             <item><link>/y.html</link></item></channel></rss>"
+        );
+        let found = read_ok("https://a.example/feed.rss", &body);
+        assert_eq!(urls(&found), ["https://a.example/y.html"]);
+        assert_eq!(found.skipped.bad_urls, 1);
+        let atom = format!("<feed><entry><link{attributes} href=\"/z.html\"/></entry></feed>");
+        let found = read_ok("https://a.example/feed.atom", &atom);
+        assert!(found.entries.is_empty());
+        assert_eq!(found.skipped.bad_urls, 1);
+    }
+
+    /// Short relative links against a long feed URL: the URL text kept is bounded, the
+    /// rest counted over.
+    #[test]
+    fn the_url_text_a_document_keeps_is_bounded() {
+        let document = format!("https://a.example/{}/feed.rss", "d".repeat(4000));
+        let items: String = (0..100).map(|n| format!("<item><link>?{n}</link></item>")).collect();
+        let body = format!("<rss><channel>{items}</channel></rss>");
+        let limits = AnnouncementLimits { max_url_text_bytes: 40_000, ..AnnouncementLimits::default() };
+        let url = Url::parse(&document).unwrap();
+        let found = read_announcements(&url, body.as_bytes(), &limits).unwrap();
+        let kept: usize = found.entries.iter().map(|entry| entry.url.as_str().len()).sum();
+        assert!(kept <= 40_000 && found.entries.len() == 9, "{} kept, {kept} bytes", found.entries.len());
+        assert_eq!(found.skipped.over_count, 91);
     }
 
     fn urls(found: &Announcements) -> Vec<&str> {
@@ -1141,7 +1192,7 @@ mod tests {
     fn zero_bomb_helper_is_a_valid_gzip() {
         let bomb = gzip_zero_bomb(b"<a>", 3, b"</a>");
         let mut inflated = Vec::new();
-        GzDecoder::new(bomb.as_slice()).read_to_end(&mut inflated).unwrap_or_else(|err| panic!("{err}"));
+        MultiGzDecoder::new(bomb.as_slice()).read_to_end(&mut inflated).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(inflated.len(), 3 + (3 << 20) + 4);
         assert!(inflated.starts_with(b"<a>\0") && inflated.ends_with(b"\0</a>"));
         assert_eq!(inflated.iter().filter(|&&byte| byte != 0).count(), 7);

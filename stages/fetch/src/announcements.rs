@@ -63,10 +63,20 @@ impl Announced {
     /// Bytes the records hold, counted in the batch's budget as bodies are.
     pub fn held_bytes(&self) -> usize {
         self.records.iter().fold(0, |held, record| {
-            let text = [&record.page.url, &record.page.key, &record.page.host, &record.page.site]
-                .iter()
-                .map(|text| text.len())
-                .fold(size_of::<PageAnnouncement>(), usize::saturating_add);
+            let (page, source) = (&record.page, &record.source);
+            let text = [
+                &page.url,
+                &page.key,
+                &page.host,
+                &page.site,
+                &source.url,
+                &source.key,
+                &source.host,
+                &source.site,
+            ]
+            .iter()
+            .map(|text| text.len())
+            .fold(size_of::<PageAnnouncement>(), usize::saturating_add);
             held.saturating_add(text)
         })
     }
@@ -226,7 +236,7 @@ fn announcement(
     }
     let page = PageRef::new(url.as_str(), &host);
     page.validate("page").map_err(|_| Unannounceable::BadUrl)?;
-    let mut record = PageAnnouncement {
+    let record = PageAnnouncement {
         page,
         source: source.clone(),
         document,
@@ -243,15 +253,17 @@ fn announcement(
     if record.validate_claims().is_ok() {
         return Ok(record);
     }
-    // A claimed date past what a record may carry (year 6400 and on), or a priority out
-    // of range: the page is still announced.
-    record.claimed_modified = None;
-    record.claimed_modified_ms = None;
-    record.priority = None;
-    match record.validate_claims() {
-        Ok(()) => Err(Unannounceable::BadValue(Box::new(record))),
-        Err(_) => Err(Unannounceable::BadUrl),
+    // A claimed date a record may not carry (before 1970, or from year 6400 on): the page
+    // is still announced, with its other claims.
+    let undated = PageAnnouncement { claimed_modified: None, claimed_modified_ms: None, ..record.clone() };
+    let unranked = PageAnnouncement { priority: None, ..record.clone() };
+    let bare = PageAnnouncement { priority: None, ..undated.clone() };
+    for kept in [undated, unranked, bare] {
+        if kept.validate_claims().is_ok() {
+            return Err(Unannounceable::BadValue(Box::new(kept)));
+        }
     }
+    Err(Unannounceable::BadUrl)
 }
 
 #[cfg(test)]
@@ -302,5 +314,12 @@ mod tests {
         assert_eq!(announced.records.len(), 1);
         assert_eq!(announced.records[0].claimed_modified, None);
         assert_eq!(announced.dropped.bad_value, 1);
+        // Before 1970 in UTC: the date goes, the priority stays.
+        let body = r#"<urlset><url><loc>http://a.example/p.html</loc><lastmod>1970-01-01T00:00+01:00</lastmod>
+            <priority>0.5</priority></url></urlset>"#;
+        let result = FetchResult { body: body.as_bytes().to_vec(), ..result };
+        let announced = of_download(&result, &AnnouncementLimits::default());
+        let record = &announced.records[0];
+        assert_eq!((record.claimed_modified_ms, record.priority), (None, Some(0.5)));
     }
 }

@@ -196,6 +196,8 @@ struct Shared {
     batch_bytes: AtomicU64,
     /// The sitemaps named by the robots.txt files fetched in this batch.
     robots_announced: Mutex<Vec<PageAnnouncement>>,
+    /// Sitemaps and feeds read at once: each may hold 50 MB of XML text while it is read.
+    documents: Semaphore,
     metrics: FetchMetrics,
     shutdown: CancellationToken,
     /// The host whose task panics, to test that a panic costs only that host's picks.
@@ -243,6 +245,7 @@ impl Crawler {
             permits,
             batch_bytes: AtomicU64::new(0),
             robots_announced: Mutex::default(),
+            documents: Semaphore::new(DOCUMENTS_READ_AT_ONCE),
             metrics,
             shutdown,
             #[cfg(test)]
@@ -544,7 +547,9 @@ async fn robots_for(
             lock(gate).crawl_delay = rules.crawl_delay();
             // Only a file that was read names sitemaps, or lets /sitemap.xml be guessed.
             if matches!(*rules, RobotsRules::Parsed { .. } | RobotsRules::AllowAll) {
-                let context = Context { period: pick.period, depth: pick.depth, fetched_at_ms: unix_ms() };
+                // At the depth of a seed's links, whatever pick came first: the file is the
+                // site's, and is cached for the pages of every depth.
+                let context = Context { period: pick.period, depth: 0, fetched_at_ms: unix_ms() };
                 let named = announcements::of_robots(&robots_url, &pick.host, rules.sitemaps(), context);
                 count_announced(shared, &named);
                 lock(&shared.robots_announced).extend(named.records);
@@ -855,6 +860,9 @@ async fn serve_pick(
     Served::Done(Box::new(Crawled { result, links, announcements: announced.records }))
 }
 
+/// Sitemaps and feeds read at once by an instance.
+const DOCUMENTS_READ_AT_ONCE: usize = 2;
+
 /// The pages a downloaded sitemap or feed announces; read off the async threads, as a
 /// document of 50 MB takes a good part of a second.
 async fn read_announcements(shared: &Shared, mut result: FetchResult) -> (FetchResult, Announced) {
@@ -862,6 +870,10 @@ async fn read_announcements(shared: &Shared, mut result: FetchResult) -> (FetchR
         return (result, Announced::default());
     }
     let limits = shared.settings.announcement_limits.clone();
+    // Closed only with the crawler, which outlives its batches.
+    let Ok(_reading) = shared.documents.acquire().await else {
+        return (result, Announced::default());
+    };
     // What is left of the result should the reader panic (it must not): all but the body.
     let body = std::mem::take(&mut result.body);
     let kept = result.clone();

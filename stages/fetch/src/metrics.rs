@@ -182,6 +182,12 @@ impl FetchMetrics {
         for result in ["published"].iter().chain(&crate::announcements::Dropped::LABELS) {
             metrics.announcements.with_label_values(&[result]).reset();
         }
+        let documents = recrawl_schemas::AnnouncingDocument::ALL.map(|document| document.as_str());
+        for document in documents.iter().chain(&["unknown"]) {
+            for result in ["read", "cut_short", "refused"] {
+                metrics.announcing_documents.with_label_values(&[document, result]).reset();
+            }
+        }
         Ok(metrics)
     }
 }

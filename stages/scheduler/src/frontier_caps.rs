@@ -98,9 +98,11 @@ pub struct Pruned {
 /// Priority classes, worst last: 64 in-degrees (fewest last) × 32 depths (deepest last).
 const CLASSES: usize = 64 * 32;
 
-/// The class of a frontier page: lower is kept first.
+/// The class of a frontier page: lower is kept first. A page a sitemap or feed named
+/// counts as the most linked-to, as the frontier picks it first.
 fn class(page: &Page) -> usize {
-    let fewer_in_links = 63usize.saturating_sub(page.in_degree.min(63) as usize);
+    let in_degree = if page.is_announced() { 63 } else { page.in_degree.min(63) as usize };
+    let fewer_in_links = 63usize.saturating_sub(in_degree);
     fewer_in_links.saturating_mul(32).saturating_add(usize::from(page.depth.min(31)))
 }
 
@@ -475,6 +477,18 @@ mod tests {
             (0..20).map(|i| link(&format!("http://h{i}.example/"), Some("http://a.example/"), 1, 1)),
         );
         assert_eq!((few.hosts.len(), counted(&few, "hosts_full")), (10, 10));
+    }
+
+    #[test]
+    fn pruning_ranks_what_sitemaps_named_with_the_most_linked() {
+        let mut scheduler = capped(FrontierArgs::default());
+        let url = |i: u32| format!("http://site.example/{i}.html");
+        feed(&mut scheduler, (0..3u32).map(|i| link(&url(i), Some("http://site.example/"), 1, 2)));
+        let book = scheduler.books.get_mut(&0).expect("a book");
+        assert!(book.announce(&url(0)));
+        let class_of = |i: u32| class(book.page(book.find(&url(i)).expect("in the book")));
+        assert!(class_of(0) < class_of(1), "{} against {}", class_of(0), class_of(1));
+        assert_eq!(class_of(1), class_of(2));
     }
 
     #[test]
