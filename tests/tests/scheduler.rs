@@ -10,7 +10,7 @@ use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::{
     kafka_flags, metric, parse_args, produce, produce_at, unique_prefix, wait_for, Broker, RunningStage,
 };
-use recrawl_schemas::topics::{ESTIMATES, FETCH, LINKS};
+use recrawl_schemas::topics::{ANNOUNCEMENTS, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{url_key, DiscoveredLinks, PagePick, PageRef, PickReason};
 
 const PARTITIONS: i32 = 4;
@@ -31,6 +31,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
     // each pick stays pending for two periods and the next periods take other URLs).
     let links = kafka.cluster.topics().name(LINKS.name);
     let estimates = kafka.cluster.topics().name(ESTIMATES.name);
+    let announcements = kafka.cluster.topics().name(ANNOUNCEMENTS.name);
     for index in 0..URLS {
         let url = format!("http://h{}.example/{index}.html", index % 8);
         let seed = DiscoveredLinks {
@@ -65,7 +66,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
     wait_for("the partitions are not split two and two", || {
         // Two of the four partitions of each input topic: the log's count is their sum.
         stages.iter().all(|s| {
-            [&estimates, &links]
+            [&estimates, &links, &announcements]
                 .iter()
                 .all(|t| s.ctx.metrics.assigned_partitions.with_label_values(&[t]).get() == 2)
         })
@@ -75,16 +76,16 @@ async fn two_instances_publish_m_picks_per_period_together() {
     // moved in the rebalance has left the old owner's series.
     wait_for("the lag series do not follow the assignment", || {
         let (first, second) = (lag_series(&stages[0]), lag_series(&stages[1]));
-        let everything: BTreeSet<(String, i32)> = [&estimates, &links]
+        let everything: BTreeSet<(String, i32)> = [&estimates, &links, &announcements]
             .iter()
             .flat_map(|topic| (0..PARTITIONS).map(|p| (topic.to_string(), p)))
             .collect();
-        first.len() == 4
-            && second.len() == 4
+        first.len() == 6
+            && second.len() == 6
             && first.union(&second).cloned().collect::<BTreeSet<_>>() == everything
     })
     .await;
-    // Each instance's state is per partition number over both inputs: it must own the
+    // Each instance's state is per partition number over its inputs: it must own the
     // same partitions of each.
     for stage in &stages {
         let owned = lag_series(stage);
@@ -92,6 +93,7 @@ async fn two_instances_publish_m_picks_per_period_together() {
             owned.iter().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect()
         };
         assert_eq!(of(&estimates), of(&links), "co-partitioned inputs on one instance: {owned:?}");
+        assert_eq!(of(&estimates), of(&announcements), "co-partitioned inputs on one instance: {owned:?}");
     }
     let frontier = |s: &RunningStage| metric(s, "recrawl_scheduler_frontier_urls{stage=\"scheduler\"}");
     wait_for("the instances did not file every seed", || {
