@@ -71,12 +71,12 @@ pub enum DocumentKind {
 pub struct Announced {
     /// Absolute http(s) URL, as parsed by `url::Url` (fragment removed).
     pub url: Url,
-    /// The claimed time of the last change, Unix ms: a sitemap's <lastmod>, an RSS item's
-    /// <pubDate> (or dc:date), an Atom entry's <updated> (else <published>).
+    /// The claimed time of the last change, Unix ms: a sitemap's `<lastmod>`, an RSS item's
+    /// `<pubDate>` (or dc:date), an Atom entry's `<updated>` (else `<published>`).
     pub modified_unix_ms: Option<i64>,
-    /// The sitemap's <changefreq>, if given and valid.
+    /// The sitemap's `<changefreq>`, if given and valid.
     pub change_freq: Option<ClaimedChangeFrequency>,
-    /// <priority> in [0, 1]; out-of-range or unparsable values are dropped (None), counted as bad_values.
+    /// `<priority>` in [0, 1]; out-of-range or unparsable values are dropped (None), counted as bad_values.
     pub priority: Option<f32>,
 }
 
@@ -100,7 +100,7 @@ pub struct Skipped {
 pub struct Announcements {
     /// The kind of document, from its root element.
     pub kind: DocumentKind,
-    /// For UrlSet/Rss/Atom: the pages. For SitemapIndex: the child sitemaps (modified_unix_ms from <lastmod>).
+    /// For UrlSet/Rss/Atom: the pages. For SitemapIndex: the child sitemaps (modified_unix_ms from `<lastmod>`).
     pub entries: Vec<Announced>,
     /// What was left out, and why.
     pub skipped: Skipped,
