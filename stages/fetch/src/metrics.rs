@@ -183,7 +183,7 @@ impl FetchMetrics {
             metrics.announcements.with_label_values(&[result]).reset();
         }
         let documents = recrawl_schemas::AnnouncingDocument::ALL.map(|document| document.as_str());
-        for document in documents.iter().chain(&["unknown"]) {
+        for document in documents.into_iter().chain(["unknown"]) {
             for result in ["read", "cut_short", "refused"] {
                 metrics.announcing_documents.with_label_values(&[document, result]).reset();
             }
