@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use hashbrown::HashTable;
 use recrawl_common::http_date_ms;
+use recrawl_model::claims::CopyNews;
 use recrawl_model::day::DayProfile;
 use recrawl_model::modified::dates_the_change;
 use recrawl_model::rate::{central_rate, middle_half_low};
@@ -71,7 +72,8 @@ pub struct Page {
     /// Head of the URL's in-link fingerprint chain, [`NONE`] when empty.
     in_links: u32,
     pub depth: u16,
-    /// [`DIRTY`] and [`ANNOUNCED`], in one byte so that a page stays within 60.
+    /// [`DIRTY`], [`ANNOUNCED`] and [`CHANGE_CLAIMED`], in one byte so that a page stays
+    /// within 60.
     flags: u8,
     pub schedule: Option<CrawlSchedule>,
 }
@@ -81,11 +83,19 @@ const DIRTY: u8 = 1;
 /// A sitemap or feed of its site names it: in the frontier, ranked after seeds and before
 /// URLs only linked to.
 const ANNOUNCED: u8 = 2;
+/// A trusted sitemap or feed dated a change after its latest download: its copy is known
+/// stale (`recrawl_model::claims`). Cleared by the next download.
+const CHANGE_CLAIMED: u8 = 4;
 
 impl Page {
     /// Whether a sitemap or feed of its site named it while it was in the frontier.
     pub fn is_announced(&self) -> bool {
         self.flags & ANNOUNCED != 0
+    }
+
+    /// Whether a trusted claim says the page changed since its latest download.
+    pub fn is_change_claimed(&self) -> bool {
+        self.flags & CHANGE_CLAIMED != 0
     }
 
     fn is_dirty(&self) -> bool {
@@ -529,6 +539,7 @@ impl Book {
         page.last_estimate = period32(learned.period);
         let previous_download = page.last_download();
         if request.downloaded {
+            page.flags &= !CHANGE_CLAIMED;
             page.last_download = period32(request.period);
             page.size = u32::try_from(request.size_bytes).unwrap_or(u32::MAX);
             page.latency_ms = CoarseF32::new(Some(request.latency_ms));
@@ -699,6 +710,27 @@ impl Book {
             self.pages[slot as usize].flags |= ANNOUNCED;
             self.mark_dirty(slot);
         }
+        true
+    }
+
+    /// Takes what a trusted claim says of a tracked page's copy: stale, or current as of
+    /// `period` (its age then counts from there, as from a download). Whether anything
+    /// changed.
+    pub fn take_claim(&mut self, slot: u32, news: CopyNews, period: u64) -> bool {
+        let Some(page) = self.pages.get_mut(slot as usize) else { return false };
+        if page.is_frontier() || page.is_gone() {
+            return false;
+        }
+        match news {
+            CopyNews::Stale if !page.is_change_claimed() => page.flags |= CHANGE_CLAIMED,
+            CopyNews::CurrentAt(_)
+                if !page.is_change_claimed() && page.last_download().is_some_and(|last| last < period) =>
+            {
+                page.last_download = period32(period);
+            }
+            _ => return false,
+        }
+        self.mark_dirty(slot);
         true
     }
 
@@ -1074,6 +1106,26 @@ pub(crate) mod tests {
         book.apply_estimate(&mut hosts, &estimate("http://h/x.html", 2, true, None), &settings).unwrap();
         assert_eq!(book.frontier_len(), 0);
         assert_eq!(add(&mut book, &mut hosts, "http://h/x.html", "http://h/c"), Linked::Tracked);
+    }
+
+    #[test]
+    fn a_trusted_claim_marks_a_copy_stale_until_its_download_or_current_as_of_the_claim() {
+        let (mut book, mut hosts, settings) = (Book::default(), Hosts::default(), BookSettings::default());
+        let rules = LinkRules::default();
+        book.apply_link(&mut hosts, &link("http://h/a.html", None, 0, 0), &rules, 10, &settings).unwrap();
+        let slot = book.find("http://h/a.html").unwrap();
+        assert!(!book.take_claim(slot, CopyNews::Stale, 1), "a frontier page is stale anyway");
+        book.apply_estimate(&mut hosts, &estimate("http://h/a.html", 2, true, None), &settings).unwrap();
+        assert!(book.take_claim(slot, CopyNews::CurrentAt(0), 5));
+        assert_eq!(book.page(slot).last_download(), Some(5), "its age counts from the claim");
+        assert!(!book.take_claim(slot, CopyNews::CurrentAt(0), 4), "an older claim says nothing new");
+        assert!(book.take_claim(slot, CopyNews::Stale, 6));
+        assert!(book.page(slot).is_change_claimed());
+        assert!(!book.take_claim(slot, CopyNews::CurrentAt(0), 7), "a stale copy stays stale until fetched");
+        book.apply_estimate(&mut hosts, &estimate("http://h/a.html", 8, true, Some(true)), &settings)
+            .unwrap();
+        assert!(!book.page(slot).is_change_claimed());
+        assert_eq!(book.page(slot).last_download(), Some(8));
     }
 
     #[test]

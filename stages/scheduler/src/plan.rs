@@ -463,9 +463,11 @@ impl FreshnessTerms {
             // little earlier, and a wrong rate is corrected.
             let (least_rate, most_rate) = middle_half(rate, page.middle_half_low_rate.get());
             let weight = f64::from(page.p_download);
-            // A page never stored is stale whatever its rate: a download keeps it until its
-            // next change, the whole of what a copy can be worth (D(λτ)/λ as τ grows).
-            let age = if page.last_download().is_none() { f64::INFINITY } else { period.copy_age(page) };
+            // A page never stored, or whose change a trusted sitemap announced, is stale
+            // whatever its rate: a download keeps it until its next change, the whole of
+            // what a copy can be worth (D(λτ)/λ as τ grows).
+            let known_stale = page.last_download().is_none() || page.is_change_claimed();
+            let age = if known_stale { f64::INFINITY } else { period.copy_age(page) };
             let (periodic, hours_per_period) = match &period.day {
                 Some(day) if age.is_finite() => {
                     let rate = best_index_rate(least_rate, most_rate, age);
@@ -590,6 +592,19 @@ mod tests {
         assert_eq!(urls(&book, &picks), ["http://h/b"]);
         // s = 8 − 2 − 1 = 5; cost = 100 B × 0.1 ms/B / 1000 ms.
         assert!((picks[0].score - (50.0 - 0.01)).abs() < 1e-9, "{}", picks[0].score);
+    }
+
+    #[test]
+    fn freshness_fetches_a_copy_a_trusted_claim_made_stale_before_a_staler_one() {
+        let (mut book, hosts) = tracked(&[("http://h/a", 2, 100, 10.0), ("http://h/b", 5, 100, 10.0)]);
+        let caps = vec![10; hosts.len()];
+        let pick = |book: &Book| {
+            urls(book, &choose(&[book], &hosts, 8, 10.0, 1, &caps, &settings(Policy::Freshness)))
+        };
+        assert_eq!(pick(&book), ["http://h/a"]);
+        let b = book.find("http://h/b").unwrap();
+        book.take_claim(b, recrawl_model::claims::CopyNews::Stale, 7);
+        assert_eq!(pick(&book), ["http://h/b"]);
     }
 
     #[test]

@@ -1,0 +1,280 @@
+//! What a site's sitemaps and feeds claim of its pages' changes, judged against the
+//! content, and the trust a site earns by them (`docs/algorithms/sitemaps.md`).
+//!
+//! A sitemap fetched at s that dates a page's latest change at L claims a change at L and
+//! none in (L, s]. A truthful site's claims are complete observations (Kolobov et al.,
+//! NeurIPS 2019): a changed page is known stale without fetching it, an unchanged one
+//! known current as of s. Many are not: dates that never move, the time of the request,
+//! or none. So a claim is judged against the comparison of two downloads, d1 < d2, both
+//! ways:
+//! - L in (d1, d2]: a change claimed there; the content changing confirms it, unless L is
+//!   within the clocks' skew of s (the time of the request confirms nothing); the content
+//!   not changing refutes it.
+//! - L ≤ d1 and s ≥ d2: no change claimed over the interval; a change refutes it, none
+//!   agrees.
+//! - otherwise the claim says nothing of the interval.
+//!
+//! A site's claims are believed only once several confirmed and nearly none were refuted
+//! ([`ClaimTally`]), as its `Last-Modified` dates are ([`crate::modified`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::modified::CLOCK_SKEW_MS;
+
+/// A sitemap's or feed's claim: the page last changed at `changed_ms`, as the document
+/// fetched at `seen_ms` said. Unix ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub changed_ms: i64,
+    pub seen_ms: i64,
+}
+
+/// Two downloads of a page, `from_ms` < `to_ms`, and whether its content changed between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub changed: bool,
+}
+
+/// What a claim showed against a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judgement {
+    /// A claimed change the content confirmed.
+    Confirmed,
+    /// A claim of no change the content agreed with: consistent, but a date that never
+    /// moves agrees as well, so it proves nothing.
+    Agreed,
+    /// The content contradicts the claim.
+    Refuted,
+    /// The claim says nothing of the interval.
+    Silent,
+}
+
+/// Judges `claim` against `comparison` (the module's rules).
+pub fn judge(claim: Claim, comparison: Comparison) -> Judgement {
+    let Comparison { from_ms, to_ms, changed } = comparison;
+    let Claim { changed_ms, seen_ms } = claim;
+    // A change dated after the document was fetched cannot have been seen.
+    if changed_ms > seen_ms.saturating_add(CLOCK_SKEW_MS) {
+        return Judgement::Refuted;
+    }
+    if changed_ms > from_ms && changed_ms <= to_ms {
+        let of_the_request = changed_ms >= seen_ms.saturating_sub(CLOCK_SKEW_MS);
+        return match (changed, of_the_request) {
+            (false, _) => Judgement::Refuted,
+            (true, false) => Judgement::Confirmed,
+            (true, true) => Judgement::Silent,
+        };
+    }
+    if changed_ms <= from_ms && seen_ms >= to_ms {
+        return if changed { Judgement::Refuted } else { Judgement::Agreed };
+    }
+    Judgement::Silent
+}
+
+/// A URL's latest claim and its latest comparison not yet judged: a claim is judged when
+/// a download brackets it, or a comparison when a later document covers it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimEvidence {
+    pub claim: Option<Claim>,
+    pub pending: Option<Comparison>,
+}
+
+impl ClaimEvidence {
+    /// Takes a claim; what judging it against the pending comparison showed, if anything.
+    /// A claim from a document older than the one kept is ignored.
+    pub fn observe_claim(&mut self, claim: Claim) -> Judgement {
+        if self.claim.is_some_and(|kept| kept.seen_ms > claim.seen_ms) {
+            return Judgement::Silent;
+        }
+        self.claim = Some(claim);
+        self.judge_pending()
+    }
+
+    /// Takes a comparison; what judging the kept claim against it showed, if anything.
+    pub fn observe_comparison(&mut self, comparison: Comparison) -> Judgement {
+        if comparison.to_ms <= comparison.from_ms {
+            return Judgement::Silent;
+        }
+        self.pending = Some(comparison);
+        self.judge_pending()
+    }
+
+    /// Judges the pending comparison against the claim; a comparison is judged once.
+    fn judge_pending(&mut self) -> Judgement {
+        let (Some(claim), Some(comparison)) = (self.claim, self.pending) else { return Judgement::Silent };
+        let judgement = judge(claim, comparison);
+        if judgement != Judgement::Silent {
+            self.pending = None;
+        }
+        judgement
+    }
+}
+
+/// What a trusted claim says of a stored copy downloaded at `last_download_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyNews {
+    /// The page changed since the download: the copy is stale.
+    Stale,
+    /// Nothing changed from the download to the document's fetch, Unix ms: the copy was
+    /// current then.
+    CurrentAt(i64),
+    /// The claim is older than the copy.
+    Nothing,
+}
+
+impl Claim {
+    /// What this claim, believed, says of a copy downloaded at `last_download_ms` (`None`:
+    /// never stored).
+    pub fn news(self, last_download_ms: Option<i64>) -> CopyNews {
+        let Some(downloaded_ms) = last_download_ms else { return CopyNews::Stale };
+        if self.changed_ms > downloaded_ms {
+            CopyNews::Stale
+        } else if self.seen_ms > downloaded_ms {
+            CopyNews::CurrentAt(self.seen_ms)
+        } else {
+            CopyNews::Nothing
+        }
+    }
+}
+
+/// A site's judged claims: whether they are believed, refuted, or not yet known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimTally {
+    pub confirmed: u32,
+    pub agreed: u32,
+    pub refuted: u32,
+}
+
+/// A site's standing as its claims were judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimTrust {
+    /// Too few judged to say.
+    Unknown,
+    /// Claims are taken as complete observations.
+    Trusted,
+    /// Claims are ignored: more than a tenth of those judged were false.
+    Distrusted,
+}
+
+impl ClaimTrust {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimTrust::Unknown => "unknown",
+            ClaimTrust::Trusted => "trusted",
+            ClaimTrust::Distrusted => "distrusted",
+        }
+    }
+}
+
+impl ClaimTally {
+    /// Confirmed changes a site needs before its claims are believed.
+    pub const LEAST_CONFIRMED: u32 = 3;
+    /// Refutations that settle distrust, when they are more than a tenth of the judged.
+    pub const LEAST_REFUTED: u32 = 2;
+
+    pub fn record(&mut self, judgement: Judgement) {
+        let count = match judgement {
+            Judgement::Confirmed => &mut self.confirmed,
+            Judgement::Agreed => &mut self.agreed,
+            Judgement::Refuted => &mut self.refuted,
+            Judgement::Silent => return,
+        };
+        *count = count.saturating_add(1);
+    }
+
+    /// Trusted once [`Self::LEAST_CONFIRMED`] changes were confirmed and at most a tenth
+    /// of the claims that could have been refuted were; distrusted once more than a tenth
+    /// were refuted (and at least [`Self::LEAST_REFUTED`]). Agreement counts in the
+    /// share (a truthful site's quiet pages agree) but never earns trust alone.
+    pub fn trust(&self) -> ClaimTrust {
+        let judged = u64::from(self.confirmed)
+            .saturating_add(u64::from(self.agreed))
+            .saturating_add(u64::from(self.refuted));
+        let refuted_share_high = u64::from(self.refuted).saturating_mul(10) > judged;
+        if refuted_share_high && self.refuted >= Self::LEAST_REFUTED {
+            ClaimTrust::Distrusted
+        } else if !refuted_share_high && self.confirmed >= Self::LEAST_CONFIRMED {
+            ClaimTrust::Trusted
+        } else {
+            ClaimTrust::Unknown
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: i64 = 3_600_000;
+
+    fn claim(changed_hour: i64, seen_hour: i64) -> Claim {
+        Claim { changed_ms: changed_hour * HOUR, seen_ms: seen_hour * HOUR }
+    }
+
+    fn comparison(from_hour: i64, to_hour: i64, changed: bool) -> Comparison {
+        Comparison { from_ms: from_hour * HOUR, to_ms: to_hour * HOUR, changed }
+    }
+
+    #[test]
+    fn a_claimed_change_between_two_downloads_is_confirmed_or_refuted_by_the_content() {
+        assert_eq!(judge(claim(5, 8), comparison(2, 10, true)), Judgement::Confirmed);
+        assert_eq!(judge(claim(5, 8), comparison(2, 10, false)), Judgement::Refuted);
+    }
+
+    #[test]
+    fn the_time_of_the_request_confirms_nothing_but_is_refuted_by_a_quiet_page() {
+        assert_eq!(judge(claim(8, 8), comparison(2, 10, true)), Judgement::Silent);
+        assert_eq!(judge(claim(8, 8), comparison(2, 10, false)), Judgement::Refuted);
+    }
+
+    #[test]
+    fn a_date_that_never_moves_is_refuted_by_a_change_it_covers_and_only_agrees_otherwise() {
+        assert_eq!(judge(claim(-1000, 12), comparison(2, 10, true)), Judgement::Refuted);
+        assert_eq!(judge(claim(-1000, 12), comparison(2, 10, false)), Judgement::Agreed);
+        // A document fetched before the second download cannot cover the interval.
+        assert_eq!(judge(claim(-1000, 9), comparison(2, 10, true)), Judgement::Silent);
+    }
+
+    #[test]
+    fn a_change_dated_after_the_document_was_fetched_is_refuted() {
+        assert_eq!(judge(claim(20, 8), comparison(2, 10, true)), Judgement::Refuted);
+    }
+
+    #[test]
+    fn evidence_judges_a_comparison_once_whichever_arrives_first() {
+        let mut evidence = ClaimEvidence::default();
+        assert_eq!(evidence.observe_comparison(comparison(2, 10, false)), Judgement::Silent);
+        // A document before the second download says nothing of it yet …
+        assert_eq!(evidence.observe_claim(claim(-5, 9)), Judgement::Silent);
+        // … a later one does, and the comparison is spent.
+        assert_eq!(evidence.observe_claim(claim(-5, 11)), Judgement::Agreed);
+        assert_eq!(evidence.observe_claim(claim(-5, 12)), Judgement::Silent);
+        assert_eq!(evidence.observe_comparison(comparison(10, 12, true)), Judgement::Refuted);
+        // An older document is ignored.
+        assert_eq!(evidence.observe_claim(claim(15, 11)), Judgement::Silent);
+        assert_eq!(evidence.claim, Some(claim(-5, 12)));
+    }
+
+    #[test]
+    fn a_believed_claim_says_whether_the_copy_is_stale_or_current() {
+        assert_eq!(claim(5, 8).news(Some(4 * HOUR)), CopyNews::Stale);
+        assert_eq!(claim(3, 8).news(Some(4 * HOUR)), CopyNews::CurrentAt(8 * HOUR));
+        assert_eq!(claim(3, 4).news(Some(6 * HOUR)), CopyNews::Nothing);
+        assert_eq!(claim(3, 4).news(None), CopyNews::Stale);
+    }
+
+    #[test]
+    fn trust_takes_confirmed_changes_and_few_refutations() {
+        let tally = |confirmed, agreed, refuted| ClaimTally { confirmed, agreed, refuted }.trust();
+        assert_eq!(tally(0, 0, 0), ClaimTrust::Unknown);
+        assert_eq!(tally(0, 500, 0), ClaimTrust::Unknown, "agreement alone earns nothing");
+        assert_eq!(tally(3, 20, 1), ClaimTrust::Trusted);
+        // One refutation of four judged: a quarter, but one may be a clock's error.
+        assert_eq!(tally(3, 0, 1), ClaimTrust::Unknown);
+        assert_eq!(tally(0, 0, 2), ClaimTrust::Distrusted);
+        assert_eq!(tally(30, 50, 9), ClaimTrust::Distrusted);
+    }
+}
