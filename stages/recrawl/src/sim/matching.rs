@@ -89,6 +89,7 @@ mod tests {
             harmonic_cost: 0.0,
             paper_staleness: 0.0,
             requests,
+            sitemap_requests: 0,
             wasted_requests: 0,
             unchanged_downloads: 0,
             failures: 0,

@@ -8,6 +8,7 @@ pub mod measure;
 pub mod replay;
 pub mod server;
 pub mod simulate;
+pub mod sitemaps;
 pub mod text;
 pub mod web;
 
@@ -78,6 +79,12 @@ pub struct SimArgs {
     /// changes (the estimator must find them out); the other sites send none.
     #[arg(long, default_value_t = WebParams::default().stuck_dates_share, value_parser = parse_fraction)]
     pub stuck_dates_share: f64,
+    /// Share of the simulated sites with a sitemap, its `<lastmod>`s dating each page as
+    /// the site's `Last-Modified` does (truthful, the time of the request, never moving,
+    /// or absent, by the shares above). The learned policies poll them within the budget
+    /// and trust a site's claims once they prove true (`docs/algorithms/sitemaps.md`).
+    #[arg(long, default_value_t = WebParams::default().sitemap_share, value_parser = parse_fraction)]
+    pub sitemaps: f64,
     /// The kind of web: `web` (recrawl's own), `periodic`, `bursty`, `drifting`,
     /// `heavy-tailed`, `mixed` (`docs/algorithms/worlds.md`); a comma-separated list, or
     /// `all`, runs each in turn and ends with a table of every world.
@@ -242,6 +249,7 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
             world: kind,
             failures: args.failures.unwrap_or(kind.fails_by_default()),
             run_periods: args.periods as f64,
+            sitemap_share: args.sitemaps,
             ..WebParams::default()
         }));
         let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };
@@ -399,13 +407,14 @@ fn table(report: &SimReport<'_>) -> String {
         report.pages, report.periods, report.budget, report.changes, report.seconds
     );
     out.push_str(&format!(
-        "{:<15} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>8} {:>8} {:>7}\n",
+        "{:<15} {:>9} {:>8} {:>9} {:>9} {:>10} {:>9} {:>10} {:>8} {:>8} {:>7}\n",
         "policy",
         "freshness",
         "age",
         "harmonic",
         "staleness",
         "requests",
+        "sitemaps",
         "wasted",
         "÷optimum",
         "÷clairv.",
@@ -413,13 +422,14 @@ fn table(report: &SimReport<'_>) -> String {
     ));
     for r in report.policies {
         out.push_str(&format!(
-            "{:<15} {:>9.4} {:>8.3} {:>9.3} {:>9.2} {:>10} {:>10} {:>8} {:>8} {:>7.1}\n",
+            "{:<15} {:>9.4} {:>8.3} {:>9.3} {:>9.2} {:>10} {:>9} {:>10} {:>8} {:>8} {:>7.1}\n",
             format!("{}{}", r.name, if r.sees_truth { "*" } else { "" }),
             r.freshness,
             r.age,
             r.harmonic_cost,
             r.paper_staleness,
             r.requests,
+            r.sitemap_requests,
             r.wasted_requests,
             ratio(r.ratio_to_optimum),
             ratio(r.ratio_to_clairvoyant),

@@ -147,6 +147,8 @@ impl SimWebArgs {
             world: self.world,
             failures: self.failures.unwrap_or(self.world.fails_by_default()),
             run_periods: self.run_periods,
+            sitemap_share: self.sitemaps,
+            sitemap_only_share: self.sitemap_only_share,
             ..WebParams::default()
         }))
     }
@@ -196,32 +198,6 @@ struct Shared {
     texts: Mutex<HashMap<u32, PageText>>,
     served: Mutex<Vec<Served>>,
     shutdown: CancellationToken,
-    sitemaps: Sitemaps,
-}
-
-/// Which sites have a sitemap, and which of their pages only it names: drawn from the
-/// web's seed, apart from the web's own draws.
-#[derive(Debug, Clone, Copy)]
-struct Sitemaps {
-    share: f64,
-    only_share: f64,
-    seed: u64,
-}
-
-impl Sitemaps {
-    fn draw(&self, what: u64, id: u32) -> f64 {
-        Pcg64::seed_from_u64(self.seed ^ what ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-            .random::<f64>()
-    }
-
-    fn has_sitemap(&self, site: u32) -> bool {
-        self.draw(0x517E_3A95, site) < self.share
-    }
-
-    /// Whether no page links to `page` of `site`.
-    fn only_in_sitemap(&self, site: u32, page: u32) -> bool {
-        self.has_sitemap(site) && self.draw(0x0011_1A7E, page) < self.only_share
-    }
 }
 
 /// A running simulated web; stops on [`SimWebServer::shutdown`] or drop.
@@ -260,7 +236,6 @@ impl SimWebServer {
             texts: Mutex::new(HashMap::new()),
             served: Mutex::new(Vec::new()),
             shutdown: CancellationToken::new(),
-            sitemaps: Sitemaps { share: args.sitemaps, only_share: args.sitemap_only_share, seed },
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let token = shared.shutdown.clone();
@@ -431,7 +406,7 @@ impl Shared {
             .web
             .links(page)
             .into_iter()
-            .filter(|&target| !self.sitemaps.only_in_sitemap(self.web.page(target).site, target))
+            .filter(|&target| !self.web.sitemaps().only_in_sitemap(self.web.page(target).site, target))
             .map(|target| self.href(site, target))
             .collect();
         let charset = self.web.site_of(page).charset;
@@ -462,7 +437,7 @@ impl Shared {
         if path == "/robots.txt" {
             return Route::Robots;
         }
-        if path == "/sitemap.xml" && self.sitemaps.has_sitemap(site) {
+        if path == "/sitemap.xml" && self.web.sitemaps().has_sitemap(site) {
             return Route::Sitemap;
         }
         if path == "/" {
@@ -483,7 +458,7 @@ impl Shared {
         if delay > 0 {
             body.push_str(&format!("Crawl-delay: {}\n", f64::from(delay) / 1000.0));
         }
-        if self.sitemaps.has_sitemap(site) {
+        if self.web.sitemaps().has_sitemap(site) {
             body.push_str(&format!("Sitemap: {}/sitemap.xml\n", self.site_url(site)));
         }
         body
@@ -513,7 +488,7 @@ impl Shared {
     fn home_page(&self, site: u32) -> String {
         let first = site * self.web.params().pages_per_site;
         let links: Vec<String> = (first..first + self.web.params().pages_per_site.min(20))
-            .filter(|&page| !self.sitemaps.only_in_sitemap(site, page))
+            .filter(|&page| !self.web.sitemaps().only_in_sitemap(site, page))
             .map(|page| self.href(site, page))
             .collect();
         render_html(&format!("Site {site}"), &[], &self.vocabularies[0], &links, Charset::Utf8.name())
@@ -909,7 +884,7 @@ mod tests {
                     server.shared.unix_ms_at(dated)
                 });
                 assert!(dated.clone().any(|ms| (claimed - ms).abs() <= 1), "page {page}: {claimed}");
-                if server.shared.sitemaps.only_in_sitemap(site, page) {
+                if server.shared.web.sitemaps().only_in_sitemap(site, page) {
                     only_there.push(page);
                 }
             }

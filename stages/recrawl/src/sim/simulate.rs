@@ -29,6 +29,7 @@ use recrawl_schemas::{FetchOutcome, LastRequest, UtcTime};
 use serde::Serialize;
 
 use super::measure::{optimal_frequencies_per_page, CopyTracker, CreditSchedule, Measures};
+use super::sitemaps::SitemapReader;
 use super::web::{Truth, Web};
 
 /// What the simulator needs of a web beyond its change times.
@@ -45,6 +46,15 @@ pub trait World: Sync {
     /// given its latest change since time 0, if any. A world that does not model the
     /// header sends none.
     fn last_modified(&self, _page: u32, _latest_change: Option<f64>, _at: f64) -> Option<f64> {
+        None
+    }
+    /// Whether the host has a sitemap ([`super::sitemaps`]).
+    fn has_sitemap(&self, _host: u32) -> bool {
+        false
+    }
+    /// The page's `<lastmod>` in its site's sitemap read at `at` (periods); `None`: no
+    /// date.
+    fn sitemap_lastmod(&self, _page: u32, _at: f64) -> Option<f64> {
         None
     }
 }
@@ -77,6 +87,14 @@ impl World for SimulatedWeb<'_> {
     }
     fn last_modified(&self, page: u32, latest_change: Option<f64>, at: f64) -> Option<f64> {
         self.web.last_modified(page, latest_change, at)
+    }
+    fn has_sitemap(&self, host: u32) -> bool {
+        self.web.sitemaps().has_sitemap(host)
+    }
+    fn sitemap_lastmod(&self, page: u32, at: f64) -> Option<f64> {
+        let changes = self.truth.changes(page);
+        let latest = changes[..changes.partition_point(|&t| t < at)].last().copied();
+        self.web.last_modified(page, latest, at)
     }
 }
 
@@ -188,6 +206,8 @@ pub struct PolicyResult {
     /// The scheduler paper's s_j(t), averaged over pages and periods.
     pub paper_staleness: f64,
     pub requests: u64,
+    /// Requests for sitemaps, on top of `requests` (within the same budget).
+    pub sitemap_requests: u64,
     pub wasted_requests: u64,
     pub unchanged_downloads: u64,
     pub failures: u64,
@@ -262,7 +282,7 @@ impl Chooser {
                 }
                 clairvoyant_picks(world, period, &store.trackers, &store.cursors, m, horizon)
             }
-            Self::Learned(learner) => learner.choose(period, m),
+            Self::Learned(learner) => learner.choose(world, period, m),
         }
     }
 }
@@ -400,6 +420,10 @@ pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> P
         }
     }
     store.finish(horizon);
+    let sitemap_requests = match &chooser {
+        Chooser::Learned(learner) => learner.sitemaps.as_ref().map_or(0, |reader| reader.polls),
+        _ => 0,
+    };
     let measures = &store.measures;
     PolicyResult {
         name: policy.name(),
@@ -409,6 +433,7 @@ pub fn run_policy(world: &dyn World, policy: SimPolicy, config: &SimConfig) -> P
         harmonic_cost: measures.harmonic_cost(),
         paper_staleness: store.staleness_sum / (n.max(1) as f64 * config.periods.max(1) as f64),
         requests: measures.requests,
+        sitemap_requests,
         wasted_requests: measures.wasted_requests(),
         unchanged_downloads: measures.unchanged_downloads,
         failures: measures.failures,
@@ -515,6 +540,8 @@ struct Learner {
     /// Whether the estimator recorded the initial crawl, whose copies the store starts
     /// with, as crawl 0 (period p's fetches are then crawl p + 1).
     initial_crawl: bool,
+    /// The sites' sitemaps, where any site has one.
+    sitemaps: Option<SitemapReader>,
 }
 
 /// When a request the learner hears of was made.
@@ -648,12 +675,15 @@ impl Learner {
             groups,
             page_groups: (0..n as u32).map(|page| world.group(page).min(1) as u8).collect(),
             host_dates: vec![DateTally::default(); hosts_count],
-            host_pages,
             eligibility: config.eligibility,
             refresh: RefreshSettings::default(),
             period_ms,
             known_rates: config.known_rates,
             initial_crawl: !config.cold_start,
+            sitemaps: (0..hosts_count as u32)
+                .any(|host| world.has_sitemap(host))
+                .then(|| SitemapReader::new(n, &host_pages, |host| world.has_sitemap(host))),
+            host_pages,
         };
         // The estimator hears of the initial crawl as the stage would: a first request per
         // page, its download compared with nothing, failed where the page's period-0 request
@@ -668,15 +698,35 @@ impl Learner {
         learner
     }
 
-    fn choose(&mut self, period: u64, m: usize) -> Vec<u32> {
+    /// The period's picks, after its sitemap polls, which take their share of the `m`.
+    fn choose(&mut self, world: &dyn World, period: u64, m: usize) -> Vec<u32> {
+        let mut polls = 0;
+        let mut verify = Vec::new();
+        if let Some(reader) = &mut self.sitemaps {
+            for host in reader.due(period).into_iter().take(m) {
+                polls += 1;
+                let lastmod = |page| world.sitemap_lastmod(page, period as f64);
+                let outcome = reader.poll(lastmod, host, period, period as f64, self.period_ms);
+                for news in outcome.news {
+                    self.book.take_claim(news.page, news.news, period);
+                }
+                verify.extend(outcome.to_verify);
+            }
+        }
+        let m = m - polls;
+        verify.truncate(m);
+        for &page in &verify {
+            self.book.picked(page, period);
+        }
+        let m = m - verify.len();
         let remaining = self.horizon.remaining(period);
         let choices = choose(&[&self.book], &self.hosts, period, remaining, m, &self.host_caps, &self.plan);
-        choices
+        verify
             .into_iter()
-            .map(|choice| {
+            .chain(choices.into_iter().map(|choice| {
                 self.book.picked(choice.slot, period);
                 choice.slot
-            })
+            }))
             .collect()
     }
 
@@ -735,6 +785,9 @@ impl Learner {
             dates: &mut self.host_dates[world.host(page) as usize],
         };
         let rate = state.update(&observed, settings, &group.rate_prior, true, crawl + 1, tallies);
+        if let (Some(reader), true) = (&mut self.sitemaps, downloaded) {
+            reader.downloaded(page, world.host(page), at, request.changed, self.period_ms);
+        }
         let p_download = group.next_chance(Kind::Dr, state.recent(Kind::Dr, WINDOW));
         let p_change = group.next_chance(Kind::Mr, state.recent(Kind::Mr, WINDOW));
         let schedule = (self.policy == Policy::Groups).then(|| {

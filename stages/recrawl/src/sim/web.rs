@@ -55,6 +55,11 @@ pub struct WebParams {
     /// Periods the web is meant to be crawled for: where in a run a drifting page's rate
     /// jumps.
     pub run_periods: f64,
+    /// Share of the sites with a sitemap (named in robots.txt) listing their public pages,
+    /// each `<lastmod>` as the site's `Last-Modified` dates the page.
+    pub sitemap_share: f64,
+    /// Share of a sitemap site's pages that no page links to: only its sitemap names them.
+    pub sitemap_only_share: f64,
 }
 
 impl Default for WebParams {
@@ -73,6 +78,8 @@ impl Default for WebParams {
             world: WorldKind::Web,
             failures: true,
             run_periods: 100.0,
+            sitemap_share: 0.0,
+            sitemap_only_share: 0.0,
         }
     }
 }
@@ -271,6 +278,33 @@ pub enum ServerDates {
     Stuck,
     /// No header.
     Absent,
+}
+
+/// Which sites have a sitemap, and which of their pages only it names: drawn from the
+/// web's seed, apart from the web's own draws.
+#[derive(Debug, Clone, Copy)]
+pub struct Sitemaps {
+    /// Share of the sites with a sitemap.
+    pub share: f64,
+    /// Share of a sitemap site's pages that no page links to.
+    pub only_share: f64,
+    pub seed: u64,
+}
+
+impl Sitemaps {
+    fn draw(&self, what: u64, id: u32) -> f64 {
+        Pcg64::seed_from_u64(self.seed ^ what ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .random::<f64>()
+    }
+
+    pub fn has_sitemap(&self, site: u32) -> bool {
+        self.draw(0x517E_3A95, site) < self.share
+    }
+
+    /// Whether no page links to `page` of `site`.
+    pub fn only_in_sitemap(&self, site: u32, page: u32) -> bool {
+        self.has_sitemap(site) && self.draw(0x0011_1A7E, page) < self.only_share
+    }
 }
 
 /// One page: 40 bytes, so a million fit in memory beside the simulator's books.
@@ -534,6 +568,15 @@ impl Web {
 
     fn age_stream(params: &WebParams, id: u32) -> u64 {
         params.seed ^ 0xB1127 ^ u64::from(id) << 24
+    }
+
+    /// Which sites have a sitemap, and which pages only it names.
+    pub fn sitemaps(&self) -> Sitemaps {
+        Sitemaps {
+            share: self.params.sitemap_share,
+            only_share: self.params.sitemap_only_share,
+            seed: self.params.seed,
+        }
     }
 
     /// The `Last-Modified` the page's server sends at `at` (a time in periods; `None`: no
