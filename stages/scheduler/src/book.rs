@@ -11,7 +11,6 @@ use std::collections::HashMap;
 
 use hashbrown::HashTable;
 use recrawl_common::http_date_ms;
-use recrawl_model::claims::CopyNews;
 use recrawl_model::day::DayProfile;
 use recrawl_model::modified::dates_the_change;
 use recrawl_model::rate::{central_rate, middle_half_low};
@@ -19,12 +18,15 @@ use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
 use recrawl_schemas::{host_of, DiscoveredLinks, LastRequest, PageEstimate};
 use xxhash_rust::xxh3::xxh3_64;
 
+mod claims;
 mod record;
 
 use crate::coarse::CoarseF32;
 use crate::groups::{CrawlSchedule, GroupClasses, HourRule};
 use crate::hosts::Hosts;
 use crate::policy::nutch_interval;
+pub use claims::ClaimOutcome;
+use claims::UrlClaims;
 use recrawl_common::links::{LinkRules, Rejection};
 
 /// "No period": a page never estimated, downloaded or picked.
@@ -268,6 +270,9 @@ pub struct Book {
     /// Bytes of the validators' text, kept as they change: the gauges read it after every
     /// batch, and summing a partition's validators then would cost a pass over them.
     validator_text: usize,
+    /// What sitemaps and feeds claimed of tracked pages, only for those a dated claim
+    /// named (`claims`).
+    claims: HashMap<u32, UrlClaims>,
     /// This partition's share of each host's day profile, by host number (a partition
     /// holds URLs of most hosts): what moves with the partition, and what its
     /// revocation takes back from the hosts'.
@@ -304,11 +309,12 @@ pub struct BookMemory {
     pub pages: usize,
     pub in_links: usize,
     pub validators: usize,
+    pub claims: usize,
 }
 
 impl BookMemory {
     pub fn total(&self) -> usize {
-        [self.url_text, self.url_ends, self.index, self.pages, self.in_links, self.validators]
+        [self.url_text, self.url_ends, self.index, self.pages, self.in_links, self.validators, self.claims]
             .iter()
             .fold(0usize, |sum, bytes| sum.saturating_add(*bytes))
     }
@@ -369,6 +375,7 @@ impl Book {
     pub fn memory(&self) -> BookMemory {
         // A validators entry: a slot and two boxed strings, plus a control byte.
         const VALIDATORS_ENTRY: usize = 5 + std::mem::size_of::<Validators>();
+        const CLAIMS_ENTRY: usize = 5 + std::mem::size_of::<UrlClaims>();
         BookMemory {
             url_text: self.url_bytes.len(),
             url_ends: std::mem::size_of_val(self.url_ends.as_slice()),
@@ -382,6 +389,8 @@ impl Book {
                 .capacity()
                 .saturating_mul(VALIDATORS_ENTRY)
                 .saturating_add(self.validator_text),
+            // A slot, the entry and a control byte.
+            claims: self.claims.capacity().saturating_mul(CLAIMS_ENTRY),
         }
     }
 
@@ -581,6 +590,7 @@ impl Book {
             hosts.stats[host as usize].day.merge(&learned_day);
         }
         self.update_validators(slot, request);
+        self.judge_download(hosts, slot, request);
         hosts.observe(host, request, settings.response_time_smoothing, settings.max_backoff_periods);
         self.mark_dirty(slot);
         self.compact_in_links();
@@ -710,27 +720,6 @@ impl Book {
             self.pages[slot as usize].flags |= ANNOUNCED;
             self.mark_dirty(slot);
         }
-        true
-    }
-
-    /// Takes what a trusted claim says of a tracked page's copy: stale, or current as of
-    /// `period` (its age then counts from there, as from a download). Whether anything
-    /// changed.
-    pub fn take_claim(&mut self, slot: u32, news: CopyNews, period: u64) -> bool {
-        let Some(page) = self.pages.get_mut(slot as usize) else { return false };
-        if page.is_frontier() || page.is_gone() {
-            return false;
-        }
-        match news {
-            CopyNews::Stale if !page.is_change_claimed() => page.flags |= CHANGE_CLAIMED,
-            CopyNews::CurrentAt(_)
-                if !page.is_change_claimed() && page.last_download().is_some_and(|last| last < period) =>
-            {
-                page.last_download = period32(period);
-            }
-            _ => return false,
-        }
-        self.mark_dirty(slot);
         true
     }
 
@@ -937,6 +926,7 @@ impl Book {
             return false;
         }
         self.take_validators(slot);
+        self.claims.remove(&slot);
         let hash = xxh3_64(self.url(slot).as_bytes());
         if let Ok(entry) = self.index.find_entry(hash, |&found| found == slot) {
             entry.remove();
@@ -986,6 +976,9 @@ impl Book {
             let Ok(new_slot) = self.insert(old.url(slot), page) else { continue };
             if let Some(validators) = old.validators.get(&slot) {
                 renumbered.insert(new_slot, validators.clone());
+            }
+            if let Some(&claims) = old.claims.get(&slot) {
+                self.claims.insert(new_slot, claims);
             }
         }
         self.validators = renumbered;
@@ -1106,26 +1099,6 @@ pub(crate) mod tests {
         book.apply_estimate(&mut hosts, &estimate("http://h/x.html", 2, true, None), &settings).unwrap();
         assert_eq!(book.frontier_len(), 0);
         assert_eq!(add(&mut book, &mut hosts, "http://h/x.html", "http://h/c"), Linked::Tracked);
-    }
-
-    #[test]
-    fn a_trusted_claim_marks_a_copy_stale_until_its_download_or_current_as_of_the_claim() {
-        let (mut book, mut hosts, settings) = (Book::default(), Hosts::default(), BookSettings::default());
-        let rules = LinkRules::default();
-        book.apply_link(&mut hosts, &link("http://h/a.html", None, 0, 0), &rules, 10, &settings).unwrap();
-        let slot = book.find("http://h/a.html").unwrap();
-        assert!(!book.take_claim(slot, CopyNews::Stale, 1), "a frontier page is stale anyway");
-        book.apply_estimate(&mut hosts, &estimate("http://h/a.html", 2, true, None), &settings).unwrap();
-        assert!(book.take_claim(slot, CopyNews::CurrentAt(0), 5));
-        assert_eq!(book.page(slot).last_download(), Some(5), "its age counts from the claim");
-        assert!(!book.take_claim(slot, CopyNews::CurrentAt(0), 4), "an older claim says nothing new");
-        assert!(book.take_claim(slot, CopyNews::Stale, 6));
-        assert!(book.page(slot).is_change_claimed());
-        assert!(!book.take_claim(slot, CopyNews::CurrentAt(0), 7), "a stale copy stays stale until fetched");
-        book.apply_estimate(&mut hosts, &estimate("http://h/a.html", 8, true, Some(true)), &settings)
-            .unwrap();
-        assert!(!book.page(slot).is_change_claimed());
-        assert_eq!(book.page(slot).last_download(), Some(8));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 
 use hashbrown::HashTable;
+use recrawl_model::claims::ClaimTally;
 use recrawl_model::day::DayProfile;
 use recrawl_model::periodic::{shows_the_day, DayTables};
 use recrawl_schemas::LastRequest;
@@ -28,6 +29,8 @@ pub struct HostStats {
     pub urls: u32,
     /// When in the day the host's pages change, from their comparisons and dated changes.
     pub day: DayProfile,
+    /// How the host's sitemap and feed claims were judged (`docs/algorithms/sitemaps.md`).
+    pub claims: ClaimTally,
 }
 
 impl HostStats {
@@ -84,6 +87,7 @@ impl Default for HostStats {
             crawl_delay_ms: 0,
             urls: 0,
             day: DayProfile::default(),
+            claims: ClaimTally::default(),
         }
     }
 }

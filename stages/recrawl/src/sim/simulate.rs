@@ -657,6 +657,14 @@ impl Learner {
             host_pages[world.host(page) as usize].push(page);
         }
         let learns_day = plan.scores_time_of_day();
+        let sitemaps = (0..hosts_count as u32).any(|host| world.has_sitemap(host)).then(|| {
+            // A host without pages has no slot to tell its book host by.
+            let book_hosts = host_pages
+                .iter()
+                .map(|pages| pages.first().map_or(u32::MAX, |&page| book.page(page).host))
+                .collect();
+            SitemapReader::new(host_pages.clone(), book_hosts, |host| world.has_sitemap(host))
+        });
         let mut learner = Self {
             policy,
             host_caps: vec![u32::MAX; hosts.len()],
@@ -680,9 +688,7 @@ impl Learner {
             period_ms,
             known_rates: config.known_rates,
             initial_crawl: !config.cold_start,
-            sitemaps: (0..hosts_count as u32)
-                .any(|host| world.has_sitemap(host))
-                .then(|| SitemapReader::new(n, &host_pages, |host| world.has_sitemap(host))),
+            sitemaps,
             host_pages,
         };
         // The estimator hears of the initial crawl as the stage would: a first request per
@@ -703,14 +709,19 @@ impl Learner {
         let mut polls = 0;
         let mut verify = Vec::new();
         if let Some(reader) = &mut self.sitemaps {
-            for host in reader.due(period).into_iter().take(m) {
+            for site in reader.due(&self.hosts, period).into_iter().take(m) {
                 polls += 1;
                 let lastmod = |page| world.sitemap_lastmod(page, period as f64);
-                let outcome = reader.poll(lastmod, host, period, period as f64, self.period_ms);
-                for news in outcome.news {
-                    self.book.take_claim(news.page, news.news, period);
-                }
-                verify.extend(outcome.to_verify);
+                let settings = &self.book_settings;
+                verify.extend(reader.poll(
+                    &mut self.book,
+                    &mut self.hosts,
+                    settings,
+                    lastmod,
+                    site,
+                    period,
+                    period as f64,
+                ));
             }
         }
         let m = m - polls;
@@ -785,9 +796,6 @@ impl Learner {
             dates: &mut self.host_dates[world.host(page) as usize],
         };
         let rate = state.update(&observed, settings, &group.rate_prior, true, crawl + 1, tallies);
-        if let (Some(reader), true) = (&mut self.sitemaps, downloaded) {
-            reader.downloaded(page, world.host(page), at, request.changed, self.period_ms);
-        }
         let p_download = group.next_chance(Kind::Dr, state.recent(Kind::Dr, WINDOW));
         let p_change = group.next_chance(Kind::Mr, state.recent(Kind::Mr, WINDOW));
         let schedule = (self.policy == Policy::Groups).then(|| {

@@ -1,8 +1,9 @@
 //! The learned policies reading the simulated sites' sitemaps, as the pipeline does
 //! (`docs/algorithms/sitemaps.md`): each poll of a site's sitemap is a request of the
-//! period's budget; its `<lastmod>`s are claims judged against the policy's own
-//! comparisons ([`recrawl_model::claims`]); a trusted site's claims tell the book which
-//! copies are stale and which were current when the sitemap was read.
+//! period's budget; its `<lastmod>`s go to the scheduler's book as the stage's
+//! announcements do ([`Book::claim`]): judged against the policy's own comparisons, and
+//! once the site is trusted, telling the book which copies are stale and which were
+//! current when the sitemap was read.
 //!
 //! When to poll: a site not yet judged every [`PROBE_EVERY`] periods, so that claims meet
 //! comparisons; a trusted site once the changes its polls announce, at their running
@@ -12,161 +13,129 @@
 //! comparison that confirms or refutes a claim, so a site is judged within a few periods
 //! rather than whenever the policy happens to fetch its pages twice.
 
-use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTally, ClaimTrust, Comparison, CopyNews};
+use recrawl_model::claims::{Claim, ClaimTrust, CopyNews};
+use recrawl_scheduler::book::{Book, BookSettings};
+use recrawl_scheduler::hosts::Hosts;
 
 /// Periods between polls of a site whose claims are not yet judged.
 pub const PROBE_EVERY: u64 = 4;
 /// Changes a trusted site's sitemap is expected to announce before it is polled again.
 pub const CHANGES_WORTH_A_POLL: f64 = 10.0;
+/// Pages of a site not yet judged fetched after a poll to test its claims: the ones
+/// claimed changed longest ago.
+pub const VERIFY_PICKS: usize = 2;
 /// Weight of the latest poll in a site's running rate of announced changes.
 const RATE_WEIGHT: f64 = 0.3;
 
 #[derive(Debug, Clone, Default)]
 struct SiteState {
-    tally: ClaimTally,
     last_poll: Option<u64>,
-    /// Whether a poll found entries without dates: nothing to learn.
+    /// Whether it has no sitemap, or a poll found entries without dates: nothing to learn.
     undated: bool,
     /// Changes announced per period, running; `None` before a trusted poll measured it.
     announced_rate: Option<f64>,
 }
 
-/// What the policy knows of the sites' sitemaps and its pages' claims.
+/// When the policy polls each site's sitemap; the claims themselves live in the book.
 #[derive(Debug)]
 pub struct SitemapReader {
     sites: Vec<SiteState>,
-    evidence: Vec<ClaimEvidence>,
-    /// Each page's latest download, periods; `None` before one.
-    last_download: Vec<Option<f64>>,
-    /// The pages of each host.
-    host_pages: Vec<Vec<u32>>,
+    /// The pages (book slots) of each site, and the site's host in the book.
+    site_pages: Vec<Vec<u32>>,
+    book_hosts: Vec<u32>,
     pub polls: u64,
 }
 
-/// What a poll says of a page of a trusted site.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PageNews {
-    pub page: u32,
-    pub news: CopyNews,
-}
-
-/// What a poll gives the policy: news of a trusted site's copies, or for a site not yet
-/// judged, pages whose claimed change a fetch would test.
-#[derive(Debug, Default)]
-pub struct PollOutcome {
-    pub news: Vec<PageNews>,
-    pub to_verify: Vec<u32>,
-}
-
-/// Pages of a site not yet judged fetched after a poll to test its claims: the ones
-/// claimed changed longest ago.
-pub const VERIFY_PICKS: usize = 2;
-
 impl SitemapReader {
-    /// For `pages` pages, `host_pages` of each host, those hosts `has_sitemap` says
-    /// having one.
-    pub fn new(pages: usize, host_pages: &[Vec<u32>], has_sitemap: impl Fn(u32) -> bool) -> Self {
-        let n = pages;
+    /// For sites whose pages are `site_pages` (book slots, none empty), in a book whose
+    /// hosts are `book_hosts` by site; those `has_sitemap` says having one.
+    pub fn new(site_pages: Vec<Vec<u32>>, book_hosts: Vec<u32>, has_sitemap: impl Fn(u32) -> bool) -> Self {
         Self {
-            sites: (0..host_pages.len() as u32)
-                .map(|host| SiteState { undated: !has_sitemap(host), ..SiteState::default() })
+            sites: (0..site_pages.len() as u32)
+                .map(|site| SiteState { undated: !has_sitemap(site), ..SiteState::default() })
                 .collect(),
-            evidence: vec![ClaimEvidence::default(); n],
-            last_download: vec![None; n],
-            host_pages: host_pages.to_vec(),
+            site_pages,
+            book_hosts,
             polls: 0,
         }
     }
 
+    fn trust(&self, hosts: &Hosts, site: u32) -> ClaimTrust {
+        let host = self.book_hosts[site as usize] as usize;
+        hosts.stats.get(host).map_or(ClaimTrust::Unknown, |stats| stats.claims.trust())
+    }
+
     /// The sites to poll at the start of `period`.
-    pub fn due(&self, period: u64) -> Vec<u32> {
-        let due = |site: &SiteState| {
-            if site.undated {
+    pub fn due(&self, hosts: &Hosts, period: u64) -> Vec<u32> {
+        let due = |site: u32| {
+            let state = &self.sites[site as usize];
+            if state.undated {
                 return false;
             }
-            let Some(last) = site.last_poll else { return true };
+            let Some(last) = state.last_poll else { return true };
             let since = period.saturating_sub(last);
-            match site.tally.trust() {
+            match self.trust(hosts, site) {
                 ClaimTrust::Distrusted => false,
                 ClaimTrust::Unknown => since >= PROBE_EVERY,
-                ClaimTrust::Trusted => match site.announced_rate {
+                ClaimTrust::Trusted => match state.announced_rate {
                     Some(rate) => since >= 1 && rate * since as f64 >= CHANGES_WORTH_A_POLL,
                     None => since >= 1,
                 },
             }
         };
-        (0..self.sites.len() as u32).filter(|&host| due(&self.sites[host as usize])).collect()
+        (0..self.sites.len() as u32).filter(|&site| due(site)).collect()
     }
 
-    /// Polls `host`'s sitemap at `at` (periods; ms from periods by `period_ms`), which
-    /// dates each page as `lastmod` says: judges each page's claim, and where the site is
-    /// trusted, says what the claims say of the copies.
+    /// Polls `site`'s sitemap at `at` (periods; ms by `settings.period_ms`), which dates
+    /// each page as `lastmod` says, into the book; for a site not yet judged, the pages a
+    /// fetch would test.
+    #[allow(clippy::too_many_arguments)]
     pub fn poll(
         &mut self,
+        book: &mut Book,
+        hosts: &mut Hosts,
+        settings: &BookSettings,
         lastmod: impl Fn(u32) -> Option<f64>,
-        host: u32,
+        site: u32,
         period: u64,
         at: f64,
-        period_ms: f64,
-    ) -> PollOutcome {
+    ) -> Vec<u32> {
         self.polls += 1;
-        let ms = |periods: f64| (periods * period_ms) as i64;
-        let site = &mut self.sites[host as usize];
-        let previous = site.last_poll.replace(period);
+        let ms = |periods: f64| (periods * settings.period_ms as f64) as i64;
+        let state = &mut self.sites[site as usize];
+        let previous = state.last_poll.replace(period);
         let mut announced = 0_u32;
-        let mut news = Vec::new();
-        for &page in &self.host_pages[host as usize] {
+        let mut stale = Vec::new();
+        for &page in &self.site_pages[site as usize] {
             let Some(lastmod) = lastmod(page) else {
-                site.undated = true;
+                state.undated = true;
                 continue;
             };
-            let claim = Claim { changed_ms: ms(lastmod), seen_ms: ms(at) };
-            site.tally.record(self.evidence[page as usize].observe_claim(claim));
             if previous.is_some_and(|last| lastmod > last as f64) {
                 announced += 1;
             }
-            let copy = claim.news(self.last_download[page as usize].map(ms));
-            if copy != CopyNews::Nothing {
-                news.push(PageNews { page, news: copy });
+            let claim = Claim { changed_ms: ms(lastmod), seen_ms: ms(at) };
+            let Some(outcome) = book.claim(hosts, page, claim, settings) else { continue };
+            // Only a page downloaded before can be compared.
+            if outcome.news == CopyNews::Stale && book.page(page).last_download().is_some() {
+                stale.push((claim.changed_ms, page));
             }
         }
-        match site.tally.trust() {
-            ClaimTrust::Trusted => {}
-            ClaimTrust::Distrusted => return PollOutcome::default(),
+        let host = self.book_hosts[site as usize] as usize;
+        match hosts.stats.get(host).map_or(ClaimTrust::Unknown, |stats| stats.claims.trust()) {
+            ClaimTrust::Distrusted => Vec::new(),
             ClaimTrust::Unknown => {
-                let mut stale: Vec<(i64, u32)> = news
-                    .iter()
-                    // Only a page downloaded before can be compared.
-                    .filter(|item| {
-                        item.news == CopyNews::Stale && self.last_download[item.page as usize].is_some()
-                    })
-                    .filter_map(|item| Some((self.evidence[item.page as usize].claim?.changed_ms, item.page)))
-                    .collect();
                 stale.sort_unstable();
-                return PollOutcome {
-                    news: Vec::new(),
-                    to_verify: stale.into_iter().take(VERIFY_PICKS).map(|(_, page)| page).collect(),
-                };
+                stale.into_iter().take(VERIFY_PICKS).map(|(_, page)| page).collect()
             }
-        }
-        if let Some(last) = previous {
-            let rate = f64::from(announced) / period.saturating_sub(last).max(1) as f64;
-            site.announced_rate =
-                Some(site.announced_rate.map_or(rate, |old| old + RATE_WEIGHT * (rate - old)));
-        }
-        PollOutcome { news, to_verify: Vec::new() }
-    }
-
-    /// A download of `page` at `at` (periods), compared with the previous one when
-    /// `changed` says.
-    pub fn downloaded(&mut self, page: u32, host: u32, at: f64, changed: Option<bool>, period_ms: f64) {
-        let previous = self.last_download[page as usize].replace(at);
-        if let (Some(from), Some(changed)) = (previous, changed) {
-            let comparison =
-                Comparison { from_ms: (from * period_ms) as i64, to_ms: (at * period_ms) as i64, changed };
-            self.sites[host as usize]
-                .tally
-                .record(self.evidence[page as usize].observe_comparison(comparison));
+            ClaimTrust::Trusted => {
+                if let Some(last) = previous {
+                    let rate = f64::from(announced) / period.saturating_sub(last).max(1) as f64;
+                    state.announced_rate =
+                        Some(state.announced_rate.map_or(rate, |old| old + RATE_WEIGHT * (rate - old)));
+                }
+                Vec::new()
+            }
         }
     }
 }
@@ -175,8 +144,7 @@ impl SitemapReader {
 mod tests {
     use recrawl_scheduler::policy::Policy;
 
-    use super::*;
-    use crate::sim::simulate::{simulate, SimConfig, SimPolicy, SimulatedWeb, World};
+    use crate::sim::simulate::{simulate, SimConfig, SimPolicy, SimulatedWeb};
     use crate::sim::web::{Truth, Web, WebParams};
 
     /// Every site with a sitemap, a share `truthful` of them dating changes and the rest
@@ -201,42 +169,6 @@ mod tests {
         let config = SimConfig { periods, budget: 0.05, threads: 1, ..SimConfig::default() };
         let result = &simulate(&world, &[SimPolicy::Scheduler(Policy::Freshness)], &config)[0];
         (result.freshness, result.requests, result.sitemap_requests)
-    }
-
-    #[test]
-    fn truthful_sitemaps_are_trusted_and_lying_ones_distrusted_and_left_alone() {
-        let web = web(0.5);
-        let world = SimulatedWeb { truth: Truth::of_web(&web, 40.0), web: &web };
-        let host_pages: Vec<Vec<u32>> = (0..60).map(|site| (site * 50..(site + 1) * 50).collect()).collect();
-        let mut reader = SitemapReader::new(3000, &host_pages, |host| world.has_sitemap(host));
-        // Every page fetched at the middle of every period: comparisons every period.
-        for period in 0..40_u64 {
-            for host in reader.due(period) {
-                let lastmod = |page| world.sitemap_lastmod(page, period as f64);
-                reader.poll(lastmod, host, period, period as f64, 3_600_000.0);
-            }
-            let at = period as f64 + 0.5;
-            for page in 0..3000 {
-                let changed = world.truth().changes(page).iter().any(|&t| t > at - 1.0 && t <= at);
-                let compared = (period > 0).then_some(changed);
-                reader.downloaded(page, page / 50, at, compared, 3_600_000.0);
-            }
-        }
-        use crate::sim::web::ServerDates;
-        for (host, site) in reader.sites.iter().enumerate() {
-            let expected = match web.sites()[host].dates {
-                ServerDates::Truthful => ClaimTrust::Trusted,
-                _ => ClaimTrust::Distrusted,
-            };
-            assert_eq!(site.tally.trust(), expected, "site {host}: {:?}", site.tally);
-        }
-        let lying: Vec<u32> =
-            (0..60).filter(|&host| web.sites()[host as usize].dates != ServerDates::Truthful).collect();
-        assert!(!lying.is_empty());
-        assert!(
-            reader.due(40).iter().all(|host| !lying.contains(host)),
-            "a distrusted site is polled no more"
-        );
     }
 
     #[test]
