@@ -1,5 +1,7 @@
 //! Two scheduler instances on a 4-partition topic publish, together, exactly m picks per
-//! period: each takes its partitions' share without talking to the other.
+//! period: each takes its partitions' share without talking to the other. A scheduler
+//! judges what sitemaps claim against the estimates' comparisons, and takes a host's
+//! claims once they proved true.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -10,8 +12,11 @@ use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::{
     kafka_flags, metric, parse_args, produce, produce_at, unique_prefix, wait_for, Broker, RunningStage,
 };
+use recrawl_schemas::messages::samples::{page_announcement, page_estimate};
 use recrawl_schemas::topics::{ANNOUNCEMENTS, ESTIMATES, FETCH, LINKS};
-use recrawl_schemas::{url_key, DiscoveredLinks, PagePick, PageRef, PickReason};
+use recrawl_schemas::{
+    url_key, DiscoveredLinks, PageAnnouncement, PageEstimate, PagePick, PageRef, PickReason, UtcTime,
+};
 
 const PARTITIONS: i32 = 4;
 const URLS: usize = 80;
@@ -158,6 +163,108 @@ async fn two_instances_publish_m_picks_per_period_together() {
         assert_eq!(urls.len(), M, "period {period} picked a URL twice");
         assert!(picks.iter().all(|p| p.reason == PickReason::Discovery && p.depth == 0));
     }
+    drop(broker);
+}
+
+/// Five pages of a host whose sitemap dates each change and five of one that gives the
+/// time of the request, each downloaded twice with a sitemap read between: the first host
+/// is trusted and its next claimed change marks a copy stale; the second is distrusted and
+/// its claims are only judged. Through the broker, as the stage reads them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("claims"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 1).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let topics = kafka.cluster.topics();
+    // Periods 1 to 500 are long past: nothing is held back as early. Claims and downloads
+    // lie periods apart, well beyond the minute of clock skew a claim is allowed.
+    let epoch = unix_ms() - 1000 * PERIOD_MS;
+    let at = |periods: f64| epoch + (periods * PERIOD_MS as f64) as i64;
+    let url = |host: &str, page: usize| format!("http://{host}.example/{page}.html");
+    let estimate = |url: &str, period: u64, fetched_at_ms: i64, changed: Option<bool>| {
+        let mut estimate: PageEstimate = page_estimate();
+        estimate.page = PageRef::of_url(url).expect("url");
+        estimate.group = estimate.page.host.clone();
+        estimate.period = period;
+        estimate.last_request.period = period;
+        estimate.last_request.fetched_at_ms = fetched_at_ms;
+        estimate.last_request.fetched_at = UtcTime::from_ms(fetched_at_ms);
+        estimate.last_request.changed = changed;
+        estimate
+    };
+    let claim = |url: &str, changed_ms: i64, fetched_at_ms: i64, period: u64| {
+        let mut announcement: PageAnnouncement = page_announcement();
+        announcement.page = PageRef::of_url(url).expect("url");
+        announcement.source =
+            PageRef::of_url(&format!("http://{}/sitemap.xml", announcement.page.host)).expect("url");
+        announcement.period = period;
+        announcement.fetched_at_ms = fetched_at_ms;
+        announcement.fetched_at = UtcTime::from_ms(fetched_at_ms);
+        announcement.claimed_modified_ms = Some(changed_ms);
+        announcement.claimed_modified = Some(UtcTime::from_ms(changed_ms));
+        announcement
+    };
+
+    let mut stage_flags = flags.clone();
+    for (flag, value) in [("--period-ms", PERIOD_MS.to_string()), ("--epoch-unix-ms", epoch.to_string())] {
+        stage_flags.extend([flag.to_owned(), value]);
+    }
+    let args = parse_args(&stage_flags);
+    let stage = RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(args, ctx));
+    stage.ready().await;
+    let series = |name: &str, label: &str, value: &str| {
+        metric(&stage, &format!("recrawl_{name}{{{label}=\"{value}\",stage=\"scheduler\"}}")).unwrap_or(0.0)
+    };
+    let hosts = ["truthful", "lying"];
+    // Downloaded at 1.5 periods.
+    for host in hosts {
+        for page in 0..5 {
+            produce(&producer, &topics, ESTIMATES, &estimate(&url(host, page), 1, at(1.5), None)).await;
+        }
+    }
+    let tracked = || metric(&stage, "recrawl_scheduler_tracked_urls{stage=\"scheduler\"}");
+    wait_for("the scheduler did not track the ten pages", || tracked() == Some(10.0)).await;
+    // The sitemaps read at 200.5 periods: a change at 100, or "now".
+    for page in 0..5 {
+        produce(&producer, &topics, ANNOUNCEMENTS, &claim(&url("truthful", page), at(100.0), at(200.5), 200))
+            .await;
+        produce(&producer, &topics, ANNOUNCEMENTS, &claim(&url("lying", page), at(200.5), at(200.5), 200))
+            .await;
+    }
+    wait_for("the ten claims were not judged", || {
+        series("scheduler_claims_total", "result", "judged") == 10.0
+    })
+    .await;
+    // Downloaded again at 300.5 periods: the truthful host's pages changed, the other's not.
+    for (host, changed) in [("truthful", true), ("lying", false)] {
+        for page in 0..5 {
+            produce(
+                &producer,
+                &topics,
+                ESTIMATES,
+                &estimate(&url(host, page), 300, at(300.5), Some(changed)),
+            )
+            .await;
+        }
+    }
+    wait_for("one host is not trusted and the other distrusted", || {
+        series("scheduler_claim_hosts", "trust", "trusted") == 1.0
+            && series("scheduler_claim_hosts", "trust", "distrusted") == 1.0
+    })
+    .await;
+    // A change at 400 periods, read at 500.5: the truthful host's copy is stale; the other
+    // host's claim of the same is judged and left.
+    produce(&producer, &topics, ANNOUNCEMENTS, &claim(&url("truthful", 0), at(400.0), at(500.5), 500)).await;
+    produce(&producer, &topics, ANNOUNCEMENTS, &claim(&url("lying", 0), at(500.5), at(500.5), 500)).await;
+    wait_for("the trusted claim was not taken", || {
+        series("scheduler_claims_total", "result", "stale") == 1.0
+            && series("scheduler_claims_total", "result", "judged") == 11.0
+    })
+    .await;
+    assert_eq!(series("scheduler_claims_total", "result", "current"), 0.0);
+    stage.stop().await.expect("stops cleanly");
     drop(broker);
 }
 

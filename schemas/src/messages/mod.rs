@@ -16,7 +16,7 @@ mod page;
 mod pick;
 
 pub mod bounds;
-#[cfg(test)]
+#[cfg(any(test, feature = "samples"))]
 pub mod samples;
 
 pub use announcement::*;

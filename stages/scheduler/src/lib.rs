@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::builder::TypedValueParser;
 use clap::Args;
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 use recrawl_common::config::{non_negative, unit_interval};
 use recrawl_common::metrics::registered;
 use recrawl_common::runtime::{
@@ -32,6 +32,7 @@ use recrawl_common::runtime::{
 };
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
+use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, CopyNews};
 use recrawl_model::{DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, LINKS};
@@ -41,7 +42,7 @@ use recrawl_schemas::{
 };
 use thiserror::Error;
 
-use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState, NONE};
+use crate::book::{Applied, Book, BookFull, BookSettings, ClaimOutcome, Linked, SchedulerState, NONE};
 use crate::frontier_caps::{Capped, FrontierArgs, FrontierCaps};
 use crate::groups::{GroupClasses, HourRule};
 use crate::hosts::Hosts;
@@ -264,6 +265,8 @@ struct SchedulerMetrics {
     estimates: IntCounterVec,
     links: IntCounterVec,
     announcements: IntCounterVec,
+    claims: IntCounterVec,
+    claim_hosts: IntGaugeVec,
     choose_seconds: Histogram,
     frontier_dropped: IntCounterVec,
     sites: IntGauge,
@@ -331,6 +334,20 @@ impl SchedulerMetrics {
                 ),
                 &["document"],
             )?)?,
+            claims: registered(registry, IntCounterVec::new(
+                Opts::new(
+                    "scheduler_claims_total",
+                    "Dated claims of sitemaps and feeds about tracked URLs, by what they did: stale or current (a trusted host's claim marked the copy so), judged (judged and tallied, not taken), untracked (a URL not tracked here).",
+                ),
+                &["result"],
+            )?)?,
+            claim_hosts: registered(registry, IntGaugeVec::new(
+                Opts::new(
+                    "scheduler_claim_hosts",
+                    "Hosts whose sitemap and feed claims were judged, by standing: trusted (taken as complete observations), distrusted, unknown.",
+                ),
+                &["trust"],
+            )?)?,
             choose_seconds: registered(registry, Histogram::with_opts(
                 HistogramOpts::new("scheduler_choose_seconds", "Time to choose one period's picks.")
                     .buckets(prometheus::exponential_buckets(0.0005, 4.0, 10)?),
@@ -345,7 +362,7 @@ impl SchedulerMetrics {
             sites: registered(registry, IntGauge::new("scheduler_sites", "Sites (registered domains) of the hosts this instance knows.")?)?,
             state_bytes: registered(registry, IntGauge::new(
                 "scheduler_state_bytes",
-                "Bytes of the URL tables (URL text, index, pages, in-links, validators) and the frontier's counts.",
+                "Bytes of the URL tables (URL text, index, pages, in-links, validators, claims) and the frontier's counts.",
             )?)?,
         };
         for cap in ["site", "total"] {
@@ -353,6 +370,9 @@ impl SchedulerMetrics {
         }
         for document in recrawl_schemas::AnnouncingDocument::ALL {
             metrics.announcements.with_label_values(&[document.as_str()]).reset();
+        }
+        for result in ["stale", "current", "judged", "untracked"] {
+            metrics.claims.with_label_values(&[result]).reset();
         }
         // At 0 from the start, so an alert sees the first of each.
         for reason in ["refresh", "discovery"] {
@@ -479,8 +499,20 @@ impl Scheduler {
         );
         self.metrics.announcements.with_label_values(&[announcement.document.as_str()]).inc();
         self.apply_link_as(&link, partition, document)?;
-        if let Some(book) = self.books.get_mut(&partition) {
-            book.announce(&announcement.page.url);
+        let Some(book) = self.books.get_mut(&partition) else { return Ok(()) };
+        book.announce(&announcement.page.url);
+        if let Some(changed_ms) = announcement.claimed_modified_ms {
+            let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
+            let outcome = book
+                .find(&announcement.page.url)
+                .and_then(|slot| book.claim(&mut self.hosts, slot, claim, &self.book_settings));
+            let result = match outcome {
+                None => "untracked",
+                Some(ClaimOutcome { taken: false, .. }) => "judged",
+                Some(ClaimOutcome { news: CopyNews::Stale, .. }) => "stale",
+                Some(_) => "current",
+            };
+            self.metrics.claims.with_label_values(&[result]).inc();
         }
         Ok(())
     }
@@ -608,6 +640,21 @@ impl Scheduler {
         self.metrics.frontier.set(frontier as i64);
         self.metrics.hosts.set(self.hosts.len() as i64);
         self.metrics.sites.set(self.caps.sites() as i64);
+        let mut standing = [0_i64; 3];
+        for stats in &self.hosts.stats {
+            let judged = stats.claims != ClaimTally::default();
+            let index = match stats.claims.trust() {
+                ClaimTrust::Trusted => 0,
+                ClaimTrust::Distrusted => 1,
+                ClaimTrust::Unknown => 2,
+            };
+            standing[index] = standing[index].saturating_add(i64::from(judged));
+        }
+        for (trust, hosts) in
+            [ClaimTrust::Trusted, ClaimTrust::Distrusted, ClaimTrust::Unknown].iter().zip(standing)
+        {
+            self.metrics.claim_hosts.with_label_values(&[trust.as_str()]).set(hosts);
+        }
         let books: usize = self.books.values().map(|book| book.memory().total()).sum();
         self.metrics.state_bytes.set(books.saturating_add(self.caps.bytes()) as i64);
     }

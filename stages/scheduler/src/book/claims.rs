@@ -134,6 +134,12 @@ mod tests {
         assert_eq!(book.page(slot).last_download(), Some(8));
     }
 
+    /// An entry costs what the memory gauge says and `docs/algorithms/sitemaps.md` §7.
+    #[test]
+    fn a_url_s_claims_stay_within_64_bytes() {
+        assert!(std::mem::size_of::<UrlClaims>() <= 64, "{}", std::mem::size_of::<UrlClaims>());
+    }
+
     /// A host whose sitemap dates each change is trusted after three confirmed, and its
     /// claims then mark copies; one that sends the time of the request never is.
     #[test]
