@@ -74,8 +74,8 @@ pub struct Page {
     /// Head of the URL's in-link fingerprint chain, [`NONE`] when empty.
     in_links: u32,
     pub depth: u16,
-    /// [`DIRTY`], [`ANNOUNCED`] and [`CHANGE_CLAIMED`], in one byte so that a page stays
-    /// within 60.
+    /// [`DIRTY`], [`ANNOUNCED`], [`CHANGE_CLAIMED`] and [`CLAIM_TO_TEST`], in one byte so
+    /// that a page stays within 60.
     flags: u8,
     pub schedule: Option<CrawlSchedule>,
 }
@@ -88,6 +88,9 @@ const ANNOUNCED: u8 = 2;
 /// A trusted sitemap or feed dated a change after its latest download: its copy is known
 /// stale (`recrawl_model::claims`). Cleared by the next download.
 const CHANGE_CLAIMED: u8 = 4;
+/// A host whose claims are not yet judged dated a change after its latest download: a
+/// fetch would confirm or refute the claim. Cleared by the next download.
+const CLAIM_TO_TEST: u8 = 8;
 
 impl Page {
     /// Whether a sitemap or feed of its site named it while it was in the frontier.
@@ -98,6 +101,11 @@ impl Page {
     /// Whether a trusted claim says the page changed since its latest download.
     pub fn is_change_claimed(&self) -> bool {
         self.flags & CHANGE_CLAIMED != 0
+    }
+
+    /// Whether fetching it would test a claim of a host not yet judged.
+    pub fn is_claim_to_test(&self) -> bool {
+        self.flags & CLAIM_TO_TEST != 0
     }
 
     fn is_dirty(&self) -> bool {
@@ -548,7 +556,7 @@ impl Book {
         page.last_estimate = period32(learned.period);
         let previous_download = page.last_download();
         if request.downloaded {
-            page.flags &= !CHANGE_CLAIMED;
+            page.flags &= !(CHANGE_CLAIMED | CLAIM_TO_TEST);
             page.last_download = period32(request.period);
             page.size = u32::try_from(request.size_bytes).unwrap_or(u32::MAX);
             page.latency_ms = CoarseF32::new(Some(request.latency_ms));

@@ -4,9 +4,10 @@
 //! [`choose`].
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::PoisonError;
 
+use recrawl_model::claims::ClaimTrust;
 use recrawl_model::day::DAY_MS;
 use recrawl_model::freshness::{best_freshness_index, best_index_rate, freshness_index_bound};
 use recrawl_model::periodic::{DayTables, PeriodicPage};
@@ -211,7 +212,8 @@ pub fn choose(
         let discoveries = eligible(books, host_caps, clock, settings, true).take(discovery_quota).count();
         period.kappa = lambda_kappa(books, host_caps, &period, quota.saturating_sub(discoveries), settings);
     }
-    let choices = pick(books, host_caps, &period, quota, discovery_quota, settings);
+    let tests = claim_tests(books, hosts, host_caps, clock, quota, settings);
+    let choices = pick(books, host_caps, &period, quota, discovery_quota, &tests, settings);
     drop(period);
     if let Some(state) = day_state.as_deref_mut() {
         // A period that filled its quota shows the score a fetch must reach.
@@ -227,13 +229,54 @@ pub fn choose(
     choices
 }
 
-/// [`choose`]'s picks for the scores of `period`.
+/// Claim tests a host not yet judged gets at most in a period.
+pub const CLAIM_TESTS_PER_HOST: usize = 2;
+/// Share of a period's quota claim tests may take at most.
+pub const CLAIM_TESTS_SHARE: f64 = 0.25;
+
+/// Tracked pages whose change a host not yet judged claims (`docs/algorithms/sitemaps.md`
+/// §5): fetching one confirms or refutes the claim, so a host is judged within a few
+/// periods rather than whenever its pages happen to be fetched twice. At most
+/// [`CLAIM_TESTS_PER_HOST`] a host and [`CLAIM_TESTS_SHARE`] of the quota.
+fn claim_tests(
+    books: &[&Book],
+    hosts: &Hosts,
+    host_caps: &[u32],
+    clock: u64,
+    quota: usize,
+    settings: &PlanSettings,
+) -> Vec<Choice> {
+    let limit = (quota as f64 * CLAIM_TESTS_SHARE) as usize;
+    let mut per_host: HashMap<u32, usize> = HashMap::new();
+    let mut tests = Vec::new();
+    for (book, slot, page) in eligible(books, host_caps, clock, settings, false) {
+        if tests.len() >= limit {
+            break;
+        }
+        let unjudged = hosts
+            .stats
+            .get(page.host as usize)
+            .is_some_and(|stats| stats.claims.trust() == ClaimTrust::Unknown);
+        if !page.is_claim_to_test() || !unjudged {
+            continue;
+        }
+        let taken = per_host.entry(page.host).or_default();
+        if *taken < CLAIM_TESTS_PER_HOST {
+            *taken = taken.saturating_add(1);
+            tests.push(Choice { book: book as usize, slot, score: 0.0, reason: PickReason::Refresh });
+        }
+    }
+    tests
+}
+
+/// [`choose`]'s picks for the scores of `period`, after the claim tests `tests`.
 fn pick(
     books: &[&Book],
     host_caps: &[u32],
     period: &Period,
     quota: usize,
     discovery_quota: usize,
+    tests: &[Choice],
     settings: &PlanSettings,
 ) -> Vec<Choice> {
     let clock = period.clock;
@@ -244,11 +287,22 @@ fn pick(
         let (refresh, refresh_overflowed) = refresh_candidates(books, host_caps, period, headroom, settings);
         let mut room = host_caps.to_vec();
         let mut choices = Vec::with_capacity(quota);
+        let tested: HashSet<(usize, u32)> = tests.iter().map(|test| (test.book, test.slot)).collect();
+        for test in tests.iter().take(quota) {
+            let host = books[test.book].page(test.slot).host as usize;
+            if let Some(left) = room[host].checked_sub(1) {
+                room[host] = left;
+                choices.push(*test);
+            }
+        }
         // Whether the candidates ran out before `limit`.
         let mut take =
             |candidates: &mut std::vec::IntoIter<Choice>, limit: usize, choices: &mut Vec<Choice>| {
                 while choices.len() < limit {
                     let Some(choice) = candidates.next() else { return true };
+                    if tested.contains(&(choice.book, choice.slot)) {
+                        continue;
+                    }
                     let host = books[choice.book].page(choice.slot).host as usize;
                     if let Some(left) = room[host].checked_sub(1) {
                         room[host] = left;
@@ -258,7 +312,9 @@ fn pick(
                 false
             };
         let (mut frontier, mut refresh) = (frontier.into_iter(), refresh.into_iter());
-        let discovery_short = take(&mut frontier, discovery_quota.min(quota), &mut choices);
+        // The tests come out of the refreshes' share, not the discoveries'.
+        let discovery_short =
+            take(&mut frontier, choices.len().saturating_add(discovery_quota).min(quota), &mut choices);
         let refresh_short = take(&mut refresh, quota, &mut choices);
         let frontier_short = take(&mut frontier, quota, &mut choices);
         // Host caps can turn away candidates the top k never kept: widen and retry when a
@@ -605,6 +661,35 @@ mod tests {
         let b = book.find("http://h/b").unwrap();
         book.take_claim(b, recrawl_model::claims::CopyNews::Stale, 7);
         assert_eq!(pick(&book), ["http://h/b"]);
+    }
+
+    #[test]
+    fn a_claim_of_a_host_not_yet_judged_is_tested_first_within_its_share() {
+        use recrawl_model::claims::{Claim, ClaimTally};
+        let pages: Vec<(String, u64, u64, f64)> =
+            (0..10).map(|i| (format!("http://h{}/{i}", i % 2), 2 + i as u64, 100, 10.0)).collect();
+        let pages: Vec<(&str, u64, u64, f64)> =
+            pages.iter().map(|(u, p, s, l)| (u.as_str(), *p, *s, *l)).collect();
+        let (mut book, mut hosts) = tracked(&pages);
+        let caps = vec![10; hosts.len()];
+        let settings = settings(Policy::Freshness);
+        let freshest = book.find("http://h1/9").unwrap();
+        // A change claimed after its download (period 11), read at period 12.
+        let claim = Claim { changed_ms: 11_500, seen_ms: 12_000 };
+        let book_settings = BookSettings { period_ms: 1000, epoch_unix_ms: 0, ..BookSettings::default() };
+        book.claim(&mut hosts, freshest, claim, &book_settings).unwrap();
+        assert!(book.page(freshest).is_claim_to_test());
+        let picks = choose(&[&book], &hosts, 13, 10.0, 10, &caps, &settings);
+        assert_eq!(picks[0].slot, freshest, "the test comes first");
+        assert_eq!(picks.iter().filter(|pick| pick.slot == freshest).count(), 1, "and only once");
+        // Below four picks a period, a quarter is no test.
+        let picks = choose(&[&book], &hosts, 13, 10.0, 3, &caps, &settings);
+        assert_ne!(picks[0].slot, freshest);
+        // A host judged either way has nothing to test.
+        hosts.stats[book.page(freshest).host as usize].claims =
+            ClaimTally { confirmed: 0, agreed: 0, refuted: 2 };
+        let picks = choose(&[&book], &hosts, 13, 10.0, 10, &caps, &settings);
+        assert_ne!(picks[0].slot, freshest);
     }
 
     #[test]

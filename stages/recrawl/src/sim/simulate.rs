@@ -707,37 +707,23 @@ impl Learner {
     /// The period's picks, after its sitemap polls, which take their share of the `m`.
     fn choose(&mut self, world: &dyn World, period: u64, m: usize) -> Vec<u32> {
         let mut polls = 0;
-        let mut verify = Vec::new();
         if let Some(reader) = &mut self.sitemaps {
             for site in reader.due(&self.hosts, period).into_iter().take(m) {
                 polls += 1;
                 let lastmod = |page| world.sitemap_lastmod(page, period as f64);
                 let settings = &self.book_settings;
-                verify.extend(reader.poll(
-                    &mut self.book,
-                    &mut self.hosts,
-                    settings,
-                    lastmod,
-                    site,
-                    period,
-                    period as f64,
-                ));
+                reader.poll(&mut self.book, &mut self.hosts, settings, lastmod, site, period, period as f64);
             }
         }
         let m = m - polls;
-        verify.truncate(m);
-        for &page in &verify {
-            self.book.picked(page, period);
-        }
-        let m = m - verify.len();
         let remaining = self.horizon.remaining(period);
         let choices = choose(&[&self.book], &self.hosts, period, remaining, m, &self.host_caps, &self.plan);
-        verify
+        choices
             .into_iter()
-            .chain(choices.into_iter().map(|choice| {
+            .map(|choice| {
                 self.book.picked(choice.slot, period);
                 choice.slot
-            }))
+            })
             .collect()
     }
 

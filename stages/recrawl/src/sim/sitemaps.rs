@@ -8,12 +8,10 @@
 //! When to poll: a site not yet judged every [`PROBE_EVERY`] periods, so that claims meet
 //! comparisons; a trusted site once the changes its polls announce, at their running
 //! rate, come to [`CHANGES_WORTH_A_POLL`] since the last poll; never a site whose claims
-//! were refuted or whose sitemap dates nothing. A site not yet judged also gets
-//! [`VERIFY_PICKS`] fetches after each poll, of pages it claims changed: each is a
-//! comparison that confirms or refutes a claim, so a site is judged within a few periods
-//! rather than whenever the policy happens to fetch its pages twice.
+//! were refuted or whose sitemap dates nothing. The pages a site not yet judged claims
+//! changed are the plan's claim tests, as in the stage.
 
-use recrawl_model::claims::{Claim, ClaimTrust, CopyNews};
+use recrawl_model::claims::{Claim, ClaimTrust};
 use recrawl_scheduler::book::{Book, BookSettings};
 use recrawl_scheduler::hosts::Hosts;
 
@@ -21,9 +19,6 @@ use recrawl_scheduler::hosts::Hosts;
 pub const PROBE_EVERY: u64 = 4;
 /// Changes a trusted site's sitemap is expected to announce before it is polled again.
 pub const CHANGES_WORTH_A_POLL: f64 = 10.0;
-/// Pages of a site not yet judged fetched after a poll to test its claims: the ones
-/// claimed changed longest ago.
-pub const VERIFY_PICKS: usize = 2;
 /// Weight of the latest poll in a site's running rate of announced changes.
 const RATE_WEIGHT: f64 = 0.3;
 
@@ -87,8 +82,7 @@ impl SitemapReader {
     }
 
     /// Polls `site`'s sitemap at `at` (periods; ms by `settings.period_ms`), which dates
-    /// each page as `lastmod` says, into the book; for a site not yet judged, the pages a
-    /// fetch would test.
+    /// each page as `lastmod` says, into the book.
     #[allow(clippy::too_many_arguments)]
     pub fn poll(
         &mut self,
@@ -99,13 +93,12 @@ impl SitemapReader {
         site: u32,
         period: u64,
         at: f64,
-    ) -> Vec<u32> {
+    ) {
         self.polls += 1;
         let ms = |periods: f64| (periods * settings.period_ms as f64) as i64;
         let state = &mut self.sites[site as usize];
         let previous = state.last_poll.replace(period);
         let mut announced = 0_u32;
-        let mut stale = Vec::new();
         for &page in &self.site_pages[site as usize] {
             let Some(lastmod) = lastmod(page) else {
                 state.undated = true;
@@ -115,27 +108,14 @@ impl SitemapReader {
                 announced += 1;
             }
             let claim = Claim { changed_ms: ms(lastmod), seen_ms: ms(at) };
-            let Some(outcome) = book.claim(hosts, page, claim, settings) else { continue };
-            // Only a page downloaded before can be compared.
-            if outcome.news == CopyNews::Stale && book.page(page).last_download().is_some() {
-                stale.push((claim.changed_ms, page));
-            }
+            book.claim(hosts, page, claim, settings);
         }
         let host = self.book_hosts[site as usize] as usize;
-        match hosts.stats.get(host).map_or(ClaimTrust::Unknown, |stats| stats.claims.trust()) {
-            ClaimTrust::Distrusted => Vec::new(),
-            ClaimTrust::Unknown => {
-                stale.sort_unstable();
-                stale.into_iter().take(VERIFY_PICKS).map(|(_, page)| page).collect()
-            }
-            ClaimTrust::Trusted => {
-                if let Some(last) = previous {
-                    let rate = f64::from(announced) / period.saturating_sub(last).max(1) as f64;
-                    state.announced_rate =
-                        Some(state.announced_rate.map_or(rate, |old| old + RATE_WEIGHT * (rate - old)));
-                }
-                Vec::new()
-            }
+        let trusted = hosts.stats.get(host).is_some_and(|stats| stats.claims.trust() == ClaimTrust::Trusted);
+        if let (true, Some(last)) = (trusted, previous) {
+            let rate = f64::from(announced) / period.saturating_sub(last).max(1) as f64;
+            state.announced_rate =
+                Some(state.announced_rate.map_or(rate, |old| old + RATE_WEIGHT * (rate - old)));
         }
     }
 }

@@ -8,7 +8,7 @@ use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTrust, Comparison, CopyNe
 use recrawl_model::period_start_ms;
 use recrawl_schemas::LastRequest;
 
-use super::{period32, Book, BookSettings, CHANGE_CLAIMED};
+use super::{period32, Book, BookSettings, CHANGE_CLAIMED, CLAIM_TO_TEST};
 use crate::hosts::Hosts;
 
 /// A URL's claims and the download they are judged from.
@@ -64,6 +64,9 @@ impl Book {
         let since_epoch = u64::try_from(claim.seen_ms.saturating_sub(settings.epoch_unix_ms)).unwrap_or(0);
         let seen_period = since_epoch.checked_div(settings.period_ms).unwrap_or(0);
         let taken = trust == ClaimTrust::Trusted && self.take_claim(slot, news, seen_period);
+        if trust == ClaimTrust::Unknown && news == CopyNews::Stale && page.last_download().is_some() {
+            self.pages[slot as usize].flags |= CLAIM_TO_TEST;
+        }
         Some(ClaimOutcome { judgement, trust, news, taken })
     }
 
