@@ -51,16 +51,23 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
-/// Day number from 1970-01-01 of a civil date (H. Hinnant's `days_from_civil`).
-#[allow(clippy::arithmetic_side_effects)] // a year of four digits, a month and a day
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
+/// Day number from 1970-01-01 of a civil date (H. Hinnant's `days_from_civil`); `None`
+/// where the arithmetic would overflow (a year read from a remote document may be any
+/// number).
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> Option<i64> {
+    // Counting years from March puts the leap day at the end of the year.
+    let year = if month <= 2 { year.checked_sub(1)? } else { year };
     let era = year.div_euclid(400);
-    let year_of_era = year.rem_euclid(400);
-    let shifted_month = if month > 2 { month - 3 } else { month + 9 };
-    let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * DAYS_PER_ERA + day_of_era - EPOCH_DAYS_FROM_MARCH_0000
+    let year_of_era = year.checked_sub(era.checked_mul(400)?)?;
+    let shifted_month = if month > 2 { month.checked_sub(3)? } else { month.checked_add(9)? };
+    let day_of_year =
+        shifted_month.checked_mul(153)?.checked_add(2)?.checked_div(5)?.checked_add(day)?.checked_sub(1)?;
+    let day_of_era = year_of_era
+        .checked_mul(365)?
+        .checked_add(year_of_era.checked_div(4)?)?
+        .checked_sub(year_of_era.checked_div(100)?)?
+        .checked_add(day_of_year)?;
+    era.checked_mul(DAYS_PER_ERA)?.checked_add(day_of_era)?.checked_sub(EPOCH_DAYS_FROM_MARCH_0000)
 }
 
 #[allow(clippy::arithmetic_side_effects)] // remainders by non-zero constants
@@ -147,7 +154,7 @@ impl FromStr for UtcTime {
             }
             _ => return Err(error()),
         };
-        let days = days_from_civil(year, month, day);
+        let days = days_from_civil(year, month, day).ok_or_else(error)?;
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
         Ok(Self(seconds * 1000 + ms))
     }
@@ -189,6 +196,14 @@ impl JsonSchema for UtcTime {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn days_from_civil_known_points_and_overflow() {
+        assert_eq!(days_from_civil(1970, 1, 1), Some(0));
+        assert_eq!(days_from_civil(2000, 3, 1), Some(11_017));
+        assert_eq!(days_from_civil(2024, 2, 29), Some(19_782));
+        assert_eq!(days_from_civil(i64::MAX, 12, 31), None);
+    }
+
     use super::*;
 
     #[test]

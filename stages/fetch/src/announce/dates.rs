@@ -6,6 +6,8 @@ const MIN_YEAR: u32 = 1970;
 /// Latest year accepted; four-digit years are all either format can express sensibly.
 const MAX_YEAR: u32 = 9999;
 
+use recrawl_schemas::time::days_from_civil;
+
 const MS_PER_SECOND: i64 = 1000;
 const SECONDS_PER_DAY: i64 = 86_400;
 
@@ -21,25 +23,6 @@ fn days_in_month(year: u32, month: u32) -> u32 {
         2 => 28,
         _ => 0,
     }
-}
-
-/// Days from 1970-01-01 to the given proleptic Gregorian date (Hinnant's days-from-civil).
-/// Checked arithmetic throughout so that no input can overflow, even though callers validate first.
-fn days_from_civil(year: u32, month: u32, day: u32) -> Option<i64> {
-    let (y, m, d) = (i64::from(year), i64::from(month), i64::from(day));
-    // Counting years from March puts the leap day at the end of the year.
-    let y = if m <= 2 { y.checked_sub(1)? } else { y };
-    let era = y.div_euclid(400);
-    let year_of_era = y.checked_sub(era.checked_mul(400)?)?;
-    let shifted_month = if m > 2 { m.checked_sub(3)? } else { m.checked_add(9)? };
-    let day_of_year =
-        shifted_month.checked_mul(153)?.checked_add(2)?.checked_div(5)?.checked_add(d)?.checked_sub(1)?;
-    let day_of_era = year_of_era
-        .checked_mul(365)?
-        .checked_add(year_of_era / 4)?
-        .checked_sub(year_of_era / 100)?
-        .checked_add(day_of_year)?;
-    era.checked_mul(146_097)?.checked_add(day_of_era)?.checked_sub(719_468)
 }
 
 /// Broken-down time as read from text, before validation.
@@ -70,7 +53,7 @@ impl Fields {
         if !valid {
             return None;
         }
-        let days = days_from_civil(self.year, self.month, self.day)?;
+        let days = days_from_civil(i64::from(self.year), i64::from(self.month), i64::from(self.day))?;
         let seconds = days
             .checked_mul(SECONDS_PER_DAY)?
             .checked_add(i64::from(self.hour).checked_mul(3600)?)?
@@ -316,13 +299,6 @@ mod tests {
     use super::*;
 
     const DAY_MS: i64 = 86_400_000;
-
-    #[test]
-    fn days_from_civil_known_points() {
-        assert_eq!(days_from_civil(1970, 1, 1), Some(0));
-        assert_eq!(days_from_civil(2000, 3, 1), Some(11_017));
-        assert_eq!(days_from_civil(2024, 2, 29), Some(19_782));
-    }
 
     #[test]
     fn w3c_all_precisions() {
