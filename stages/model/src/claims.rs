@@ -145,6 +145,8 @@ pub struct ClaimTally {
     pub confirmed: u32,
     pub agreed: u32,
     pub refuted: u32,
+    /// Claims and comparisons that said nothing yet.
+    pub silent: u32,
 }
 
 /// A site's standing as its claims were judged.
@@ -180,7 +182,7 @@ impl ClaimTally {
             Judgement::Confirmed => &mut self.confirmed,
             Judgement::Agreed => &mut self.agreed,
             Judgement::Refuted => &mut self.refuted,
-            Judgement::Silent => return,
+            Judgement::Silent => &mut self.silent,
         };
         *count = count.saturating_add(1);
     }
@@ -268,7 +270,7 @@ mod tests {
 
     #[test]
     fn trust_takes_confirmed_changes_and_few_refutations() {
-        let tally = |confirmed, agreed, refuted| ClaimTally { confirmed, agreed, refuted }.trust();
+        let tally = |confirmed, agreed, refuted| ClaimTally { confirmed, agreed, refuted, silent: 0 }.trust();
         assert_eq!(tally(0, 0, 0), ClaimTrust::Unknown);
         assert_eq!(tally(0, 500, 0), ClaimTrust::Unknown, "agreement alone earns nothing");
         assert_eq!(tally(3, 20, 1), ClaimTrust::Trusted);

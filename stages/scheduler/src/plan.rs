@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::PoisonError;
 
-use recrawl_model::claims::ClaimTrust;
+use recrawl_model::claims::{ClaimTally, ClaimTrust};
 use recrawl_model::day::DAY_MS;
 use recrawl_model::freshness::{best_freshness_index, best_index_rate, freshness_index_bound};
 use recrawl_model::periodic::{DayTables, PeriodicPage};
@@ -247,6 +247,13 @@ fn claim_tests(
     settings: &PlanSettings,
 ) -> Vec<Choice> {
     let limit = (quota as f64 * CLAIM_TESTS_SHARE) as usize;
+    // A pass over the hosts, not the pages, when no host has claims being judged.
+    let judging = |stats: &HostStats| {
+        stats.claims.trust() == ClaimTrust::Unknown && stats.claims != ClaimTally::default()
+    };
+    if limit == 0 || !hosts.stats.iter().any(judging) {
+        return Vec::new();
+    }
     let mut per_host: HashMap<u32, usize> = HashMap::new();
     let mut tests = Vec::new();
     for (book, slot, page) in eligible(books, host_caps, clock, settings, false) {
@@ -687,7 +694,7 @@ mod tests {
         assert_ne!(picks[0].slot, freshest);
         // A host judged either way has nothing to test.
         hosts.stats[book.page(freshest).host as usize].claims =
-            ClaimTally { confirmed: 0, agreed: 0, refuted: 2 };
+            ClaimTally { refuted: 2, ..ClaimTally::default() };
         let picks = choose(&[&book], &hosts, 13, 10.0, 10, &caps, &settings);
         assert_ne!(picks[0].slot, freshest);
     }
