@@ -7,12 +7,13 @@
 //! known current as of s. Many are not: dates that never move, the time of the request,
 //! or none. So a claim is judged against the comparison of two downloads, d1 < d2, both
 //! ways:
-//! - L in (d1, d2]: a change claimed there; the content changing confirms it, unless L is
-//!   within the clocks' skew of s (the time of the request confirms nothing); the content
-//!   not changing refutes it.
-//! - L ≤ d1 and s ≥ d2: no change claimed over the interval; a change refutes it, none
-//!   agrees.
-//! - otherwise the claim says nothing of the interval.
+//! - L clearly inside (d1, d2]: a change claimed there; the content changing confirms it,
+//!   unless L is within the clocks' skew of s (the time of the request confirms nothing);
+//!   the content not changing refutes it.
+//! - L clearly before d1 and s ≥ d2: no change claimed over the interval; a change refutes
+//!   it, none agrees.
+//! - otherwise (L within the skew of a download, or of a download known only by its
+//!   period, or a day-only date spanning one) the claim says nothing of the interval.
 //!
 //! A site's claims are believed only once several confirmed and nearly none were refuted
 //! ([`ClaimTally`]), as its `Last-Modified` dates are ([`crate::modified`]).
@@ -29,10 +30,46 @@ pub struct Claim {
     pub seen_ms: i64,
 }
 
-/// Two downloads of a page, `from_ms` < `to_ms`, and whether its content changed between.
+const DAY_MS: i64 = 86_400_000;
+
+/// A time known to lie in `[earliest_ms, latest_ms]`: a download timed to the ms is one
+/// instant, one known only by its period spans the period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    pub earliest_ms: i64,
+    pub latest_ms: i64,
+}
+
+impl Span {
+    pub fn at(ms: i64) -> Span {
+        Span { earliest_ms: ms, latest_ms: ms }
+    }
+}
+
+impl Claim {
+    /// When the claimed change may have happened. A date without a time of day (the W3C
+    /// format allows `2024-05-01`) reads as midnight UTC: any time that day up to the
+    /// document's fetch.
+    pub fn changed(self) -> Span {
+        let latest_ms = if self.changed_ms.rem_euclid(DAY_MS) == 0 {
+            self.changed_ms.saturating_add(DAY_MS - 1).min(self.seen_ms).max(self.changed_ms)
+        } else {
+            self.changed_ms
+        };
+        Span { earliest_ms: self.changed_ms, latest_ms }
+    }
+
+    /// Whether a comparison could confirm it: its change dated, clearly before the
+    /// document was fetched (the time of the request confirms nothing).
+    pub fn can_confirm(self) -> bool {
+        self.changed().latest_ms < self.seen_ms.saturating_sub(CLOCK_SKEW_MS)
+    }
+}
+
+/// Two downloads of a page, `from` before `to_ms`, and whether its content changed between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Comparison {
-    pub from_ms: i64,
+    pub from: Span,
     pub to_ms: i64,
     pub changed: bool,
 }
@@ -51,23 +88,28 @@ pub enum Judgement {
     Silent,
 }
 
-/// Judges `claim` against `comparison` (the module's rules).
+/// Judges `claim` against `comparison` (the module's rules). A claimed change within the
+/// clocks' skew of either download, or of a download known only by its period, says
+/// nothing: which side of it the change fell is not known.
 pub fn judge(claim: Claim, comparison: Comparison) -> Judgement {
-    let Comparison { from_ms, to_ms, changed } = comparison;
-    let Claim { changed_ms, seen_ms } = claim;
+    let Comparison { from, to_ms, changed } = comparison;
+    let claimed = claim.changed();
+    let skew = CLOCK_SKEW_MS;
     // A change dated after the document was fetched cannot have been seen.
-    if changed_ms > seen_ms.saturating_add(CLOCK_SKEW_MS) {
+    if claimed.earliest_ms > claim.seen_ms.saturating_add(skew) {
         return Judgement::Refuted;
     }
-    if changed_ms > from_ms && changed_ms <= to_ms {
-        let of_the_request = changed_ms >= seen_ms.saturating_sub(CLOCK_SKEW_MS);
-        return match (changed, of_the_request) {
+    let inside = claimed.earliest_ms > from.latest_ms.saturating_add(skew)
+        && claimed.latest_ms < to_ms.saturating_sub(skew);
+    if inside {
+        return match (changed, claim.can_confirm()) {
             (false, _) => Judgement::Refuted,
-            (true, false) => Judgement::Confirmed,
-            (true, true) => Judgement::Silent,
+            (true, true) => Judgement::Confirmed,
+            (true, false) => Judgement::Silent,
         };
     }
-    if changed_ms <= from_ms && seen_ms >= to_ms {
+    let before = claimed.latest_ms < from.earliest_ms.saturating_sub(skew);
+    if before && claim.seen_ms >= to_ms {
         return if changed { Judgement::Refuted } else { Judgement::Agreed };
     }
     Judgement::Silent
@@ -94,7 +136,7 @@ impl ClaimEvidence {
 
     /// Takes a comparison; what judging the kept claim against it showed, if anything.
     pub fn observe_comparison(&mut self, comparison: Comparison) -> Judgement {
-        if comparison.to_ms <= comparison.from_ms {
+        if comparison.to_ms <= comparison.from.latest_ms {
             return Judgement::Silent;
         }
         self.pending = Some(comparison);
@@ -112,7 +154,7 @@ impl ClaimEvidence {
     }
 }
 
-/// What a trusted claim says of a stored copy downloaded at `last_download_ms`.
+/// What a trusted claim says of a stored copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyNews {
     /// The page changed since the download: the copy is stale.
@@ -120,18 +162,21 @@ pub enum CopyNews {
     /// Nothing changed from the download to the document's fetch, Unix ms: the copy was
     /// current then.
     CurrentAt(i64),
-    /// The claim is older than the copy.
+    /// The claim is older than the copy, or its change too near the download to say.
     Nothing,
 }
 
 impl Claim {
-    /// What this claim, believed, says of a copy downloaded at `last_download_ms` (`None`:
+    /// What this claim, believed, says of a copy downloaded within `downloaded` (`None`:
     /// never stored).
-    pub fn news(self, last_download_ms: Option<i64>) -> CopyNews {
-        let Some(downloaded_ms) = last_download_ms else { return CopyNews::Stale };
-        if self.changed_ms > downloaded_ms {
+    pub fn news(self, downloaded: Option<Span>) -> CopyNews {
+        let Some(downloaded) = downloaded else { return CopyNews::Stale };
+        let claimed = self.changed();
+        if claimed.earliest_ms > downloaded.latest_ms.saturating_add(CLOCK_SKEW_MS) {
             CopyNews::Stale
-        } else if self.seen_ms > downloaded_ms {
+        } else if claimed.latest_ms < downloaded.earliest_ms.saturating_sub(CLOCK_SKEW_MS)
+            && self.seen_ms > downloaded.latest_ms
+        {
             CopyNews::CurrentAt(self.seen_ms)
         } else {
             CopyNews::Nothing
@@ -217,7 +262,7 @@ mod tests {
     }
 
     fn comparison(from_hour: i64, to_hour: i64, changed: bool) -> Comparison {
-        Comparison { from_ms: from_hour * HOUR, to_ms: to_hour * HOUR, changed }
+        Comparison { from: Span::at(from_hour * HOUR), to_ms: to_hour * HOUR, changed }
     }
 
     #[test]
@@ -262,10 +307,54 @@ mod tests {
 
     #[test]
     fn a_believed_claim_says_whether_the_copy_is_stale_or_current() {
-        assert_eq!(claim(5, 8).news(Some(4 * HOUR)), CopyNews::Stale);
-        assert_eq!(claim(3, 8).news(Some(4 * HOUR)), CopyNews::CurrentAt(8 * HOUR));
-        assert_eq!(claim(3, 4).news(Some(6 * HOUR)), CopyNews::Nothing);
+        let at = |hour: i64| Some(Span::at(hour * HOUR));
+        assert_eq!(claim(5, 8).news(at(4)), CopyNews::Stale);
+        assert_eq!(claim(3, 8).news(at(4)), CopyNews::CurrentAt(8 * HOUR));
+        assert_eq!(claim(3, 4).news(at(6)), CopyNews::Nothing);
         assert_eq!(claim(3, 4).news(None), CopyNews::Stale);
+        // A change within the clocks' skew of the download: either side of it.
+        let near = Claim { changed_ms: 4 * HOUR - 30_000, seen_ms: 8 * HOUR };
+        assert_eq!(near.news(at(4)), CopyNews::Nothing);
+        // A download known only by its period (hours 4 to 5): a change in it says nothing.
+        let period = Some(Span { earliest_ms: 4 * HOUR, latest_ms: 5 * HOUR - 1 });
+        assert_eq!(
+            Claim { changed_ms: 4 * HOUR + HOUR / 2, seen_ms: 8 * HOUR }.news(period),
+            CopyNews::Nothing
+        );
+        assert_eq!(claim(6, 8).news(period), CopyNews::Stale);
+    }
+
+    #[test]
+    fn a_change_near_a_download_or_within_its_period_says_nothing_of_the_interval() {
+        // Changed 20 s after a download timed only by its period (hours 2 to 3), at 2:00:20;
+        // downloaded again, unchanged since, at 10.
+        let within = Span { earliest_ms: 2 * HOUR, latest_ms: 3 * HOUR - 1 };
+        let claim = Claim { changed_ms: 2 * HOUR + 20_000, seen_ms: 9 * HOUR };
+        assert_eq!(
+            judge(claim, Comparison { from: within, to_ms: 10 * HOUR, changed: false }),
+            Judgement::Silent
+        );
+        // Within the skew of an exact download: the same.
+        let claim = Claim { changed_ms: 2 * HOUR - 20_000, seen_ms: 9 * HOUR };
+        assert_eq!(judge(claim, comparison(2, 10, true)), Judgement::Silent);
+    }
+
+    #[test]
+    fn a_date_without_a_time_of_day_is_any_time_that_day() {
+        let day = 24 * HOUR;
+        // "2024-05-01" (midnight), read the day after: a change in the whole day.
+        let claim = Claim { changed_ms: 100 * day, seen_ms: 101 * day + HOUR };
+        assert_eq!(claim.changed(), Span { earliest_ms: 100 * day, latest_ms: 101 * day - 1 });
+        // Downloads at 10:00 that day and the next day: the change may be either side.
+        let first = 100 * day + 10 * HOUR;
+        let compared = |changed| Comparison { from: Span::at(first), to_ms: 101 * day, changed };
+        assert_eq!(judge(claim, compared(true)), Judgement::Silent);
+        assert_eq!(judge(claim, compared(false)), Judgement::Silent);
+        assert_eq!(claim.news(Some(Span::at(first))), CopyNews::Nothing);
+        // Read the same day: up to the read.
+        let same_day = Claim { changed_ms: 100 * day, seen_ms: 100 * day + 3 * HOUR };
+        assert_eq!(same_day.changed().latest_ms, 100 * day + 3 * HOUR);
+        assert!(!same_day.can_confirm());
     }
 
     #[test]

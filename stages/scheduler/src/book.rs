@@ -98,16 +98,6 @@ impl Page {
         self.flags & ANNOUNCED != 0
     }
 
-    /// Whether a trusted claim says the page changed since its latest download.
-    pub fn is_change_claimed(&self) -> bool {
-        self.flags & CHANGE_CLAIMED != 0
-    }
-
-    /// Whether fetching it would test a claim of a host not yet judged.
-    pub fn is_claim_to_test(&self) -> bool {
-        self.flags & CLAIM_TO_TEST != 0
-    }
-
     fn is_dirty(&self) -> bool {
         self.flags & DIRTY != 0
     }
@@ -281,6 +271,8 @@ pub struct Book {
     /// What sitemaps and feeds claimed of tracked pages, only for those a dated claim
     /// named (`claims`).
     claims: HashMap<u32, UrlClaims>,
+    /// Pages flagged [`CLAIM_TO_TEST`].
+    claim_tests: usize,
     /// This partition's share of each host's day profile, by host number (a partition
     /// holds URLs of most hosts): what moves with the partition, and what its
     /// revocation takes back from the hosts'.
@@ -556,7 +548,6 @@ impl Book {
         page.last_estimate = period32(learned.period);
         let previous_download = page.last_download();
         if request.downloaded {
-            page.flags &= !(CHANGE_CLAIMED | CLAIM_TO_TEST);
             page.last_download = period32(request.period);
             page.size = u32::try_from(request.size_bytes).unwrap_or(u32::MAX);
             page.latency_ms = CoarseF32::new(Some(request.latency_ms));
@@ -934,6 +925,7 @@ impl Book {
             return false;
         }
         self.take_validators(slot);
+        self.clear_claim_flags(slot);
         self.claims.remove(&slot);
         let hash = xxh3_64(self.url(slot).as_bytes());
         if let Ok(entry) = self.index.find_entry(hash, |&found| found == slot) {
@@ -980,6 +972,7 @@ impl Book {
             }
             let mut page = Page { in_links: head, ..*page };
             page.set_dirty(false);
+            self.claim_tests = self.claim_tests.saturating_add(usize::from(page.is_claim_to_test()));
             // Within 4 GiB: the URLs were all held before.
             let Ok(new_slot) = self.insert(old.url(slot), page) else { continue };
             if let Some(validators) = old.validators.get(&slot) {

@@ -33,6 +33,7 @@ use recrawl_common::runtime::{
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, CopyNews};
+use recrawl_model::modified::CLOCK_SKEW_MS;
 use recrawl_model::{DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, LINKS};
@@ -481,10 +482,13 @@ impl Scheduler {
     /// A page a site announced enters the frontier as a link from the sitemap or feed
     /// that named it; a sitemap or feed named by robots.txt, an index or a page is held to
     /// the link rules for documents.
+    /// Takes an announced page into the frontier and its dated claim, if any, to the book;
+    /// `now_ms` bounds when the claim can have been made.
     fn apply_announcement(
         &mut self,
         announcement: &PageAnnouncement,
         partition: i32,
+        now_ms: i64,
     ) -> Result<(), BookFull> {
         let link = DiscoveredLinks {
             page: announcement.page.clone(),
@@ -502,7 +506,14 @@ impl Scheduler {
         let Some(book) = self.books.get_mut(&partition) else { return Ok(()) };
         book.announce(&announcement.page.url);
         if let Some(changed_ms) = announcement.claimed_modified_ms {
-            let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
+            // A document is read within its period, and not after now: a record dated
+            // later would keep a copy current into the future.
+            let latest_ms = self
+                .plan
+                .period_start_ms(announcement.period.saturating_add(1))
+                .min(now_ms)
+                .saturating_add(CLOCK_SKEW_MS);
+            let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms.min(latest_ms) };
             let outcome = book
                 .find(&announcement.page.url)
                 .and_then(|slot| book.claim(&mut self.hosts, slot, claim, &self.book_settings));
@@ -753,7 +764,7 @@ impl Stage for Scheduler {
             } else if record.input == ANNOUNCEMENTS.name {
                 out.decode_keyed(&record, ANNOUNCEMENTS)
                     .filter(|announcement| in_time(out, announcement.period))
-                    .map(|announcement| self.apply_announcement(&announcement, record.partition))
+                    .map(|announcement| self.apply_announcement(&announcement, record.partition, now_ms))
             } else {
                 out.decode_keyed(&record, ESTIMATES)
                     .filter(|estimate| in_time(out, estimate.period.max(estimate.last_request.period)))

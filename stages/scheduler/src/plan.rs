@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::PoisonError;
 
-use recrawl_model::claims::{ClaimTally, ClaimTrust};
+use recrawl_model::claims::ClaimTrust;
 use recrawl_model::day::DAY_MS;
 use recrawl_model::freshness::{best_freshness_index, best_index_rate, freshness_index_bound};
 use recrawl_model::periodic::{DayTables, PeriodicPage};
@@ -247,11 +247,8 @@ fn claim_tests(
     settings: &PlanSettings,
 ) -> Vec<Choice> {
     let limit = (quota as f64 * CLAIM_TESTS_SHARE) as usize;
-    // A pass over the hosts, not the pages, when no host has claims being judged.
-    let judging = |stats: &HostStats| {
-        stats.claims.trust() == ClaimTrust::Unknown && stats.claims != ClaimTally::default()
-    };
-    if limit == 0 || !hosts.stats.iter().any(judging) {
+    // No pass over the pages when none is flagged.
+    if limit == 0 || books.iter().all(|book| book.claim_tests_due() == 0) {
         return Vec::new();
     }
     let mut per_host: HashMap<u32, usize> = HashMap::new();
@@ -681,8 +678,8 @@ mod tests {
         let caps = vec![10; hosts.len()];
         let settings = settings(Policy::Freshness);
         let freshest = book.find("http://h1/9").unwrap();
-        // A change claimed after its download (period 11), read at period 12.
-        let claim = Claim { changed_ms: 11_500, seen_ms: 12_000 };
+        // A change claimed well after its download (period 11), beyond the clocks' skew.
+        let claim = Claim { changed_ms: 100_000, seen_ms: 200_000 };
         let book_settings = BookSettings { period_ms: 1000, epoch_unix_ms: 0, ..BookSettings::default() };
         book.claim(&mut hosts, freshest, claim, &book_settings).unwrap();
         assert!(book.page(freshest).is_claim_to_test());

@@ -4,20 +4,28 @@
 //! claims taken as complete observations: a copy known stale, or current as of the
 //! document's fetch. The stage and the simulator both come here.
 
-use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTrust, Comparison, CopyNews, Judgement};
+use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTrust, Comparison, CopyNews, Judgement, Span};
+use recrawl_model::modified::CLOCK_SKEW_MS;
 use recrawl_model::period_start_ms;
 use recrawl_schemas::LastRequest;
 
-use super::{period32, Book, BookSettings, CHANGE_CLAIMED, CLAIM_TO_TEST};
+use super::{period32, Book, BookSettings, Page, CHANGE_CLAIMED, CLAIM_TO_TEST};
 use crate::hosts::Hosts;
 
 /// A URL's claims and the download they are judged from.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct UrlClaims {
     evidence: ClaimEvidence,
-    /// The latest download, Unix ms.
-    last_download_ms: Option<i64>,
+    /// When the latest download was made: to the ms once one was heard of since the
+    /// entry began, its period before.
+    last_download: Option<Span>,
 }
+
+/// Periods after its latest download past which a trusted claim no longer keeps a copy
+/// current: the copy is fetched again as its model says, an audit of the host's claims
+/// (a host that stops dating its changes would otherwise keep its pages from ever being
+/// compared again).
+pub const CLAIM_AUDIT_PERIODS: u64 = 100;
 
 /// What one claim came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +37,18 @@ pub struct ClaimOutcome {
     pub news: CopyNews,
     /// Whether the book took the news (the host is trusted and it said something new).
     pub taken: bool,
+}
+
+impl Page {
+    /// Whether a trusted claim says the page changed since its latest download.
+    pub fn is_change_claimed(&self) -> bool {
+        self.flags & CHANGE_CLAIMED != 0
+    }
+
+    /// Whether fetching it would test a claim of a host not yet judged.
+    pub fn is_claim_to_test(&self) -> bool {
+        self.flags & CLAIM_TO_TEST != 0
+    }
 }
 
 impl Book {
@@ -47,43 +67,95 @@ impl Book {
             return None;
         }
         // Before a claim named it, the URL's downloads were not timed to the ms: its last
-        // is taken at its period's start, so a change that period reads as stale (a fetch
-        // too many, never a change missed).
-        let downloaded_ms = page
-            .last_download()
-            .map(|period| period_start_ms(settings.epoch_unix_ms, settings.period_ms, period));
+        // is known by its period only, and a change within that period says nothing.
+        let period_start = |period: u64| period_start_ms(settings.epoch_unix_ms, settings.period_ms, period);
+        let downloaded = page.last_download().map(|period| Span {
+            earliest_ms: period_start(period),
+            latest_ms: period_start(period.saturating_add(1)).saturating_sub(1),
+        });
         let entry = self
             .claims
             .entry(slot)
-            .or_insert(UrlClaims { evidence: ClaimEvidence::default(), last_download_ms: downloaded_ms });
+            .or_insert(UrlClaims { evidence: ClaimEvidence::default(), last_download: downloaded });
         let judgement = entry.evidence.observe_claim(claim);
-        let news = claim.news(entry.last_download_ms);
+        let news = claim.news(entry.last_download);
+        let real_download = entry.last_download;
         let tally = &mut hosts.stats.get_mut(page.host as usize)?.claims;
         tally.record(judgement);
         let trust = tally.trust();
-        let since_epoch = u64::try_from(claim.seen_ms.saturating_sub(settings.epoch_unix_ms)).unwrap_or(0);
-        let seen_period = since_epoch.checked_div(settings.period_ms).unwrap_or(0);
-        let taken = trust == ClaimTrust::Trusted && self.take_claim(slot, news, seen_period);
-        if trust == ClaimTrust::Unknown && news == CopyNews::Stale && page.last_download().is_some() {
-            self.pages[slot as usize].flags |= CLAIM_TO_TEST;
+        let period_of = |ms: i64| {
+            let since_epoch = u64::try_from(ms.saturating_sub(settings.epoch_unix_ms)).unwrap_or(0);
+            since_epoch.checked_div(settings.period_ms).unwrap_or(0)
+        };
+        let seen_period = period_of(claim.seen_ms);
+        let audit_due = real_download
+            .is_some_and(|at| seen_period.saturating_sub(period_of(at.latest_ms)) > CLAIM_AUDIT_PERIODS);
+        let believed = trust == ClaimTrust::Trusted && !(audit_due && matches!(news, CopyNews::CurrentAt(_)));
+        let taken = believed && self.take_claim(slot, news, seen_period);
+        // Only a claim a comparison could confirm is worth a fetch to test: the time of
+        // the request never is.
+        if trust == ClaimTrust::Unknown
+            && news == CopyNews::Stale
+            && page.last_download().is_some()
+            && claim.can_confirm()
+        {
+            self.flag_claim_test(slot);
         }
         Some(ClaimOutcome { judgement, trust, news, taken })
     }
 
-    /// Judges the claims of a URL that has any against a download's comparison.
+    /// Judges the claims of a URL that has any against a download's comparison, and lifts
+    /// the page's claim flags unless the kept claim dates a change after this download
+    /// (an estimate can arrive after the sitemap read that followed its download).
     pub(super) fn judge_download(&mut self, hosts: &mut Hosts, slot: u32, request: &LastRequest) {
         if !request.downloaded {
             return;
         }
-        let Some(entry) = self.claims.get_mut(&slot) else { return };
-        let previous = entry.last_download_ms.replace(request.fetched_at_ms);
-        let (Some(from_ms), Some(changed)) = (previous, request.changed) else { return };
-        let comparison = Comparison { from_ms, to_ms: request.fetched_at_ms, changed };
-        let judgement = entry.evidence.observe_comparison(comparison);
+        let fetched_at_ms = request.fetched_at_ms;
+        let Some(entry) = self.claims.get_mut(&slot) else {
+            self.clear_claim_flags(slot);
+            return;
+        };
+        let previous = entry.last_download.replace(Span::at(fetched_at_ms));
+        let later_change = entry
+            .evidence
+            .claim
+            .is_some_and(|claim| claim.changed().earliest_ms > fetched_at_ms.saturating_add(CLOCK_SKEW_MS));
+        let judgement = match (previous, request.changed) {
+            (Some(from), Some(changed)) => {
+                entry.evidence.observe_comparison(Comparison { from, to_ms: fetched_at_ms, changed })
+            }
+            _ => Judgement::Silent,
+        };
+        if !later_change {
+            self.clear_claim_flags(slot);
+        }
         let host = self.pages[slot as usize].host as usize;
         if let Some(stats) = hosts.stats.get_mut(host) {
             stats.claims.record(judgement);
         }
+    }
+
+    fn flag_claim_test(&mut self, slot: u32) {
+        let page = &mut self.pages[slot as usize];
+        if !page.is_claim_to_test() {
+            page.flags |= CLAIM_TO_TEST;
+            self.claim_tests = self.claim_tests.saturating_add(1);
+        }
+    }
+
+    pub(super) fn clear_claim_flags(&mut self, slot: u32) {
+        let page = &mut self.pages[slot as usize];
+        if page.is_claim_to_test() {
+            self.claim_tests = self.claim_tests.saturating_sub(1);
+        }
+        page.flags &= !(CHANGE_CLAIMED | CLAIM_TO_TEST);
+    }
+
+    /// Pages flagged for a claim test: the plan passes over the pages for them only when
+    /// there are any.
+    pub fn claim_tests_due(&self) -> usize {
+        self.claim_tests
     }
 
     /// Takes what a trusted claim says of a tracked page's copy: stale, or current as of
@@ -95,7 +167,11 @@ impl Book {
             return false;
         }
         match news {
-            CopyNews::Stale if !page.is_change_claimed() => page.flags |= CHANGE_CLAIMED,
+            // The flag is not on the changelog: no record to write.
+            CopyNews::Stale if !page.is_change_claimed() => {
+                page.flags |= CHANGE_CLAIMED;
+                return true;
+            }
             CopyNews::CurrentAt(_)
                 if !page.is_change_claimed() && page.last_download().is_some_and(|last| last < period) =>
             {
@@ -139,8 +215,8 @@ mod tests {
 
     /// An entry costs what the memory gauge says and `docs/algorithms/sitemaps.md` §7.
     #[test]
-    fn a_url_s_claims_stay_within_64_bytes() {
-        assert!(std::mem::size_of::<UrlClaims>() <= 64, "{}", std::mem::size_of::<UrlClaims>());
+    fn a_url_s_claims_stay_within_80_bytes() {
+        assert!(std::mem::size_of::<UrlClaims>() <= 80, "{}", std::mem::size_of::<UrlClaims>());
     }
 
     /// A host whose sitemap dates each change is trusted after three confirmed, and its
@@ -195,5 +271,87 @@ mod tests {
             book.claim(&mut hosts, slot, Claim { changed_ms: 6 * HOUR, seen_ms: 6 * HOUR }, &settings);
         assert!(outcome.is_some_and(|outcome| !outcome.taken));
         assert!(!book.page(slot).is_change_claimed());
+    }
+
+    /// A tracked page of host "h", downloaded at `fetched_at_ms` in period 1 (periods of an
+    /// hour from 0); the host trusted or not.
+    fn one_page(trusted: bool) -> (Book, Hosts, BookSettings, u32) {
+        let settings = BookSettings { period_ms: HOUR as u64, epoch_unix_ms: 0, ..BookSettings::default() };
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        book.apply_link(
+            &mut hosts,
+            &link("http://h/a.html", None, 0, 0),
+            &LinkRules::default(),
+            10,
+            &settings,
+        )
+        .unwrap();
+        let mut first = estimate("http://h/a.html", 1, true, None);
+        first.last_request.fetched_at_ms = HOUR + HOUR / 2;
+        book.apply_estimate(&mut hosts, &first, &settings).unwrap();
+        let slot = book.find("http://h/a.html").unwrap();
+        if trusted {
+            hosts.stats[book.page(slot).host as usize].claims =
+                recrawl_model::claims::ClaimTally { confirmed: 3, ..Default::default() };
+        }
+        (book, hosts, settings, slot)
+    }
+
+    #[test]
+    fn a_change_in_the_period_of_a_download_known_only_by_its_period_refutes_nothing() {
+        let (mut book, mut hosts, settings, slot) = one_page(false);
+        // Changed at 1:00:20, before the download at 1:30 (the entry knows only period 1).
+        let claim = Claim { changed_ms: HOUR + 20_000, seen_ms: 5 * HOUR };
+        let outcome = book.claim(&mut hosts, slot, claim, &settings).unwrap();
+        assert_eq!(outcome.news, CopyNews::Nothing);
+        assert!(!book.page(slot).is_claim_to_test());
+        let mut second = estimate("http://h/a.html", 6, true, Some(false));
+        second.last_request.fetched_at_ms = 6 * HOUR;
+        book.apply_estimate(&mut hosts, &second, &settings).unwrap();
+        assert_eq!(hosts.stats[book.page(slot).host as usize].claims.refuted, 0);
+    }
+
+    #[test]
+    fn a_download_before_the_claimed_change_leaves_the_copy_stale() {
+        let (mut book, mut hosts, settings, slot) = one_page(true);
+        // Downloaded at 3:00 (its estimate arrives late), changed at 3:30, read at 4:00.
+        let claim = Claim { changed_ms: 3 * HOUR + HOUR / 2, seen_ms: 4 * HOUR };
+        assert!(book.claim(&mut hosts, slot, claim, &settings).unwrap().taken);
+        let mut late = estimate("http://h/a.html", 3, true, Some(true));
+        late.last_request.fetched_at_ms = 3 * HOUR;
+        book.apply_estimate(&mut hosts, &late, &settings).unwrap();
+        assert!(book.page(slot).is_change_claimed(), "the change came after that download");
+        let mut after = estimate("http://h/a.html", 5, true, Some(true));
+        after.last_request.fetched_at_ms = 5 * HOUR;
+        book.apply_estimate(&mut hosts, &after, &settings).unwrap();
+        assert!(!book.page(slot).is_change_claimed());
+    }
+
+    #[test]
+    fn the_time_of_the_request_is_never_worth_a_test_fetch() {
+        let (mut book, mut hosts, settings, slot) = one_page(false);
+        let claim = Claim { changed_ms: 5 * HOUR, seen_ms: 5 * HOUR };
+        assert_eq!(book.claim(&mut hosts, slot, claim, &settings).unwrap().news, CopyNews::Stale);
+        assert!(!book.page(slot).is_claim_to_test());
+        assert_eq!(book.claim_tests_due(), 0);
+        let claim = Claim { changed_ms: 4 * HOUR, seen_ms: 6 * HOUR };
+        book.claim(&mut hosts, slot, claim, &settings).unwrap();
+        assert!(book.page(slot).is_claim_to_test());
+        assert_eq!(book.claim_tests_due(), 1);
+        let mut test = estimate("http://h/a.html", 7, true, Some(true));
+        test.last_request.fetched_at_ms = 7 * HOUR;
+        book.apply_estimate(&mut hosts, &test, &settings).unwrap();
+        assert_eq!(book.claim_tests_due(), 0);
+    }
+
+    #[test]
+    fn a_trusted_claim_keeps_a_copy_current_only_until_an_audit_is_due() {
+        let (mut book, mut hosts, settings, slot) = one_page(true);
+        let quiet = |seen_hour: i64| Claim { changed_ms: -10 * HOUR, seen_ms: seen_hour * HOUR };
+        assert!(book.claim(&mut hosts, slot, quiet(50), &settings).unwrap().taken);
+        assert_eq!(book.page(slot).last_download(), Some(50));
+        let late = 2 + CLAIM_AUDIT_PERIODS as i64 + 1;
+        assert!(!book.claim(&mut hosts, slot, quiet(late), &settings).unwrap().taken);
+        assert_eq!(book.page(slot).last_download(), Some(50), "it ages from the last claim taken");
     }
 }
