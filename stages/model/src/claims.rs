@@ -46,17 +46,29 @@ impl Span {
     }
 }
 
+/// How far a local calendar date lies from the UTC day of the same name: the earliest
+/// time zone is 12 hours behind UTC, the latest 14 ahead.
+const ZONES_BEHIND_MS: i64 = 14 * 3_600_000;
+const ZONES_AHEAD_MS: i64 = 12 * 3_600_000;
+
 impl Claim {
-    /// When the claimed change may have happened. A date without a time of day (the W3C
-    /// format allows `2024-05-01`) reads as midnight UTC: any time that day up to the
-    /// document's fetch.
+    /// When the claimed change may have happened, up to the document's fetch. A date
+    /// without a time of day (the W3C format allows `2024-05-01`) reads as midnight UTC;
+    /// it names the site's local day, any time from 14 hours before that midnight to 36
+    /// after.
     pub fn changed(self) -> Span {
-        let latest_ms = if self.changed_ms.rem_euclid(DAY_MS) == 0 {
-            self.changed_ms.saturating_add(DAY_MS - 1).min(self.seen_ms).max(self.changed_ms)
-        } else {
-            self.changed_ms
-        };
-        Span { earliest_ms: self.changed_ms, latest_ms }
+        if self.changed_ms.rem_euclid(DAY_MS) != 0 {
+            return Span::at(self.changed_ms);
+        }
+        let earliest_ms = self.changed_ms.saturating_sub(ZONES_BEHIND_MS);
+        let latest_ms =
+            self.changed_ms.saturating_add(DAY_MS + ZONES_AHEAD_MS - 1).min(self.seen_ms).max(earliest_ms);
+        Span { earliest_ms, latest_ms }
+    }
+
+    /// Whether the change can have been seen: not dated after the document was fetched.
+    pub fn is_possible(self) -> bool {
+        self.changed().earliest_ms <= self.seen_ms.saturating_add(CLOCK_SKEW_MS)
     }
 
     /// Whether a comparison could confirm it: its change dated, clearly before the
@@ -96,7 +108,7 @@ pub fn judge(claim: Claim, comparison: Comparison) -> Judgement {
     let claimed = claim.changed();
     let skew = CLOCK_SKEW_MS;
     // A change dated after the document was fetched cannot have been seen.
-    if claimed.earliest_ms > claim.seen_ms.saturating_add(skew) {
+    if !claim.is_possible() {
         return Judgement::Refuted;
     }
     let inside = claimed.earliest_ms > from.latest_ms.saturating_add(skew)
@@ -135,11 +147,22 @@ impl ClaimEvidence {
     }
 
     /// Takes a comparison; what judging the kept claim against it showed, if anything.
+    /// A comparison that follows one not yet judged extends it (the content changed over
+    /// the whole if in either part), so downloads closer together than the clocks' skew
+    /// or a day-only date still add up to an interval a claim can be judged against.
     pub fn observe_comparison(&mut self, comparison: Comparison) -> Judgement {
         if comparison.to_ms <= comparison.from.latest_ms {
             return Judgement::Silent;
         }
-        self.pending = Some(comparison);
+        let merged = match self.pending {
+            Some(pending) if pending.to_ms <= comparison.from.latest_ms => Comparison {
+                from: pending.from,
+                to_ms: comparison.to_ms,
+                changed: pending.changed || comparison.changed,
+            },
+            _ => comparison,
+        };
+        self.pending = Some(merged);
         self.judge_pending()
     }
 
@@ -170,6 +193,9 @@ impl Claim {
     /// What this claim, believed, says of a copy downloaded within `downloaded` (`None`:
     /// never stored).
     pub fn news(self, downloaded: Option<Span>) -> CopyNews {
+        if !self.is_possible() {
+            return CopyNews::Nothing;
+        }
         let Some(downloaded) = downloaded else { return CopyNews::Stale };
         let claimed = self.changed();
         if claimed.earliest_ms > downloaded.latest_ms.saturating_add(CLOCK_SKEW_MS) {
@@ -340,21 +366,54 @@ mod tests {
     }
 
     #[test]
-    fn a_date_without_a_time_of_day_is_any_time_that_day() {
+    fn a_date_without_a_time_of_day_is_any_time_that_local_day() {
         let day = 24 * HOUR;
-        // "2024-05-01" (midnight), read the day after: a change in the whole day.
-        let claim = Claim { changed_ms: 100 * day, seen_ms: 101 * day + HOUR };
-        assert_eq!(claim.changed(), Span { earliest_ms: 100 * day, latest_ms: 101 * day - 1 });
-        // Downloads at 10:00 that day and the next day: the change may be either side.
+        // "2024-05-01" (midnight UTC), read two days after: 14 hours before to 36 after.
+        let claim = Claim { changed_ms: 100 * day, seen_ms: 102 * day };
+        assert_eq!(
+            claim.changed(),
+            Span { earliest_ms: 100 * day - 14 * HOUR, latest_ms: 101 * day + 12 * HOUR - 1 }
+        );
+        // Downloads at 10:00 UTC that day and the next: the change may be either side.
         let first = 100 * day + 10 * HOUR;
-        let compared = |changed| Comparison { from: Span::at(first), to_ms: 101 * day, changed };
+        let compared = |changed| Comparison { from: Span::at(first), to_ms: 101 * day + 10 * HOUR, changed };
         assert_eq!(judge(claim, compared(true)), Judgement::Silent);
         assert_eq!(judge(claim, compared(false)), Judgement::Silent);
         assert_eq!(claim.news(Some(Span::at(first))), CopyNews::Nothing);
-        // Read the same day: up to the read.
-        let same_day = Claim { changed_ms: 100 * day, seen_ms: 100 * day + 3 * HOUR };
-        assert_eq!(same_day.changed().latest_ms, 100 * day + 3 * HOUR);
-        assert!(!same_day.can_confirm());
+        // A site ten hours ahead of UTC dates a change at 05:00 local "May 1", read at
+        // 20:00 UTC on April 30: possible, not refuted.
+        let ahead = Claim { changed_ms: 100 * day, seen_ms: 100 * day - 4 * HOUR };
+        assert!(ahead.is_possible());
+        assert!(!ahead.can_confirm());
+        // Downloads two days either side judge it.
+        let wide = |changed| Comparison { from: Span::at(98 * day), to_ms: 103 * day, changed };
+        assert_eq!(judge(claim, wide(true)), Judgement::Confirmed);
+    }
+
+    #[test]
+    fn a_change_dated_after_the_read_says_nothing_of_the_copy() {
+        let future = Claim { changed_ms: 20 * HOUR + 1, seen_ms: 8 * HOUR };
+        assert!(!future.is_possible());
+        assert_eq!(future.news(Some(Span::at(4 * HOUR))), CopyNews::Nothing);
+    }
+
+    #[test]
+    fn comparisons_too_close_to_judge_add_up_until_one_can_be() {
+        let mut evidence = ClaimEvidence::default();
+        // Changed at 2:01:30; downloads every 40 seconds from 1:59:50, each too close to
+        // the change for the skew of a minute, until together they bracket it.
+        evidence.observe_claim(Claim { changed_ms: 2 * HOUR + 90_000, seen_ms: 3 * HOUR });
+        let seconds = |s: i64| 2 * HOUR + s * 1000;
+        let step = |from: i64, to: i64, changed| Comparison {
+            from: Span::at(seconds(from)),
+            to_ms: seconds(to),
+            changed,
+        };
+        for (from, to, changed) in [(-10, 30, false), (30, 70, false), (70, 110, true), (110, 150, false)] {
+            assert_eq!(evidence.observe_comparison(step(from, to, changed)), Judgement::Silent, "to {to}");
+        }
+        assert_eq!(evidence.observe_comparison(step(150, 190, false)), Judgement::Confirmed);
+        assert_eq!(evidence.pending, None);
     }
 
     #[test]

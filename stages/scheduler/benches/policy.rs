@@ -9,6 +9,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use recrawl_common::links::LinkRules;
+use recrawl_model::claims::Claim;
 use recrawl_scheduler::book::{Book, BookSettings};
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_scheduler::plan::{choose, PlanSettings};
@@ -124,7 +125,7 @@ fn frontier_book(n: usize) -> (Book, Hosts) {
 
 fn bench(c: &mut Criterion) {
     let n = urls();
-    let (book, hosts) = tracked_book(n);
+    let (mut book, mut hosts) = tracked_book(n);
     let caps = vec![u32::MAX; hosts.len()];
     let mut group = c.benchmark_group(format!("pick_100k_of_{n}"));
     group.sample_size(10);
@@ -151,6 +152,26 @@ fn bench(c: &mut Criterion) {
             all.truncate(PICKS);
             all.len()
         })
+    });
+    // A hundredth of the URLs claimed changed by hosts not yet judged: the plan first
+    // passes over the pages for its claim tests.
+    let book_settings = BookSettings::default();
+    let at = |period: u64| {
+        recrawl_model::period_start_ms(book_settings.epoch_unix_ms, book_settings.period_ms, period)
+    };
+    let claim = Claim { changed_ms: at(CLOCK + 10), seen_ms: at(CLOCK + 20) };
+    for slot in (0..n as u32).step_by(100) {
+        book.claim(&mut hosts, slot, claim, &book_settings);
+    }
+    eprintln!("claim tests due: {}", book.claim_tests_due());
+    let settings = PlanSettings {
+        policy: Policy::Freshness,
+        period_ms: 1000,
+        discovery_share: 0.0,
+        ..PlanSettings::default()
+    };
+    group.bench_function("freshness_with_claim_tests", |b| {
+        b.iter(|| choose(&[&book], &hosts, black_box(CLOCK), 10.0, PICKS, &caps, &settings).len())
     });
     group.finish();
     drop(book);

@@ -972,9 +972,9 @@ impl Book {
             }
             let mut page = Page { in_links: head, ..*page };
             page.set_dirty(false);
-            self.claim_tests = self.claim_tests.saturating_add(usize::from(page.is_claim_to_test()));
             // Within 4 GiB: the URLs were all held before.
             let Ok(new_slot) = self.insert(old.url(slot), page) else { continue };
+            self.claim_tests = self.claim_tests.saturating_add(usize::from(page.is_claim_to_test()));
             if let Some(validators) = old.validators.get(&slot) {
                 renumbered.insert(new_slot, validators.clone());
             }

@@ -33,8 +33,9 @@ use recrawl_common::runtime::{
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, CopyNews};
-use recrawl_model::modified::CLOCK_SKEW_MS;
-use recrawl_model::{DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
+use recrawl_model::{
+    DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_CLOCK_SKEW_MS, MAX_PERIOD_MS, MIN_PERIOD_MS,
+};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{
@@ -338,7 +339,7 @@ impl SchedulerMetrics {
             claims: registered(registry, IntCounterVec::new(
                 Opts::new(
                     "scheduler_claims_total",
-                    "Dated claims of sitemaps and feeds about tracked URLs, by what they did: stale or current (a trusted host's claim marked the copy so), judged (judged and tallied, not taken), untracked (a URL not tracked here).",
+                    "Dated claims of sitemaps and feeds about tracked URLs, by what they did: stale or current (a trusted host's claim marked the copy so), judged (judged and tallied, not taken), untracked (a URL not tracked here), implausible (read after its period or the clock: not judged).",
                 ),
                 &["result"],
             )?)?,
@@ -372,7 +373,7 @@ impl SchedulerMetrics {
         for document in recrawl_schemas::AnnouncingDocument::ALL {
             metrics.announcements.with_label_values(&[document.as_str()]).reset();
         }
-        for result in ["stale", "current", "judged", "untracked"] {
+        for result in ["stale", "current", "judged", "untracked", "implausible"] {
             metrics.claims.with_label_values(&[result]).reset();
         }
         // At 0 from the start, so an alert sees the first of each.
@@ -507,17 +508,20 @@ impl Scheduler {
         book.announce(&announcement.page.url);
         if let Some(changed_ms) = announcement.claimed_modified_ms {
             // A document is read within its period, and not after now: a record dated
-            // later would keep a copy current into the future.
+            // later would keep a copy current into the future; its claim is not judged.
             let latest_ms = self
                 .plan
                 .period_start_ms(announcement.period.saturating_add(1))
                 .min(now_ms)
-                .saturating_add(CLOCK_SKEW_MS);
-            let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms.min(latest_ms) };
+                .saturating_add(MAX_CLOCK_SKEW_MS);
+            let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
+            let plausible = claim.seen_ms <= latest_ms;
             let outcome = book
                 .find(&announcement.page.url)
+                .filter(|_| plausible)
                 .and_then(|slot| book.claim(&mut self.hosts, slot, claim, &self.book_settings));
             let result = match outcome {
+                None if !plausible => "implausible",
                 None => "untracked",
                 Some(ClaimOutcome { taken: false, .. }) => "judged",
                 Some(ClaimOutcome { news: CopyNews::Stale, .. }) => "stale",

@@ -93,13 +93,12 @@ impl Book {
         let believed = trust == ClaimTrust::Trusted && !(audit_due && matches!(news, CopyNews::CurrentAt(_)));
         let taken = believed && self.take_claim(slot, news, seen_period);
         // Only a claim a comparison could confirm is worth a fetch to test: the time of
-        // the request never is.
-        if trust == ClaimTrust::Unknown
-            && news == CopyNews::Stale
-            && page.last_download().is_some()
-            && claim.can_confirm()
-        {
+        // the request never is. A host judged either way needs no more tests.
+        let testable = news == CopyNews::Stale && page.last_download().is_some() && claim.can_confirm();
+        if trust == ClaimTrust::Unknown && testable {
             self.flag_claim_test(slot);
+        } else if trust != ClaimTrust::Unknown {
+            self.clear_test_flag(slot);
         }
         Some(ClaimOutcome { judgement, trust, news, taken })
     }
@@ -117,10 +116,9 @@ impl Book {
             return;
         };
         let previous = entry.last_download.replace(Span::at(fetched_at_ms));
-        let later_change = entry
-            .evidence
-            .claim
-            .is_some_and(|claim| claim.changed().earliest_ms > fetched_at_ms.saturating_add(CLOCK_SKEW_MS));
+        let later_change = entry.evidence.claim.is_some_and(|claim| {
+            claim.is_possible() && claim.changed().earliest_ms > fetched_at_ms.saturating_add(CLOCK_SKEW_MS)
+        });
         let judgement = match (previous, request.changed) {
             (Some(from), Some(changed)) => {
                 entry.evidence.observe_comparison(Comparison { from, to_ms: fetched_at_ms, changed })
@@ -145,11 +143,16 @@ impl Book {
     }
 
     pub(super) fn clear_claim_flags(&mut self, slot: u32) {
+        self.clear_test_flag(slot);
+        self.pages[slot as usize].flags &= !CHANGE_CLAIMED;
+    }
+
+    fn clear_test_flag(&mut self, slot: u32) {
         let page = &mut self.pages[slot as usize];
         if page.is_claim_to_test() {
             self.claim_tests = self.claim_tests.saturating_sub(1);
         }
-        page.flags &= !(CHANGE_CLAIMED | CLAIM_TO_TEST);
+        page.flags &= !CLAIM_TO_TEST;
     }
 
     /// Pages flagged for a claim test: the plan passes over the pages for them only when
@@ -353,5 +356,24 @@ mod tests {
         let late = 2 + CLAIM_AUDIT_PERIODS as i64 + 1;
         assert!(!book.claim(&mut hosts, slot, quiet(late), &settings).unwrap().taken);
         assert_eq!(book.page(slot).last_download(), Some(50), "it ages from the last claim taken");
+    }
+
+    #[test]
+    fn a_judged_host_s_pages_need_no_tests_and_a_future_date_marks_nothing() {
+        let (mut book, mut hosts, settings, slot) = one_page(false);
+        let claim = Claim { changed_ms: 4 * HOUR, seen_ms: 6 * HOUR };
+        book.claim(&mut hosts, slot, claim, &settings).unwrap();
+        assert_eq!(book.claim_tests_due(), 1);
+        let host = book.page(slot).host as usize;
+        hosts.stats[host].claims = recrawl_model::claims::ClaimTally { refuted: 2, ..Default::default() };
+        book.claim(&mut hosts, slot, Claim { changed_ms: 4 * HOUR, seen_ms: 7 * HOUR }, &settings).unwrap();
+        assert!(!book.page(slot).is_claim_to_test());
+        assert_eq!(book.claim_tests_due(), 0);
+        // Trusted now: a change dated years after the read is no news of the copy.
+        hosts.stats[host].claims = recrawl_model::claims::ClaimTally { confirmed: 3, ..Default::default() };
+        let future = Claim { changed_ms: 10_000 * HOUR, seen_ms: 8 * HOUR };
+        let outcome = book.claim(&mut hosts, slot, future, &settings).unwrap();
+        assert_eq!(outcome.news, CopyNews::Nothing);
+        assert!(!book.page(slot).is_change_claimed());
     }
 }
