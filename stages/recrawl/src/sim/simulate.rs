@@ -663,7 +663,7 @@ impl Learner {
                 .iter()
                 .map(|pages| pages.first().map_or(u32::MAX, |&page| book.page(page).host))
                 .collect();
-            SitemapReader::new(host_pages.clone(), book_hosts, |host| world.has_sitemap(host))
+            SitemapReader::new(host_pages.clone(), book_hosts, |host| world.has_sitemap(host), config.budget)
         });
         let mut learner = Self {
             policy,

@@ -7,7 +7,9 @@
 //!
 //! When to poll: a site not yet judged every [`PROBE_EVERY`] periods, so that claims meet
 //! comparisons; a trusted site once the changes its polls announce, at their running
-//! rate, come to [`CHANGES_WORTH_A_POLL`] since the last poll; never a site whose claims
+//! rate, times the budget's share R, come to [`POLL_WORTH`] since the last poll (10
+//! changes at R = 0.05): the more of them a period can refresh, the sooner they are worth
+//! knowing; never a site whose claims
 //! were refuted or whose sitemap dates nothing. The pages a site not yet judged claims
 //! changed are the plan's claim tests, as in the stage.
 
@@ -17,8 +19,10 @@ use recrawl_scheduler::hosts::Hosts;
 
 /// Periods between polls of a site whose claims are not yet judged.
 pub const PROBE_EVERY: u64 = 4;
-/// Changes a trusted site's sitemap is expected to announce before it is polled again.
-pub const CHANGES_WORTH_A_POLL: f64 = 10.0;
+/// The changes a trusted site's sitemap is expected to announce since its last poll,
+/// times the budget's share R, that are worth polling it again (tuned at R = 0.02, 0.05,
+/// 0.1 and 0.2: docs/algorithms/sitemaps.md §5).
+pub const POLL_WORTH: f64 = 0.5;
 /// Weight of the latest poll in a site's running rate of announced changes.
 const RATE_WEIGHT: f64 = 0.3;
 
@@ -38,14 +42,23 @@ pub struct SitemapReader {
     /// The pages (book slots) of each site, and the site's host in the book.
     site_pages: Vec<Vec<u32>>,
     book_hosts: Vec<u32>,
+    /// [`POLL_WORTH`] in changes at this budget.
+    changes_worth_a_poll: f64,
     pub polls: u64,
 }
 
 impl SitemapReader {
     /// For sites whose pages are `site_pages` (book slots, none empty), in a book whose
-    /// hosts are `book_hosts` by site; those `has_sitemap` says having one.
-    pub fn new(site_pages: Vec<Vec<u32>>, book_hosts: Vec<u32>, has_sitemap: impl Fn(u32) -> bool) -> Self {
+    /// hosts are `book_hosts` by site; those `has_sitemap` says having one; `budget` the
+    /// share of the pages fetched a period.
+    pub fn new(
+        site_pages: Vec<Vec<u32>>,
+        book_hosts: Vec<u32>,
+        has_sitemap: impl Fn(u32) -> bool,
+        budget: f64,
+    ) -> Self {
         Self {
+            changes_worth_a_poll: POLL_WORTH / budget.max(f64::MIN_POSITIVE),
             sites: (0..site_pages.len() as u32)
                 .map(|site| SiteState { undated: !has_sitemap(site), ..SiteState::default() })
                 .collect(),
@@ -73,7 +86,7 @@ impl SitemapReader {
                 ClaimTrust::Distrusted => false,
                 ClaimTrust::Unknown => since >= PROBE_EVERY,
                 ClaimTrust::Trusted => match state.announced_rate {
-                    Some(rate) => since >= 1 && rate * since as f64 >= CHANGES_WORTH_A_POLL,
+                    Some(rate) => since >= 1 && rate * since as f64 >= self.changes_worth_a_poll,
                     None => since >= 1,
                 },
             }
