@@ -50,6 +50,7 @@ async fn web(seed: u64) -> SimWebServer {
         world: WorldKind::Web,
         sitemaps: 0.0,
         sitemap_only_share: 0.0,
+        feeds: 0.0,
         failures: None,
         run_periods: PERIODS as f64,
         listen: "127.0.0.1:0".parse().expect("address"),

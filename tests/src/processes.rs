@@ -278,6 +278,7 @@ pub async fn start_pipeline(flags: &[String], prefix: &str, seed: u64) -> Pipeli
         world: WorldKind::Web,
         sitemaps: 0.0,
         sitemap_only_share: 0.0,
+        feeds: 0.0,
         failures: None,
         run_periods: WebParams::default().run_periods,
         listen: "127.0.0.1:0".parse().expect("address"),

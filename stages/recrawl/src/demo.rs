@@ -84,6 +84,10 @@ pub struct DemoArgs {
     /// Share of a sitemap site's pages that only its sitemap names.
     #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
     pub sitemap_only_share: f64,
+    /// Share of the simulated sites with an RSS feed of their latest changed pages, named
+    /// in each page's head.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub feeds: f64,
     /// Whether requests fail as the estimator paper's Table 1 says (default: on the `web`
     /// world only).
     #[arg(long, action = clap::ArgAction::Set)]
@@ -406,6 +410,7 @@ fn web_args(args: &DemoArgs, epoch_unix_ms: i64, log_dir: &Path) -> anyhow::Resu
         world: args.world,
         sitemaps: args.sitemaps,
         sitemap_only_share: args.sitemap_only_share,
+        feeds: args.feeds,
         failures: args.failures,
         run_periods: args.periods as f64,
         listen: "127.0.0.1:0".parse()?,

@@ -85,6 +85,11 @@ pub struct SimArgs {
     /// and trust a site's claims once they prove true (`docs/algorithms/sitemaps.md`).
     #[arg(long, default_value_t = WebParams::default().sitemap_share, value_parser = parse_fraction)]
     pub sitemaps: f64,
+    /// Share of the simulated sites with an RSS feed of their 20 latest changed pages,
+    /// dated as the sitemaps are. A site with both is polled by its sitemap, which lists
+    /// every page; a feed says nothing of the pages it leaves out.
+    #[arg(long, default_value_t = WebParams::default().feed_share, value_parser = parse_fraction)]
+    pub feeds: f64,
     /// The kind of web: `web` (recrawl's own), `periodic`, `bursty`, `drifting`,
     /// `heavy-tailed`, `mixed` (`docs/algorithms/worlds.md`); a comma-separated list, or
     /// `all`, runs each in turn and ends with a table of every world.
@@ -250,6 +255,7 @@ fn run_policies(args: &SimArgs) -> anyhow::Result<()> {
             failures: args.failures.unwrap_or(kind.fails_by_default()),
             run_periods: args.periods as f64,
             sitemap_share: args.sitemaps,
+            feed_share: args.feeds,
             ..WebParams::default()
         }));
         let world = SimulatedWeb { truth: Truth::of_web(&web, args.periods as f64), web: &web };

@@ -33,11 +33,13 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::text::{apply_change, encode, initial_words, render_html, Charset, Language, Vocabulary};
-use super::web::{ChangeState, Failure, Web, WebParams, WorldKind};
+use super::web::{feed_items, ChangeState, Failure, Web, WebParams, WorldKind};
 use super::{dates_shares, parse_fraction, parse_non_negative, parse_positive};
 
 /// Every site's host name ends in this.
 pub const DOMAIN: &str = "sim.test";
+/// Where a site with a feed serves it; its pages name it in their heads.
+const FEED_PATH: &str = "/feed.xml";
 
 /// The virtual host of `site`.
 pub fn site_host(site: u32) -> String {
@@ -120,6 +122,10 @@ pub struct SimWebArgs {
     /// Share of a sitemap site's pages that no page links to: only its sitemap names them.
     #[arg(long, env = "RECRAWL_SIMWEB_SITEMAP_ONLY_SHARE", default_value_t = 0.0, value_parser = parse_fraction)]
     pub sitemap_only_share: f64,
+    /// Share of the sites with an RSS feed (`/feed.xml`, named in each page's
+    /// `<link rel="alternate">`) of their 20 latest changed pages, dated as the sitemaps.
+    #[arg(long, env = "RECRAWL_SIMWEB_FEEDS", default_value_t = 0.0, value_parser = parse_fraction)]
+    pub feeds: f64,
     /// Periods the web is meant to be crawled for: where in the run a drifting page's
     /// rate jumps.
     #[arg(long, env = "RECRAWL_SIMWEB_RUN_PERIODS", default_value_t = WebParams::default().run_periods, value_parser = parse_positive)]
@@ -149,6 +155,7 @@ impl SimWebArgs {
             run_periods: self.run_periods,
             sitemap_share: self.sitemaps,
             sitemap_only_share: self.sitemap_only_share,
+            feed_share: self.feeds,
             ..WebParams::default()
         }))
     }
@@ -410,7 +417,9 @@ impl Shared {
             .map(|target| self.href(site, target))
             .collect();
         let charset = self.web.site_of(page).charset;
-        let html = render_html(&format!("Page {page}"), &text.words, vocabulary, &links, charset.name());
+        let feed = self.web.sitemaps().has_feed(site).then_some(FEED_PATH);
+        let html =
+            render_html(&format!("Page {page}"), &text.words, vocabulary, &links, charset.name(), feed);
         (text.version, text.changed_at, html)
     }
 
@@ -439,6 +448,9 @@ impl Shared {
         }
         if path == "/sitemap.xml" && self.web.sitemaps().has_sitemap(site) {
             return Route::Sitemap;
+        }
+        if path == FEED_PATH && self.web.sitemaps().has_feed(site) {
+            return Route::Feed;
         }
         if path == "/" {
             return Route::Home;
@@ -484,6 +496,30 @@ impl Shared {
         xml
     }
 
+    /// The site's RSS 2.0 feed: its public pages changed latest, newest first, each
+    /// `<pubDate>` as the site dates the page at `at`.
+    fn feed(&self, site: u32, at: f64) -> String {
+        let first = site * self.web.params().pages_per_site;
+        let latest = (first..first + self.web.params().pages_per_site)
+            .filter(|&page| !self.web.page(page).private)
+            .map(|page| (page, self.web.changes(page, 0.0).take_while(|&t| t < at).last()));
+        let mut xml = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<rss version=\"2.0\"><channel><title>Site {site}</title><link>{}/</link><description>Latest changes</description>\n",
+            self.site_url(site)
+        );
+        for (page, latest) in feed_items(latest) {
+            let date = self.web.last_modified(page, Some(latest), at).map(|t| self.unix_ms_at(t));
+            let date =
+                date.and_then(format_http_date).map_or(String::new(), |d| format!("<pubDate>{d}</pubDate>"));
+            xml.push_str(&format!(
+                "<item><title>Page {page}</title><link>{}</link>{date}</item>\n",
+                self.page_url(page)
+            ));
+        }
+        xml.push_str("</channel></rss>\n");
+        xml
+    }
+
     /// The home page links to the site's pages in order of their ids' popularity rank.
     fn home_page(&self, site: u32) -> String {
         let first = site * self.web.params().pages_per_site;
@@ -491,7 +527,8 @@ impl Shared {
             .filter(|&page| !self.web.sitemaps().only_in_sitemap(site, page))
             .map(|page| self.href(site, page))
             .collect();
-        render_html(&format!("Site {site}"), &[], &self.vocabularies[0], &links, Charset::Utf8.name())
+        let feed = self.web.sitemaps().has_feed(site).then_some(FEED_PATH);
+        render_html(&format!("Site {site}"), &[], &self.vocabularies[0], &links, Charset::Utf8.name(), feed)
     }
 
     fn record(&self, served: Served) {
@@ -548,6 +585,10 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri)
             shared.record(visit.served(StatusCode::OK, None, None));
             ([(header::CONTENT_TYPE, "application/xml")], shared.sitemap(site, visit.at)).into_response()
         }
+        Route::Feed => {
+            shared.record(visit.served(StatusCode::OK, None, None));
+            ([(header::CONTENT_TYPE, "application/rss+xml")], shared.feed(site, visit.at)).into_response()
+        }
         Route::Home => {
             shared.record(visit.served(StatusCode::OK, None, None));
             ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], shared.home_page(site)).into_response()
@@ -589,6 +630,7 @@ impl Visit {
 enum Route {
     Robots,
     Sitemap,
+    Feed,
     Home,
     /// A redirect to the page's URL.
     Redirect(u32),
@@ -679,7 +721,7 @@ pub async fn run(args: SimWebArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::web::ServerDates;
+    use crate::sim::web::{ServerDates, FEED_ITEMS};
 
     fn args(seed: u64) -> SimWebArgs {
         SimWebArgs {
@@ -700,6 +742,7 @@ mod tests {
             world: WorldKind::Web,
             sitemaps: 0.0,
             sitemap_only_share: 0.0,
+            feeds: 0.0,
             failures: None,
             run_periods: WebParams::default().run_periods,
             listen: "127.0.0.1:0".parse().expect("address"),
@@ -833,6 +876,78 @@ mod tests {
         assert_eq!(kinds.len(), 4, "every kind of server among the sites: {kinds:?}");
     }
 
+    /// A feed lists the latest changed public pages of its site, newest first, at most
+    /// [`FEED_ITEMS`], each dated as the site dates it; the site's pages name it in their
+    /// heads, and the fetch stage reads it.
+    #[tokio::test]
+    async fn feeds_list_their_sites_latest_changes_and_its_pages_name_them() {
+        let server = SimWebServer::start(&SimWebArgs {
+            feeds: 0.5,
+            truthful_dates_share: 1.0,
+            response_dates_share: 0.0,
+            stuck_dates_share: 0.0,
+            ..args(5)
+        })
+        .await
+        .expect("server");
+        let client = client(&server);
+        let port = server.addr().port();
+        let web = server.web();
+        let mut with_feed = 0;
+        for site in 0..web.sites().len() as u32 {
+            let origin = format!("http://{}:{port}", site_host(site));
+            let home = client.get(format!("{origin}/")).send().await.expect("home");
+            let home = home.text().await.expect("text");
+            let names_one =
+                home.contains(r#"<link rel="alternate" type="application/rss+xml" href="/feed.xml">"#);
+            assert_eq!(names_one, web.sitemaps().has_feed(site), "site {site}");
+            let before = server.period_at(unix_ms());
+            let answer = client.get(format!("{origin}/feed.xml")).send().await.expect("feed");
+            assert_eq!(answer.status().is_success(), names_one, "site {site}");
+            if !names_one {
+                continue;
+            }
+            with_feed += 1;
+            let kind = answer.headers().get(header::CONTENT_TYPE).cloned();
+            assert_eq!(kind.as_ref().and_then(|v| v.to_str().ok()), Some("application/rss+xml"));
+            let body = answer.bytes().await.expect("body");
+            let after = server.period_at(unix_ms());
+            let url = reqwest::Url::parse(&format!("{origin}/feed.xml")).expect("url");
+            let read =
+                recrawl_fetch::announce::read_announcements(&url, &body, &Default::default()).expect("read");
+            let per_site = web.params().pages_per_site;
+            let public: Vec<u32> =
+                (site * per_site..(site + 1) * per_site).filter(|&page| !web.page(page).private).collect();
+            // RSS dates have whole seconds.
+            let dated_second = |page: u32, latest: f64| {
+                let dated = web.last_modified(page, Some(latest), after).expect("truthful dates");
+                server.shared.unix_ms_at(dated).div_euclid(1000) * 1000
+            };
+            assert!(!read.entries.is_empty() && read.entries.len() <= FEED_ITEMS, "site {site}");
+            let mut claimed_before = i64::MAX;
+            for entry in &read.entries {
+                let page = public.iter().copied().find(|&page| entry.url.as_str() == server.url(page));
+                let page = page.unwrap_or_else(|| panic!("{} is a public page of site {site}", entry.url));
+                let claimed = entry.modified_unix_ms.expect("pubDate");
+                assert!(claimed <= claimed_before, "newest first: {claimed} after {claimed_before}");
+                claimed_before = claimed;
+                let changes: Vec<f64> = web.changes(page, 0.0).take_while(|&t| t < after).collect();
+                let first = changes.iter().rposition(|&t| t < before).unwrap_or(0);
+                let dated = changes[first..].iter().map(|&latest| dated_second(page, latest));
+                assert!(dated.clone().any(|ms| ms == claimed), "page {page}: {claimed}");
+            }
+            // A page changed since the oldest item (by more than its date's rounding) is listed.
+            for &page in &public {
+                let latest = web.changes(page, 0.0).take_while(|&t| t < before).last();
+                let listed = read.entries.iter().any(|entry| entry.url.as_str() == server.url(page));
+                if latest.is_some_and(|latest| dated_second(page, latest) > claimed_before + 1000) {
+                    assert!(listed, "page {page} changed after the feed's oldest item");
+                }
+            }
+        }
+        assert!(with_feed > 0, "no site has a feed");
+    }
+
     /// Sitemaps list every public page of their site, dated as the site dates its pages;
     /// robots.txt names them; no page links to the pages only they name.
     #[tokio::test]
@@ -840,6 +955,7 @@ mod tests {
         let server = SimWebServer::start(&SimWebArgs {
             sitemaps: 0.5,
             sitemap_only_share: 0.3,
+            feeds: 0.0,
             truthful_dates_share: 1.0,
             response_dates_share: 0.0,
             stuck_dates_share: 0.0,

@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use super::measure::{optimal_frequencies_per_page, CopyTracker, CreditSchedule, Measures};
 use super::sitemaps::SitemapReader;
-use super::web::{Truth, Web};
+use super::web::{feed_items, Truth, Web};
 
 /// What the simulator needs of a web beyond its change times.
 pub trait World: Sync {
@@ -48,14 +48,15 @@ pub trait World: Sync {
     fn last_modified(&self, _page: u32, _latest_change: Option<f64>, _at: f64) -> Option<f64> {
         None
     }
-    /// Whether the host has a sitemap ([`super::sitemaps`]).
-    fn has_sitemap(&self, _host: u32) -> bool {
+    /// Whether the host has a sitemap or a feed ([`super::sitemaps`]).
+    fn announces(&self, _host: u32) -> bool {
         false
     }
-    /// The page's `<lastmod>` in its site's sitemap read at `at` (periods); `None`: no
-    /// date.
-    fn sitemap_lastmod(&self, _page: u32, _at: f64) -> Option<f64> {
-        None
+    /// What the host says of its `pages` when read at `at` (periods): its sitemap's
+    /// entries, each page with its `<lastmod>` (`None`: no date); without a sitemap, its
+    /// feed's items, the pages changed latest with their dates; nothing without either.
+    fn read_announcements(&self, _host: u32, _pages: &[u32], _at: f64) -> Vec<(u32, Option<f64>)> {
+        Vec::new()
     }
 }
 
@@ -88,13 +89,26 @@ impl World for SimulatedWeb<'_> {
     fn last_modified(&self, page: u32, latest_change: Option<f64>, at: f64) -> Option<f64> {
         self.web.last_modified(page, latest_change, at)
     }
-    fn has_sitemap(&self, host: u32) -> bool {
-        self.web.sitemaps().has_sitemap(host)
+    fn announces(&self, host: u32) -> bool {
+        let sitemaps = self.web.sitemaps();
+        sitemaps.has_sitemap(host) || sitemaps.has_feed(host)
     }
-    fn sitemap_lastmod(&self, page: u32, at: f64) -> Option<f64> {
-        let changes = self.truth.changes(page);
-        let latest = changes[..changes.partition_point(|&t| t < at)].last().copied();
-        self.web.last_modified(page, latest, at)
+    fn read_announcements(&self, host: u32, pages: &[u32], at: f64) -> Vec<(u32, Option<f64>)> {
+        let latest = |page: u32| {
+            let changes = self.truth.changes(page);
+            changes[..changes.partition_point(|&t| t < at)].last().copied()
+        };
+        let sitemaps = self.web.sitemaps();
+        if sitemaps.has_sitemap(host) {
+            pages.iter().map(|&page| (page, self.web.last_modified(page, latest(page), at))).collect()
+        } else if sitemaps.has_feed(host) {
+            feed_items(pages.iter().map(|&page| (page, latest(page))))
+                .into_iter()
+                .map(|(page, latest)| (page, self.web.last_modified(page, Some(latest), at)))
+                .collect()
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -657,13 +671,13 @@ impl Learner {
             host_pages[world.host(page) as usize].push(page);
         }
         let learns_day = plan.scores_time_of_day();
-        let sitemaps = (0..hosts_count as u32).any(|host| world.has_sitemap(host)).then(|| {
+        let sitemaps = (0..hosts_count as u32).any(|host| world.announces(host)).then(|| {
             // A host without pages has no slot to tell its book host by.
             let book_hosts = host_pages
                 .iter()
                 .map(|pages| pages.first().map_or(u32::MAX, |&page| book.page(page).host))
                 .collect();
-            SitemapReader::new(host_pages.clone(), book_hosts, |host| world.has_sitemap(host), config.budget)
+            SitemapReader::new(book_hosts, |host| world.announces(host), config.budget)
         });
         let mut learner = Self {
             policy,
@@ -710,9 +724,9 @@ impl Learner {
         if let Some(reader) = &mut self.sitemaps {
             for site in reader.due(&self.hosts, period).into_iter().take(m) {
                 polls += 1;
-                let lastmod = |page| world.sitemap_lastmod(page, period as f64);
+                let entries = world.read_announcements(site, &self.host_pages[site as usize], period as f64);
                 let settings = &self.book_settings;
-                reader.poll(&mut self.book, &mut self.hosts, settings, lastmod, site, period, period as f64);
+                reader.poll(&mut self.book, &mut self.hosts, settings, &entries, site, period, period as f64);
             }
         }
         let m = m - polls;

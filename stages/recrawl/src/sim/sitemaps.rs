@@ -1,16 +1,17 @@
-//! The learned policies reading the simulated sites' sitemaps, as the pipeline does
-//! (`docs/algorithms/sitemaps.md`): each poll of a site's sitemap is a request of the
-//! period's budget; its `<lastmod>`s go to the scheduler's book as the stage's
-//! announcements do ([`Book::claim`]): judged against the policy's own comparisons, and
-//! once the site is trusted, telling the book which copies are stale and which were
-//! current when the sitemap was read.
+//! The learned policies reading the simulated sites' sitemaps and feeds, as the pipeline
+//! does (`docs/algorithms/sitemaps.md`): each poll of a site's sitemap (or, without one,
+//! its feed) is a request of the period's budget; its dates go to the scheduler's book as
+//! the stage's announcements do ([`Book::claim`]): judged against the policy's own
+//! comparisons, and once the site is trusted, telling the book which copies are stale and
+//! which were current when the document was read. A feed lists only the pages changed
+//! latest, so it says nothing of the others.
 //!
 //! When to poll: a site not yet judged every [`PROBE_EVERY`] periods, so that claims meet
 //! comparisons; a trusted site once the changes its polls announce, at their running
 //! rate, times the budget's share R, come to [`POLL_WORTH`] since the last poll (10
 //! changes at R = 0.05): the more of them a period can refresh, the sooner they are worth
 //! knowing; never a site whose claims
-//! were refuted or whose sitemap dates nothing. The pages a site not yet judged claims
+//! were refuted or whose document dates nothing. The pages a site not yet judged claims
 //! changed are the plan's claim tests, as in the stage.
 
 use recrawl_model::claims::{Claim, ClaimTrust};
@@ -29,8 +30,10 @@ const RATE_WEIGHT: f64 = 0.3;
 #[derive(Debug, Clone, Default)]
 struct SiteState {
     last_poll: Option<u64>,
-    /// Whether it has no sitemap, or a poll found entries without dates: nothing to learn.
-    undated: bool,
+    /// Whether it has no sitemap or feed, or a poll found entries without dates, or (before
+    /// the site is judged) dated each entry at the read, which no comparison can confirm:
+    /// nothing to learn.
+    nothing_to_learn: bool,
     /// Changes announced per period, running; `None` before a trusted poll measured it.
     announced_rate: Option<f64>,
 }
@@ -39,8 +42,7 @@ struct SiteState {
 #[derive(Debug)]
 pub struct SitemapReader {
     sites: Vec<SiteState>,
-    /// The pages (book slots) of each site, and the site's host in the book.
-    site_pages: Vec<Vec<u32>>,
+    /// Each site's host in the book.
     book_hosts: Vec<u32>,
     /// [`POLL_WORTH`] in changes at this budget.
     changes_worth_a_poll: f64,
@@ -48,21 +50,14 @@ pub struct SitemapReader {
 }
 
 impl SitemapReader {
-    /// For sites whose pages are `site_pages` (book slots, none empty), in a book whose
-    /// hosts are `book_hosts` by site; those `has_sitemap` says having one; `budget` the
-    /// share of the pages fetched a period.
-    pub fn new(
-        site_pages: Vec<Vec<u32>>,
-        book_hosts: Vec<u32>,
-        has_sitemap: impl Fn(u32) -> bool,
-        budget: f64,
-    ) -> Self {
+    /// For sites whose hosts in the book are `book_hosts`, those `announces` says having
+    /// a sitemap or a feed; `budget` the share of the pages fetched a period.
+    pub fn new(book_hosts: Vec<u32>, announces: impl Fn(u32) -> bool, budget: f64) -> Self {
         Self {
             changes_worth_a_poll: POLL_WORTH / budget.max(f64::MIN_POSITIVE),
-            sites: (0..site_pages.len() as u32)
-                .map(|site| SiteState { undated: !has_sitemap(site), ..SiteState::default() })
+            sites: (0..book_hosts.len() as u32)
+                .map(|site| SiteState { nothing_to_learn: !announces(site), ..SiteState::default() })
                 .collect(),
-            site_pages,
             book_hosts,
             polls: 0,
         }
@@ -77,7 +72,7 @@ impl SitemapReader {
     pub fn due(&self, hosts: &Hosts, period: u64) -> Vec<u32> {
         let due = |site: u32| {
             let state = &self.sites[site as usize];
-            if state.undated {
+            if state.nothing_to_learn {
                 return false;
             }
             let Some(last) = state.last_poll else { return true };
@@ -94,15 +89,15 @@ impl SitemapReader {
         (0..self.sites.len() as u32).filter(|&site| due(site)).collect()
     }
 
-    /// Polls `site`'s sitemap at `at` (periods; ms by `settings.period_ms`), which dates
-    /// each page as `lastmod` says, into the book.
+    /// Polls `site`'s sitemap or feed at `at` (periods; ms by `settings.period_ms`),
+    /// whose `entries` date pages (book slots), into the book.
     #[allow(clippy::too_many_arguments)]
     pub fn poll(
         &mut self,
         book: &mut Book,
         hosts: &mut Hosts,
         settings: &BookSettings,
-        lastmod: impl Fn(u32) -> Option<f64>,
+        entries: &[(u32, Option<f64>)],
         site: u32,
         period: u64,
         at: f64,
@@ -111,19 +106,28 @@ impl SitemapReader {
         let ms = |periods: f64| (periods * settings.period_ms as f64) as i64;
         let state = &mut self.sites[site as usize];
         let previous = state.last_poll.replace(period);
-        let mut announced = 0_u32;
-        for &page in &self.site_pages[site as usize] {
-            let Some(lastmod) = lastmod(page) else {
-                state.undated = true;
+        let (mut announced, mut dated, mut testable) = (0_u32, false, false);
+        let host = self.book_hosts[site as usize] as usize;
+        let judged_before =
+            hosts.stats.get(host).is_some_and(|stats| stats.claims.trust() != ClaimTrust::Unknown);
+        for &(page, lastmod) in entries {
+            let Some(lastmod) = lastmod else {
+                state.nothing_to_learn = true;
                 continue;
             };
             if previous.is_some_and(|last| lastmod > last as f64) {
                 announced += 1;
             }
             let claim = Claim { changed_ms: ms(lastmod), seen_ms: ms(at) };
+            dated = true;
+            testable |= claim.can_confirm();
             book.claim(hosts, page, claim, settings);
         }
-        let host = self.book_hosts[site as usize] as usize;
+        // A feed of the pages changed latest, each dated at the read, is refuted by no
+        // comparison (they did change): polled to be judged, it would be polled forever.
+        if dated && !testable && !judged_before {
+            state.nothing_to_learn = true;
+        }
         let trusted = hosts.stats.get(host).is_some_and(|stats| stats.claims.trust() == ClaimTrust::Trusted);
         if let (true, Some(last)) = (trusted, previous) {
             let rate = f64::from(announced) / period.saturating_sub(last).max(1) as f64;
@@ -138,7 +142,7 @@ mod tests {
     use recrawl_scheduler::policy::Policy;
 
     use crate::sim::simulate::{simulate, SimConfig, SimPolicy, SimulatedWeb};
-    use crate::sim::web::{Truth, Web, WebParams};
+    use crate::sim::web::{feed_items, Truth, Web, WebParams, FEED_ITEMS};
 
     /// Every site with a sitemap, a share `truthful` of them dating changes and the rest
     /// sending the time of the request.
@@ -153,9 +157,13 @@ mod tests {
         })
     }
 
-    fn freshness(web: &Web, sitemaps: bool, periods: u64) -> (f64, u64, u64) {
+    /// The default's freshness on `web` with every site's sitemap or none, every site's
+    /// feed or none; its requests and polls.
+    fn freshness(web: &Web, sitemaps: bool, feeds: bool, periods: u64) -> (f64, u64, u64) {
+        let share = |yes: bool| if yes { 1.0 } else { 0.0 };
         let web = Web::generate(WebParams {
-            sitemap_share: if sitemaps { 1.0 } else { 0.0 },
+            sitemap_share: share(sitemaps),
+            feed_share: share(feeds),
             ..web.params().clone()
         });
         let world = SimulatedWeb { truth: Truth::of_web(&web, periods as f64), web: &web };
@@ -168,14 +176,43 @@ mod tests {
     fn truthful_sitemaps_make_the_crawl_fresher_and_lying_ones_cost_little() {
         let periods = 60;
         let truthful = web(1.0);
-        let (without, _, _) = freshness(&truthful, false, periods);
-        let (with, requests, polls) = freshness(&truthful, true, periods);
+        let (without, _, _) = freshness(&truthful, false, false, periods);
+        let (with, requests, polls) = freshness(&truthful, true, false, periods);
         assert!(with > without * 1.03, "truthful sitemaps: {with} with, {without} without");
         assert!(polls > 0 && requests + polls == 150 * periods, "{requests} + {polls}");
         let lying = web(0.0);
-        let (without, _, _) = freshness(&lying, false, periods);
-        let (with, requests, polls) = freshness(&lying, true, periods);
+        let (without, _, _) = freshness(&lying, false, false, periods);
+        let (with, requests, polls) = freshness(&lying, true, false, periods);
         assert!(with > without * 0.99, "lying sitemaps: {with} with, {without} without");
         assert!(polls * 20 < requests, "{polls} polls of lying sitemaps");
+    }
+
+    #[test]
+    fn truthful_feeds_make_the_crawl_fresher_than_none_and_lying_ones_cost_little() {
+        let periods = 60;
+        let truthful = web(1.0);
+        let (without, _, _) = freshness(&truthful, false, false, periods);
+        let (feeds, requests, polls) = freshness(&truthful, false, true, periods);
+        let (sitemaps, _, _) = freshness(&truthful, true, true, periods);
+        assert!(polls > 0 && requests + polls == 150 * periods, "{requests} + {polls}");
+        assert!(feeds > without * 1.02, "truthful feeds: {feeds} with, {without} without");
+        assert!(sitemaps > feeds, "sitemaps {sitemaps}, feeds {feeds}");
+        // Feeds dating their items at the read: the items did change, so no comparison
+        // refutes them, and none can confirm them either. Left alone after a poll.
+        let lying = web(0.0);
+        let (without, _, _) = freshness(&lying, false, false, periods);
+        let (with, requests, polls) = freshness(&lying, false, true, periods);
+        assert!(with > without * 0.995, "lying feeds: {with} with, {without} without");
+        assert!(polls * 50 < requests, "{polls} polls of feeds dated at the read");
+    }
+
+    #[test]
+    fn a_feed_lists_the_latest_changed_pages_newest_first() {
+        let latest = (0..30_u32).map(|page| (page, (page % 3 != 0).then_some(f64::from(page % 25))));
+        let items = feed_items(latest);
+        assert_eq!(items.len(), FEED_ITEMS);
+        assert!(items.windows(2).all(|pair| pair[0].1 >= pair[1].1), "{items:?}");
+        assert!(items.iter().all(|&(page, _)| page % 3 != 0), "an unchanged page is not an item");
+        assert_eq!(items[0], (23, 23.0));
     }
 }

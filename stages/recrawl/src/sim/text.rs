@@ -329,7 +329,8 @@ fn escape(text: &str) -> String {
 }
 
 /// An HTML page: the charset in a `<meta>` (within the first 1024 bytes, where browsers and
-/// the diff stage look for it), the title, the words in `<p>` paragraphs, then a `<ul>` of
+/// the diff stage look for it), the site's `feed` in a `<link rel="alternate">` where it
+/// has one, the title, the words in `<p>` paragraphs, then a `<ul>` of
 /// the links, each anchored by a vocabulary word fixed by its href.
 ///
 /// # Panics
@@ -340,9 +341,16 @@ pub fn render_html(
     vocabulary: &Vocabulary,
     links: &[String],
     charset: &str,
+    feed: Option<&str>,
 ) -> String {
     let (charset, title) = (escape(charset), escape(title));
     let mut html = format!("<!DOCTYPE html>\n<html><head><meta charset=\"{charset}\">");
+    if let Some(feed) = feed {
+        html.push_str(&format!(
+            "<link rel=\"alternate\" type=\"application/rss+xml\" href=\"{}\">",
+            escape(feed)
+        ));
+    }
     // Writing to a String cannot fail.
     let _ = writeln!(html, "<title>{title}</title></head>\n<body>");
     let (mut rest, mut paragraph) = (words, 0);
@@ -589,7 +597,7 @@ mod tests {
         let (vocabulary, words) = text(Language::Korean, 9);
         let links = vec!["http://a.example/?x=1&y=\"2\"".to_string(), "http://b.example/<p>".to_string()];
         let title = format!("{} & {}", vocabulary.word(1), vocabulary.word(2));
-        let html = render_html(&title, &words, &vocabulary, &links, Charset::EucKr.name());
+        let html = render_html(&title, &words, &vocabulary, &links, Charset::EucKr.name(), None);
         assert!(html.contains("<meta charset=\"euc-kr\">"));
         assert!(html.contains("href=\"http://a.example/?x=1&amp;y=&quot;2&quot;\""));
         assert!(html.contains("href=\"http://b.example/&lt;p&gt;\""));

@@ -60,6 +60,23 @@ pub struct WebParams {
     pub sitemap_share: f64,
     /// Share of a sitemap site's pages that no page links to: only its sitemap names them.
     pub sitemap_only_share: f64,
+    /// Share of the sites with an RSS feed (`/feed.xml`, named in each page's head) of
+    /// their [`FEED_ITEMS`] latest changed pages, each dated as the site's `Last-Modified`
+    /// dates the page.
+    pub feed_share: f64,
+}
+
+/// Items a simulated site's feed lists: its latest changed pages, newest first.
+pub const FEED_ITEMS: usize = 20;
+
+/// The pages a feed lists, given each page of the site with its latest change (in
+/// periods; `None`: none yet): the [`FEED_ITEMS`] changed latest, newest first.
+pub fn feed_items(latest_changes: impl IntoIterator<Item = (u32, Option<f64>)>) -> Vec<(u32, f64)> {
+    let mut changed: Vec<(u32, f64)> =
+        latest_changes.into_iter().filter_map(|(page, latest)| Some((page, latest?))).collect();
+    changed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    changed.truncate(FEED_ITEMS);
+    changed
 }
 
 impl Default for WebParams {
@@ -80,6 +97,7 @@ impl Default for WebParams {
             run_periods: 100.0,
             sitemap_share: 0.0,
             sitemap_only_share: 0.0,
+            feed_share: 0.0,
         }
     }
 }
@@ -280,14 +298,16 @@ pub enum ServerDates {
     Absent,
 }
 
-/// Which sites have a sitemap, and which of their pages only it names: drawn from the
-/// web's seed, apart from the web's own draws.
+/// Which sites have a sitemap, which of their pages only it names, and which have a
+/// feed: drawn from the web's seed, apart from the web's own draws.
 #[derive(Debug, Clone, Copy)]
 pub struct Sitemaps {
     /// Share of the sites with a sitemap.
     pub share: f64,
     /// Share of a sitemap site's pages that no page links to.
     pub only_share: f64,
+    /// Share of the sites with a feed.
+    pub feed_share: f64,
     pub seed: u64,
 }
 
@@ -299,6 +319,10 @@ impl Sitemaps {
 
     pub fn has_sitemap(&self, site: u32) -> bool {
         self.draw(0x517E_3A95, site) < self.share
+    }
+
+    pub fn has_feed(&self, site: u32) -> bool {
+        self.draw(0xFEED_0F17, site) < self.feed_share
     }
 
     /// Whether no page links to `page` of `site`.
@@ -570,11 +594,12 @@ impl Web {
         params.seed ^ 0xB1127 ^ u64::from(id) << 24
     }
 
-    /// Which sites have a sitemap, and which pages only it names.
+    /// Which sites have a sitemap, which pages only it names, and which have a feed.
     pub fn sitemaps(&self) -> Sitemaps {
         Sitemaps {
             share: self.params.sitemap_share,
             only_share: self.params.sitemap_only_share,
+            feed_share: self.params.feed_share,
             seed: self.params.seed,
         }
     }
