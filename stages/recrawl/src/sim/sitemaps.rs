@@ -64,8 +64,7 @@ impl SitemapReader {
     }
 
     fn trust(&self, hosts: &Hosts, site: u32) -> ClaimTrust {
-        let host = self.book_hosts[site as usize] as usize;
-        hosts.stats.get(host).map_or(ClaimTrust::Unknown, |stats| stats.claims.trust())
+        host_trust(hosts, self.book_hosts[site as usize])
     }
 
     /// The sites to poll at the start of `period`.
@@ -107,9 +106,8 @@ impl SitemapReader {
         let state = &mut self.sites[site as usize];
         let previous = state.last_poll.replace(period);
         let (mut announced, mut dated, mut testable) = (0_u32, false, false);
-        let host = self.book_hosts[site as usize] as usize;
-        let judged_before =
-            hosts.stats.get(host).is_some_and(|stats| stats.claims.trust() != ClaimTrust::Unknown);
+        let host = self.book_hosts[site as usize];
+        let judged_before = host_trust(hosts, host) != ClaimTrust::Unknown;
         for &(page, lastmod) in entries {
             let Some(lastmod) = lastmod else {
                 state.nothing_to_learn = true;
@@ -128,13 +126,17 @@ impl SitemapReader {
         if dated && !testable && !judged_before {
             state.nothing_to_learn = true;
         }
-        let trusted = hosts.stats.get(host).is_some_and(|stats| stats.claims.trust() == ClaimTrust::Trusted);
-        if let (true, Some(last)) = (trusted, previous) {
+        if let (ClaimTrust::Trusted, Some(last)) = (host_trust(hosts, host), previous) {
             let rate = f64::from(announced) / period.saturating_sub(last).max(1) as f64;
             state.announced_rate =
                 Some(state.announced_rate.map_or(rate, |old| old + RATE_WEIGHT * (rate - old)));
         }
     }
+}
+
+/// The trust `hosts` hold in the book host `host`'s claims.
+fn host_trust(hosts: &Hosts, host: u32) -> ClaimTrust {
+    hosts.stats.get(host as usize).map_or(ClaimTrust::Unknown, |stats| stats.claims.trust())
 }
 
 #[cfg(test)]
