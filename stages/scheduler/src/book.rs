@@ -74,8 +74,9 @@ pub struct Page {
     /// Head of the URL's in-link fingerprint chain, [`NONE`] when empty.
     in_links: u32,
     pub depth: u16,
-    /// [`DIRTY`], [`ANNOUNCED`], [`CHANGE_CLAIMED`] and [`CLAIM_TO_TEST`], in one byte so
-    /// that a page stays within 60.
+    /// [`DIRTY`], [`ANNOUNCED`], [`CHANGE_CLAIMED`], [`CLAIM_TO_TEST`] and the picks in a
+    /// row no estimate answered ([`UNANSWERED_PICKS`]), in one byte so that a page stays
+    /// within 60.
     flags: u8,
     pub schedule: Option<CrawlSchedule>,
 }
@@ -91,6 +92,12 @@ const CHANGE_CLAIMED: u8 = 4;
 /// A host whose claims are not yet judged dated a change after its latest download: a
 /// fetch would confirm or refute the claim. Cleared by the next download.
 const CLAIM_TO_TEST: u8 = 8;
+/// The picks in a row that no estimate answered (up to 7), in these bits: a pick robots.txt
+/// denied or the fetcher deferred makes no request, so the estimator answers nothing; each
+/// such pick doubles the wait before the next ([`Page::is_pending`]). Not persisted: a
+/// restored partition starts over at the pending periods.
+const UNANSWERED_PICKS: u8 = 0x70;
+const UNANSWERED_SHIFT: u32 = 4;
 
 impl Page {
     /// Whether a sitemap or feed of its site named it while it was in the frontier.
@@ -117,11 +124,32 @@ impl Page {
     }
 
     /// Picked and not yet answered by an estimate, within `pending_periods` after the
-    /// pick's period: picking it again would fetch it twice.
+    /// pick's period (picking it again would fetch it twice), or twice as long for each
+    /// pick before it that went unanswered (a URL robots.txt denies is not picked every
+    /// few periods for ever).
     pub fn is_pending(&self, clock: u64, pending_periods: u32) -> bool {
-        self.last_pick != NONE
-            && (self.last_estimate == NONE || self.last_estimate < self.last_pick)
-            && clock <= u64::from(self.last_pick).saturating_add(u64::from(pending_periods))
+        let unanswered = self.unanswered_picks();
+        let wait = if unanswered == 0 {
+            u64::from(pending_periods)
+        } else {
+            u64::from(pending_periods.max(1)) << unanswered
+        };
+        self.is_awaiting_estimate() && clock <= u64::from(self.last_pick).saturating_add(wait)
+    }
+
+    /// Picked, and no estimate has come since.
+    fn is_awaiting_estimate(&self) -> bool {
+        self.last_pick != NONE && (self.last_estimate == NONE || self.last_estimate < self.last_pick)
+    }
+
+    /// The picks before the latest one that no estimate answered, in a row.
+    pub fn unanswered_picks(&self) -> u8 {
+        (self.flags & UNANSWERED_PICKS) >> UNANSWERED_SHIFT
+    }
+
+    fn set_unanswered_picks(&mut self, picks: u8) {
+        let picks = picks.min(UNANSWERED_PICKS >> UNANSWERED_SHIFT);
+        self.flags = (self.flags & !UNANSWERED_PICKS) | (picks << UNANSWERED_SHIFT);
     }
 
     /// The latest period the page was downloaded or picked.
@@ -546,6 +574,7 @@ impl Book {
             page.in_links = NONE;
         }
         page.last_estimate = period32(learned.period);
+        page.set_unanswered_picks(0);
         let previous_download = page.last_download();
         if request.downloaded {
             page.last_download = period32(request.period);
@@ -774,7 +803,11 @@ impl Book {
 
     /// Records that `slot` was picked in `period`.
     pub fn picked(&mut self, slot: u32, period: u64) {
-        self.pages[slot as usize].last_pick = period32(period);
+        let page = &mut self.pages[slot as usize];
+        if page.is_awaiting_estimate() {
+            page.set_unanswered_picks(page.unanswered_picks().saturating_add(1));
+        }
+        page.last_pick = period32(period);
         self.mark_dirty(slot);
     }
 

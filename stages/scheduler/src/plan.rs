@@ -850,6 +850,36 @@ mod tests {
         assert_eq!(urls(&book, &picks), ["http://a/1"], "b/1 awaits its estimate");
     }
 
+    /// A pick no estimate answers (robots.txt denied it, the fetcher deferred it) makes
+    /// the URL wait twice as long before each next pick; an estimate ends the wait.
+    #[test]
+    fn a_url_whose_picks_go_unanswered_waits_twice_as_long_each_time() {
+        let (mut book, mut hosts) = tracked(&[("http://a/denied", 1, 100, 1.0)]);
+        let caps = vec![5; hosts.len()];
+        let uniform = settings(Policy::Uniform);
+        let pick_periods: Vec<u64> = (2..60)
+            .filter(|&period| {
+                let picks = choose(&[&book], &hosts, period, 100.0, 1, &caps, &uniform);
+                picks.iter().for_each(|choice| book.picked(choice.slot, period));
+                !picks.is_empty()
+            })
+            .collect();
+        // Pending 2 periods after the first pick, then 4, 8, 16, 32 after the ones no
+        // estimate answered.
+        assert_eq!(pick_periods, [2, 5, 10, 19, 36], "{pick_periods:?}");
+        let slot = book.find("http://a/denied").expect("tracked");
+        assert_eq!(book.page(slot).unanswered_picks(), 4);
+        book.apply_estimate(
+            &mut hosts,
+            &estimate("http://a/denied", 36, true, Some(false)),
+            &BookSettings::default(),
+        )
+        .expect("estimate");
+        assert_eq!(book.page(slot).unanswered_picks(), 0, "answered");
+        let picks = choose(&[&book], &hosts, 37, 100.0, 1, &caps, &uniform);
+        assert_eq!(urls(&book, &picks), ["http://a/denied"], "picked again at once");
+    }
+
     #[test]
     fn change_aware_prefers_changing_pages_and_skips_failing_ones() {
         let (mut book, mut hosts) = (Book::default(), Hosts::default());
