@@ -92,12 +92,17 @@ const CHANGE_CLAIMED: u8 = 4;
 /// A host whose claims are not yet judged dated a change after its latest download: a
 /// fetch would confirm or refute the claim. Cleared by the next download.
 const CLAIM_TO_TEST: u8 = 8;
-/// The picks in a row that no estimate answered (up to 7), in these bits: a pick robots.txt
-/// denied or the fetcher deferred makes no request, so the estimator answers nothing; each
-/// such pick doubles the wait before the next ([`Page::is_pending`]). Not persisted: a
-/// restored partition starts over at the pending periods.
+/// The picks in a row that no estimate answered, in these bits: a pick robots.txt denied
+/// or the fetcher deferred makes no request, so the estimator answers nothing; each such
+/// pick doubles the wait before the next ([`Page::is_pending`]), up to
+/// [`MOST_UNANSWERED_PICKS`] doublings. Not persisted: a restored partition starts over at
+/// the pending periods.
 const UNANSWERED_PICKS: u8 = 0x70;
 const UNANSWERED_SHIFT: u32 = 4;
+/// The scheduler cannot tell a denied pick from one deferred while its host paused or
+/// fetch lagged, so the wait stops doubling at 32 times the pending periods (64 periods
+/// at the default, as a host's longest back-off).
+const MOST_UNANSWERED_PICKS: u8 = 5;
 
 impl Page {
     /// Whether a sitemap or feed of its site named it while it was in the frontier.
@@ -126,14 +131,9 @@ impl Page {
     /// Picked and not yet answered by an estimate, within `pending_periods` after the
     /// pick's period (picking it again would fetch it twice), or twice as long for each
     /// pick before it that went unanswered (a URL robots.txt denies is not picked every
-    /// few periods for ever).
+    /// few periods for ever). No pending periods, no wait.
     pub fn is_pending(&self, clock: u64, pending_periods: u32) -> bool {
-        let unanswered = self.unanswered_picks();
-        let wait = if unanswered == 0 {
-            u64::from(pending_periods)
-        } else {
-            u64::from(pending_periods.max(1)) << unanswered
-        };
+        let wait = u64::from(pending_periods) << self.unanswered_picks();
         self.is_awaiting_estimate() && clock <= u64::from(self.last_pick).saturating_add(wait)
     }
 
@@ -148,7 +148,7 @@ impl Page {
     }
 
     fn set_unanswered_picks(&mut self, picks: u8) {
-        let picks = picks.min(UNANSWERED_PICKS >> UNANSWERED_SHIFT);
+        let picks = picks.min(MOST_UNANSWERED_PICKS);
         self.flags = (self.flags & !UNANSWERED_PICKS) | (picks << UNANSWERED_SHIFT);
     }
 

@@ -247,13 +247,16 @@ fn claim_tests(
     settings: &PlanSettings,
 ) -> Vec<Choice> {
     let limit = (quota as f64 * CLAIM_TESTS_SHARE) as usize;
-    // No pass over the pages when none is flagged.
-    if limit == 0 || books.iter().all(|book| book.claim_tests_due() == 0) {
+    if limit == 0 {
         return Vec::new();
     }
     let mut per_host: HashMap<u32, usize> = HashMap::new();
     let mut tests = Vec::new();
-    for (book, slot, page) in eligible(books, host_caps, clock, settings, false) {
+    // The flagged pages are found among the URLs with claims, not by a pass over all.
+    let flagged = books.iter().enumerate().flat_map(|(index, book)| {
+        book.claim_test_slots().into_iter().map(move |slot| (index as u32, slot, book.page(slot)))
+    });
+    for (book, slot, page) in flagged {
         if tests.len() >= limit {
             break;
         }
@@ -261,7 +264,7 @@ fn claim_tests(
             .stats
             .get(page.host as usize)
             .is_some_and(|stats| stats.claims.trust() == ClaimTrust::Unknown);
-        if !page.is_claim_to_test() || !unjudged {
+        if !is_eligible(page, host_caps, clock, settings, false) || !unjudged {
             continue;
         }
         let taken = per_host.entry(page.host).or_default();
@@ -344,14 +347,22 @@ fn eligible<'a>(
 ) -> impl Iterator<Item = (u32, u32, &'a Page)> + 'a {
     books.iter().enumerate().flat_map(move |(index, book)| {
         book.pages().iter().enumerate().filter_map(move |(slot, page)| {
-            let eligible = page.is_frontier() == frontier
-                && (!frontier || settings.discovery_open || page.depth == 0)
-                && !page.is_gone()
-                && host_caps[page.host as usize] > 0
-                && !page.is_pending(clock, settings.pending_periods);
-            eligible.then_some((index as u32, slot as u32, page))
+            is_eligible(page, host_caps, clock, settings, frontier).then_some((
+                index as u32,
+                slot as u32,
+                page,
+            ))
         })
     })
+}
+
+/// Whether `page` may be picked in period `clock` ([`eligible`]).
+fn is_eligible(page: &Page, host_caps: &[u32], clock: u64, settings: &PlanSettings, frontier: bool) -> bool {
+    page.is_frontier() == frontier
+        && (!frontier || settings.discovery_open || page.depth == 0)
+        && !page.is_gone()
+        && host_caps[page.host as usize] > 0
+        && !page.is_pending(clock, settings.pending_periods)
 }
 
 /// The kept candidates as choices, best first, and whether any were turned away.
@@ -857,7 +868,7 @@ mod tests {
         let (mut book, mut hosts) = tracked(&[("http://a/denied", 1, 100, 1.0)]);
         let caps = vec![5; hosts.len()];
         let uniform = settings(Policy::Uniform);
-        let pick_periods: Vec<u64> = (2..60)
+        let pick_periods: Vec<u64> = (2..200)
             .filter(|&period| {
                 let picks = choose(&[&book], &hosts, period, 100.0, 1, &caps, &uniform);
                 picks.iter().for_each(|choice| book.picked(choice.slot, period));
@@ -865,19 +876,25 @@ mod tests {
             })
             .collect();
         // Pending 2 periods after the first pick, then 4, 8, 16, 32 after the ones no
-        // estimate answered.
-        assert_eq!(pick_periods, [2, 5, 10, 19, 36], "{pick_periods:?}");
+        // estimate answered, and at most 64.
+        assert_eq!(pick_periods, [2, 5, 10, 19, 36, 69, 134, 199], "{pick_periods:?}");
         let slot = book.find("http://a/denied").expect("tracked");
-        assert_eq!(book.page(slot).unanswered_picks(), 4);
+        assert_eq!(book.page(slot).unanswered_picks(), 5);
         book.apply_estimate(
             &mut hosts,
-            &estimate("http://a/denied", 36, true, Some(false)),
+            &estimate("http://a/denied", 199, true, Some(false)),
             &BookSettings::default(),
         )
         .expect("estimate");
         assert_eq!(book.page(slot).unanswered_picks(), 0, "answered");
-        let picks = choose(&[&book], &hosts, 37, 100.0, 1, &caps, &uniform);
+        let picks = choose(&[&book], &hosts, 200, 100.0, 1, &caps, &uniform);
         assert_eq!(urls(&book, &picks), ["http://a/denied"], "picked again at once");
+        // Without pending periods, nothing waits.
+        let no_wait = PlanSettings { pending_periods: 0, ..uniform };
+        book.picked(picks[0].slot, 200);
+        book.picked(picks[0].slot, 201);
+        let picks = choose(&[&book], &hosts, 202, 100.0, 1, &caps, &no_wait);
+        assert_eq!(urls(&book, &picks), ["http://a/denied"], "{:?}", book.page(slot).unanswered_picks());
     }
 
     #[test]

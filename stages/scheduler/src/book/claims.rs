@@ -161,6 +161,22 @@ impl Book {
         self.claim_tests
     }
 
+    /// The slots flagged for a claim test, in slot order, found among the URLs with claims
+    /// rather than among every page.
+    pub fn claim_test_slots(&self) -> Vec<u32> {
+        if self.claim_tests == 0 {
+            return Vec::new();
+        }
+        let mut slots: Vec<u32> = self
+            .claims
+            .keys()
+            .copied()
+            .filter(|&slot| self.pages.get(slot as usize).is_some_and(Page::is_claim_to_test))
+            .collect();
+        slots.sort_unstable();
+        slots
+    }
+
     /// Takes what a trusted claim says of a tracked page's copy: stale, or current as of
     /// `period` (its age then counts from there, as from a download). Whether anything
     /// changed.
