@@ -476,6 +476,11 @@ impl Shared {
         body
     }
 
+    /// The page's latest change before `at`, if any since time 0.
+    fn latest_change(&self, page: u32, at: f64) -> Option<f64> {
+        self.web.changes(page, 0.0).take_while(|&t| t < at).last()
+    }
+
     /// The site's public pages, each `<lastmod>` as the site dates the page at `at`.
     fn sitemap(&self, site: u32, at: f64) -> String {
         let first = site * self.web.params().pages_per_site;
@@ -486,7 +491,7 @@ impl Shared {
             if self.web.page(page).private {
                 continue;
             }
-            let latest = self.web.changes(page, 0.0).take_while(|&t| t < at).last();
+            let latest = self.latest_change(page, at);
             let lastmod = self.web.last_modified(page, latest, at).map(|t| self.unix_ms_at(t));
             let lastmod =
                 lastmod.map_or(String::new(), |ms| format!("<lastmod>{}</lastmod>", UtcTime::from_ms(ms)));
@@ -502,7 +507,7 @@ impl Shared {
         let first = site * self.web.params().pages_per_site;
         let latest = (first..first + self.web.params().pages_per_site)
             .filter(|&page| !self.web.page(page).private)
-            .map(|page| (page, self.web.changes(page, 0.0).take_while(|&t| t < at).last()));
+            .map(|page| (page, self.latest_change(page, at)));
         let mut xml = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<rss version=\"2.0\"><channel><title>Site {site}</title><link>{}/</link><description>Latest changes</description>\n",
             self.site_url(site)

@@ -102,7 +102,9 @@ impl World for SimulatedWeb<'_> {
         if sitemaps.has_sitemap(host) {
             pages.iter().map(|&page| (page, self.web.last_modified(page, latest(page), at))).collect()
         } else if sitemaps.has_feed(host) {
-            feed_items(pages.iter().map(|&page| (page, latest(page))))
+            // As simweb's: robots.txt disallows the private pages, so the feed leaves them out.
+            let public = pages.iter().filter(|&&page| !self.web.page(page).private);
+            feed_items(public.map(|&page| (page, latest(page))))
                 .into_iter()
                 .map(|(page, latest)| (page, self.web.last_modified(page, Some(latest), at)))
                 .collect()
