@@ -32,7 +32,7 @@ use crate::observe::{Observed, Observer, PeriodTally, Tally};
 use crate::sim::measure::{CopyTracker, Measures};
 use crate::sim::parse_fraction;
 use crate::sim::server::{site_host, PageTruth, SimWebArgs, SimWebServer};
-use crate::sim::simulate::{run_policy, PolicyResult, SimConfig, SimPolicy, SimulatedWeb, World};
+use crate::sim::simulate::{run_policy, PolicyResult, Refusing, SimConfig, SimPolicy, SimulatedWeb};
 use crate::sim::web::{Truth, Web, WebParams, WorldKind};
 use recrawl_scheduler::policy::{Policy, DEFAULT_POLICY};
 
@@ -462,6 +462,14 @@ fn fetch_window(stored: &Stored) -> f64 {
     (2.0 * sum / f64::from(count)).clamp(f64::EPSILON, 1.0)
 }
 
+/// The simulated web as a crawler that obeys robots.txt meets it, as the pipeline's fetch
+/// does: a page its site disallows never downloads (a pick of it is spent all the same),
+/// so the simulated crawls the pipeline is compared with keep no copy of it either.
+fn polite(web: &Web, horizon: u64) -> Refusing<SimulatedWeb<'_>, impl Fn(u32, u64) -> bool + Sync + '_> {
+    let world = SimulatedWeb { truth: Truth::of_web(web, horizon as f64), web };
+    Refusing { world, refuses: move |page: u32, _period: u64| web.page(page).private }
+}
+
 /// `policy` run by the simulator over the same web at the same budget, every URL known
 /// and nothing stored at the start, its fetches within the first `fetch_window` of each
 /// period: what the pipeline's freshness is compared with.
@@ -472,7 +480,7 @@ fn simulated(
     policy: Policy,
     fetch_window: f64,
 ) -> PolicyResult {
-    let world = PoliteWeb(SimulatedWeb { truth: Truth::of_web(web, horizon as f64), web });
+    let world = polite(web, horizon);
     run_policy(
         &world,
         SimPolicy::Scheduler(policy),
@@ -485,41 +493,6 @@ fn simulated(
             ..SimConfig::default()
         },
     )
-}
-
-/// The simulated web as a crawler that obeys robots.txt meets it, as the pipeline's fetch
-/// does: a page its site disallows never downloads (a pick of it is spent all the same),
-/// so the simulated crawls the pipeline is compared with keep no copy of it either.
-struct PoliteWeb<'a>(SimulatedWeb<'a>);
-
-impl World for PoliteWeb<'_> {
-    fn truth(&self) -> &Truth {
-        self.0.truth()
-    }
-    fn host(&self, page: u32) -> u32 {
-        self.0.host(page)
-    }
-    fn group(&self, page: u32) -> usize {
-        self.0.group(page)
-    }
-    fn bytes(&self, page: u32) -> u64 {
-        self.0.bytes(page)
-    }
-    fn downloads(&self, page: u32, period: u64) -> bool {
-        !self.0.web.page(page).private && self.0.downloads(page, period)
-    }
-    fn response_ms(&self, page: u32, t: f64) -> f64 {
-        self.0.response_ms(page, t)
-    }
-    fn last_modified(&self, page: u32, latest_change: Option<f64>, at: f64) -> Option<f64> {
-        self.0.last_modified(page, latest_change, at)
-    }
-    fn announces(&self, host: u32) -> bool {
-        self.0.announces(host)
-    }
-    fn read_announcements(&self, host: u32, pages: &[u32], at: f64) -> Vec<(u32, Option<f64>)> {
-        self.0.read_announcements(host, pages, at)
-    }
 }
 
 /// The times (periods) at which the pipeline stored each page, from its change events.
@@ -762,6 +735,7 @@ async fn stop(processes: &mut [StageProcess]) -> Vec<(&'static str, Option<i32>)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::simulate::World;
 
     #[tokio::test]
     async fn a_stage_that_lost_its_port_is_told_from_one_that_failed_otherwise() {
@@ -796,7 +770,7 @@ mod tests {
         });
         let private: Vec<u32> = (0..web.len() as u32).filter(|&page| web.page(page).private).collect();
         assert!(!private.is_empty(), "the web has pages its robots.txt denies");
-        let polite = PoliteWeb(SimulatedWeb { truth: Truth::of_web(&web, 10.0), web: &web });
+        let polite = polite(&web, 10);
         assert!(private.iter().all(|&page| (0..10).all(|period| !polite.downloads(page, period))));
         let open = (0..web.len() as u32).find(|page| !private.contains(page)).expect("a public page");
         assert!(polite.downloads(open, 0), "without failures, a public page downloads");

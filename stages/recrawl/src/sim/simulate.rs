@@ -60,6 +60,44 @@ pub trait World: Sync {
     }
 }
 
+/// `world` with some of its requests refused where `refuses(page, period)` says (a page
+/// robots.txt disallows, a test's failures); the rest of the world as it is.
+#[derive(Debug)]
+pub struct Refusing<W, F> {
+    pub world: W,
+    pub refuses: F,
+}
+
+impl<W: World, F: Fn(u32, u64) -> bool + Sync> World for Refusing<W, F> {
+    fn truth(&self) -> &Truth {
+        self.world.truth()
+    }
+    fn host(&self, page: u32) -> u32 {
+        self.world.host(page)
+    }
+    fn group(&self, page: u32) -> usize {
+        self.world.group(page)
+    }
+    fn bytes(&self, page: u32) -> u64 {
+        self.world.bytes(page)
+    }
+    fn downloads(&self, page: u32, period: u64) -> bool {
+        !(self.refuses)(page, period) && self.world.downloads(page, period)
+    }
+    fn response_ms(&self, page: u32, t: f64) -> f64 {
+        self.world.response_ms(page, t)
+    }
+    fn last_modified(&self, page: u32, latest_change: Option<f64>, at: f64) -> Option<f64> {
+        self.world.last_modified(page, latest_change, at)
+    }
+    fn announces(&self, host: u32) -> bool {
+        self.world.announces(host)
+    }
+    fn read_announcements(&self, host: u32, pages: &[u32], at: f64) -> Vec<(u32, Option<f64>)> {
+        self.world.read_announcements(host, pages, at)
+    }
+}
+
 /// A generated web and its truth over the simulated periods.
 #[derive(Debug)]
 pub struct SimulatedWeb<'a> {
@@ -1049,33 +1087,13 @@ mod tests {
         assert!(of("nutch-adaptive").unchanged_downloads < of("uniform").unchanged_downloads);
     }
 
-    /// [`KnownRates`] whose odd pages fail their requests of period 0.
-    struct OddPagesFailAtFirst(KnownRates);
-
-    impl World for OddPagesFailAtFirst {
-        fn truth(&self) -> &Truth {
-            self.0.truth()
-        }
-        fn host(&self, page: u32) -> u32 {
-            self.0.host(page)
-        }
-        fn group(&self, page: u32) -> usize {
-            self.0.group(page)
-        }
-        fn bytes(&self, page: u32) -> u64 {
-            self.0.bytes(page)
-        }
-        fn downloads(&self, page: u32, period: u64) -> bool {
-            page.is_multiple_of(2) || period > 0
-        }
-        fn response_ms(&self, page: u32, t: f64) -> f64 {
-            self.0.response_ms(page, t)
-        }
-    }
-
     #[test]
     fn the_learner_hears_of_the_initial_crawl_and_compares_only_downloads_it_recorded() {
-        let world = OddPagesFailAtFirst(KnownRates::new(&[0.5; 4], 10.0));
+        // Odd pages fail their requests of period 0.
+        let world = Refusing {
+            world: KnownRates::new(&[0.5; 4], 10.0),
+            refuses: |page: u32, period: u64| !page.is_multiple_of(2) && period == 0,
+        };
         let policy = Policy::LambdaCrawl;
         let mut learner = Learner::new(&world, policy, &config(10, 0.5));
         for (page, state) in learner.pages.iter().enumerate() {
