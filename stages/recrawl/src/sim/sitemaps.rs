@@ -207,8 +207,8 @@ mod tests {
         assert!(polls > 0 && requests + polls == 150 * periods, "{requests} + {polls}");
         assert!(feeds > without * 1.02, "truthful feeds: {feeds} with, {without} without");
         assert!(sitemaps > feeds, "sitemaps {sitemaps}, feeds {feeds}");
-        // Feeds dating their items at the read: the items did change, so no comparison
-        // refutes them, and none can confirm them either. Left alone after a poll.
+        // Feeds dating their items at the read: the items did change, so a comparison
+        // rarely refutes them, and none can confirm them. Left alone after two polls.
         let lying = web(0.0);
         let (without, _, _) = freshness(&lying, false, false, periods);
         let (with, requests, polls) = freshness(&lying, false, true, periods);
