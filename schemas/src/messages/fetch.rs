@@ -292,6 +292,18 @@ impl Message for FetchResult {
     }
 }
 
+/// The statuses that say a URL has moved for good (RFC 9110 §15.4.2, §15.4.9). The fetch
+/// stage does not follow one a picked URL answers: its result is `http_status` with the
+/// status, and the target is published as a link, to be tracked instead.
+pub const PERMANENT_REDIRECTS: [u16; 2] = [301, 308];
+
+/// Whether a request that ended with `outcome` and `http_status` found its URL moved for
+/// good ([`PERMANENT_REDIRECTS`]).
+pub fn moved_for_good(outcome: FetchOutcome, http_status: Option<u16>) -> bool {
+    outcome == FetchOutcome::HttpStatus
+        && http_status.is_some_and(|status| PERMANENT_REDIRECTS.contains(&status))
+}
+
 impl FetchOutcome {
     /// How a request that did not say (an estimate of schema 2 or earlier, what the
     /// estimator keeps of a request to revise its estimate) most likely ended: a download

@@ -31,7 +31,7 @@ use crate::announce::AnnouncementLimits;
 use crate::announcements::{self, Announced, Context};
 use crate::clock::later;
 use crate::http::{
-    any_redirect, error_text, redacted, unanswered, Answer, DocumentFailure, Fetcher, Hop, Reading,
+    any_redirect, error_text, moved_to, redacted, unanswered, Answer, DocumentFailure, Fetcher, Hop, Reading,
 };
 use crate::links::{extract_links, is_html, LinkFilter, PageLinks};
 use crate::metrics::FetchMetrics;
@@ -508,8 +508,13 @@ fn robots_url(origin: &str) -> Option<Url> {
 
 /// robots.txt is read whatever its type, and one past [`MAX_ROBOTS_BYTES`] only that far,
 /// as RFC 9309 §2.5 allows.
-const ROBOTS_READING: Reading =
-    Reading { cap: MAX_ROBOTS_BYTES, any_type: true, truncate: true, least_redirects: ROBOTS_REDIRECTS };
+const ROBOTS_READING: Reading = Reading {
+    cap: MAX_ROBOTS_BYTES,
+    any_type: true,
+    truncate: true,
+    least_redirects: ROBOTS_REDIRECTS,
+    stop_at_moved: false,
+};
 
 /// Redirects followed for a robots.txt whatever `--max-redirects` says: past them (or in
 /// a loop) the file counts as unavailable, as a 4xx (RFC 9309 §2.3.1.2).
@@ -916,6 +921,12 @@ fn count_announced(shared: &Shared, announced: &Announced) {
 /// held until the batch is published, as the body is (1,000 links of 8 KiB found on a page
 /// of 16 KB take 8 MB).
 fn page_links_of(shared: &Shared, result: &FetchResult) -> Option<(Url, PageLinks)> {
+    // A page that moved for good links only to its new URL, which is to be tracked instead.
+    if let Some(target) = moved_to(result) {
+        let mut links = PageLinks::default();
+        links.record(target, &shared.filter, result.depth.saturating_add(1));
+        return Some((Url::parse(&result.url).ok()?, links));
+    }
     if result.outcome != FetchOutcome::Downloaded || !is_html(result.content_type.as_deref()) {
         return None;
     }
@@ -965,6 +976,7 @@ async fn with_frames(
             any_type: false,
             truncate: false,
             least_redirects: 0,
+            stop_at_moved: false,
         };
         let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
         let answer = request(shared, claimed, || {
@@ -1223,8 +1235,8 @@ mod tests {
     async fn a_redirect_into_a_disallowed_path_is_not_followed() {
         let (address, log) = site(|path| match path {
             "/robots.txt" => html("User-agent: *\nDisallow: /private/\n"),
-            "/old.html" => (StatusCode::MOVED_PERMANENTLY, [(LOCATION, "/private/x.html")]).into_response(),
-            "/moved.html" => (StatusCode::MOVED_PERMANENTLY, [(LOCATION, "/new.html")]).into_response(),
+            "/old.html" => (StatusCode::FOUND, [(LOCATION, "/private/x.html")]).into_response(),
+            "/moved.html" => (StatusCode::TEMPORARY_REDIRECT, [(LOCATION, "/new.html")]).into_response(),
             _ => html("<p>page</p>"),
         })
         .await;
@@ -1242,6 +1254,69 @@ mod tests {
         assert_eq!(denied.redirects, [format!("http://{address}/private/x.html")]);
         assert!(denied.error.as_deref().unwrap_or_default().contains("robots.txt"), "{:?}", denied.error);
         assert_eq!(paths(&log), ["/robots.txt", "/old.html", "/moved.html", "/new.html"]);
+    }
+
+    /// A picked page that answers with a permanent redirect has moved: the fetcher does
+    /// not follow it (the new URL is to be tracked instead, not fetched under both), and
+    /// publishes the target as the page's only link. A temporary one is followed, and a
+    /// permanent one further down a chain is the next URL's, so followed too.
+    #[tokio::test]
+    async fn a_page_that_moved_for_good_links_to_its_new_url_instead_of_being_fetched_there() {
+        let (address, log) = site(|path| match path {
+            "/robots.txt" => html(""),
+            "/gone-for-good.html" => {
+                (StatusCode::MOVED_PERMANENTLY, [(LOCATION, "/new.html#top")]).into_response()
+            }
+            "/kept.html" => (StatusCode::PERMANENT_REDIRECT, [(LOCATION, "other.html")]).into_response(),
+            "/for-now.html" => (StatusCode::FOUND, [(LOCATION, "/kept.html")]).into_response(),
+            _ => html("<p>page</p>"),
+        })
+        .await;
+        let mut crawler = crawler(no_delay());
+        let picks = ["gone-for-good.html", "kept.html", "for-now.html"]
+            .map(|page| pick(&format!("http://{address}/{page}")));
+        let output = crawler.crawl(picks.to_vec()).await;
+        assert_eq!(
+            outcomes(&output),
+            [
+                ("gone-for-good.html".into(), FetchOutcome::HttpStatus),
+                ("kept.html".into(), FetchOutcome::HttpStatus),
+                ("for-now.html".into(), FetchOutcome::Downloaded)
+            ]
+        );
+        let new_urls: Vec<Vec<String>> = output
+            .crawled
+            .iter()
+            .map(|crawled| crawled.links.links.iter().map(|link| link.url.clone()).collect())
+            .collect();
+        assert_eq!(
+            new_urls,
+            [
+                vec![format!("http://{address}/new.html")],
+                vec![format!("http://{address}/other.html")],
+                vec![]
+            ]
+        );
+        let moved = &output.crawled[0].result;
+        assert_eq!((moved.http_status, moved.final_url.as_deref()), (Some(301), None));
+        assert!(moved.redirects.is_empty() && moved.body.is_empty(), "{moved:?}");
+        let followed = &output.crawled[2].result;
+        assert_eq!(
+            followed.redirects,
+            [format!("http://{address}/kept.html"), format!("http://{address}/other.html")]
+        );
+        assert_eq!(
+            paths(&log),
+            [
+                "/robots.txt",
+                "/gone-for-good.html",
+                "/kept.html",
+                "/for-now.html",
+                "/kept.html",
+                "/other.html"
+            ],
+            "neither moved page's target fetched under its old name"
+        );
     }
 
     /// A hop to another origin follows that origin's robots.txt: the cached one, or one

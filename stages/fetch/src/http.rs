@@ -15,7 +15,9 @@ use recrawl_common::descriptors::out_of_descriptors;
 use recrawl_common::unix_ms;
 use recrawl_schemas::messages::bounds::{MAX_EXCHANGE_HEADERS, MAX_EXCHANGE_HEADER_BYTES};
 use recrawl_schemas::url_key::has_credentials;
-use recrawl_schemas::{FetchOutcome, FetchResult, HttpExchange, HttpHeader, PagePick};
+use recrawl_schemas::{
+    moved_for_good, FetchOutcome, FetchResult, HttpExchange, HttpHeader, PagePick, PERMANENT_REDIRECTS,
+};
 use reqwest::header::{
     HeaderMap, HeaderName, HeaderValue, ACCEPT, ACCEPT_ENCODING, CONNECTION, CONTENT_TYPE, ETAG, HOST,
     IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION, RETRY_AFTER, USER_AGENT,
@@ -221,6 +223,9 @@ pub struct Reading {
     /// Redirects followed however few `max_redirects` allows (RFC 9309 §2.3.1.2 asks five
     /// for robots.txt).
     pub least_redirects: usize,
+    /// End the request at the URL's own permanent redirect ([`moved_to`]): a picked page
+    /// that moved is to be tracked at its new URL, not fetched under both.
+    pub stop_at_moved: bool,
 }
 
 /// Fetches over HTTP(S). Cheap to clone: clones share one connection pool.
@@ -344,8 +349,13 @@ impl Fetcher {
                 conditions.insert(name, value);
             }
         }
-        let reading =
-            Reading { cap: self.max_body_bytes, any_type: false, truncate: false, least_redirects: 0 };
+        let reading = Reading {
+            cap: self.max_body_bytes,
+            any_type: false,
+            truncate: false,
+            least_redirects: 0,
+            stop_at_moved: true,
+        };
         let answer = self.get(url, conditions, reading, may_follow, &mut result.size_bytes).await;
         let answer = match answer {
             Ok(answer) => answer,
@@ -437,15 +447,9 @@ impl Fetcher {
                 .then(|| response.headers().get(LOCATION))
                 .flatten()
                 .and_then(|location| location.to_str().ok())
-                .and_then(|location| current.join(location).ok());
-            if let Some(mut target) = target {
-                target.set_fragment(None);
-                // A server's redirect may name credentials; they are someone's secret,
-                // so the hop is followed (and recorded) without them: never sent as
-                // `Authorization`, never published.
-                if has_credentials(&target) {
-                    let _no_credentials = (target.set_username(""), target.set_password(None));
-                }
+                .and_then(|location| redirect_target(&current, location));
+            let moved = reading.stop_at_moved && redirects.is_empty() && is_permanent_redirect(status);
+            if let Some(target) = target.filter(|_| !moved) {
                 if target.as_str().len() > MAX_URL_BYTES {
                     return Err((FetchFailure::LongRedirect(target.as_str().len()), redirects));
                 }
@@ -769,6 +773,41 @@ fn describe_with_causes(error: &dyn StdError) -> String {
 /// name no single place to go.
 fn is_followed_redirect(status: StatusCode) -> bool {
     matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
+}
+
+fn is_permanent_redirect(status: StatusCode) -> bool {
+    PERMANENT_REDIRECTS.contains(&status.as_u16())
+}
+
+/// Where a redirect's `Location` sends a request for `current`: resolved, without its
+/// fragment, and without credentials: a server's redirect may name some, which are
+/// someone's secret, so the hop is followed (and recorded) without them, never sent as
+/// `Authorization`, never published.
+fn redirect_target(current: &Url, location: &str) -> Option<Url> {
+    let mut target = current.join(location).ok()?;
+    target.set_fragment(None);
+    if has_credentials(&target) {
+        let _no_credentials = (target.set_username(""), target.set_password(None));
+    }
+    Some(target)
+}
+
+/// The new URL of a picked page whose request ended at its own permanent redirect (the
+/// fetcher does not follow it, [`Reading::stop_at_moved`]): the answer's `Location`, as
+/// the exchange recorded it, resolved against the picked URL. None for any other result,
+/// and for a target longer than a record may carry.
+pub fn moved_to(result: &FetchResult) -> Option<Url> {
+    if !moved_for_good(result.outcome, result.http_status) || !result.redirects.is_empty() {
+        return None;
+    }
+    let exchange = result.exchange.as_ref()?;
+    let location = exchange
+        .response_headers
+        .iter()
+        .find(|header| header.name.eq_ignore_ascii_case(LOCATION.as_str()))?;
+    let location = std::str::from_utf8(&location.value).ok()?;
+    let picked = Url::parse(&result.url).ok()?;
+    redirect_target(&picked, location).filter(|target| target.as_str().len() <= MAX_URL_BYTES)
 }
 
 /// `url` without its user name and password, for logs and error texts.
@@ -1530,7 +1569,13 @@ pub(crate) mod tests {
             .route("/announced", get(|| async { vec![b'y'; 3000] }));
         let address = serve(router).await;
         let fetcher = Fetcher::new(test_config()).unwrap();
-        let reading = Reading { cap: SMALL_CAP, any_type: true, truncate: true, least_redirects: 0 };
+        let reading = Reading {
+            cap: SMALL_CAP,
+            any_type: true,
+            truncate: true,
+            least_redirects: 0,
+            stop_at_moved: false,
+        };
         for (path, byte) in [("/endless", b'x'), ("/announced", b'y')] {
             let url = Url::parse(&format!("http://{address}{path}")).unwrap();
             let answer = fetcher.get_document(url, reading, &any_redirect).await.unwrap();
@@ -1613,7 +1658,13 @@ pub(crate) mod tests {
         assert_eq!(result.outcome, FetchOutcome::BodyTooLarge, "{:?}", result.error);
         assert!(result.size_bytes < len as u64 / 10, "inflated {} of {len} bytes", result.size_bytes);
         // The bomb is valid gzip: read with room for it all, it inflates to every zero.
-        let reading = Reading { cap: len as u64, any_type: false, truncate: false, least_redirects: 0 };
+        let reading = Reading {
+            cap: len as u64,
+            any_type: false,
+            truncate: false,
+            least_redirects: 0,
+            stop_at_moved: false,
+        };
         let answer = Fetcher::new(test_config())
             .unwrap()
             .get_document(Url::parse(&url).unwrap(), reading, &any_redirect)

@@ -14,7 +14,7 @@ use recrawl_common::http_date_ms;
 use recrawl_model::day::DayProfile;
 use recrawl_model::modified::dates_the_change;
 use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
-use recrawl_schemas::{host_of, DiscoveredLinks, LastRequest, PageEstimate};
+use recrawl_schemas::{host_of, moved_for_good, DiscoveredLinks, LastRequest, PageEstimate};
 use xxhash_rust::xxh3::xxh3_64;
 
 mod claims;
@@ -28,7 +28,7 @@ use crate::policy::nutch_interval;
 pub use claims::ClaimOutcome;
 use claims::UrlClaims;
 pub use page::Page;
-use page::{ANNOUNCED, CHANGE_CLAIMED, CLAIM_TO_TEST};
+use page::{ANNOUNCED, CHANGE_CLAIMED, CLAIM_TO_TEST, MOVED};
 use recrawl_common::links::{LinkRules, Rejection};
 
 /// "No period": a page never estimated, downloaded or picked.
@@ -437,6 +437,7 @@ impl Book {
         }
         page.last_estimate = period32(learned.period);
         page.set_unanswered_picks(0);
+        page.set_moved(moved_for_good(request.outcome, request.http_status));
         let previous_download = page.last_download();
         if request.downloaded {
             page.last_download = period32(request.period);
@@ -716,6 +717,7 @@ impl Book {
                 .filter(|day| !page.is_frontier() && day.observations() > 0.0)
                 .copied(),
             announced: (page.is_frontier() && page.is_announced()).then_some(true),
+            moved: page.is_moved().then_some(true),
         }
     }
 
@@ -760,7 +762,8 @@ impl Book {
                 in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
                 in_links: head,
                 depth: state.depth,
-                flags: if state.announced == Some(true) { ANNOUNCED } else { 0 },
+                flags: if state.announced == Some(true) { ANNOUNCED } else { 0 }
+                    | if state.moved == Some(true) { MOVED } else { 0 },
                 schedule: state.schedule,
             };
             let slot = book.insert(&url, page)?;

@@ -361,6 +361,7 @@ fn is_eligible(page: &Page, host_caps: &[u32], clock: u64, settings: &PlanSettin
     page.is_frontier() == frontier
         && (!frontier || settings.discovery_open || page.depth == 0)
         && !page.is_gone()
+        && !page.is_moved()
         && host_caps[page.host as usize] > 0
         && !page.is_pending(clock, settings.pending_periods)
 }
@@ -631,7 +632,8 @@ fn lambda_kappa(
 mod tests {
     use super::*;
     use crate::book::tests::{estimate, link};
-    use crate::book::BookSettings;
+    use crate::book::{BookSettings, Linked};
+    use recrawl_schemas::FetchOutcome;
     use recrawl_common::links::LinkRules;
     use recrawl_model::freshness::{freshness_index, PEAK_INDEX_RATE_TIMES_AGE};
 
@@ -895,6 +897,46 @@ mod tests {
         book.picked(picks[0].slot, 201);
         let picks = choose(&[&book], &hosts, 202, 100.0, 1, &caps, &no_wait);
         assert_eq!(urls(&book, &picks), ["http://a/denied"], "{:?}", book.page(slot).unanswered_picks());
+    }
+
+    /// A URL whose request found it moved for good (a permanent redirect, not followed)
+    /// is never picked again by any policy, and a link to it does not bring it back: its
+    /// new URL, published as a link, is tracked instead. An estimate of another answer
+    /// (the site took the redirect back) makes it pickable again.
+    #[test]
+    fn a_url_that_moved_for_good_is_not_picked_again() {
+        let (mut book, mut hosts) = tracked(&[("http://a/old", 1, 10, 0.5), ("http://a/kept", 1, 10, 0.5)]);
+        let mut moved = estimate("http://a/old", 3, false, None);
+        (moved.last_request.outcome, moved.last_request.http_status) = (FetchOutcome::HttpStatus, Some(301));
+        book.apply_estimate(&mut hosts, &moved, &BookSettings::default()).expect("estimate");
+        let slot = book.find("http://a/old").expect("tracked");
+        assert!(book.page(slot).is_moved());
+        let linked = book
+            .apply_link(
+                &mut hosts,
+                &link("http://a/old", Some("http://a/kept"), 4, 1),
+                &LinkRules::default(),
+                100,
+                &BookSettings::default(),
+            )
+            .expect("link");
+        assert_eq!((linked, book.find("http://a/old")), (Linked::Tracked, Some(slot)), "not new again");
+        let caps = vec![5; hosts.len()];
+        for &policy in Policy::all() {
+            for period in 4..40 {
+                let picks = choose(&[&book], &hosts, period, 10.0, 2, &caps, &settings(policy));
+                assert!(
+                    !urls(&book, &picks).contains(&"http://a/old".to_owned()),
+                    "{policy:?} picked it in {period}"
+                );
+            }
+        }
+        let mut back = estimate("http://a/old", 5, true, Some(true));
+        back.last_request.http_status = Some(200);
+        book.apply_estimate(&mut hosts, &back, &BookSettings::default()).expect("estimate");
+        assert!(!book.page(slot).is_moved());
+        let picks = choose(&[&book], &hosts, 40, 10.0, 2, &caps, &settings(Policy::Uniform));
+        assert!(urls(&book, &picks).contains(&"http://a/old".to_owned()), "pickable again");
     }
 
     #[test]

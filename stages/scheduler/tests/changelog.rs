@@ -22,6 +22,8 @@ const FIXTURE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sc
 const FIXTURE_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v3.bin");
 /// As version 4 wrote it, before `announced` was kept.
 const FIXTURE_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v4.bin");
+/// As version 5 wrote it, before `moved` was kept.
+const FIXTURE_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v5.bin");
 
 /// 2026-01-11T00:00:00Z.
 const MIDNIGHT_MS: i64 = 1_768_089_600_000;
@@ -67,6 +69,7 @@ fn sample() -> SchedulerState {
         middle_half_low_rate: Some(0.03125),
         host_day: Some(host_day()),
         announced: Some(true),
+        moved: Some(true),
     }
 }
 
@@ -83,6 +86,7 @@ fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
         middle_half_low_rate: None,
         host_day: None,
         announced: None,
+        moved: None,
         ..sample()
     };
     assert_eq!(old, expected);
@@ -106,7 +110,13 @@ fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone(
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V2).expect("fixture")).expect("decodes");
     assert_eq!(
         old,
-        SchedulerState { middle_half_low_rate: None, host_day: None, announced: None, ..sample() }
+        SchedulerState {
+            middle_half_low_rate: None,
+            host_day: None,
+            announced: None,
+            moved: None,
+            ..sample()
+        }
     );
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     let (book, _) =
@@ -124,7 +134,7 @@ fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone(
 #[test]
 fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V3).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { host_day: None, announced: None, ..sample() });
+    assert_eq!(old, SchedulerState { host_day: None, announced: None, moved: None, ..sample() });
     let mut hosts = Hosts::default();
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
@@ -138,14 +148,27 @@ fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
 #[test]
 fn a_version_4_record_reads_back_as_a_url_no_sitemap_named() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V4).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { announced: None, ..sample() });
-    let frontier = |state: SchedulerState| SchedulerState { last_estimate: None, ..state };
+    assert_eq!(old, SchedulerState { announced: None, moved: None, ..sample() });
+    let frontier = |state: SchedulerState| SchedulerState { last_estimate: None, moved: None, ..state };
     for (state, announced) in [(frontier(old), false), (frontier(sample()), true)] {
         let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
         let (book, _) =
             Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
         assert_eq!(book.page(0).is_announced(), announced);
         assert_eq!(book.record(0).announced, announced.then_some(true), "written back as it was read");
+    }
+}
+
+#[test]
+fn a_version_5_record_reads_back_as_a_url_that_did_not_move() {
+    let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V5).expect("fixture")).expect("decodes");
+    assert_eq!(old, SchedulerState { moved: None, ..sample() });
+    for (state, moved) in [(old, false), (sample(), true)] {
+        let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
+        let (book, _) =
+            Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
+        assert_eq!(book.page(0).is_moved(), moved);
+        assert_eq!(book.record(0).moved, moved.then_some(true), "written back as it was read");
     }
 }
 

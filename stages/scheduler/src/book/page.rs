@@ -39,9 +39,9 @@ pub struct Page {
     /// Head of the URL's in-link fingerprint chain, [`NONE`] when empty.
     pub(super) in_links: u32,
     pub depth: u16,
-    /// [`DIRTY`], [`ANNOUNCED`], [`CHANGE_CLAIMED`], [`CLAIM_TO_TEST`] and the picks in a
-    /// row no estimate answered ([`UNANSWERED_PICKS`]), in one byte so that a page stays
-    /// within 60.
+    /// [`DIRTY`], [`ANNOUNCED`], [`CHANGE_CLAIMED`], [`CLAIM_TO_TEST`], [`MOVED`] and the
+    /// picks in a row no estimate answered ([`UNANSWERED_PICKS`]), in one byte so that a
+    /// page stays within 60.
     pub(super) flags: u8,
     pub schedule: Option<CrawlSchedule>,
 }
@@ -57,6 +57,11 @@ pub(super) const CHANGE_CLAIMED: u8 = 4;
 /// A host whose claims are not yet judged dated a change after its latest download: a
 /// fetch would confirm or refute the claim. Cleared by the next download.
 pub(super) const CLAIM_TO_TEST: u8 = 8;
+/// Its latest request was answered by a permanent redirect (301, 308), which the fetcher
+/// does not follow: the page now lives at the redirect's target, which the fetch stage
+/// published as a link. Never picked again; a link to it finds it tracked, so it does not
+/// come back as new. Cleared by an estimate of any other answer.
+pub(super) const MOVED: u8 = 0x80;
 /// The picks in a row that no estimate answered, in these bits: a pick robots.txt denied
 /// or the fetcher deferred makes no request, so the estimator answers nothing; each such
 /// pick doubles the wait before the next ([`Page::is_pending`]), up to
@@ -73,6 +78,15 @@ impl Page {
     /// Whether a sitemap or feed of its site named it while it was in the frontier.
     pub fn is_announced(&self) -> bool {
         self.flags & ANNOUNCED != 0
+    }
+
+    /// Whether its latest request found it moved for good ([`MOVED`]).
+    pub fn is_moved(&self) -> bool {
+        self.flags & MOVED != 0
+    }
+
+    pub(super) fn set_moved(&mut self, moved: bool) {
+        self.flags = if moved { self.flags | MOVED } else { self.flags & !MOVED };
     }
 
     pub(super) fn is_dirty(&self) -> bool {

@@ -40,15 +40,18 @@ pub struct SchedulerState {
     /// Whether a sitemap or feed named the URL while it was in the frontier; null before
     /// version 5 and for a tracked URL.
     pub announced: Option<bool>,
+    /// Whether its latest request found it moved for good (a permanent redirect); null
+    /// before version 6 and for a URL that did not move.
+    pub moved: Option<bool>,
 }
 
 impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
-    /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`. 5: `announced`,
-    /// the last field.
-    const VERSION: u16 = 5;
-    const ADDED_TRAILING_OPTIONS: usize = 4;
+    /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`. 5: `announced`.
+    /// 6: `moved`, the last field.
+    const VERSION: u16 = 6;
+    const ADDED_TRAILING_OPTIONS: usize = 5;
 
     /// What the book keeps raw: a probability or rate out of range would score NaN and
     /// outrank every page. The coarse fields (latency, central and low rates) read
