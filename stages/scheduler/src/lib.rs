@@ -39,8 +39,8 @@ use recrawl_model::{
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{
-    normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome, PageAnnouncement,
-    PageEstimate, PagePick, PageRef, PickReason,
+    moved_for_good, normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome,
+    PageAnnouncement, PageEstimate, PagePick, PageRef, PickReason,
 };
 use thiserror::Error;
 
@@ -380,7 +380,7 @@ impl SchedulerMetrics {
         for reason in ["refresh", "discovery"] {
             metrics.picks.with_label_values(&[reason]).reset();
         }
-        for result in ["new", "updated", "revised", "replayed", "refused_address"] {
+        for result in ["new", "updated", "revised", "replayed", "refused_address", "moved"] {
             metrics.estimates.with_label_values(&[result]).reset();
         }
         let rejections = recrawl_common::links::Rejection::ALL.map(|r| r.as_str());
@@ -600,6 +600,11 @@ impl Scheduler {
             Applied::Revised => "revised",
             Applied::Replayed => "replayed",
         };
+        if matches!(label, "new" | "updated")
+            && moved_for_good(estimate.last_request.outcome, estimate.last_request.http_status)
+        {
+            label = "moved";
+        }
         // A URL whose host resolves to an address the fetcher refuses is refused at every
         // request: it leaves the book (a tombstone) rather than be picked again.
         if estimate.last_request.outcome == FetchOutcome::BlockedAddress {
@@ -976,6 +981,28 @@ pub(crate) mod tests {
         scheduler.hosts.stats[slow].crawl_delay_ms = 2_000;
         assert_eq!(scheduler.hosts.stats[slow].requests_per_period(1000, 100), 1);
         assert_eq!(scheduler.hosts.stats[slow].requests_per_period(10_000, 100), 1 + 9_550 / 2_450);
+    }
+
+    /// A URL answered by a permanent redirect is counted as moved, its changelog record
+    /// says so (a restored partition keeps not picking it), and it is not picked again.
+    #[test]
+    fn a_url_that_moved_for_good_is_counted_kept_in_the_changelog_and_not_picked() {
+        let mut scheduler = scheduler();
+        let mut store = StateStore::default();
+        let mut moved = estimate("http://site/old.html", 2, false, None);
+        (moved.last_request.outcome, moved.last_request.http_status) = (FetchOutcome::HttpStatus, Some(308));
+        scheduler.apply_estimate(&moved, 0).unwrap();
+        scheduler.apply_estimate(&estimate("http://site/new.html", 2, true, None), 0).unwrap();
+        assert_eq!(scheduler.metrics.estimates.with_label_values(&["moved"]).get(), 1);
+        scheduler.write_changes(&mut store);
+        let written = store.take_written();
+        let record =
+            written.iter().find(|(_, url, _)| url == "http://site/old.html").map(|(_, _, record)| record);
+        assert_eq!(record.and_then(|record| record.moved), Some(true), "{written:?}");
+        for period in 3..20 {
+            let picks = scheduler.picks(period);
+            assert!(picks.iter().all(|pick| !pick.url.contains("old")), "{picks:?}");
+        }
     }
 
     #[test]

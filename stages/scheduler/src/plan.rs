@@ -633,9 +633,9 @@ mod tests {
     use super::*;
     use crate::book::tests::{estimate, link};
     use crate::book::{BookSettings, Linked};
-    use recrawl_schemas::FetchOutcome;
     use recrawl_common::links::LinkRules;
     use recrawl_model::freshness::{freshness_index, PEAK_INDEX_RATE_TIMES_AGE};
+    use recrawl_schemas::FetchOutcome;
 
     fn settings(policy: Policy) -> PlanSettings {
         PlanSettings { policy, period_ms: 1000, discovery_share: 0.0, ..PlanSettings::default() }
