@@ -9,6 +9,7 @@ pub mod announce;
 pub mod announcements;
 mod clock;
 pub mod crawl;
+mod gate;
 pub mod http;
 pub mod links;
 pub mod metrics;

@@ -80,7 +80,7 @@ impl Page {
         self.flags & ANNOUNCED != 0
     }
 
-    /// Whether its latest request found it moved for good ([`MOVED`]).
+    /// Whether its latest request found it moved for good (a permanent redirect).
     pub fn is_moved(&self) -> bool {
         self.flags & MOVED != 0
     }
