@@ -265,6 +265,28 @@ async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
     .await;
     assert_eq!(series("scheduler_claims_total", "result", "current"), 0.0);
     stage.stop().await.expect("stops cleanly");
+
+    // Restarted, the scheduler restores the hosts' standing from its changelog and takes
+    // the trusted host's next claim at once, the other's not.
+    let args = parse_args(&stage_flags);
+    let stage = RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(args, ctx));
+    stage.ready().await;
+    let series = |name: &str, label: &str, value: &str| {
+        metric(&stage, &format!("recrawl_{name}{{{label}=\"{value}\",stage=\"scheduler\"}}")).unwrap_or(0.0)
+    };
+    wait_for("the restarted scheduler did not restore the hosts' standing", || {
+        series("scheduler_claim_hosts", "trust", "trusted") == 1.0
+            && series("scheduler_claim_hosts", "trust", "distrusted") == 1.0
+    })
+    .await;
+    produce(&producer, &topics, ANNOUNCEMENTS, &claim(&url("truthful", 1), at(600.0), at(700.5), 700)).await;
+    produce(&producer, &topics, ANNOUNCEMENTS, &claim(&url("lying", 1), at(700.5), at(700.5), 700)).await;
+    wait_for("the restored trust was not used", || {
+        series("scheduler_claims_total", "result", "stale") == 1.0
+            && series("scheduler_claims_total", "result", "judged") == 1.0
+    })
+    .await;
+    stage.stop().await.expect("stops cleanly");
     drop(broker);
 }
 

@@ -243,6 +243,27 @@ impl ClaimTrust {
 }
 
 impl ClaimTally {
+    /// Judgements tallied, silent ones included: a later share of the same tally has more.
+    pub fn total(&self) -> u64 {
+        [self.confirmed, self.agreed, self.refuted, self.silent].iter().map(|&count| u64::from(count)).sum()
+    }
+
+    /// Adds `other`'s judgements (a partition's share, restored).
+    pub fn add(&mut self, other: &ClaimTally) {
+        self.confirmed = self.confirmed.saturating_add(other.confirmed);
+        self.agreed = self.agreed.saturating_add(other.agreed);
+        self.refuted = self.refuted.saturating_add(other.refuted);
+        self.silent = self.silent.saturating_add(other.silent);
+    }
+
+    /// Takes `other`'s judgements back out (a partition's share, revoked).
+    pub fn remove(&mut self, other: &ClaimTally) {
+        self.confirmed = self.confirmed.saturating_sub(other.confirmed);
+        self.agreed = self.agreed.saturating_sub(other.agreed);
+        self.refuted = self.refuted.saturating_sub(other.refuted);
+        self.silent = self.silent.saturating_sub(other.silent);
+    }
+
     /// Confirmed changes a site needs before its claims are believed.
     pub const LEAST_CONFIRMED: u32 = 3;
     /// Refutations that settle distrust, when they are more than a tenth of the judged.

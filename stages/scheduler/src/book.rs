@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use hashbrown::HashTable;
 use recrawl_common::http_date_ms;
+use recrawl_model::claims::ClaimTally;
 use recrawl_model::day::DayProfile;
 use recrawl_model::modified::dates_the_change;
 use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
@@ -167,6 +168,10 @@ pub struct Book {
     /// holds URLs of most hosts): what moves with the partition, and what its
     /// revocation takes back from the hosts'.
     host_days: Vec<DayProfile>,
+    /// This partition's share of each host's claim tally, by host number, as with
+    /// `host_days`: the trust a sitemap earned survives a restart and moves with the
+    /// partition.
+    host_claims: Vec<ClaimTally>,
     /// Slots dropped from the frontier, reclaimed by [`Book::compact`].
     gone: usize,
     /// Slots dropped since the last [`Book::take_removed`]: their tombstones.
@@ -718,6 +723,13 @@ impl Book {
                 .copied(),
             announced: (page.is_frontier() && page.is_announced()).then_some(true),
             moved: page.is_moved().then_some(true),
+            // Claims are judged of tracked URLs only, and each judgement that counts marks
+            // its URL dirty, so the latest share rides on one of them.
+            host_claims: self
+                .host_claims
+                .get(page.host as usize)
+                .filter(|tally| !page.is_frontier() && tally.total() > 0)
+                .copied(),
         }
     }
 
@@ -787,14 +799,24 @@ impl Book {
                     *kept = day;
                 }
             }
+            if let Some(tally) = state.host_claims {
+                let kept = book.host_claims_mut(host);
+                if tally.total() > kept.total() {
+                    *kept = tally;
+                }
+            }
         }
         for (host, day) in book.host_days.iter().enumerate() {
             hosts.stats[host].day.merge(day);
         }
+        for (host, tally) in book.host_claims.iter().enumerate() {
+            hosts.stats[host].claims.add(tally);
+        }
         Ok((book, skipped))
     }
 
-    /// Forgets the partition's share of the host counts and day profiles (on revocation).
+    /// Forgets the partition's share of the host counts, day profiles and claim tallies (on
+    /// revocation).
     pub fn release(&self, hosts: &mut Hosts) {
         for page in self.pages.iter().filter(|page| !page.is_gone()) {
             let stats = &mut hosts.stats[page.host as usize];
@@ -802,6 +824,9 @@ impl Book {
         }
         for (host, day) in self.host_days.iter().enumerate() {
             hosts.stats[host].day.remove(day);
+        }
+        for (host, tally) in self.host_claims.iter().enumerate() {
+            hosts.stats[host].claims.remove(tally);
         }
     }
 }
@@ -883,6 +908,7 @@ impl Book {
         self.validators = renumbered;
         self.validator_text = old.validator_text;
         self.host_days = old.host_days;
+        self.host_claims = old.host_claims;
         true
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use recrawl_model::claims::{ClaimTally, ClaimTrust};
 use recrawl_model::day::DayProfile;
 use recrawl_scheduler::book::{Book, BookSettings, SchedulerState, MAX_IN_LINKS};
 use recrawl_scheduler::groups::CrawlSchedule;
@@ -24,6 +25,8 @@ const FIXTURE_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sc
 const FIXTURE_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v4.bin");
 /// As version 5 wrote it, before `moved` was kept.
 const FIXTURE_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v5.bin");
+/// As version 6 wrote it, before `host_claims` was kept.
+const FIXTURE_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v6.bin");
 
 /// 2026-01-11T00:00:00Z.
 const MIDNIGHT_MS: i64 = 1_768_089_600_000;
@@ -70,6 +73,7 @@ fn sample() -> SchedulerState {
         host_day: Some(host_day()),
         announced: Some(true),
         moved: Some(true),
+        host_claims: Some(ClaimTally { confirmed: 4, agreed: 9, refuted: 0, silent: 2 }),
     }
 }
 
@@ -87,6 +91,7 @@ fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
         host_day: None,
         announced: None,
         moved: None,
+        host_claims: None,
         ..sample()
     };
     assert_eq!(old, expected);
@@ -115,6 +120,7 @@ fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone(
             host_day: None,
             announced: None,
             moved: None,
+            host_claims: None,
             ..sample()
         }
     );
@@ -134,7 +140,10 @@ fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone(
 #[test]
 fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V3).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { host_day: None, announced: None, moved: None, ..sample() });
+    assert_eq!(
+        old,
+        SchedulerState { host_day: None, announced: None, moved: None, host_claims: None, ..sample() }
+    );
     let mut hosts = Hosts::default();
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
     Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
@@ -148,8 +157,13 @@ fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
 #[test]
 fn a_version_4_record_reads_back_as_a_url_no_sitemap_named() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V4).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { announced: None, moved: None, ..sample() });
-    let frontier = |state: SchedulerState| SchedulerState { last_estimate: None, moved: None, ..state };
+    assert_eq!(old, SchedulerState { announced: None, moved: None, host_claims: None, ..sample() });
+    let frontier = |state: SchedulerState| SchedulerState {
+        last_estimate: None,
+        moved: None,
+        host_claims: None,
+        ..state
+    };
     for (state, announced) in [(frontier(old), false), (frontier(sample()), true)] {
         let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
         let (book, _) =
@@ -162,13 +176,25 @@ fn a_version_4_record_reads_back_as_a_url_no_sitemap_named() {
 #[test]
 fn a_version_5_record_reads_back_as_a_url_that_did_not_move() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V5).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { moved: None, ..sample() });
+    assert_eq!(old, SchedulerState { moved: None, host_claims: None, ..sample() });
     for (state, moved) in [(old, false), (sample(), true)] {
         let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
         let (book, _) =
             Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
         assert_eq!(book.page(0).is_moved(), moved);
         assert_eq!(book.record(0).moved, moved.then_some(true), "written back as it was read");
+    }
+}
+
+#[test]
+fn a_version_6_record_reads_back_with_its_host_s_claims_to_judge_again() {
+    let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V6).expect("fixture")).expect("decodes");
+    assert_eq!(old, SchedulerState { host_claims: None, ..sample() });
+    for (state, trust) in [(old, ClaimTrust::Unknown), (sample(), ClaimTrust::Trusted)] {
+        let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
+        let mut hosts = Hosts::default();
+        let (book, _) = Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
+        assert_eq!(hosts.stats[book.page(0).host as usize].claims.trust(), trust);
     }
 }
 
@@ -194,7 +220,7 @@ fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
 /// rolling upgrade would drop the URLs it wrote.
 #[test]
 fn records_of_every_version_pass_the_restore_s_check() {
-    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4] {
+    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4, FIXTURE_V5, FIXTURE_V6] {
         let state = decode::<SchedulerState>(&std::fs::read(fixture).expect("fixture")).expect("decodes");
         assert_eq!(state.validate(), Ok(()), "{fixture}");
     }

@@ -4,7 +4,9 @@
 //! claims taken as complete observations: a copy known stale, or current as of the
 //! document's fetch. The stage and the simulator both come here.
 
-use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTrust, Comparison, CopyNews, Judgement, Span};
+use recrawl_model::claims::{
+    Claim, ClaimEvidence, ClaimTally, ClaimTrust, Comparison, CopyNews, Judgement, Span,
+};
 use recrawl_model::modified::CLOCK_SKEW_MS;
 use recrawl_model::period_start_ms;
 use recrawl_schemas::LastRequest;
@@ -80,9 +82,11 @@ impl Book {
         let judgement = entry.evidence.observe_claim(claim);
         let news = claim.news(entry.last_download);
         let real_download = entry.last_download;
-        let tally = &mut hosts.stats.get_mut(page.host as usize)?.claims;
-        tally.record(judgement);
-        let trust = tally.trust();
+        let trust = self.tally(hosts, page.host, judgement)?;
+        if judgement != Judgement::Silent {
+            // The record carries the host's tally to a restore.
+            self.mark_dirty(slot);
+        }
         let period_of = |ms: i64| {
             let since_epoch = u64::try_from(ms.saturating_sub(settings.epoch_unix_ms)).unwrap_or(0);
             since_epoch.checked_div(settings.period_ms).unwrap_or(0)
@@ -128,10 +132,28 @@ impl Book {
         if !later_change {
             self.clear_claim_flags(slot);
         }
-        let host = self.pages[slot as usize].host as usize;
-        if let Some(stats) = hosts.stats.get_mut(host) {
-            stats.claims.record(judgement);
+        let host = self.pages[slot as usize].host;
+        self.tally(hosts, host, judgement);
+    }
+
+    /// Tallies `judgement` on `host`, in the hosts' tally and in this partition's share of
+    /// it (what its records carry, and what its revocation takes back). The host's trust
+    /// after it; `None` for a host the hosts do not hold.
+    fn tally(&mut self, hosts: &mut Hosts, host: u32, judgement: Judgement) -> Option<ClaimTrust> {
+        let tally = &mut hosts.stats.get_mut(host as usize)?.claims;
+        tally.record(judgement);
+        let trust = tally.trust();
+        self.host_claims_mut(host).record(judgement);
+        Some(trust)
+    }
+
+    /// This partition's share of `host`'s claim tally.
+    pub(super) fn host_claims_mut(&mut self, host: u32) -> &mut ClaimTally {
+        let index = host as usize;
+        if index >= self.host_claims.len() {
+            self.host_claims.resize(index.saturating_add(1), ClaimTally::default());
         }
+        &mut self.host_claims[index]
     }
 
     fn flag_claim_test(&mut self, slot: u32) {
@@ -207,8 +229,11 @@ impl Book {
 mod tests {
     use recrawl_common::links::LinkRules;
 
+    use std::collections::HashMap;
+
     use super::*;
     use crate::book::tests::{estimate, link};
+    use crate::book::SchedulerState;
 
     const HOUR: i64 = 3_600_000;
 
@@ -242,6 +267,83 @@ mod tests {
     /// claims then mark copies; one that sends the time of the request never is.
     #[test]
     fn a_host_earns_trust_by_confirmed_claims_and_then_its_claims_are_taken() {
+        let (mut book, mut hosts, settings, outcomes) = truthful_and_lying_hosts();
+        let trust = |hosts: &Hosts, host: &str| {
+            let slot = book.find(&format!("http://{host}/0.html")).unwrap();
+            hosts.stats[book.page(slot).host as usize].claims.trust()
+        };
+        assert_eq!(trust(&hosts, "truthful"), ClaimTrust::Trusted);
+        assert_eq!(trust(&hosts, "lying"), ClaimTrust::Distrusted);
+        // Taken once the host was trusted (after three pages), never from the other.
+        for (host, page, outcome) in &outcomes {
+            assert_eq!(outcome.taken, *host == "truthful" && *page >= 3, "{host} {page}: {outcome:?}");
+        }
+        // Now a change claimed at 5:00 of the truthful host's page marks it stale.
+        let slot = book.find("http://truthful/0.html").unwrap();
+        let outcome =
+            book.claim(&mut hosts, slot, Claim { changed_ms: 5 * HOUR, seen_ms: 6 * HOUR }, &settings);
+        assert!(outcome.is_some_and(|outcome| outcome.taken && outcome.news == CopyNews::Stale));
+        assert!(book.page(slot).is_change_claimed());
+        // The lying host's claims are judged but never taken.
+        let slot = book.find("http://lying/0.html").unwrap();
+        let outcome =
+            book.claim(&mut hosts, slot, Claim { changed_ms: 6 * HOUR, seen_ms: 6 * HOUR }, &settings);
+        assert!(outcome.is_some_and(|outcome| !outcome.taken));
+        assert!(!book.page(slot).is_change_claimed());
+    }
+
+    /// The trust a host earned is on the partition's changelog records: a restore (a
+    /// restart, or another instance taking the partition) starts from it instead of
+    /// probing the host again, and a revocation takes the partition's share back.
+    #[test]
+    fn a_host_s_trust_survives_a_restore_from_the_records_and_leaves_with_the_partition() {
+        let (mut book, hosts, settings, _) = truthful_and_lying_hosts();
+        let judged = |hosts: &Hosts, book: &Book, host: &str| {
+            let slot = book.find(&format!("http://{host}/0.html")).unwrap();
+            hosts.stats[book.page(slot).host as usize].claims
+        };
+        let before = [judged(&hosts, &book, "truthful"), judged(&hosts, &book, "lying")];
+        let records: HashMap<String, SchedulerState> = book.take_dirty().into_iter().collect();
+        let mut restarted = Hosts::default();
+        let (restored, _) = Book::restore(records.clone(), &mut restarted, &settings).unwrap();
+        assert_eq!(
+            [judged(&restarted, &restored, "truthful"), judged(&restarted, &restored, "lying")],
+            before
+        );
+        assert_eq!(judged(&restarted, &restored, "truthful").trust(), ClaimTrust::Trusted);
+        assert_eq!(judged(&restarted, &restored, "lying").trust(), ClaimTrust::Distrusted);
+        // The book restored writes the share as it read it.
+        let slot = restored.find("http://truthful/0.html").unwrap();
+        assert_eq!(restored.record(slot).host_claims, Some(before[0]));
+        restored.release(&mut restarted);
+        assert_eq!(judged(&restarted, &restored, "truthful"), ClaimTally::default());
+        // A judgement marks its URL for a record, so a restore sees the latest share even
+        // when no download followed.
+        let (mut book, mut hosts, settings, _) = truthful_and_lying_hosts();
+        let mut unchanged = estimate("http://truthful/1.html", 6, true, Some(false));
+        unchanged.last_request.fetched_at_ms = 6 * HOUR;
+        book.apply_estimate(&mut hosts, &unchanged, &settings).unwrap();
+        book.take_dirty();
+        let slot = book.find("http://truthful/1.html").unwrap();
+        // Read at 6:30, dating the latest change at 2:30: the download at 6:00 agrees, and
+        // the copy is as current as the claim says (no news for the page's record).
+        let quiet = Claim { changed_ms: 2 * HOUR + HOUR / 2, seen_ms: 6 * HOUR + HOUR / 2 };
+        let outcome = book.claim(&mut hosts, slot, quiet, &settings).unwrap();
+        assert_eq!(outcome.judgement, Judgement::Agreed);
+        assert!(!outcome.taken);
+        let dirty = book.take_dirty();
+        assert_eq!(dirty.len(), 1, "{dirty:?}");
+        assert_eq!(
+            dirty[0].1.host_claims.map(|tally| tally.agreed),
+            Some(judged(&hosts, &book, "truthful").agreed)
+        );
+    }
+
+    /// Five pages each of a host whose sitemap dates each change truthfully and of one that
+    /// sends the time of the request, each downloaded, claimed of and downloaded again; the
+    /// outcome of each claim.
+    #[allow(clippy::type_complexity)]
+    fn truthful_and_lying_hosts() -> (Book, Hosts, BookSettings, Vec<(&'static str, u32, ClaimOutcome)>) {
         let settings = BookSettings { period_ms: HOUR as u64, epoch_unix_ms: 0, ..BookSettings::default() };
         let (mut book, mut hosts) = (Book::default(), Hosts::default());
         let rules = LinkRules::default();
@@ -268,28 +370,7 @@ mod tests {
                 book.apply_estimate(&mut hosts, &second, &settings).unwrap();
             }
         }
-        let trust = |host: &str| {
-            let slot = book.find(&format!("http://{host}/0.html")).unwrap();
-            hosts.stats[book.page(slot).host as usize].claims.trust()
-        };
-        assert_eq!(trust("truthful"), ClaimTrust::Trusted);
-        assert_eq!(trust("lying"), ClaimTrust::Distrusted);
-        // Taken once the host was trusted (after three pages), never from the other.
-        for (host, page, outcome) in &outcomes {
-            assert_eq!(outcome.taken, *host == "truthful" && *page >= 3, "{host} {page}: {outcome:?}");
-        }
-        // Now a change claimed at 5:00 of the truthful host's page marks it stale.
-        let slot = book.find("http://truthful/0.html").unwrap();
-        let outcome =
-            book.claim(&mut hosts, slot, Claim { changed_ms: 5 * HOUR, seen_ms: 6 * HOUR }, &settings);
-        assert!(outcome.is_some_and(|outcome| outcome.taken && outcome.news == CopyNews::Stale));
-        assert!(book.page(slot).is_change_claimed());
-        // The lying host's claims are judged but never taken.
-        let slot = book.find("http://lying/0.html").unwrap();
-        let outcome =
-            book.claim(&mut hosts, slot, Claim { changed_ms: 6 * HOUR, seen_ms: 6 * HOUR }, &settings);
-        assert!(outcome.is_some_and(|outcome| !outcome.taken));
-        assert!(!book.page(slot).is_change_claimed());
+        (book, hosts, settings, outcomes)
     }
 
     /// A tracked page of host "h", downloaded at `fetched_at_ms` in period 1 (periods of an

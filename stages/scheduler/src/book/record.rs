@@ -1,6 +1,7 @@
 //! A URL's record on the scheduler's changelog (`state.scheduler`): what a restore reads
 //! back into the book, and what it checks first.
 
+use recrawl_model::claims::ClaimTally;
 use recrawl_model::day::DayProfile;
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{bounds, Format, Message, ValidationError};
@@ -43,15 +44,19 @@ pub struct SchedulerState {
     /// Whether its latest request found it moved for good (a permanent redirect); null
     /// before version 6 and for a URL that did not move.
     pub moved: Option<bool>,
+    /// This partition's tally of its host's claims, as it stood when the record was
+    /// written; the partition's latest is the one with the most judgements. Null before
+    /// version 7, for a frontier URL and for a host with none.
+    pub host_claims: Option<ClaimTally>,
 }
 
 impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
     /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`. 5: `announced`.
-    /// 6: `moved`, the last field.
-    const VERSION: u16 = 6;
-    const ADDED_TRAILING_OPTIONS: usize = 5;
+    /// 6: `moved`. 7: `host_claims`, the last field.
+    const VERSION: u16 = 7;
+    const ADDED_TRAILING_OPTIONS: usize = 6;
 
     /// What the book keeps raw: a probability or rate out of range would score NaN and
     /// outrank every page. The coarse fields (latency, central and low rates) read
