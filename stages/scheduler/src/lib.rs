@@ -39,8 +39,8 @@ use recrawl_model::{
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{
-    moved_for_good, normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome,
-    PageAnnouncement, PageEstimate, PagePick, PageRef, PickReason,
+    normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome, PageAnnouncement,
+    PageEstimate, PagePick, PageRef, PickReason,
 };
 use thiserror::Error;
 
@@ -600,8 +600,9 @@ impl Scheduler {
             Applied::Revised => "revised",
             Applied::Replayed => "replayed",
         };
+        // The book set the page's flag from this request when it applied it.
         if matches!(label, "new" | "updated")
-            && moved_for_good(estimate.last_request.outcome, estimate.last_request.http_status)
+            && book.find(&estimate.page.url).is_some_and(|slot| book.page(slot).is_moved())
         {
             label = "moved";
         }
