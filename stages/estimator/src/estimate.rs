@@ -16,9 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
 use recrawl_model::modified::DateTally;
 use recrawl_model::page::{BinMove, GroupTallies, PageRate, PageState, RateSource, Request, UpdateSettings};
-use recrawl_model::prediction::{
-    predict, predict_next, Eligibility, Kind, Model, PreparedPrior, Prior, FINE_BINS,
-};
+use recrawl_model::prediction::{forecast, Eligibility, Kind, Model, PreparedPrior, Prior, FINE_BINS};
 use recrawl_model::rate::{RateCounts, RatePrior};
 use recrawl_model::refresh::RefreshSettings;
 use recrawl_model::DEFAULT_PERIOD_MS;
@@ -486,8 +484,7 @@ impl Estimator {
         let history = &page.history;
         let rates = history.rates(crawls);
         let forecast = |kind: Kind, prior: &PreparedPrior, (yes, no): (u32, u32)| {
-            let over = predict(settings.model, kind, prior, yes, no, settings.future);
-            let next = predict_next(settings.model, kind, prior, yes, no);
+            let (over, next) = forecast(settings.model, kind, prior, yes, no, settings.future);
             Forecast { yes, no, next, probabilities: over.probabilities, prior: forecast_prior(over.prior) }
         };
         let downloads = forecast(Kind::Dr, &view.download_prior, page.recent(Kind::Dr, settings.window));
