@@ -13,15 +13,22 @@
 //!   `posterior_rate/flat`, the same under the flat prior; `posterior_rate/dated`, under
 //!   the group prior from 5 changes `Last-Modified` dated over 120 quiet periods (a URL
 //!   whose dates are believed).
+//! - `forecast/memoised`: the forecasts of `predict_5_of_5/beta-binomial` and
+//!   `predict_next` for a history a group prior already gave them for (the estimator's
+//!   usual case).
+//! - `crawl_time/<n>_busy_slots`: a URL's crawl time (paper hour, least-wait hour and
+//!   weekday slot), part of its refresh plan at every event, with changes seen in n of
+//!   the week's 168 hours.
 //! - `fit_rate_prior/400_evidences`: fitting a group's rate prior to 400 distinct
 //!   evidences (a 1,000,000-page simulated web has about that many per group after 100
 //!   periods); the stage does it once per group and partition each period.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use recrawl_model::prediction::{
-    predict, predict_next, Kind, Model, PreparedPrior, RateHistogram, PAPER_POPULAR,
+    forecast, predict, predict_next, Kind, Model, PreparedPrior, RateHistogram, PAPER_POPULAR,
 };
 use recrawl_model::rate::{posterior_rate, RateCounts, RateEvidence, RateLikelihood, RatePrior};
+use recrawl_model::refresh::{crawl_time, ChangeHours, CrawlTimeConfig, FrequencyGroup};
 use std::hint::black_box;
 
 fn models(c: &mut Criterion) {
@@ -86,7 +93,34 @@ fn models(c: &mut Criterion) {
         b.iter(|| RateLikelihood::dated(black_box(5), black_box(120.0)).posterior(black_box(&grouped)))
     });
     group.finish();
+
+    // The forecasts the estimator asks per event, from the prior's memo (beside
+    // `predict_5_of_5/beta-binomial`, what a miss computes, and `predict_next`).
+    let group_prior = PreparedPrior::new(&histogram, 10);
+    forecast(Model::BetaBinomial, Kind::Mr, &group_prior, 4, 1, 5);
+    c.bench_function("forecast/memoised", |b| {
+        b.iter(|| {
+            forecast(Model::BetaBinomial, Kind::Mr, black_box(&group_prior), black_box(4), black_box(1), 5)
+        })
+    });
+
+    // A URL's crawl time (its refresh plan, every event) with changes seen in 1, 12 or
+    // all 168 of the week's hours.
+    let mut group = c.benchmark_group("crawl_time");
+    for busy in [1_i64, 12, 168] {
+        let mut hours = ChangeHours::default();
+        for slot in 0..busy {
+            hours.record(slot * 168 / busy * HOUR_MS, 100, 0);
+        }
+        let config = CrawlTimeConfig::default();
+        group.bench_function(format!("{busy}_busy_slots"), |b| {
+            b.iter(|| crawl_time(black_box(&hours), FrequencyGroup::Weekly(7), &config))
+        });
+    }
+    group.finish();
 }
+
+const HOUR_MS: i64 = 3_600_000;
 
 criterion_group!(benches, models);
 criterion_main!(benches);

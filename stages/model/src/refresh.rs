@@ -203,6 +203,18 @@ impl ChangeHours {
         by_hour
     }
 
+    /// [`least_wait_position`] over the week's slots, from the slots seen; a histogram
+    /// out of order or past the week (a damaged changelog) is summed by slot first.
+    fn least_wait_slot(&self) -> Option<u8> {
+        let in_order = self.slots.windows(2).all(|pair| pair[0].slot < pair[1].slot)
+            && self.slots.last().is_none_or(|entry| usize::from(entry.slot) < SLOTS_PER_WEEK);
+        if !in_order {
+            return least_wait_position(&self.changes_by_slot());
+        }
+        let seen = self.slots.iter().map(|entry| (u64::from(entry.slot), u64::from(entry.changes)));
+        least_wait_among(seen.filter(|&(_, count)| count > 0), SLOTS_PER_WEEK as u64)
+    }
+
     fn changes_by_slot(&self) -> [u64; SLOTS_PER_WEEK] {
         let mut by_slot = [0u64; SLOTS_PER_WEEK];
         for entry in self.slots.iter() {
@@ -294,36 +306,53 @@ pub fn crawl_time(hours: &ChangeHours, group: FrequencyGroup, config: &CrawlTime
         paper_hour,
         weekdays,
         min_wait_hour: least_wait_position(&by_hour),
-        min_wait_slot: least_wait_position(&hours.changes_by_slot()),
+        min_wait_slot: hours.least_wait_slot(),
     }
 }
 
 /// The position on a cycle of `changes.len()` slots at which one crawl per cycle leaves
 /// the changes least time unfetched; the smallest on a tie, `None` with no changes.
+fn least_wait_position(changes: &[u64]) -> Option<u8> {
+    let seen = (0u64..).zip(changes.iter().copied()).filter(|&(_, count)| count > 0);
+    least_wait_among(seen, changes.len() as u64)
+}
+
+/// [`least_wait_position`] from the slots that have seen changes, `(slot, changes)` in
+/// strictly ascending slot order below `len`, so that a week's few busy slots cost a pass
+/// over them rather than over all 168.
 ///
 /// A change in slot `j` happens mid-slot on average and is fetched by the next crawl at
 /// the start of slot `c`, after `((c - j - 1) mod len) + 0.5` slots. The half is common to
-/// all changes, so comparing the whole-slot parts picks the same crawl.
-fn least_wait_position(changes: &[u64]) -> Option<u8> {
-    if changes.iter().all(|&count| count == 0) {
+/// all changes, so comparing the whole-slot parts picks the same crawl. Moving the crawl
+/// one slot later adds a slot of wait to every change except those of the slot just
+/// passed, which now wait a whole cycle less one; past a slot without changes the wait
+/// only grows, so the least is at 0 or just after a slot with changes.
+fn least_wait_among(seen: impl Iterator<Item = (u64, u64)> + Clone, len: u64) -> Option<u8> {
+    // Checked: waits too large for a u64, which only a damaged histogram has, give `None`.
+    let total = seen.clone().try_fold(0u64, |total, (_, count)| total.checked_add(count))?;
+    if total == 0 {
         return None;
     }
-    // Checked: waits too large for a u64, which only a damaged histogram has, give `None`.
-    let len = changes.len() as u64;
-    let total = changes.iter().try_fold(0u64, |total, &count| total.checked_add(count))?;
     // Wait of a crawl at 0: a change in slot j waits (−j − 1) mod len = len − 1 − j slots.
-    let mut wait = (changes.iter().rev().zip(0u64..))
-        .try_fold(0u64, |wait, (&count, slots)| wait.checked_add(count.checked_mul(slots)?))?;
-    let mut best = (wait, 0);
-    // Moving the crawl one slot later adds one slot of wait to every change except those
-    // of the slot just passed, which now wait a whole cycle less one: O(len), not O(len²).
-    for (&passed, crawl) in changes.iter().zip(1..changes.len()) {
-        wait = wait.checked_add(total)?.checked_sub(len.checked_mul(passed)?)?;
+    let mut wait = seen.clone().try_fold(0u64, |wait, (slot, count)| {
+        wait.checked_add(count.checked_mul(len.checked_sub(1)?.checked_sub(slot)?)?)
+    })?;
+    let (mut best, mut at) = ((wait, 0), 0u64);
+    for (slot, count) in seen {
+        // No changes in [at, slot): one more slot of wait for every change at each step.
+        wait = wait.checked_add(total.checked_mul(slot.checked_sub(at)?)?)?;
+        at = slot.checked_add(1)?;
+        if at >= len {
+            break;
+        }
+        wait = wait.checked_add(total)?.checked_sub(len.checked_mul(count)?)?;
         if wait < best.0 {
-            best = (wait, crawl);
+            best = (wait, at);
         }
     }
-    Some(best.1 as u8)
+    // The rest of the cycle only adds wait; checked as a pass over every slot would be.
+    wait.checked_add(total.checked_mul(len.saturating_sub(1).saturating_sub(at))?)?;
+    u8::try_from(best.1).ok()
 }
 
 /// The load of a grouping (`refresh-groups.md` §4): crawl requests per day for `(group, URLs)` pairs,
@@ -667,6 +696,35 @@ mod tests {
                 assert_eq!(least_wait_position(&hours), brute_force(&hours), "seed {seed}");
             }
         }
+    }
+
+    /// The week's slot comes from the slots seen, not from all 168: the same slot as the
+    /// search over every slot, for histograms of a few busy slots or many, and for one out
+    /// of order or past the week, which a damaged changelog could hold.
+    #[test]
+    fn the_least_wait_slot_from_the_slots_seen_equals_the_search_over_the_week() {
+        let slot = |slot: u8, changes: u32| ChangeSlot { slot, changes, update_size: 0 };
+        for seed in 0..200u64 {
+            let busy = (seed % 40 + 1) as usize;
+            let mut slots: Vec<ChangeSlot> = (0..busy)
+                .map(|i| {
+                    slot(((i as u64 * 7919 + seed * 104_729) % 168) as u8, ((i as u64 + seed) % 9) as u32)
+                })
+                .collect();
+            slots.sort_by_key(|entry| entry.slot);
+            slots.dedup_by_key(|entry| entry.slot);
+            let hours = ChangeHours { slots: slots.into_boxed_slice() };
+            assert_eq!(hours.least_wait_slot(), least_wait_position(&hours.changes_by_slot()), "seed {seed}");
+        }
+        let damaged =
+            ChangeHours { slots: vec![slot(200, 3), slot(5, 1), slot(5, 2), slot(0, 0)].into_boxed_slice() };
+        assert_eq!(damaged.least_wait_slot(), least_wait_position(&damaged.changes_by_slot()));
+        assert_eq!(ChangeHours::default().least_wait_slot(), None);
+        assert_eq!(ChangeHours { slots: vec![slot(9, 0)].into_boxed_slice() }.least_wait_slot(), None);
+        // Crawled at slot 4, the change of slot 3 waits no whole slot and the five of slot
+        // 167 wait 4 each (20); at 0, after the five, the one waits 164.
+        let late = ChangeHours { slots: vec![slot(3, 1), slot(167, 5)].into_boxed_slice() };
+        assert_eq!(late.least_wait_slot(), Some(4));
     }
 
     #[test]
