@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::types::RDKafkaErrorCode;
 use recrawl::observe::{DeadLetter, Observed, Observer, Position};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::hostile::{HostileWeb, HOSTILITIES};
@@ -756,13 +757,24 @@ async fn chaos_loses_nothing_and_every_stage_comes_back() {
         ("random", b"\x01\x02not an envelope".to_vec()),
     ];
     let mut poisoned = HashSet::new();
+    let mut producer = producer;
     for topic in [FETCH.name, FETCH_RESULTS.name, CHANGE_EVENTS.name, ESTIMATES.name, LINKS.name] {
         let topic = kafka.cluster.topics().name(topic);
         for (_, bytes) in &poisons {
-            let delivered = producer
-                .send(FutureRecord::to(&topic).key(POISON_KEY).payload(bytes), Duration::from_secs(30))
-                .await
-                .expect("poison produced");
+            let record = || FutureRecord::to(&topic).key(POISON_KEY).payload(bytes);
+            let delivered = match producer.send(record(), Duration::from_secs(30)).await {
+                Ok(delivered) => delivered,
+                // The broker restarted above may no longer know this producer's sequence
+                // (tansu answered OutOfOrderSequenceNumber once): the record was refused,
+                // so a new producer sends it, as the stages' delivery does.
+                Err((error, _))
+                    if error.rdkafka_error_code() == Some(RDKafkaErrorCode::OutOfOrderSequenceNumber) =>
+                {
+                    producer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+                    producer.send(record(), Duration::from_secs(30)).await.expect("poison produced")
+                }
+                Err(error) => panic!("poison produced: {error:?}"),
+            };
             poisoned.insert((topic.clone(), delivered.partition, delivered.offset));
         }
     }
