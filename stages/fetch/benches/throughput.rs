@@ -4,6 +4,9 @@
 //! per host, 64 requests in flight; robots.txt is fetched once per host in the warm-up and
 //! cached after, as in a running stage.
 //!
+//! `crawler` keeps the connections of the stage's default 256 origins, so three requests
+//! in four open a connection; `crawler_every_connection_kept` keeps all 1,000.
+//!
 //! Baseline in the same run, `plain_reqwest`: the same GETs through a bare reqwest client
 //! with the same concurrency, no robots.txt, politeness, address checks or link
 //! extraction; the ratio is the crawler's own cost.
@@ -105,12 +108,15 @@ fn picks(port: u16, batch: usize) -> Vec<PagePick> {
         .collect()
 }
 
-fn crawler() -> Crawler {
+/// The crawler as the stage runs it, its pool keeping the connections of at most
+/// `idle_hosts` origins (the stage's `--max-idle-connections`, 256 by default).
+fn crawler(idle_hosts: usize) -> Crawler {
     let overrides: Vec<(String, IpAddr)> =
         (0..HOSTS).map(|i| (host(i), IpAddr::from([127, 0, 0, 1]))).collect();
     let loopback = recrawl_fetch::address::parse_allowed_network("127.0.0.1").expect("network");
     let config = FetchConfig {
         resolver: GuardedResolver::new(AddressPolicy::new(vec![loopback]), overrides),
+        max_idle_hosts: idle_hosts,
         ..FetchConfig::default()
     };
     let settings = CrawlSettings {
@@ -163,9 +169,13 @@ fn main() {
     let (mut server, address) = start_server();
     let port = address.port();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let mut crawler = crawler();
+    let mut default_pool = crawler(FetchConfig::default().max_idle_hosts);
+    // Past the default cap most requests close their connection; with a cap above the
+    // number of hosts, every host's connection is kept, as for a user who raised it.
+    let mut all_kept = crawler(HOSTS);
     // Warm-up: robots.txt of every host, and the connections.
-    runtime.block_on(crawl_batch(&mut crawler, port, 0));
+    runtime.block_on(crawl_batch(&mut default_pool, port, 0));
+    runtime.block_on(crawl_batch(&mut all_kept, port, 0));
     let client = reqwest::Client::builder().no_proxy().build().expect("client");
 
     let mut criterion = Criterion::default().sample_size(10).configure_from_args();
@@ -177,7 +187,17 @@ fn main() {
         b.iter_custom(|iterations| {
             let started = Instant::now();
             for _ in 0..iterations {
-                runtime.block_on(crawl_batch(&mut crawler, port, batch));
+                runtime.block_on(crawl_batch(&mut default_pool, port, batch));
+                batch += 1;
+            }
+            started.elapsed()
+        })
+    });
+    group.bench_function("crawler_every_connection_kept", |b| {
+        b.iter_custom(|iterations| {
+            let started = Instant::now();
+            for _ in 0..iterations {
+                runtime.block_on(crawl_batch(&mut all_kept, port, batch));
                 batch += 1;
             }
             started.elapsed()
@@ -199,7 +219,7 @@ fn main() {
     let (own_before, server_before, started) =
         (cpu_time(std::process::id()), cpu_time(server.id()), Instant::now());
     for _ in 0..batches {
-        runtime.block_on(crawl_batch(&mut crawler, port, batch));
+        runtime.block_on(crawl_batch(&mut default_pool, port, batch));
         batch += 1;
     }
     let (elapsed, pages) = (started.elapsed(), (batches * BATCH) as f64);
