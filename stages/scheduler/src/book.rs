@@ -205,13 +205,24 @@ pub struct BookMemory {
     pub in_links: usize,
     pub validators: usize,
     pub claims: usize,
+    /// The partition's shares of its hosts' day profiles and claim tallies.
+    pub host_shares: usize,
 }
 
 impl BookMemory {
     pub fn total(&self) -> usize {
-        [self.url_text, self.url_ends, self.index, self.pages, self.in_links, self.validators, self.claims]
-            .iter()
-            .fold(0usize, |sum, bytes| sum.saturating_add(*bytes))
+        [
+            self.url_text,
+            self.url_ends,
+            self.index,
+            self.pages,
+            self.in_links,
+            self.validators,
+            self.claims,
+            self.host_shares,
+        ]
+        .iter()
+        .fold(0usize, |sum, bytes| sum.saturating_add(*bytes))
     }
 }
 
@@ -286,6 +297,8 @@ impl Book {
                 .saturating_add(self.validator_text),
             // A slot, the entry and a control byte.
             claims: self.claims.capacity().saturating_mul(CLAIMS_ENTRY),
+            host_shares: std::mem::size_of_val(self.host_days.as_slice())
+                .saturating_add(std::mem::size_of_val(self.host_claims.as_slice())),
         }
     }
 
@@ -996,6 +1009,18 @@ pub(crate) mod tests {
             period,
             depth,
         }
+    }
+
+    #[test]
+    fn a_partition_s_shares_of_its_hosts_count_in_its_memory() {
+        let mut book = Book::default();
+        let before = book.memory();
+        book.host_day_mut(999);
+        book.host_claims_mut(999);
+        let after = book.memory();
+        let shares = 1000 * (std::mem::size_of::<DayProfile>() + std::mem::size_of::<ClaimTally>());
+        assert_eq!(after.host_shares - before.host_shares, shares);
+        assert_eq!(after.total() - before.total(), shares);
     }
 
     #[test]

@@ -561,7 +561,7 @@ mod tests {
         }
         let book = &scheduler.books[&0];
         assert_eq!(book.frontier_len(), count as usize);
-        let bytes = book.memory().total() + scheduler.caps.bytes();
+        let bytes = book.memory().total() + scheduler.caps.bytes() + scheduler.hosts.bytes();
         let per_url = bytes / count as usize;
         assert!(per_url <= 200, "{per_url} bytes a frontier URL");
     }

@@ -140,6 +140,15 @@ impl Hosts {
         &self.names[id as usize]
     }
 
+    /// Bytes the table takes, for the memory figures: each name's text and box, its
+    /// statistics, and a slot and a control byte per index bucket.
+    pub fn bytes(&self) -> usize {
+        let names: usize = self.names.iter().map(|name| name.len().saturating_add(16)).sum();
+        names
+            .saturating_add(self.stats.capacity().saturating_mul(std::mem::size_of::<HostStats>()))
+            .saturating_add(self.index.capacity().saturating_mul(5))
+    }
+
     pub fn len(&self) -> usize {
         self.names.len()
     }
@@ -173,5 +182,22 @@ impl Hosts {
         } else if request.downloaded {
             stats.backoff_level = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_s_name_and_statistics_count_in_the_table_s_bytes() {
+        let mut hosts = Hosts::default();
+        let empty = hosts.bytes();
+        let name = "a-rather-long-host-name.example";
+        hosts.intern(name);
+        let one = hosts.bytes();
+        assert!(one >= empty + name.len() + std::mem::size_of::<HostStats>(), "{empty} then {one}");
+        hosts.intern(name);
+        assert_eq!(hosts.bytes(), one, "a name seen again takes nothing more");
     }
 }

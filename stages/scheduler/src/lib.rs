@@ -364,7 +364,7 @@ impl SchedulerMetrics {
             sites: registered(registry, IntGauge::new("scheduler_sites", "Sites (registered domains) of the hosts this instance knows.")?)?,
             state_bytes: registered(registry, IntGauge::new(
                 "scheduler_state_bytes",
-                "Bytes of the URL tables (URL text, index, pages, in-links, validators, claims) and the frontier's counts.",
+                "Bytes of the URL tables (URL text, index, pages, in-links, validators, claims, each partition's shares of its hosts' day profiles and claim tallies), the host table (names, statistics) and the frontier's counts.",
             )?)?,
         };
         for cap in ["site", "total"] {
@@ -677,7 +677,8 @@ impl Scheduler {
             self.metrics.claim_hosts.with_label_values(&[trust.as_str()]).set(hosts);
         }
         let books: usize = self.books.values().map(|book| book.memory().total()).sum();
-        self.metrics.state_bytes.set(books.saturating_add(self.caps.bytes()) as i64);
+        let tables = books.saturating_add(self.caps.bytes()).saturating_add(self.hosts.bytes());
+        self.metrics.state_bytes.set(i64::try_from(tables).unwrap_or(i64::MAX));
     }
 
     /// The picks for `period` among the URLs of the owned partitions.
