@@ -164,14 +164,12 @@ pub struct Book {
     claims: HashMap<u32, UrlClaims>,
     /// Pages flagged [`CLAIM_TO_TEST`].
     claim_tests: usize,
-    /// This partition's share of each host's day profile, by host number (a partition
-    /// holds URLs of most hosts): what moves with the partition, and what its
-    /// revocation takes back from the hosts'.
-    host_days: Vec<DayProfile>,
-    /// This partition's share of each host's claim tally, by host number, as with
-    /// `host_days`: the trust a sitemap earned survives a restart and moves with the
-    /// partition.
-    host_claims: Vec<ClaimTally>,
+    /// This partition's shares of its hosts' day profiles and claim tallies, by host
+    /// number: what moves with the partition (the trust a sitemap earned survives a
+    /// restart), and what its revocation takes back from the hosts'. Only the hosts
+    /// the partition learned of: host numbers are the instance's, and most hosts have
+    /// URLs in few partitions.
+    host_shares: HashMap<u32, HostShare>,
     /// Slots dropped from the frontier, reclaimed by [`Book::compact`].
     gone: usize,
     /// Slots dropped since the last [`Book::take_removed`]: their tombstones.
@@ -224,6 +222,13 @@ impl BookMemory {
         .iter()
         .fold(0usize, |sum, bytes| sum.saturating_add(*bytes))
     }
+}
+
+/// A partition's share of one host's evidence.
+#[derive(Debug, Clone, Copy, Default)]
+struct HostShare {
+    day: DayProfile,
+    claims: ClaimTally,
 }
 
 /// A partition's URL bytes past 4 GiB.
@@ -282,6 +287,7 @@ impl Book {
         // A validators entry: a slot and two boxed strings, plus a control byte.
         const VALIDATORS_ENTRY: usize = 5 + std::mem::size_of::<Validators>();
         const CLAIMS_ENTRY: usize = 5 + std::mem::size_of::<UrlClaims>();
+        const HOST_SHARE_ENTRY: usize = 5 + std::mem::size_of::<HostShare>();
         BookMemory {
             url_text: self.url_bytes.len(),
             url_ends: std::mem::size_of_val(self.url_ends.as_slice()),
@@ -297,8 +303,8 @@ impl Book {
                 .saturating_add(self.validator_text),
             // A slot, the entry and a control byte.
             claims: self.claims.capacity().saturating_mul(CLAIMS_ENTRY),
-            host_shares: std::mem::size_of_val(self.host_days.as_slice())
-                .saturating_add(std::mem::size_of_val(self.host_claims.as_slice())),
+            // A host number, the share and a control byte.
+            host_shares: self.host_shares.capacity().saturating_mul(HOST_SHARE_ENTRY),
         }
     }
 
@@ -675,11 +681,7 @@ impl Book {
 
     /// This partition's share of `host`'s day profile.
     fn host_day_mut(&mut self, host: u32) -> &mut DayProfile {
-        let index = host as usize;
-        if index >= self.host_days.len() {
-            self.host_days.resize(index.saturating_add(1), DayProfile::default());
-        }
-        &mut self.host_days[index]
+        &mut self.host_shares.entry(host).or_default().day
     }
 
     /// Records that `slot` was picked in `period`.
@@ -730,19 +732,19 @@ impl Book {
             // A frontier URL's record carries none: each observation is written with the
             // tracked URL that made it, so the latest share always rides on one of those.
             host_day: self
-                .host_days
-                .get(page.host as usize)
-                .filter(|day| !page.is_frontier() && day.observations() > 0.0)
-                .copied(),
+                .host_shares
+                .get(&page.host)
+                .map(|share| share.day)
+                .filter(|day| !page.is_frontier() && day.observations() > 0.0),
             announced: (page.is_frontier() && page.is_announced()).then_some(true),
             moved: page.is_moved().then_some(true),
             // Claims are judged of tracked URLs only, and each judgement that counts marks
             // its URL dirty, so the latest share rides on one of them.
             host_claims: self
-                .host_claims
-                .get(page.host as usize)
-                .filter(|tally| !page.is_frontier() && tally.total() > 0)
-                .copied(),
+                .host_shares
+                .get(&page.host)
+                .map(|share| share.claims)
+                .filter(|tally| !page.is_frontier() && tally.total() > 0),
         }
     }
 
@@ -819,11 +821,10 @@ impl Book {
                 }
             }
         }
-        for (host, day) in book.host_days.iter().enumerate() {
-            hosts.stats[host].day.merge(day);
-        }
-        for (host, tally) in book.host_claims.iter().enumerate() {
-            hosts.stats[host].claims.add(tally);
+        for (&host, share) in &book.host_shares {
+            let stats = &mut hosts.stats[host as usize];
+            stats.day.merge(&share.day);
+            stats.claims.add(&share.claims);
         }
         Ok((book, skipped))
     }
@@ -835,11 +836,10 @@ impl Book {
             let stats = &mut hosts.stats[page.host as usize];
             stats.urls = stats.urls.saturating_sub(1);
         }
-        for (host, day) in self.host_days.iter().enumerate() {
-            hosts.stats[host].day.remove(day);
-        }
-        for (host, tally) in self.host_claims.iter().enumerate() {
-            hosts.stats[host].claims.remove(tally);
+        for (&host, share) in &self.host_shares {
+            let stats = &mut hosts.stats[host as usize];
+            stats.day.remove(&share.day);
+            stats.claims.remove(&share.claims);
         }
     }
 }
@@ -920,8 +920,7 @@ impl Book {
         }
         self.validators = renumbered;
         self.validator_text = old.validator_text;
-        self.host_days = old.host_days;
-        self.host_claims = old.host_claims;
+        self.host_shares = old.host_shares;
         true
     }
 }
@@ -1012,15 +1011,18 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_partition_s_shares_of_its_hosts_count_in_its_memory() {
+    fn a_partition_keeps_shares_only_of_the_hosts_it_learned_of_and_counts_them() {
         let mut book = Book::default();
         let before = book.memory();
-        book.host_day_mut(999);
-        book.host_claims_mut(999);
+        book.host_day_mut(999_999);
+        book.host_claims_mut(999_999);
+        book.host_claims_mut(7);
+        assert_eq!(book.host_shares.len(), 2, "host numbers below the highest take nothing");
         let after = book.memory();
-        let shares = 1000 * (std::mem::size_of::<DayProfile>() + std::mem::size_of::<ClaimTally>());
-        assert_eq!(after.host_shares - before.host_shares, shares);
-        assert_eq!(after.total() - before.total(), shares);
+        let entry = 5 + std::mem::size_of::<HostShare>();
+        let grown = after.host_shares - before.host_shares;
+        assert!(grown >= 2 * entry && grown < 16 * entry, "{grown} bytes for two shares");
+        assert_eq!(after.total() - before.total(), grown);
     }
 
     #[test]
@@ -1239,7 +1241,7 @@ pub(crate) mod tests {
             }
         }
         let learned = hosts.stats[0].day;
-        let shares = [books[0].host_days[0], books[1].host_days[0]];
+        let shares = [books[0].host_shares[&0].day, books[1].host_shares[&0].day];
         assert!(shares.iter().all(|share| share.observations() > 0.0));
         assert_eq!(shares[0].observations() + shares[1].observations(), learned.observations());
 

@@ -149,11 +149,7 @@ impl Book {
 
     /// This partition's share of `host`'s claim tally.
     pub(super) fn host_claims_mut(&mut self, host: u32) -> &mut ClaimTally {
-        let index = host as usize;
-        if index >= self.host_claims.len() {
-            self.host_claims.resize(index.saturating_add(1), ClaimTally::default());
-        }
-        &mut self.host_claims[index]
+        &mut self.host_shares.entry(host).or_default().claims
     }
 
     fn flag_claim_test(&mut self, slot: u32) {
