@@ -10,17 +10,7 @@ use recrawl_fetch::links::{extract_links, LinkFilter};
 use recrawl_schemas::messages::bounds::MAX_URL_BYTES;
 use std::hint::black_box;
 
-/// The fetch throughput bench's page: 10 KB, 20 links.
-fn small_page() -> Vec<u8> {
-    let mut html = String::from("<html><head><title>bench page</title></head><body>");
-    for i in 0..20 {
-        html.push_str(&format!("<p><a href=\"/section/page{i}.html\">link {i}</a> "));
-        html.push_str(&"lorem ipsum dolor sit amet ".repeat(17));
-        html.push_str("</p>\n");
-    }
-    html.push_str("</body></html>");
-    html.into_bytes()
-}
+mod shared;
 
 fn page() -> Vec<u8> {
     let mut html = String::from("<html><head><title>bench</title></head><body>");
@@ -55,7 +45,7 @@ fn tokenise_only(html: &[u8]) {
 fn bench(c: &mut Criterion) {
     let base = url::Url::parse("http://example.com/index.html").expect("url");
     let filter = LinkFilter::default();
-    let small = small_page();
+    let small = shared::small_page().into_bytes();
     assert_eq!(extract_links(&base, &small, &filter, 1).links.len(), 20);
     let mut group = c.benchmark_group("links_10KB_20_links");
     group.throughput(Throughput::Bytes(small.len() as u64));

@@ -28,28 +28,19 @@ use recrawl_fetch::metrics::FetchMetrics;
 use recrawl_schemas::{url_key, PagePick, PickReason};
 use tokio_util::sync::CancellationToken;
 
+mod shared;
+
 const HOSTS: usize = 1000;
 const BATCH: usize = 4000;
 const CONCURRENCY: usize = 64;
 /// Set in the child process that serves the pages.
 const SERVER_ENV: &str = "RECRAWL_FETCH_BENCH_SERVER";
 
-fn page() -> String {
-    let mut html = String::from("<html><head><title>bench page</title></head><body>");
-    for i in 0..20 {
-        html.push_str(&format!("<p><a href=\"/section/page{i}.html\">link {i}</a> "));
-        html.push_str(&"lorem ipsum dolor sit amet ".repeat(17));
-        html.push_str("</p>\n");
-    }
-    html.push_str("</body></html>");
-    html
-}
-
 /// The child: serves `page()` for every path (and a 404 for robots.txt) until killed.
 fn serve() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let body = page();
+        let body = shared::small_page();
         let router = axum::Router::new().fallback(move |uri: axum::http::Uri| {
             let body = body.clone();
             async move {
