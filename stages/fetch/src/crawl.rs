@@ -312,10 +312,13 @@ async fn serve_host(
         let mut served = Vec::new();
         loop {
             // Popped in its own statement: the guard must not live across the await.
-            let next = lock(&queue).pop_front();
-            let Some((index, pick)) = next else { break };
+            let next = {
+                let mut queue = lock(&queue);
+                queue.pop_front().map(|next| (next, !queue.is_empty()))
+            };
+            let Some(((index, pick), more)) = next else { break };
             let rules = robots.get(&origin_of(&pick.url)).cloned().unwrap_or(Robots::NotYet);
-            served.push((index, serve_pick(shared, pick, rules, gate, budget_end).await));
+            served.push((index, serve_pick(shared, pick, rules, more, gate, budget_end).await));
         }
         served
     });
@@ -471,6 +474,8 @@ const ROBOTS_READING: Reading = Reading {
     truncate: true,
     least_redirects: ROBOTS_REDIRECTS,
     stop_at_moved: false,
+    // The site's pages follow.
+    more_from_origin: true,
 };
 
 /// Redirects followed for a robots.txt whatever `--max-redirects` says: past them (or in
@@ -710,10 +715,12 @@ fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// `more_from_host`: the host's queue holds other picks, which its connection is kept for.
 async fn serve_pick(
     shared: &Shared,
     pick: PagePick,
     robots: Robots,
+    more_from_host: bool,
     gate: &SharedGate,
     budget_end: Instant,
 ) -> Served {
@@ -766,7 +773,7 @@ async fn serve_pick(
             return None;
         }
         asked.begin();
-        let (result, starved) = shared.fetcher.fetch_checked(&pick, &may_follow).await;
+        let (result, starved) = shared.fetcher.fetch_checked(&pick, &may_follow, more_from_host).await;
         if starved {
             return Some(Err(result.error));
         }
@@ -934,6 +941,7 @@ async fn with_frames(
             truncate: false,
             least_redirects: 0,
             stop_at_moved: false,
+            more_from_origin: false,
         };
         let may_follow = move |target: Url| redirect_verdict(asked, target).boxed();
         let answer = request(shared, claimed, || {

@@ -152,38 +152,78 @@ pub struct DocumentFailure {
 /// connection per origin for its idle timeout, however many origins a batch visits (1,500
 /// hosts took 1,500 descriptors for 90 s): past `most` origins, a request to another
 /// asks for `Connection: close`, so the pool holds at most `most` origins' connections.
+///
+/// Once those are taken (the first origins seen keep theirs while they are visited), an
+/// origin with more requests to come in the batch still keeps its connection between
+/// them, up to `most` such origins more: its last request asks for `Connection: close`
+/// and frees the place (as does the idle timeout, should no last request come). Without that, each of a host's picks past the cap opened a
+/// connection (and, for HTTPS, a TLS handshake) of its own.
 #[derive(Debug)]
 struct IdleHosts {
     most: usize,
     kept_for: Duration,
-    /// Origin → until when its connection may be kept.
-    hosts: Mutex<HashMap<String, Instant>>,
+    origins: Mutex<KeptOrigins>,
+}
+
+/// Origin → until when its connection may be kept.
+#[derive(Debug, Default)]
+struct KeptOrigins {
+    /// Kept between batches as well.
+    lasting: HashMap<String, Instant>,
+    /// Kept until the origin's last request of a run.
+    running: HashMap<String, Instant>,
 }
 
 impl IdleHosts {
-    /// Whether the connection of a request to `origin` now may be kept afterwards.
-    fn admit(&self, origin: &str, now: Instant) -> bool {
+    /// Whether the connection of a request to `origin` now may be kept afterwards;
+    /// `more_coming`: other requests to it follow soon.
+    fn admit(&self, origin: &str, now: Instant, more_coming: bool) -> bool {
         let until = crate::clock::later(now, self.kept_for);
-        let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(kept) = hosts.get_mut(origin) {
+        let mut kept = self.origins.lock().unwrap_or_else(PoisonError::into_inner);
+        let KeptOrigins { lasting, running } = &mut *kept;
+        if let Some(kept) = lasting.get_mut(origin) {
             *kept = until;
             return true;
         }
-        if hosts.len() >= self.most {
-            hosts.retain(|_, kept| *kept > now);
+        if let Some(kept) = running.get_mut(origin) {
+            if more_coming {
+                *kept = until;
+            } else {
+                running.remove(origin);
+            }
+            return more_coming;
         }
-        if hosts.len() >= self.most {
-            return false;
+        if let Some(free) = room(lasting, self.most, now) {
+            free.insert(origin.to_owned(), until);
+            return true;
         }
-        hosts.insert(origin.to_owned(), until);
-        true
+        if more_coming {
+            if let Some(free) = room(running, self.most, now) {
+                free.insert(origin.to_owned(), until);
+                return true;
+            }
+        }
+        false
     }
 
     fn len(&self, now: Instant) -> usize {
-        let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
-        hosts.retain(|_, kept| *kept > now);
-        hosts.len()
+        let mut kept = self.origins.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.lasting.retain(|_, until| *until > now);
+        kept.running.retain(|_, until| *until > now);
+        kept.lasting.len().saturating_add(kept.running.len())
     }
+}
+
+/// `origins` if it has room for another of at most `most`, once those expired are gone.
+fn room(
+    origins: &mut HashMap<String, Instant>,
+    most: usize,
+    now: Instant,
+) -> Option<&mut HashMap<String, Instant>> {
+    if origins.len() >= most {
+        origins.retain(|_, until| *until > now);
+    }
+    (origins.len() < most).then_some(origins)
 }
 
 /// The fetcher could not be built from its configuration.
@@ -226,6 +266,9 @@ pub struct Reading {
     /// End the request at the URL's own permanent redirect ([`moved_to`]): a picked page
     /// that moved is to be tracked at its new URL, not fetched under both.
     pub stop_at_moved: bool,
+    /// More requests to the URL's origin follow in this batch (its host's next pick, or
+    /// its pages after robots.txt): keep the connection even past the idle hosts' cap.
+    pub more_from_origin: bool,
 }
 
 /// Fetches over HTTP(S). Cheap to clone: clones share one connection pool.
@@ -278,7 +321,7 @@ impl Fetcher {
             // A connection goes idle when its request ends, up to a request timeout after
             // it was admitted.
             kept_for: config.idle_timeout.saturating_add(config.request_timeout),
-            hosts: Mutex::new(HashMap::new()),
+            origins: Mutex::default(),
         };
         Ok(Self {
             client,
@@ -301,17 +344,23 @@ impl Fetcher {
     /// reading. Bodies of other answers are not read, so for those `latency_ms` ends at
     /// the response headers.
     pub async fn fetch(&self, pick: &PagePick, may_follow: &MayFollow<'_>) -> FetchResult {
-        self.fetch_checked(pick, may_follow).await.0
+        self.fetch_checked(pick, may_follow, false).await.0
     }
 
     /// [`fetch`](Self::fetch), and whether the request failed because this process ran
     /// out of file descriptors: then the result is no news about the site, and the pick
-    /// is to be tried again.
-    pub async fn fetch_checked(&self, pick: &PagePick, may_follow: &MayFollow<'_>) -> (FetchResult, bool) {
+    /// is to be tried again. `more_from_origin` as [`Reading::more_from_origin`].
+    pub async fn fetch_checked(
+        &self,
+        pick: &PagePick,
+        may_follow: &MayFollow<'_>,
+        more_from_origin: bool,
+    ) -> (FetchResult, bool) {
         let mut result = unanswered(pick, FetchOutcome::Other);
         let started = Instant::now();
         let mut starved = false;
-        result.outcome = match self.within_timeout(self.request(pick, may_follow, &mut result)).await {
+        let request = self.request(pick, may_follow, more_from_origin, &mut result);
+        result.outcome = match self.within_timeout(request).await {
             Ok(outcome) => outcome,
             Err(failure) => {
                 starved = failure.is_out_of_descriptors();
@@ -337,6 +386,7 @@ impl Fetcher {
         &self,
         pick: &PagePick,
         may_follow: &MayFollow<'_>,
+        more_from_origin: bool,
         result: &mut FetchResult,
     ) -> Result<FetchOutcome, FetchFailure> {
         let url = Url::parse(&pick.url)
@@ -355,6 +405,7 @@ impl Fetcher {
             truncate: false,
             least_redirects: 0,
             stop_at_moved: true,
+            more_from_origin,
         };
         let answer = self.get(url, conditions, reading, may_follow, &mut result.size_bytes).await;
         let answer = match answer {
@@ -437,7 +488,9 @@ impl Fetcher {
         let mut current = url.clone();
         loop {
             let request_headers = self.request_headers(&current, &headers);
-            let sent = self.send(&current, &request_headers).await;
+            // A hop elsewhere has no more requests known to follow.
+            let more_coming = reading.more_from_origin && current.origin() == url.origin();
+            let sent = self.send(&current, &request_headers, more_coming).await;
             let mut response = match sent {
                 Ok(response) => response,
                 Err(failure) => return Err((failure, redirects)),
@@ -523,19 +576,24 @@ impl Fetcher {
         headers
     }
 
-    async fn send(&self, url: &Url, headers: &HeaderMap) -> Result<Response, FetchFailure> {
+    async fn send(
+        &self,
+        url: &Url,
+        headers: &HeaderMap,
+        more_coming: bool,
+    ) -> Result<Response, FetchFailure> {
         if has_credentials(url) {
             return Err(FetchFailure::Credentials);
         }
         check_url_host(&self.policy, url)?;
         let mut headers = headers.clone();
-        if !self.idle.admit(&url.origin().ascii_serialization(), Instant::now()) {
+        if !self.idle.admit(&url.origin().ascii_serialization(), Instant::now(), more_coming) {
             headers.insert(CONNECTION, HeaderValue::from_static("close"));
         }
         Ok(self.client.get(url.clone()).headers(headers).send().await?)
     }
 
-    /// Origins whose connections the pool may hold idle now (at most
+    /// Origins whose connections the pool may hold idle now (at most twice
     /// `--max-idle-connections`).
     pub fn idle_hosts(&self) -> usize {
         self.idle.len(Instant::now())
@@ -1201,6 +1259,43 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn past_the_cap_a_host_with_requests_to_come_keeps_its_connection_until_its_last() {
+        use std::sync::atomic::Ordering;
+        let (address, _open, closing) = counting_server().await;
+        let hosts: Vec<String> = (0..4).map(|i| format!("h{i}.test")).collect();
+        let overrides = hosts.iter().map(|host| (host.clone(), address.ip())).collect();
+        let config =
+            FetchConfig { max_idle_hosts: 1, resolver: loopback_allowed(overrides), ..test_config() };
+        let fetcher = Fetcher::new(config).unwrap();
+        let get = |host: usize, more: bool| {
+            let pick = pick_for(&format!("http://{}:{}/page", hosts[host], address.port()));
+            let fetcher = &fetcher;
+            async move {
+                let (result, _) = fetcher.fetch_checked(&pick, &any_redirect, more).await;
+                assert_eq!(result.outcome, FetchOutcome::Downloaded, "{host}: {:?}", result.error);
+            }
+        };
+        // h0 takes the one lasting place.
+        get(0, false).await;
+        // h1's run of three keeps its connection, and its last request lets it go.
+        for more in [true, true, false] {
+            get(1, more).await;
+        }
+        assert_eq!(closing.load(Ordering::SeqCst), 1, "only h1's last request closes");
+        assert_eq!(fetcher.idle_hosts(), 1, "h1's place is free again");
+        // Interleaved, h2 takes the freed place; h3 finds none (at most one run past the
+        // cap) and closes each of its connections.
+        for more in [true, true, false] {
+            get(2, more).await;
+            get(3, more).await;
+        }
+        assert_eq!(closing.load(Ordering::SeqCst), 1 + 1 + 3);
+        // A host with no request to come past the cap closes, as before.
+        get(3, false).await;
+        assert_eq!(closing.load(Ordering::SeqCst), 6);
+    }
+
+    #[tokio::test]
     async fn a_redirect_with_credentials_is_followed_without_them() {
         let address = serve(
             Router::new()
@@ -1575,6 +1670,7 @@ pub(crate) mod tests {
             truncate: true,
             least_redirects: 0,
             stop_at_moved: false,
+            more_from_origin: false,
         };
         for (path, byte) in [("/endless", b'x'), ("/announced", b'y')] {
             let url = Url::parse(&format!("http://{address}{path}")).unwrap();
@@ -1664,6 +1760,7 @@ pub(crate) mod tests {
             truncate: false,
             least_redirects: 0,
             stop_at_moved: false,
+            more_from_origin: false,
         };
         let answer = Fetcher::new(test_config())
             .unwrap()

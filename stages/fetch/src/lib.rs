@@ -108,7 +108,8 @@ pub struct HttpArgs {
     pub resolve: Vec<(String, IpAddr)>,
     /// Hosts whose connections are kept open between requests, at most, each up to
     /// --connections-per-host; past it a request to another host closes its connection
-    /// after the answer. Each costs a file descriptor.
+    /// after the answer, unless the host has picks queued in the batch (as many such
+    /// hosts again keep theirs until their last). Each costs a file descriptor.
     #[arg(long, env = "RECRAWL_FETCH_MAX_IDLE_CONNECTIONS", default_value_t = 256,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
     pub max_idle_connections: usize,

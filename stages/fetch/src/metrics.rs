@@ -139,7 +139,7 @@ impl FetchMetrics {
                 registry,
                 IntGauge::new(
                     "fetch_idle_connections",
-                    "Origins whose connections the pool may keep idle (at most --max-idle-connections).",
+                    "Origins whose connections the pool may keep idle (at most twice --max-idle-connections: between batches, and while their host has picks queued).",
                 )?,
             )?,
             announcements: registered(
