@@ -27,7 +27,7 @@ use crate::groups::{CrawlSchedule, GroupClasses, HourRule};
 use crate::hosts::Hosts;
 use crate::policy::nutch_interval;
 pub use claims::ClaimOutcome;
-use claims::UrlClaims;
+pub use claims::UrlClaims;
 pub use page::Page;
 use page::{ANNOUNCED, CHANGE_CLAIMED, CLAIM_TO_TEST, MOVED};
 use recrawl_common::links::{LinkRules, Rejection};
@@ -745,6 +745,8 @@ impl Book {
                 .get(&page.host)
                 .map(|share| share.claims)
                 .filter(|tally| !page.is_frontier() && tally.total() > 0),
+            change_claimed: page.is_change_claimed().then_some(true),
+            claims: self.claims.get(&slot).copied(),
         }
     }
 
@@ -790,7 +792,12 @@ impl Book {
                 in_links: head,
                 depth: state.depth,
                 flags: if state.announced == Some(true) { ANNOUNCED } else { 0 }
-                    | if state.moved == Some(true) { MOVED } else { 0 },
+                    | if state.moved == Some(true) { MOVED } else { 0 }
+                    | if state.change_claimed == Some(true) && state.last_estimate.is_some() {
+                        CHANGE_CLAIMED
+                    } else {
+                        0
+                    },
                 schedule: state.schedule,
             };
             let slot = book.insert(&url, page)?;
@@ -799,6 +806,9 @@ impl Book {
                 last_modified: state.last_modified.map(String::into_boxed_str),
             };
             book.keep_validators(slot, validators);
+            if let Some(claims) = state.claims.filter(|_| state.last_estimate.is_some()) {
+                book.claims.insert(slot, claims);
+            }
             if let Some(latency_ms) =
                 page.latency_ms.get().filter(|_| page.last_download != NONE && page.size > 0)
             {

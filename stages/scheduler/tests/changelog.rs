@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use recrawl_model::claims::{ClaimTally, ClaimTrust};
+use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTally, ClaimTrust, Comparison, Span};
 use recrawl_model::day::DayProfile;
-use recrawl_scheduler::book::{Book, BookSettings, SchedulerState, MAX_IN_LINKS};
+use recrawl_scheduler::book::{Book, BookSettings, SchedulerState, UrlClaims, MAX_IN_LINKS};
 use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_schemas::envelope::check_fixture;
@@ -27,6 +27,8 @@ const FIXTURE_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sc
 const FIXTURE_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v5.bin");
 /// As version 6 wrote it, before `host_claims` was kept.
 const FIXTURE_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v6.bin");
+/// As version 7 wrote it, before `change_claimed` and `claims` were kept.
+const FIXTURE_V7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v7.bin");
 
 /// 2026-01-11T00:00:00Z.
 const MIDNIGHT_MS: i64 = 1_768_089_600_000;
@@ -74,6 +76,22 @@ fn sample() -> SchedulerState {
         announced: Some(true),
         moved: Some(true),
         host_claims: Some(ClaimTally { confirmed: 4, agreed: 9, refuted: 0, silent: 2 }),
+        change_claimed: Some(true),
+        claims: Some(url_claims()),
+    }
+}
+
+/// A claim read at 11:00 dating a change at 10:00, waiting for the comparison of the
+/// downloads at 9:00 and 12:00 to judge it.
+fn url_claims() -> UrlClaims {
+    let at = |hour: i64| MIDNIGHT_MS + hour * HOUR_MS;
+    let nine = Span { earliest_ms: at(9), latest_ms: at(9) };
+    UrlClaims {
+        evidence: ClaimEvidence {
+            claim: Some(Claim { changed_ms: at(10), seen_ms: at(11) }),
+            pending: Some(Comparison { from: nine, to_ms: at(12), changed: true }),
+        },
+        last_download: Some(Span { earliest_ms: at(12), latest_ms: at(12) }),
     }
 }
 
@@ -92,6 +110,8 @@ fn a_version_1_record_reads_back_and_scores_freshness_at_its_mean_rate() {
         announced: None,
         moved: None,
         host_claims: None,
+        change_claimed: None,
+        claims: None,
         ..sample()
     };
     assert_eq!(old, expected);
@@ -121,6 +141,8 @@ fn a_version_2_record_reads_back_and_scores_freshness_at_its_central_rate_alone(
             announced: None,
             moved: None,
             host_claims: None,
+            change_claimed: None,
+            claims: None,
             ..sample()
         }
     );
@@ -142,7 +164,15 @@ fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V3).expect("fixture")).expect("decodes");
     assert_eq!(
         old,
-        SchedulerState { host_day: None, announced: None, moved: None, host_claims: None, ..sample() }
+        SchedulerState {
+            host_day: None,
+            announced: None,
+            moved: None,
+            host_claims: None,
+            change_claimed: None,
+            claims: None,
+            ..sample()
+        }
     );
     let mut hosts = Hosts::default();
     let records = HashMap::from([("http://example.org/a.html".to_owned(), old)]);
@@ -157,11 +187,23 @@ fn a_version_3_record_reads_back_with_its_host_s_day_to_learn_again() {
 #[test]
 fn a_version_4_record_reads_back_as_a_url_no_sitemap_named() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V4).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { announced: None, moved: None, host_claims: None, ..sample() });
+    assert_eq!(
+        old,
+        SchedulerState {
+            announced: None,
+            moved: None,
+            host_claims: None,
+            change_claimed: None,
+            claims: None,
+            ..sample()
+        }
+    );
     let frontier = |state: SchedulerState| SchedulerState {
         last_estimate: None,
         moved: None,
         host_claims: None,
+        change_claimed: None,
+        claims: None,
         ..state
     };
     for (state, announced) in [(frontier(old), false), (frontier(sample()), true)] {
@@ -176,7 +218,10 @@ fn a_version_4_record_reads_back_as_a_url_no_sitemap_named() {
 #[test]
 fn a_version_5_record_reads_back_as_a_url_that_did_not_move() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V5).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { moved: None, host_claims: None, ..sample() });
+    assert_eq!(
+        old,
+        SchedulerState { moved: None, host_claims: None, change_claimed: None, claims: None, ..sample() }
+    );
     for (state, moved) in [(old, false), (sample(), true)] {
         let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
         let (book, _) =
@@ -189,12 +234,28 @@ fn a_version_5_record_reads_back_as_a_url_that_did_not_move() {
 #[test]
 fn a_version_6_record_reads_back_with_its_host_s_claims_to_judge_again() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V6).expect("fixture")).expect("decodes");
-    assert_eq!(old, SchedulerState { host_claims: None, ..sample() });
+    assert_eq!(old, SchedulerState { host_claims: None, change_claimed: None, claims: None, ..sample() });
     for (state, trust) in [(old, ClaimTrust::Unknown), (sample(), ClaimTrust::Trusted)] {
         let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
         let mut hosts = Hosts::default();
         let (book, _) = Book::restore(records, &mut hosts, &BookSettings::default()).expect("restores");
         assert_eq!(hosts.stats[book.page(0).host as usize].claims.trust(), trust);
+    }
+}
+
+#[test]
+fn a_version_7_record_reads_back_without_a_stale_mark_or_claims_to_judge() {
+    let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V7).expect("fixture")).expect("decodes");
+    assert_eq!(old, SchedulerState { change_claimed: None, claims: None, ..sample() });
+    for state in [old, sample()] {
+        let written = (state.change_claimed, state.claims);
+        let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
+        let (book, _) =
+            Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
+        assert_eq!(book.page(0).is_change_claimed(), written.0 == Some(true));
+        // The book writes back what it read.
+        let record = book.record(0);
+        assert_eq!((record.change_claimed, record.claims), written);
     }
 }
 
@@ -220,7 +281,9 @@ fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
 /// rolling upgrade would drop the URLs it wrote.
 #[test]
 fn records_of_every_version_pass_the_restore_s_check() {
-    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4, FIXTURE_V5, FIXTURE_V6] {
+    for fixture in
+        [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4, FIXTURE_V5, FIXTURE_V6, FIXTURE_V7]
+    {
         let state = decode::<SchedulerState>(&std::fs::read(fixture).expect("fixture")).expect("decodes");
         assert_eq!(state.validate(), Ok(()), "{fixture}");
     }

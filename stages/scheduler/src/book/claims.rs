@@ -10,17 +10,20 @@ use recrawl_model::claims::{
 use recrawl_model::modified::CLOCK_SKEW_MS;
 use recrawl_model::period_start_ms;
 use recrawl_schemas::LastRequest;
+use serde::{Deserialize, Serialize};
 
 use super::{period32, Book, BookSettings, Page, CHANGE_CLAIMED, CLAIM_TO_TEST};
 use crate::hosts::Hosts;
 
-/// A URL's claims and the download they are judged from.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UrlClaims {
-    evidence: ClaimEvidence,
+/// A URL's claims and the download they are judged from; on the changelog with the URL
+/// (`SchedulerState::claims`), so a restart judges a waiting claim against the next
+/// comparison as it would have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UrlClaims {
+    pub evidence: ClaimEvidence,
     /// When the latest download was made: to the ms once one was heard of since the
     /// entry began, its period before.
-    last_download: Option<Span>,
+    pub last_download: Option<Span>,
 }
 
 /// Periods after its latest download past which a trusted claim no longer keeps a copy
@@ -79,12 +82,14 @@ impl Book {
             .claims
             .entry(slot)
             .or_insert(UrlClaims { evidence: ClaimEvidence::default(), last_download: downloaded });
+        let before = *entry;
         let judgement = entry.evidence.observe_claim(claim);
         let news = claim.news(entry.last_download);
         let real_download = entry.last_download;
+        let kept_changed = *entry != before;
         let trust = self.tally(hosts, page.host, judgement)?;
-        if judgement != Judgement::Silent {
-            // The record carries the host's tally to a restore.
+        if judgement != Judgement::Silent || kept_changed {
+            // The record carries the URL's claims and the host's tally to a restore.
             self.mark_dirty(slot);
         }
         let period_of = |ms: i64| {
@@ -204,11 +209,7 @@ impl Book {
             return false;
         }
         match news {
-            // The flag is not on the changelog: no record to write.
-            CopyNews::Stale if !page.is_change_claimed() => {
-                page.flags |= CHANGE_CLAIMED;
-                return true;
-            }
+            CopyNews::Stale if !page.is_change_claimed() => page.flags |= CHANGE_CLAIMED,
             CopyNews::CurrentAt(_)
                 if !page.is_change_claimed() && page.last_download().is_some_and(|last| last < period) =>
             {
@@ -333,6 +334,37 @@ mod tests {
             dirty[0].1.host_claims.map(|tally| tally.agreed),
             Some(judged(&hosts, &book, "truthful").agreed)
         );
+    }
+
+    /// A stale mark and a claim waiting for its comparison are on the URL's record: a
+    /// restored book keeps the copy stale and judges the claim at the next download as
+    /// the running book does.
+    #[test]
+    fn a_stale_mark_and_a_waiting_claim_survive_a_restore() {
+        let (mut book, mut hosts, settings, _) = truthful_and_lying_hosts();
+        book.take_dirty();
+        let url = "http://truthful/0.html";
+        let slot = book.find(url).unwrap();
+        let claim = Claim { changed_ms: 5 * HOUR, seen_ms: 6 * HOUR };
+        let outcome = book.claim(&mut hosts, slot, claim, &settings).unwrap();
+        assert!(outcome.taken && book.page(slot).is_change_claimed());
+        let records: HashMap<String, SchedulerState> = book.take_dirty().into_iter().collect();
+        assert_eq!(records.len(), 1, "the claim writes its URL's record");
+        let mut restarted = Hosts::default();
+        let (mut restored, _) = Book::restore(records, &mut restarted, &settings).unwrap();
+        let again = restored.find(url).unwrap();
+        assert!(restored.page(again).is_change_claimed(), "stale after the restart");
+        assert_eq!(restored.record(again).claims, book.record(slot).claims);
+        let mut changed = estimate(url, 7, true, Some(true));
+        changed.last_request.fetched_at_ms = 7 * HOUR;
+        let after_download = |book: &mut Book, hosts: &mut Hosts| {
+            book.apply_estimate(hosts, &changed, &settings).unwrap();
+            let slot = book.find(url).unwrap();
+            (book.page(slot).is_change_claimed(), hosts.stats[book.page(slot).host as usize].claims)
+        };
+        let running = after_download(&mut book, &mut hosts);
+        assert!(!running.0, "the download lifts the mark");
+        assert_eq!(after_download(&mut restored, &mut restarted), running);
     }
 
     /// Five pages each of a host whose sitemap dates each change truthfully and of one that

@@ -7,6 +7,7 @@ use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{bounds, Format, Message, ValidationError};
 use serde::{Deserialize, Serialize};
 
+use super::UrlClaims;
 use crate::groups::CrawlSchedule;
 
 /// In-links remembered per frontier URL; beyond this its in-degree saturates.
@@ -48,15 +49,21 @@ pub struct SchedulerState {
     /// written; the partition's latest is the one with the most judgements. Null before
     /// version 7, for a frontier URL and for a host with none.
     pub host_claims: Option<ClaimTally>,
+    /// Whether a trusted claim has marked the copy stale since its latest download; null
+    /// before version 8 and when none has.
+    pub change_claimed: Option<bool>,
+    /// The URL's latest dated claim, the comparison waiting to judge one, and the download
+    /// they are judged from; null before version 8 and for a URL no dated claim named.
+    pub claims: Option<UrlClaims>,
 }
 
 impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
     /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`. 5: `announced`.
-    /// 6: `moved`. 7: `host_claims`, the last field.
-    const VERSION: u16 = 7;
-    const ADDED_TRAILING_OPTIONS: usize = 6;
+    /// 6: `moved`. 7: `host_claims`. 8: `change_claimed` and `claims`, the last fields.
+    const VERSION: u16 = 8;
+    const ADDED_TRAILING_OPTIONS: usize = 8;
 
     /// What the book keeps raw: a probability or rate out of range would score NaN and
     /// outrank every page. The coarse fields (latency, central and low rates) read
