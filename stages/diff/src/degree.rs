@@ -463,21 +463,26 @@ pub fn cosine_distance(a: &[(u64, u32)], b: &[(u64, u32)], corpus: Option<&Docum
         (true, false) | (false, true) => return 1.0,
         (false, false) => {}
     }
-    let idf = |word: u64| corpus.map_or(1.0, |c| c.idf(word));
-    let norm = |terms: &[(u64, u32)]| {
-        terms.iter().map(|&(w, c)| (f64::from(c) * idf(w)).powi(2)).sum::<f64>().sqrt()
+    // Each word's IDF read once: the sketch's counters are random reads of a table far
+    // larger than the caches, and the norms and the product each needed them.
+    let with_idf = |terms: &[(u64, u32)]| -> Vec<(u64, u32, f64)> {
+        terms.iter().map(|&(word, count)| (word, count, corpus.map_or(1.0, |c| c.idf(word)))).collect()
+    };
+    let (a, b) = (with_idf(a), with_idf(b));
+    let norm = |terms: &[(u64, u32, f64)]| {
+        terms.iter().map(|&(_, c, idf)| (f64::from(c) * idf).powi(2)).sum::<f64>().sqrt()
     };
     let mut dot = 0.0;
     merge_join(
-        a,
-        b,
+        &a,
+        &b,
         |t| t.0,
         |t| t.0,
-        |&(word, x), &(_, y)| {
-            dot += f64::from(x) * f64::from(y) * idf(word).powi(2);
+        |&(_, x, idf), &(_, y, _)| {
+            dot += f64::from(x) * f64::from(y) * idf.powi(2);
         },
     );
-    (1.0 - dot / (norm(a) * norm(b))).clamp(0.0, 1.0)
+    (1.0 - dot / (norm(&a) * norm(&b))).clamp(0.0, 1.0)
 }
 
 /// Any odd multiplier spreads the window's words over the 64 bits.
@@ -649,6 +654,24 @@ mod tests {
         assert_eq!(corpus.documents(), 9);
         assert_eq!(corpus.vocabulary(), 2);
         assert_eq!((corpus.frequency(words("common")[0]), corpus.frequency(words("rare")[0])), (9, 0));
+    }
+
+    #[test]
+    fn cosine_with_idf_is_the_cosine_of_the_tf_idf_vectors() {
+        let mut corpus = DocumentFrequencies::default();
+        for document in ["a b c", "a d", "a b e f", "g"] {
+            corpus.add(&term_counts(&words(document)));
+        }
+        let (old, new) = (term_counts(&words("a a b c x")), term_counts(&words("a b b d y y")));
+        let vector = |terms: &[(u64, u32)]| -> std::collections::HashMap<u64, f64> {
+            terms.iter().map(|&(word, count)| (word, f64::from(count) * corpus.idf(word))).collect()
+        };
+        let (va, vb) = (vector(&old), vector(&new));
+        let dot: f64 = va.iter().filter_map(|(word, x)| vb.get(word).map(|y| x * y)).sum();
+        let norm = |v: &std::collections::HashMap<u64, f64>| v.values().map(|x| x * x).sum::<f64>().sqrt();
+        let expected = 1.0 - dot / (norm(&va) * norm(&vb));
+        let distance = cosine_distance(&old, &new, Some(&corpus));
+        assert!((distance - expected).abs() < 1e-12, "{distance} against {expected}");
     }
 
     #[test]
