@@ -411,11 +411,13 @@ pub struct PreparedPrior {
     forecasts: ForecastMemo,
 }
 
-/// Forecasts a memo keeps: past them it starts over. A prior serves one kind and the
-/// estimator one horizon, so its entries are the window's histories its group's URLs
-/// have: at most 21 for the default window of 5 outcomes, 2,080 for the longest, 63 (an
-/// entry is about 100 bytes and the horizon's probabilities).
-const FORECAST_MEMO_CAPACITY: usize = 4096;
+/// Bytes of forecasts a memo keeps: past them it starts over. A prior serves one kind and
+/// the estimator one horizon, so its entries are the window's histories its group's URLs
+/// have: at most 21 for the default window of 5 outcomes (about 2.3 KB at the default
+/// horizon), 2,080 for the longest. A group per host makes priors as many as hosts, so
+/// each memo is small: a group whose URLs hold more histories than fit computes the
+/// rest, as without a memo.
+pub const FORECAST_MEMO_BYTES: usize = 4096;
 
 /// What a memo entry is for: the model, the kind, yes, no, the horizon.
 type ForecastKey = (Model, Kind, u32, u32, u32);
@@ -426,7 +428,20 @@ type ForecastKey = (Model, Kind, u32, u32, u32);
 /// value: a clone starts empty. Behind a lock, uncontended, as a stage's state is shared
 /// across its tasks' awaits.
 #[derive(Debug, Default)]
-struct ForecastMemo(Mutex<HashMap<ForecastKey, (Prediction, f64)>>);
+struct ForecastMemo(Mutex<MemoEntries>);
+
+#[derive(Debug, Default)]
+struct MemoEntries {
+    forecasts: HashMap<ForecastKey, (Prediction, f64)>,
+    /// What the entries take: each its key, value and probabilities, and a control byte.
+    bytes: usize,
+}
+
+fn memo_entry_bytes(prediction: &Prediction) -> usize {
+    std::mem::size_of::<(ForecastKey, (Prediction, f64))>()
+        .saturating_add(std::mem::size_of_val(prediction.probabilities.as_slice()))
+        .saturating_add(1)
+}
 
 impl Clone for ForecastMemo {
     fn clone(&self) -> Self {
@@ -447,18 +462,28 @@ pub fn forecast(
     let key = (model, kind, yes, no, future);
     // A panic while the entries were held left them whole (one insert or clear).
     let mut memo = prior.forecasts.0.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(known) = memo.get(&key) {
+    if let Some(known) = memo.forecasts.get(&key) {
         return known.clone();
     }
     let computed = (predict(model, kind, prior, yes, no, future), predict_next(model, kind, prior, yes, no));
-    if memo.len() >= FORECAST_MEMO_CAPACITY {
-        memo.clear();
+    let bytes = memo_entry_bytes(&computed.0);
+    if memo.bytes.saturating_add(bytes) > FORECAST_MEMO_BYTES {
+        memo.forecasts = HashMap::new();
+        memo.bytes = 0;
     }
-    memo.insert(key, computed.clone());
+    if bytes <= FORECAST_MEMO_BYTES {
+        memo.bytes = memo.bytes.saturating_add(bytes);
+        memo.forecasts.insert(key, computed.clone());
+    }
     computed
 }
 
 impl PreparedPrior {
+    /// Bytes its memo of forecasts holds, at most [`FORECAST_MEMO_BYTES`].
+    pub fn memo_bytes(&self) -> usize {
+        self.forecasts.0.lock().unwrap_or_else(PoisonError::into_inner).bytes
+    }
+
     /// `max_exponent`: the largest yes + no + future expected, for the power tables (up to
     /// 256; larger exponents are computed, slower).
     pub fn new(histogram: &RateHistogram, max_exponent: u32) -> Self {
@@ -672,6 +697,26 @@ mod tests {
 
     fn sum(prediction: &Prediction) -> f64 {
         prediction.probabilities.iter().sum()
+    }
+
+    /// The default window's 21 histories at the default horizon are all remembered; the
+    /// longest window's at the longest horizon start the memo over, within its bytes.
+    #[test]
+    fn a_memo_keeps_the_default_window_s_histories_within_its_bytes() {
+        let prior = popular();
+        let histories =
+            |window: u32| (0..=window).flat_map(move |yes| (0..=window - yes).map(move |no| (yes, no)));
+        for (yes, no) in histories(5) {
+            forecast(Model::BetaBinomial, Kind::Dr, &prior, yes, no, 5);
+        }
+        let entry = memo_entry_bytes(&predict(Model::BetaBinomial, Kind::Dr, &prior, 0, 0, 5));
+        assert_eq!(prior.memo_bytes(), 21 * entry);
+        let longest = popular();
+        for (yes, no) in histories(63) {
+            forecast(Model::BetaBinomial, Kind::Mr, &longest, yes, no, 64);
+            assert!(longest.memo_bytes() <= FORECAST_MEMO_BYTES, "{}", longest.memo_bytes());
+        }
+        assert!(longest.memo_bytes() > 0);
     }
 
     #[test]
@@ -925,6 +970,7 @@ mod tests {
                 let computed = (predict(model, kind, &prior, yes, no, future), predict_next(model, kind, &prior, yes, no));
                 prop_assert_eq!(&forecast(model, kind, &prior, yes, no, future), &computed);
                 prop_assert_eq!(&forecast(model, kind, &copy, yes, no, future), &computed);
+                prop_assert!(prior.memo_bytes() <= FORECAST_MEMO_BYTES);
             }
         }
 
