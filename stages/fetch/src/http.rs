@@ -156,8 +156,9 @@ pub struct DocumentFailure {
 /// Once those are taken (the first origins seen keep theirs while they are visited), an
 /// origin with more requests to come in the batch still keeps its connection between
 /// them, up to `most` such origins more: its last request asks for `Connection: close`
-/// and frees the place (as does the idle timeout, should no last request come). Without that, each of a host's picks past the cap opened a
-/// connection (and, for HTTPS, a TLS handshake) of its own.
+/// and frees the place (as does the idle timeout, should no last request come). Without
+/// that, each of a host's picks past the cap opened a connection (and, for HTTPS, a TLS
+/// handshake) of its own.
 #[derive(Debug)]
 struct IdleHosts {
     most: usize,
