@@ -212,6 +212,12 @@ pub struct KafkaArgs {
     #[arg(long, env = "RECRAWL_RESTORE_SETTLE_MS", default_value_t = 250,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub restore_settle_ms: u64,
+    /// Changelog readers of a state restore, each with its own consumer and share of the
+    /// partitions being restored (never more readers than partitions): the per-record
+    /// work of a restore (decoding, hashing, inserting) is what bounds it, not the broker.
+    #[arg(long, env = "RECRAWL_RESTORE_READERS", default_value_t = 4,
+          value_parser = clap::value_parser!(u64).range(1..=64).map(|n| n as usize))]
+    pub restore_readers: usize,
     /// How long the stage rides out Kafka being unreachable or failing (retrying with
     /// back-off, /readyz 503) before /healthz turns 503 and it exits non-zero,
     /// milliseconds.
