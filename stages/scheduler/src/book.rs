@@ -244,6 +244,16 @@ fn fingerprint(source: Option<&str>) -> u32 {
     }
 }
 
+/// `url` up to the end of its authority (its first `/` after `://`, or all of it): the
+/// part its host is read from, so two URLs sharing it share their host.
+fn authority_prefix(url: &str) -> &str {
+    let Some((_, rest)) = url.split_once("://") else { return url };
+    match rest.find('/') {
+        Some(path) => url.get(..url.len().saturating_sub(rest.len()).saturating_add(path)).unwrap_or(url),
+        None => url,
+    }
+}
+
 /// The bytes of `slot`'s URL in the arena `bytes`, whose slots end at `ends`.
 fn slot_url<'a>(bytes: &'a [u8], ends: &[u32], slot: u32) -> &'a [u8] {
     let start = slot.checked_sub(1).map_or(0, |previous| ends[previous as usize] as usize);
@@ -348,6 +358,15 @@ impl Book {
     }
 
     /// Appends a URL the book does not hold.
+    /// Room for `urls` more URLs of `url_bytes` bytes in all, so a restore grows nothing.
+    fn reserve(&mut self, urls: usize, url_bytes: usize) {
+        self.url_bytes.reserve(url_bytes);
+        self.url_ends.reserve(urls);
+        self.pages.reserve(urls);
+        let (bytes, ends) = (&self.url_bytes, &self.url_ends);
+        self.index.reserve(urls, |&slot| xxh3_64(slot_url(bytes, ends, slot)));
+    }
+
     fn insert(&mut self, url: &str, page: Page) -> Result<u32, BookFull> {
         let end = self.url_bytes.len().checked_add(url.len()).and_then(|end| u32::try_from(end).ok());
         let end = end.ok_or(BookFull)?;
@@ -760,13 +779,27 @@ impl Book {
         let mut records: Vec<(String, SchedulerState)> = records.into_iter().collect();
         records.sort_unstable_by_key(|(_, state)| state.slot);
         let mut book = Book::default();
+        book.reserve(
+            records.len(),
+            records.iter().fold(0usize, |bytes, (url, _)| bytes.saturating_add(url.len())),
+        );
+        // A partition's URLs share few hosts: each scheme and authority is parsed once.
+        let mut host_of_prefix: HashMap<String, u32> = HashMap::new();
         let mut skipped = 0usize;
         for (url, state) in records {
-            let Ok(host_name) = host_of(&url) else {
-                skipped = skipped.saturating_add(1);
-                continue;
+            let prefix = authority_prefix(&url);
+            let host = match host_of_prefix.get(prefix) {
+                Some(&host) => host,
+                None => {
+                    let Ok(host_name) = host_of(&url) else {
+                        skipped = skipped.saturating_add(1);
+                        continue;
+                    };
+                    let host = hosts.intern(&host_name);
+                    host_of_prefix.insert(prefix.to_owned(), host);
+                    host
+                }
             };
-            let host = hosts.intern(&host_name);
             hosts.stats[host as usize].count_url();
             let mut head = NONE;
             if state.last_estimate.is_none() {
@@ -1311,5 +1344,32 @@ pub(crate) mod tests {
             assert_eq!(restored.record(slot), book.record(slot));
         }
         assert_eq!(restored_hosts.stats[0].urls, hosts.stats[0].urls);
+    }
+
+    #[test]
+    fn a_restore_reads_each_url_s_host_from_its_own_authority() {
+        assert_eq!(authority_prefix("http://h0/p?q"), "http://h0");
+        assert_eq!(authority_prefix("https://h0:8080"), "https://h0:8080");
+        assert_eq!(authority_prefix("http://h0?q=/x"), "http://h0?q=");
+        let (mut book, mut hosts, rules, settings) =
+            (Book::default(), Hosts::default(), LinkRules::default(), BookSettings::default());
+        let urls = ["http://h0/a", "http://h0:8080/b", "http://h0/c", "https://h0/d", "http://[::1]:81/e"];
+        for url in urls {
+            book.apply_link(&mut hosts, &link(url, None, 1, 0), &rules, 100, &settings).unwrap();
+        }
+        let mut records: HashMap<String, SchedulerState> = book.take_dirty().into_iter().collect();
+        // A forged key with credentials, after its host without them was read.
+        let mut forged = records["http://h0/a"].clone();
+        forged.slot = u32::MAX;
+        records.insert("http://user@h0/f".to_owned(), forged);
+        let mut restored_hosts = Hosts::default();
+        let (restored, skipped) = Book::restore(records, &mut restored_hosts, &settings).unwrap();
+        assert_eq!(skipped, 1, "the URL with credentials is skipped");
+        assert_eq!(restored.len(), urls.len());
+        for slot in 0..restored.len() as u32 {
+            let url = restored.url(slot);
+            assert_eq!(restored_hosts.name(restored.page(slot).host), host_of(url).unwrap(), "{url}");
+        }
+        assert_eq!(restored_hosts.stats[restored_hosts.find("h0").unwrap() as usize].urls, 3);
     }
 }
