@@ -765,7 +765,7 @@ impl Book {
                 .map(|share| share.claims)
                 .filter(|tally| !page.is_frontier() && tally.total() > 0),
             change_claimed: page.is_change_claimed().then_some(true),
-            claims: self.claims.get(&slot).copied(),
+            claims: self.claims.get(&slot).copied().map(Box::new),
         }
     }
 
@@ -840,7 +840,7 @@ impl Book {
             };
             book.keep_validators(slot, validators);
             if let Some(claims) = state.claims.filter(|_| state.last_estimate.is_some()) {
-                book.claims.insert(slot, claims);
+                book.claims.insert(slot, *claims);
             }
             if let Some(latency_ms) =
                 page.latency_ms.get().filter(|_| page.last_download != NONE && page.size > 0)

@@ -77,7 +77,7 @@ fn sample() -> SchedulerState {
         moved: Some(true),
         host_claims: Some(ClaimTally { confirmed: 4, agreed: 9, refuted: 0, silent: 2 }),
         change_claimed: Some(true),
-        claims: Some(url_claims()),
+        claims: Some(Box::new(url_claims())),
     }
 }
 
@@ -228,7 +228,7 @@ fn a_version_7_record_reads_back_without_a_stale_mark_or_claims_to_judge() {
     let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V7).expect("fixture")).expect("decodes");
     assert_eq!(old, as_written_by(7));
     for state in [old, sample()] {
-        let written = (state.change_claimed, state.claims);
+        let written = (state.change_claimed, state.claims.clone());
         let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
         let (book, _) =
             Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");

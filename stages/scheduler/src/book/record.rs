@@ -54,7 +54,9 @@ pub struct SchedulerState {
     pub change_claimed: Option<bool>,
     /// The URL's latest dated claim, the comparison waiting to judge one, and the download
     /// they are judged from; null before version 8 and for a URL no dated claim named.
-    pub claims: Option<UrlClaims>,
+    /// Boxed (the same bytes on the wire): few URLs have one, and a restore holds every
+    /// record of its partitions decoded at once.
+    pub claims: Option<Box<UrlClaims>>,
 }
 
 impl Message for SchedulerState {
