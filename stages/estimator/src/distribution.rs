@@ -10,7 +10,7 @@
 //! instances have read each other's partials for the periods before t, every deployment
 //! (one instance or many) predicts period t from the same numbers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use recrawl_schemas::{GroupDistribution, UtcTime};
@@ -183,11 +183,30 @@ pub struct GroupView {
 
 #[derive(Debug, Default)]
 struct GroupBook {
-    partitions: BTreeMap<i32, BTreeMap<u64, Partial>>,
+    /// Each partition's latest partials, oldest first, at most [`SNAPSHOTS_KEPT`]; by
+    /// partition. Vectors, not maps: a group with a URL or two is the common case, and a
+    /// map's node is sized for eleven.
+    partitions: Vec<(i32, Vec<Partial>)>,
     version: u64,
-    /// The view last asked for: (before period, version).
-    cached: Option<(u64, u64, Arc<GroupView>)>,
+    /// The view last asked for, while it is among the book's [`MAX_CACHED_VIEWS`].
+    cached: Option<CachedView>,
 }
+
+#[derive(Debug)]
+struct CachedView {
+    before: u64,
+    version: u64,
+    /// When it was cached: which entry of the book's queue is this view's.
+    stamp: u64,
+    view: Arc<GroupView>,
+}
+
+/// Most groups whose view a book keeps. A view is about 5 KB (two histograms, two
+/// prepared priors) and up to 8 KiB of forecasts: 2,048 views are at most about 27 MB,
+/// whatever the groups, where a view kept for every group cost more than the rest of a
+/// group with one URL. A view is mostly asked again within a batch: a group's own share
+/// is filed after each, which makes its view stale anyway.
+pub const MAX_CACHED_VIEWS: usize = 2048;
 
 /// Whether [`DistributionBook::insert`] kept a partial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,11 +237,23 @@ pub struct DistributionBook {
     /// Most groups filed from other instances' shares: the topic's group names are
     /// remote input, and each costs memory on every instance.
     max_groups: usize,
+    /// Groups with a cached view, oldest first, each with the stamp it was cached under
+    /// (an entry whose group was cached again since is stale).
+    cached_order: VecDeque<(String, u64)>,
+    cached_views: usize,
+    next_stamp: u64,
 }
 
 impl DistributionBook {
     pub fn new(max_exponent: u32, max_groups: usize) -> Self {
-        Self { groups: HashMap::new(), max_exponent, max_groups }
+        Self {
+            groups: HashMap::new(),
+            max_exponent,
+            max_groups,
+            cached_order: VecDeque::new(),
+            cached_views: 0,
+            next_stamp: 0,
+        }
     }
 
     /// [`DistributionBook::insert`] for another instance's share: refused ([`Filed::Full`])
@@ -247,19 +278,31 @@ impl DistributionBook {
             Some(book) => book,
             None => self.groups.entry(group.to_owned()).or_default(),
         };
-        let snapshots = book.partitions.entry(partition).or_default();
-        if let Some(held) = snapshots.get(&partial.period) {
-            if held.requests > partial.requests || *held == partial {
-                return Filed::Stale;
+        let at = match book.partitions.binary_search_by_key(&partition, |(p, _)| *p) {
+            Ok(at) => at,
+            Err(at) => {
+                book.partitions.insert(at, (partition, Vec::with_capacity(SNAPSHOTS_KEPT)));
+                at
             }
-        } else if snapshots.len() >= SNAPSHOTS_KEPT
-            && snapshots.keys().next().is_some_and(|oldest| partial.period < *oldest)
-        {
-            return Filed::Stale;
-        }
-        snapshots.insert(partial.period, partial);
-        while snapshots.len() > SNAPSHOTS_KEPT {
-            snapshots.pop_first();
+        };
+        let Some((_, snapshots)) = book.partitions.get_mut(at) else { return Filed::Stale };
+        match snapshots.binary_search_by_key(&partial.period, |held| held.period) {
+            Ok(at) => {
+                let Some(held) = snapshots.get_mut(at) else { return Filed::Stale };
+                if held.requests > partial.requests || *held == partial {
+                    return Filed::Stale;
+                }
+                *held = partial;
+            }
+            // Older than every period kept.
+            Err(0) if snapshots.len() >= SNAPSHOTS_KEPT => return Filed::Stale,
+            Err(mut at) => {
+                while snapshots.len() >= SNAPSHOTS_KEPT {
+                    snapshots.remove(0);
+                    at = at.saturating_sub(1);
+                }
+                snapshots.insert(at, partial);
+            }
         }
         book.version = book.version.wrapping_add(1);
         Filed::Kept
@@ -271,15 +314,54 @@ impl DistributionBook {
         let Some(book) = self.groups.get_mut(group) else {
             return Arc::new(sum(std::iter::empty(), max_exponent));
         };
-        if let Some((cached_before, version, view)) = &book.cached {
-            if *cached_before == before && *version == book.version {
-                return view.clone();
+        if let Some(cached) = &book.cached {
+            if cached.before == before && cached.version == book.version {
+                return cached.view.clone();
             }
         }
-        let parts = book.partitions.values().filter_map(|snapshots| snapshots.range(..before).next_back());
-        let view = Arc::new(sum(parts.map(|(_, partial)| partial), max_exponent));
-        book.cached = Some((before, book.version, view.clone()));
+        let parts = book
+            .partitions
+            .iter()
+            .filter_map(|(_, snapshots)| snapshots.iter().rev().find(|partial| partial.period < before));
+        let view = Arc::new(sum(parts, max_exponent));
+        let stamp = self.next_stamp;
+        self.next_stamp = stamp.wrapping_add(1);
+        let replaced =
+            book.cached.replace(CachedView { before, version: book.version, stamp, view: view.clone() });
+        if replaced.is_none() {
+            self.cached_views = self.cached_views.saturating_add(1);
+        }
+        self.cached_order.push_back((group.to_owned(), stamp));
+        self.forget_views_past_the_cap();
         view
+    }
+
+    /// Drops the oldest cached views past [`MAX_CACHED_VIEWS`], and the queue's stale
+    /// entries once they outnumber the live ones, so the queue stays within twice them.
+    fn forget_views_past_the_cap(&mut self) {
+        while self.cached_views > MAX_CACHED_VIEWS {
+            let Some((group, stamp)) = self.cached_order.pop_front() else { break };
+            if let Some(book) = self.groups.get_mut(&group) {
+                if book.cached.as_ref().is_some_and(|cached| cached.stamp == stamp) {
+                    book.cached = None;
+                    self.cached_views = self.cached_views.saturating_sub(1);
+                }
+            }
+        }
+        if self.cached_order.len() > self.cached_views.saturating_mul(2).max(64) {
+            let groups = &self.groups;
+            self.cached_order.retain(|(group, stamp)| {
+                groups
+                    .get(group)
+                    .and_then(|book| book.cached.as_ref())
+                    .is_some_and(|cached| cached.stamp == *stamp)
+            });
+        }
+    }
+
+    /// Groups whose view is cached: at most [`MAX_CACHED_VIEWS`].
+    pub fn cached_views(&self) -> usize {
+        self.cached_views
     }
 
     /// Totals over the latest partial of every partition.
@@ -292,7 +374,7 @@ impl DistributionBook {
             download: [0; COARSE_BINS],
             change: [0; COARSE_BINS],
         };
-        for partial in book.partitions.values().filter_map(|s| s.values().next_back()) {
+        for partial in book.partitions.iter().filter_map(|(_, snapshots)| snapshots.last()) {
             totals.partitions = totals.partitions.saturating_add(1);
             totals.urls = totals.urls.saturating_add(partial.urls);
             totals.requests = totals.requests.saturating_add(partial.requests);
@@ -402,6 +484,37 @@ mod tests {
         assert_eq!(book.view("g", 2).urls, 1);
         book.insert("g", 1, partial(1, 1, &[100]));
         assert_eq!(book.view("g", 2).urls, 2);
+    }
+
+    #[test]
+    fn views_are_kept_for_at_most_the_cap_s_groups_the_latest_asked() {
+        let mut book = DistributionBook::new(10, usize::MAX);
+        let groups = MAX_CACHED_VIEWS + 100;
+        for round in 0..3u64 {
+            for g in 0..groups {
+                let group = format!("g{g}");
+                // A new share makes every view stale: each round computes them all again.
+                book.insert(&group, 0, partial(round + 1, round + 1, &[100]));
+                assert_eq!(book.view(&group, round + 2).requests, round + 1);
+                assert!(book.cached_views() <= MAX_CACHED_VIEWS);
+            }
+            assert_eq!(book.cached_views(), MAX_CACHED_VIEWS);
+            assert!(book.cached_order.len() <= 2 * MAX_CACHED_VIEWS, "{}", book.cached_order.len());
+        }
+        let cached = |book: &DistributionBook, g: usize| book.groups[&format!("g{g}")].cached.is_some();
+        assert!(cached(&book, groups - 1), "the latest asked is kept");
+        assert!(!cached(&book, 0), "the first asked was dropped");
+        // A view asked again of an unchanged group is the one kept.
+        let again = book.view(&format!("g{}", groups - 1), 4);
+        assert!(Arc::ptr_eq(&again, &book.view(&format!("g{}", groups - 1), 4)));
+        // One group asked over and over keeps one view, and the queue stays bounded.
+        let mut few = DistributionBook::new(10, usize::MAX);
+        for before in 0..(4 * MAX_CACHED_VIEWS as u64) {
+            few.view("g0", before);
+            few.insert("g0", 0, partial(before + 1, 1, &[100]));
+        }
+        assert_eq!(few.cached_views(), 1);
+        assert!(few.cached_order.len() <= 64, "{}", few.cached_order.len());
     }
 
     #[test]
