@@ -3,7 +3,10 @@
 //! in-degree. Baseline in the same run: scoring every URL and sorting them all, which
 //! `docs/algorithms/staleness-schedule.md` §3 rules out. Memory per URL is printed while the books are built.
 //!
-//! `RECRAWL_BENCH_URLS` overrides the 10 million (e.g. for a quick run).
+//! `RECRAWL_BENCH_URLS` overrides the 10 million (e.g. for a quick run),
+//! `RECRAWL_BENCH_PICKS` the 100,000 picks, and `RECRAWL_BENCH_FRONTIER=0` skips the
+//! frontier (#51's 1 M picks of 100 M URLs: `RECRAWL_BENCH_URLS=100000000
+//! RECRAWL_BENCH_PICKS=1000000 RECRAWL_BENCH_FRONTIER=0`).
 
 use std::hint::black_box;
 
@@ -16,7 +19,6 @@ use recrawl_scheduler::plan::{choose, PlanSettings};
 use recrawl_scheduler::policy::{paper_score, staleness, Discovery, Policy};
 use recrawl_schemas::{DiscoveredLinks, PageRef};
 
-const PICKS: usize = 100_000;
 const HOSTS: usize = 20_000;
 const CLOCK: u64 = 1_000;
 
@@ -35,8 +37,17 @@ impl Rng {
     }
 }
 
+fn from_env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|n| n.parse().ok()).unwrap_or(default)
+}
+
 fn urls() -> usize {
-    std::env::var("RECRAWL_BENCH_URLS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000_000)
+    from_env("RECRAWL_BENCH_URLS", 10_000_000)
+}
+
+/// m, the picks of a period.
+fn picks() -> usize {
+    from_env("RECRAWL_BENCH_PICKS", 100_000)
 }
 
 fn resident_bytes() -> usize {
@@ -124,16 +135,16 @@ fn frontier_book(n: usize) -> (Book, Hosts) {
 }
 
 fn bench(c: &mut Criterion) {
-    let n = urls();
+    let (n, picks) = (urls(), picks());
     let (mut book, mut hosts) = tracked_book(n);
     let caps = vec![u32::MAX; hosts.len()];
-    let mut group = c.benchmark_group(format!("pick_100k_of_{n}"));
+    let mut group = c.benchmark_group(format!("pick_{}k_of_{n}", picks / 1000));
     group.sample_size(10);
     for policy in [Policy::Paper, Policy::ChangeAware, Policy::Freshness, Policy::LambdaCrawl] {
         let settings =
             PlanSettings { policy, period_ms: 1000, discovery_share: 0.0, ..PlanSettings::default() };
         group.bench_function(policy.as_str(), |b| {
-            b.iter(|| choose(&[&book], &hosts, black_box(CLOCK), 10.0, PICKS, &caps, &settings).len())
+            b.iter(|| choose(&[&book], &hosts, black_box(CLOCK), 10.0, picks, &caps, &settings).len())
         });
     }
     group.bench_function("baseline_score_and_full_sort", |b| {
@@ -149,7 +160,7 @@ fn bench(c: &mut Criterion) {
                 })
                 .collect();
             all.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            all.truncate(PICKS);
+            all.truncate(picks);
             all.len()
         })
     });
@@ -171,14 +182,17 @@ fn bench(c: &mut Criterion) {
         ..PlanSettings::default()
     };
     group.bench_function("freshness_with_claim_tests", |b| {
-        b.iter(|| choose(&[&book], &hosts, black_box(CLOCK), 10.0, PICKS, &caps, &settings).len())
+        b.iter(|| choose(&[&book], &hosts, black_box(CLOCK), 10.0, picks, &caps, &settings).len())
     });
     group.finish();
     drop(book);
+    if from_env("RECRAWL_BENCH_FRONTIER", 1) == 0 {
+        return;
+    }
 
     let (frontier, hosts) = frontier_book(n);
     let caps = vec![u32::MAX; hosts.len()];
-    let mut group = c.benchmark_group(format!("discover_100k_of_{n}"));
+    let mut group = c.benchmark_group(format!("discover_{}k_of_{n}", picks / 1000));
     group.sample_size(10);
     let settings = PlanSettings {
         policy: Policy::Paper,
@@ -187,7 +201,7 @@ fn bench(c: &mut Criterion) {
         ..PlanSettings::default()
     };
     group.bench_function("ifs", |b| {
-        b.iter(|| choose(&[&frontier], &hosts, black_box(CLOCK), 10.0, PICKS, &caps, &settings).len())
+        b.iter(|| choose(&[&frontier], &hosts, black_box(CLOCK), 10.0, picks, &caps, &settings).len())
     });
     group.finish();
 }

@@ -203,17 +203,18 @@ pub fn choose(
     let day = day_state.as_deref_mut().and_then(|state| DayScoring::new(hosts, clock, settings, state));
     let mut period = Period { clock, remaining, cost_per_byte, kappa: None, day };
     // Seeds, the URLs the crawl was told to start from, are not held to the share: a
-    // recrawl has nothing to refresh until it has them.
-    let seeds =
-        eligible(books, host_caps, clock, settings, true).filter(|(_, _, page)| page.depth == 0).count();
-    let discovery_quota = discovery_quota.max(seeds).min(quota);
+    // recrawl has nothing to refresh until it has them. Counted in the frontier's pass.
+    let headroom = quota.saturating_add(quota / 4).saturating_add(16);
+    let frontier = frontier_candidates(books, host_caps, clock, headroom, settings);
+    let discovery_quota = discovery_quota.max(frontier.seeds).min(quota);
     if settings.policy == Policy::LambdaCrawl {
         // Refreshes take what discoveries leave, all of it when the frontier is empty.
         let discoveries = eligible(books, host_caps, clock, settings, true).take(discovery_quota).count();
         period.kappa = lambda_kappa(books, host_caps, &period, quota.saturating_sub(discoveries), settings);
     }
     let tests = claim_tests(books, hosts, host_caps, clock, quota, settings);
-    let choices = pick(books, host_caps, &period, quota, discovery_quota, &tests, settings);
+    let shares = Shares { quota, discovery_quota, headroom };
+    let choices = pick(books, host_caps, &period, shares, frontier, &tests, settings);
     drop(period);
     if let Some(state) = day_state.as_deref_mut() {
         // A period that filled its quota shows the score a fetch must reach.
@@ -277,20 +278,34 @@ fn claim_tests(
 }
 
 /// [`choose`]'s picks for the scores of `period`, after the claim tests `tests`.
+/// A period's picks, those of them for discoveries, and the candidates each list keeps
+/// at first.
+#[derive(Debug, Clone, Copy)]
+struct Shares {
+    quota: usize,
+    discovery_quota: usize,
+    headroom: usize,
+}
+
+/// `frontier`: the frontier's candidates at `shares.headroom`, already found.
 fn pick(
     books: &[&Book],
     host_caps: &[u32],
     period: &Period,
-    quota: usize,
-    discovery_quota: usize,
+    shares: Shares,
+    frontier: FrontierCandidates,
     tests: &[Choice],
     settings: &PlanSettings,
 ) -> Vec<Choice> {
+    let Shares { quota, discovery_quota, mut headroom } = shares;
     let clock = period.clock;
-    let mut headroom = quota.saturating_add(quota / 4).saturating_add(16);
+    let mut first = Some(frontier);
     loop {
-        let (frontier, frontier_overflowed) =
-            frontier_candidates(books, host_caps, clock, headroom, settings);
+        let FrontierCandidates { choices: frontier, overflowed: frontier_overflowed, .. } = match first.take()
+        {
+            Some(found) => found,
+            None => frontier_candidates(books, host_caps, clock, headroom, settings),
+        };
         let (refresh, refresh_overflowed) = refresh_candidates(books, host_caps, period, headroom, settings);
         let mut room = host_caps.to_vec();
         let mut choices = Vec::with_capacity(quota);
@@ -345,7 +360,10 @@ fn eligible<'a>(
     settings: &'a PlanSettings,
     frontier: bool,
 ) -> impl Iterator<Item = (u32, u32, &'a Page)> + 'a {
-    books.iter().enumerate().flat_map(move |(index, book)| {
+    // A book with no frontier page is not read for one: at 100 M tracked URLs a pass
+    // over the pages is most of a period's choice.
+    let wanted = move |book: &&&Book| !frontier || book.frontier_len() > 0;
+    books.iter().enumerate().filter(move |(_, book)| wanted(book)).flat_map(move |(index, book)| {
         book.pages().iter().enumerate().filter_map(move |(slot, page)| {
             is_eligible(page, host_caps, clock, settings, frontier).then_some((
                 index as u32,
@@ -384,16 +402,29 @@ fn into_choices<K: Ord + Copy>(
     (choices, overflowed)
 }
 
+/// The best `k` frontier pages to discover, whether any were turned away, and how many
+/// of the eligible ones are seeds.
+#[derive(Debug)]
+struct FrontierCandidates {
+    choices: Vec<Choice>,
+    overflowed: bool,
+    seeds: usize,
+}
+
 fn frontier_candidates(
     books: &[&Book],
     host_caps: &[u32],
     clock: u64,
     k: usize,
     settings: &PlanSettings,
-) -> (Vec<Choice>, bool) {
+) -> FrontierCandidates {
     // Earliest discovered first on a tie, then by partition and slot.
     let mut top = TopK::<(u32, u32, u32)>::new(k);
+    let mut seeds = 0usize;
     for (book, slot, page) in eligible(books, host_caps, clock, settings, true) {
+        if page.depth == 0 {
+            seeds = seeds.saturating_add(1);
+        }
         // Seeds first, then what the sites' sitemaps and feeds name, then the most
         // linked-to (an in-degree is at most MAX_IN_LINKS).
         let announced = if page.is_announced() { f64::from(MAX_IN_LINKS) + 1.0 } else { 0.0 };
@@ -404,7 +435,8 @@ fn frontier_candidates(
         };
         top.offer(score, (page.discovered, book, slot));
     }
-    into_choices(top, PickReason::Discovery, |(_, book, slot)| (book, slot))
+    let (choices, overflowed) = into_choices(top, PickReason::Discovery, |(_, book, slot)| (book, slot));
+    FrontierCandidates { choices, overflowed, seeds }
 }
 
 fn refresh_candidates(
@@ -816,6 +848,33 @@ mod tests {
                 "{policy:?}: {:?}",
                 urls(&book, &picks)
             );
+        }
+    }
+
+    #[test]
+    fn seeds_and_discoveries_come_from_the_books_with_a_frontier_among_those_without() {
+        let tracked_urls: Vec<String> = (0..10).map(|i| format!("http://old/{i}")).collect();
+        let tracked_only =
+            || tracked(&tracked_urls.iter().map(|url| (url.as_str(), 1, 100, 1.0)).collect::<Vec<_>>());
+        let (before, _) = tracked_only();
+        let (mut with_frontier, mut hosts) = tracked_only();
+        frontier_of(&mut with_frontier, &mut hosts, "seeded", 3, 2, 0);
+        frontier_of(&mut with_frontier, &mut hosts, "linked", 5, 2, 1);
+        let (after, _) = tracked_only();
+        assert_eq!((before.frontier_len(), with_frontier.frontier_len()), (0, 8));
+        let caps = vec![10; hosts.len()];
+        for policy in [Policy::Freshness, Policy::LambdaCrawl, Policy::Uniform] {
+            let settings = PlanSettings { discovery_share: 0.2, ..settings(policy) };
+            let picks = choose(&[&before, &with_frontier, &after], &hosts, 20, 10.0, 6, &caps, &settings);
+            let discoveries: Vec<&Choice> =
+                picks.iter().filter(|pick| pick.reason == PickReason::Discovery).collect();
+            // The three seeds, though a fifth of six picks is one, all from the middle book.
+            assert_eq!(discoveries.len(), 3, "{policy:?}: {picks:?}");
+            assert!(discoveries.iter().all(|pick| pick.book == 1), "{policy:?}: {picks:?}");
+            let seeded =
+                discoveries.iter().filter(|pick| with_frontier.url(pick.slot).contains("seeded")).count();
+            assert_eq!(seeded, 3, "{policy:?}: {picks:?}");
+            assert_eq!(picks.len(), 6, "{policy:?}");
         }
     }
 
