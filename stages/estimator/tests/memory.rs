@@ -54,7 +54,7 @@ fn held_per_url(urls: u64, hosts: u64, days: u64) -> usize {
 
 #[test]
 fn a_url_costs_what_its_history_holds() {
-    // A hundred and ten URLs a host: mostly the URL's own state (BENCHMARKS' figure).
+    // A hundred URLs a host, then ten: mostly the URL's own state (BENCHMARKS' figures).
     let hundred = held_per_url(1_000, 10, 30);
     let ten = held_per_url(1_000, 100, 30);
     // Each URL its own host, more hosts than the views kept: every URL pays for a group
