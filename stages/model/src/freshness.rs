@@ -76,9 +76,88 @@ pub fn freshness_index_bound(low: f64, high: f64, age: f64) -> f64 {
     bound * (1.0 + 1e-9)
 }
 
+/// Whether `weight` × [`freshness_index_bound`] over the middle half of a rate's credible
+/// interval (`central` and the half's low end, as [`middle_half`](crate::rate::middle_half)
+/// widens them) at `age` is below `floor`, decided with products alone: a period's pick
+/// passes over every page and skips most of them here, where the bound's two divisions
+/// cost more than the rest of the test. `false` where in doubt, so that the caller
+/// computes the bound itself.
+pub fn weighted_index_bound_below(
+    weight: f64,
+    central: f64,
+    low_end: Option<f64>,
+    age: f64,
+    floor: f64,
+) -> bool {
+    // Rates in this range keep the half's high end, central²/low, finite as the bound
+    // needs it.
+    const RATES: std::ops::RangeInclusive<f64> = 1e-100..=1e100;
+    if !(weight >= 0.0 && floor > 0.0 && age > 0.0 && age.is_finite() && RATES.contains(&central)) {
+        return false;
+    }
+    // The bound's slack, so that what this finds below is below the bound too.
+    let slack = weight * (1.0 + 1e-9);
+    // A minimum is below the floor when one of its terms is: τ·D(x*)/x*, then 1/least
+    // and high·τ²/2 multiplied out.
+    if slack * (PEAK_INDEX_PER_AGE * age) < floor {
+        return true;
+    }
+    // high = central²/least: at the centre itself when the half has no low end below it.
+    let least = match low_end {
+        Some(low) if low < central => low,
+        _ => central,
+    };
+    RATES.contains(&least)
+        && (slack < floor * least || slack * central * central * age * age < 2.0 * floor * least)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// What the products find below the floor, the bound finds below it and so does
+        /// the index; what the bound finds clearly below, the products find too.
+        #[test]
+        fn the_bound_s_test_without_divisions_agrees_with_the_bound(
+            weight in 0.0f64..=1.0,
+            central_log in -12.0f64..4.0,
+            low_share in proptest::option::of(0.001f64..1.5),
+            age in 0.5f64..5_000.0,
+            floor_log in -8.0f64..4.0,
+        ) {
+            let central = 10f64.powf(central_log);
+            let low_end = low_share.map(|share| central * share);
+            let floor = 10f64.powf(floor_log);
+            let (least, high) = crate::rate::middle_half(central, low_end);
+            let bound = weight * freshness_index_bound(least, high, age);
+            let below = weighted_index_bound_below(weight, central, low_end, age, floor);
+            if below {
+                proptest::prop_assert!(bound < floor * (1.0 + 1e-12), "{bound} {floor}");
+                proptest::prop_assert!(weight * best_freshness_index(least, high, age) < floor);
+            } else {
+                proptest::prop_assert!(bound >= floor * (1.0 - 1e-12), "{bound} {floor}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_bound_s_test_without_divisions_leaves_what_it_cannot_decide_to_the_bound() {
+        for (weight, central, age, floor) in [
+            (f64::NAN, 0.1, 5.0, 1.0),
+            (0.5, f64::NAN, 5.0, 1.0),
+            (0.5, 0.0, 5.0, 1.0),
+            (0.5, 1e200, 5.0, 1.0),
+            (0.5, 0.1, f64::INFINITY, 1.0),
+            (0.5, 0.1, 5.0, 0.0),
+        ] {
+            assert!(
+                !weighted_index_bound_below(weight, central, None, age, floor),
+                "{weight} {central} {age} {floor}"
+            );
+        }
+        assert!(!weighted_index_bound_below(0.5, 1.0, Some(1e-200), 1e6, 1.0), "a low end out of range");
+    }
 
     #[test]
     fn the_index_is_the_derivative_of_fixed_interval_freshness() {

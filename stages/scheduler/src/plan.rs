@@ -9,7 +9,9 @@ use std::sync::PoisonError;
 
 use recrawl_model::claims::ClaimTrust;
 use recrawl_model::day::DAY_MS;
-use recrawl_model::freshness::{best_freshness_index, best_index_rate, freshness_index_bound};
+use recrawl_model::freshness::{
+    best_freshness_index, best_index_rate, freshness_index_bound, weighted_index_bound_below,
+};
 use recrawl_model::periodic::{DayTables, PeriodicPage};
 use recrawl_model::rate::middle_half;
 use recrawl_model::DEFAULT_PERIOD_MS;
@@ -142,6 +144,10 @@ impl<'a> DayScoring<'a> {
             cutoff: state.cutoff,
             tables: RefCell::new(&mut state.tables),
         })
+    }
+
+    fn has_profile(&self, host: u32) -> bool {
+        self.shapes.get(host as usize).is_some_and(Option::is_some)
     }
 
     /// The page as the periodic index sees it, scored with `weight` at `rate` per period
@@ -605,6 +611,24 @@ impl FreshnessTerms {
 /// A cheap upper bound of the page's score is below the k-th best so far.
 struct BelowFloor;
 
+/// Whether a stored, live page the Poisson index scores is surely below `floor`, found
+/// before its [`FreshnessTerms`] are built: at 100 M URLs most pages end here. `false`
+/// for the pages [`FreshnessTerms`] scores otherwise (probes, copies known stale, hosts
+/// with a day profile).
+fn freshness_surely_below(page: &Page, period: &Period, settings: &PlanSettings, floor: f64) -> bool {
+    let by_day = period.day.as_ref().is_some_and(|day| day.has_profile(page.host));
+    if by_day
+        || predicted_to_fail(page, settings)
+        || page.last_download().is_none()
+        || page.is_change_claimed()
+    {
+        return false;
+    }
+    let rate = change_rate(page.freshness_rate(), f64::from(page.p_change));
+    let low_end = page.middle_half_low_rate.get();
+    weighted_index_bound_below(f64::from(page.p_download), rate, low_end, period.copy_age(page), floor)
+}
+
 /// The page's [`refresh_score`], or [`BelowFloor`] when a cheap upper bound of it is below
 /// `floor`, the k-th best so far: most pages cannot beat it, and skip their exponentials.
 fn refresh_score_above(
@@ -616,6 +640,9 @@ fn refresh_score_above(
     let below_floor = |bound: f64| floor.is_some_and(|floor| bound < floor);
     match settings.policy {
         Policy::Freshness => {
+            if floor.is_some_and(|floor| freshness_surely_below(page, period, settings, floor)) {
+                return Err(BelowFloor);
+            }
             let terms = FreshnessTerms::of(page, period, settings);
             if below_floor(terms.bound()) {
                 return Err(BelowFloor);
