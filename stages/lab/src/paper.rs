@@ -859,7 +859,7 @@ fn discovery_curve(
             break;
         }
         for slot in frontier {
-            let address = book.url(slot).to_owned();
+            let address = book.url(slot);
             let page: u32 = address
                 .rsplit('/')
                 .next()

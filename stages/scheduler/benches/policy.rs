@@ -66,11 +66,11 @@ fn report(what: &str, n: usize, book: &Book, resident_before: usize) {
     let memory = book.memory();
     let per_url = |bytes: usize| bytes as f64 / n as f64;
     eprintln!(
-        "{what}: {n} URLs, bytes per URL: page record {:.1}, URL text {:.1}, URL end {:.1}, index {:.1}, \
+        "{what}: {n} URLs, bytes per URL: page record {:.1}, URL text {:.1}, URL ends and authorities {:.1}, index {:.1}, \
          in-links {:.1}; resident {:.1}",
         per_url(memory.pages),
         per_url(memory.url_text),
-        per_url(memory.url_ends),
+        per_url(memory.url_slots),
         per_url(memory.index),
         per_url(memory.in_links),
         per_url(resident),

@@ -1,5 +1,5 @@
 //! What the scheduler knows about each URL of a partition, laid out for tens of millions
-//! of URLs: the URL bytes once in an arena, a hash table of slot numbers over them, one
+//! of URLs: the URL bytes once in an arena, each scheme and authority once ([`urls`]), a hash table of slot numbers over them, one
 //! fixed-size [`Page`] per slot, and the frontier's in-links as fingerprints in one
 //! chained list. Hosts are interned once per instance in [`Hosts`].
 //!
@@ -21,6 +21,7 @@ use xxhash_rust::xxh3::xxh3_64;
 mod claims;
 mod page;
 mod record;
+mod urls;
 
 use crate::coarse::CoarseF32;
 use crate::groups::{CrawlSchedule, GroupClasses, HourRule};
@@ -31,6 +32,7 @@ pub use claims::UrlClaims;
 pub use page::Page;
 use page::{ANNOUNCED, CHANGE_CLAIMED, CLAIM_TO_TEST, MOVED};
 use recrawl_common::links::{LinkRules, Rejection};
+use urls::{authority_prefix, url_hash, Urls};
 
 /// "No period": a page never estimated, downloaded or picked.
 pub const NONE: u32 = u32::MAX;
@@ -143,9 +145,8 @@ struct InLink {
 /// One partition's URLs.
 #[derive(Debug, Default)]
 pub struct Book {
-    url_bytes: Vec<u8>,
-    /// End of slot i's URL in `url_bytes`; it starts where slot i − 1's ends.
-    url_ends: Vec<u32>,
+    urls: Urls,
+    /// Slots by their URL's hash ([`urls::url_hash`]).
     index: HashTable<u32>,
     pages: Vec<Page>,
     in_links: Vec<InLink>,
@@ -197,7 +198,8 @@ impl Validators {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BookMemory {
     pub url_text: usize,
-    pub url_ends: usize,
+    /// Each slot's URL end and authority number, and each authority's entry.
+    pub url_slots: usize,
     pub index: usize,
     pub pages: usize,
     pub in_links: usize,
@@ -211,7 +213,7 @@ impl BookMemory {
     pub fn total(&self) -> usize {
         [
             self.url_text,
-            self.url_ends,
+            self.url_slots,
             self.index,
             self.pages,
             self.in_links,
@@ -244,22 +246,6 @@ fn fingerprint(source: Option<&str>) -> u32 {
     }
 }
 
-/// `url` up to the end of its authority (its first `/` after `://`, or all of it): the
-/// part its host is read from, so two URLs sharing it share their host.
-fn authority_prefix(url: &str) -> &str {
-    let Some((_, rest)) = url.split_once("://") else { return url };
-    match rest.find('/') {
-        Some(path) => url.get(..url.len().saturating_sub(rest.len()).saturating_add(path)).unwrap_or(url),
-        None => url,
-    }
-}
-
-/// The bytes of `slot`'s URL in the arena `bytes`, whose slots end at `ends`.
-fn slot_url<'a>(bytes: &'a [u8], ends: &[u32], slot: u32) -> &'a [u8] {
-    let start = slot.checked_sub(1).map_or(0, |previous| ends[previous as usize] as usize);
-    &bytes[start..ends[slot as usize] as usize]
-}
-
 impl Book {
     pub fn len(&self) -> usize {
         self.pages.len()
@@ -282,13 +268,12 @@ impl Book {
         &self.pages[slot as usize]
     }
 
-    pub fn url(&self, slot: u32) -> &str {
-        // Only whole `&str`s are appended, so every slot's range is valid UTF-8.
-        std::str::from_utf8(slot_url(&self.url_bytes, &self.url_ends, slot)).unwrap_or_default()
+    pub fn url(&self, slot: u32) -> String {
+        self.urls.url(slot)
     }
 
     pub fn find(&self, url: &str) -> Option<u32> {
-        self.index.find(xxh3_64(url.as_bytes()), |&slot| self.url(slot) == url).copied()
+        self.index.find(url_hash(url), |&slot| self.urls.holds(slot, url)).copied()
     }
 
     /// Bytes in use per structure, for the memory figures (vectors also keep up to as
@@ -299,8 +284,8 @@ impl Book {
         const CLAIMS_ENTRY: usize = 5 + std::mem::size_of::<UrlClaims>();
         const HOST_SHARE_ENTRY: usize = 5 + std::mem::size_of::<HostShare>();
         BookMemory {
-            url_text: self.url_bytes.len(),
-            url_ends: std::mem::size_of_val(self.url_ends.as_slice()),
+            url_text: self.urls.text_bytes(),
+            url_slots: self.urls.table_bytes(),
             // A slot and a control byte per bucket.
             index: self.index.capacity().saturating_mul(5),
             pages: std::mem::size_of_val(self.pages.as_slice()),
@@ -360,25 +345,21 @@ impl Book {
     /// Appends a URL the book does not hold.
     /// Room for `urls` more URLs of `url_bytes` bytes in all, so a restore grows nothing.
     fn reserve(&mut self, urls: usize, url_bytes: usize) {
-        self.url_bytes.reserve(url_bytes);
-        self.url_ends.reserve(urls);
+        self.urls.reserve(urls, url_bytes);
         self.pages.reserve(urls);
-        let (bytes, ends) = (&self.url_bytes, &self.url_ends);
-        self.index.reserve(urls, |&slot| xxh3_64(slot_url(bytes, ends, slot)));
+        let held = &self.urls;
+        self.index.reserve(urls, |&slot| held.hash(slot));
     }
 
     fn insert(&mut self, url: &str, page: Page) -> Result<u32, BookFull> {
-        let end = self.url_bytes.len().checked_add(url.len()).and_then(|end| u32::try_from(end).ok());
-        let end = end.ok_or(BookFull)?;
         let slot = self.pages.len() as u32;
-        self.url_bytes.extend_from_slice(url.as_bytes());
-        self.url_ends.push(end);
+        let hash = self.urls.push(url)?;
         self.pages.push(page);
         if page.is_frontier() {
             self.frontier = self.frontier.saturating_add(1);
         }
-        let (bytes, ends) = (&self.url_bytes, &self.url_ends);
-        self.index.insert_unique(xxh3_64(url.as_bytes()), slot, |&slot| xxh3_64(slot_url(bytes, ends, slot)));
+        let held = &self.urls;
+        self.index.insert_unique(hash, slot, |&slot| held.hash(slot));
         Ok(slot)
     }
 
@@ -721,7 +702,7 @@ impl Book {
             .filter_map(|slot| {
                 self.pages[slot as usize].set_dirty(false);
                 // A dropped page's tombstone is in `removed`.
-                (!self.pages[slot as usize].is_gone()).then(|| (self.url(slot).to_owned(), self.record(slot)))
+                (!self.pages[slot as usize].is_gone()).then(|| (self.url(slot), self.record(slot)))
             })
             .collect()
     }
@@ -906,7 +887,7 @@ impl Book {
         self.take_validators(slot);
         self.clear_claim_flags(slot);
         self.claims.remove(&slot);
-        let hash = xxh3_64(self.url(slot).as_bytes());
+        let hash = self.urls.hash(slot);
         if let Ok(entry) = self.index.find_entry(hash, |&found| found == slot) {
             entry.remove();
         }
@@ -926,7 +907,7 @@ impl Book {
     /// The URLs dropped since the last call, for their tombstones.
     pub fn take_removed(&mut self) -> Vec<String> {
         let removed = std::mem::take(&mut self.removed);
-        removed.into_iter().map(|slot| self.url(slot).to_owned()).collect()
+        removed.into_iter().map(|slot| self.url(slot)).collect()
     }
 
     /// Rebuilds the book without its dropped slots once they are an eighth of it, so a
@@ -952,7 +933,7 @@ impl Book {
             let mut page = Page { in_links: head, ..*page };
             page.set_dirty(false);
             // Within 4 GiB: the URLs were all held before.
-            let Ok(new_slot) = self.insert(old.url(slot), page) else { continue };
+            let Ok(new_slot) = self.insert(&old.url(slot), page) else { continue };
             self.claim_tests = self.claim_tests.saturating_add(usize::from(page.is_claim_to_test()));
             if let Some(validators) = old.validators.get(&slot) {
                 renumbered.insert(new_slot, validators.clone());
@@ -1368,7 +1349,7 @@ pub(crate) mod tests {
         assert_eq!(restored.len(), urls.len());
         for slot in 0..restored.len() as u32 {
             let url = restored.url(slot);
-            assert_eq!(restored_hosts.name(restored.page(slot).host), host_of(url).unwrap(), "{url}");
+            assert_eq!(restored_hosts.name(restored.page(slot).host), host_of(&url).unwrap(), "{url}");
         }
         assert_eq!(restored_hosts.stats[restored_hosts.find("h0").unwrap() as usize].urls, 3);
     }

@@ -719,7 +719,7 @@ impl Scheduler {
         for choice in choices {
             let Some(book) = self.books.get_mut(&partitions[choice.book]) else { continue };
             let page = *book.page(choice.slot);
-            let url = book.url(choice.slot).to_owned();
+            let url = book.url(choice.slot);
             book.picked(choice.slot, period);
             let host = self.hosts.name(page.host).to_owned();
             let validators = book.validators(choice.slot);

@@ -244,7 +244,7 @@ pub fn plan(args: &PlanArgs) -> Result<String, OfflineError> {
     let picks = choices
         .iter()
         .map(|choice| PlannedPick {
-            url: book.url(choice.slot).to_owned(),
+            url: book.url(choice.slot),
             host: hosts.name(book.page(choice.slot).host).to_owned(),
             score: choice.score,
         })

@@ -713,7 +713,7 @@ mod tests {
     }
 
     fn urls(book: &Book, choices: &[Choice]) -> Vec<String> {
-        choices.iter().map(|c| book.url(c.slot).to_owned()).collect()
+        choices.iter().map(|c| book.url(c.slot)).collect()
     }
 
     #[test]

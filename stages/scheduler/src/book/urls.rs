@@ -1,0 +1,184 @@
+//! A partition's URL text: each scheme and authority once, each URL as what follows it.
+//! The URLs of a partition share few authorities, which are about half of a URL's bytes
+//! (`http://www3.site12.example` of `http://www3.site12.example/section/7/page.html`); a
+//! 4-byte number per URL names its authority instead.
+
+use hashbrown::HashTable;
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+
+use super::BookFull;
+
+/// `url` up to the end of its authority (its first `/` after `://`, or all of it): the
+/// part its host is read from, so two URLs sharing it share their host.
+pub(super) fn authority_prefix(url: &str) -> &str {
+    let Some((_, rest)) = url.split_once("://") else { return url };
+    match rest.find('/') {
+        Some(path) => url.get(..url.len().saturating_sub(rest.len()).saturating_add(path)).unwrap_or(url),
+        None => url,
+    }
+}
+
+/// The hash a URL is indexed by: its remainder's, seeded with its authority's, so that
+/// a URL held in two parts hashes without being put together.
+fn split_hash(authority_hash: u64, remainder: &str) -> u64 {
+    xxh3_64_with_seed(remainder.as_bytes(), authority_hash)
+}
+
+/// The hash [`Urls::hash`] gives the slot holding `url`.
+pub(super) fn url_hash(url: &str) -> u64 {
+    let authority = authority_prefix(url);
+    split_hash(xxh3_64(authority.as_bytes()), url.get(authority.len()..).unwrap_or_default())
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Urls {
+    /// Each URL past its authority, slot after slot.
+    remainders: Vec<u8>,
+    /// End of slot i's remainder in `remainders`; it starts where slot i − 1's ends.
+    ends: Vec<u32>,
+    /// Slot i's authority, a number into `authorities`.
+    authority_of: Vec<u32>,
+    authorities: Vec<Box<str>>,
+    /// Each authority's xxh3, the seed its URLs' remainders are hashed with.
+    authority_hashes: Vec<u64>,
+    /// Authority numbers by their hash.
+    authority_index: HashTable<u32>,
+    authority_bytes: usize,
+}
+
+impl Urls {
+    /// `slot`'s URL as its authority and what follows it.
+    pub(super) fn parts(&self, slot: u32) -> (&str, &str) {
+        let slot = slot as usize;
+        let start = slot.checked_sub(1).map_or(0, |previous| self.ends[previous] as usize);
+        // Only whole `&str`s split at a char boundary are appended, so every slot's
+        // range is valid UTF-8.
+        let remainder =
+            std::str::from_utf8(&self.remainders[start..self.ends[slot] as usize]).unwrap_or_default();
+        (&self.authorities[self.authority_of[slot] as usize], remainder)
+    }
+
+    pub(super) fn url(&self, slot: u32) -> String {
+        let (authority, remainder) = self.parts(slot);
+        let mut url = String::with_capacity(authority.len().saturating_add(remainder.len()));
+        url.push_str(authority);
+        url.push_str(remainder);
+        url
+    }
+
+    /// Whether `slot` holds `url`.
+    pub(super) fn holds(&self, slot: u32, url: &str) -> bool {
+        let (authority, remainder) = self.parts(slot);
+        url.len() == authority.len().saturating_add(remainder.len())
+            && url.starts_with(authority)
+            && url.ends_with(remainder)
+    }
+
+    /// The hash of `slot`'s URL, as [`url_hash`] gives it.
+    pub(super) fn hash(&self, slot: u32) -> u64 {
+        let (_, remainder) = self.parts(slot);
+        split_hash(self.authority_hashes[self.authority_of[slot as usize] as usize], remainder)
+    }
+
+    /// Appends `url` as the next slot; its hash.
+    pub(super) fn push(&mut self, url: &str) -> Result<u64, BookFull> {
+        let authority = authority_prefix(url);
+        let remainder = url.get(authority.len()..).unwrap_or_default();
+        let end = self.remainders.len().checked_add(remainder.len()).and_then(|end| u32::try_from(end).ok());
+        let end = end.ok_or(BookFull)?;
+        let (number, authority_hash) = self.intern(authority)?;
+        self.remainders.extend_from_slice(remainder.as_bytes());
+        self.ends.push(end);
+        self.authority_of.push(number);
+        Ok(split_hash(authority_hash, remainder))
+    }
+
+    fn intern(&mut self, authority: &str) -> Result<(u32, u64), BookFull> {
+        let hash = xxh3_64(authority.as_bytes());
+        let texts = &self.authorities;
+        if let Some(&number) =
+            self.authority_index.find(hash, |&number| &*texts[number as usize] == authority)
+        {
+            return Ok((number, hash));
+        }
+        let number = u32::try_from(self.authorities.len()).map_err(|_| BookFull)?;
+        self.authorities.push(authority.into());
+        self.authority_hashes.push(hash);
+        self.authority_bytes = self.authority_bytes.saturating_add(authority.len());
+        let hashes = &self.authority_hashes;
+        self.authority_index.insert_unique(hash, number, |&number| hashes[number as usize]);
+        Ok((number, hash))
+    }
+
+    /// Room for `urls` more URLs of about `bytes` bytes in all.
+    pub(super) fn reserve(&mut self, urls: usize, bytes: usize) {
+        self.remainders.reserve(bytes);
+        self.ends.reserve(urls);
+        self.authority_of.reserve(urls);
+    }
+
+    /// Bytes of the remainders and authorities' text.
+    pub(super) fn text_bytes(&self) -> usize {
+        self.remainders.len().saturating_add(self.authority_bytes)
+    }
+
+    /// Bytes of the per-slot ends and authority numbers, and of each authority's box, hash
+    /// and index entry (a number and a control byte).
+    pub(super) fn table_bytes(&self) -> usize {
+        const AUTHORITY: usize = std::mem::size_of::<Box<str>>() + std::mem::size_of::<u64>();
+        std::mem::size_of_val(self.ends.as_slice())
+            .saturating_add(std::mem::size_of_val(self.authority_of.as_slice()))
+            .saturating_add(self.authorities.len().saturating_mul(AUTHORITY))
+            .saturating_add(self.authority_index.capacity().saturating_mul(5))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_reads_back_whole_and_hashes_alike_from_its_parts_and_its_text() {
+        let urls = [
+            "http://a.example/x",
+            "http://a.example/y?q=1",
+            "https://a.example/x",
+            "http://a.example:8080/x",
+            "http://[::1]:9/p",
+            "http://a.example",
+            "http://a.example?only=query",
+            "no scheme at all",
+            "",
+            "http://é.example/ü/ß",
+            "http://a.example/",
+        ];
+        let mut held = Urls::default();
+        let hashes: Vec<u64> = urls.iter().map(|url| held.push(url).expect("room")).collect();
+        for (slot, url) in urls.iter().enumerate() {
+            let slot = slot as u32;
+            assert_eq!(held.url(slot), *url);
+            assert_eq!(held.hash(slot), url_hash(url), "{url}");
+            assert_eq!(hashes[slot as usize], url_hash(url), "{url}");
+            assert!(held.holds(slot, url), "{url}");
+            for other in urls.iter().filter(|other| *other != url) {
+                assert!(!held.holds(slot, other), "{url} holds {other}");
+            }
+        }
+        let distinct: std::collections::HashSet<&str> =
+            urls.iter().map(|url| authority_prefix(url)).collect();
+        assert_eq!(held.authorities.len(), distinct.len());
+        let whole: usize = urls.iter().map(|url| url.len()).sum();
+        assert!(held.text_bytes() < whole, "{} of {whole}", held.text_bytes());
+    }
+
+    #[test]
+    fn urls_of_one_authority_keep_its_text_once() {
+        let mut held = Urls::default();
+        for n in 0..1000 {
+            held.push(&format!("http://www3.site12.example/section/{n}.html")).expect("room");
+        }
+        assert_eq!(held.authorities.len(), 1);
+        let remainders: usize = (0..1000).map(|n| format!("/section/{n}.html").len()).sum();
+        assert_eq!(held.text_bytes(), remainders + "http://www3.site12.example".len());
+    }
+}
