@@ -377,7 +377,7 @@ impl Book {
             change_rate: f32::NAN,
             central_change_rate: CoarseF32::default(),
             middle_half_low_rate: CoarseF32::default(),
-            interval: settings.nutch_initial_interval as f32,
+            interval: CoarseF32::new(Some(settings.nutch_initial_interval)),
             in_degree: 0,
             in_links: NONE,
             depth: u16::try_from(depth).unwrap_or(u16::MAX),
@@ -473,12 +473,12 @@ impl Book {
         page.change_rate = learned.change_rate.map_or(f32::NAN, |rate| rate as f32);
         page.keep_rate_interval(learned.change_rate_low.zip(learned.change_rate_high));
         if let Some(changed) = request.changed {
-            page.interval = nutch_interval(
-                f64::from(page.interval),
+            page.interval = CoarseF32::new(Some(nutch_interval(
+                page.nutch_interval(),
                 changed,
                 settings.nutch_min_interval,
                 settings.nutch_max_interval,
-            ) as f32;
+            )));
         }
         // A plan made before a change could be seen would put the page in the slowest
         // group, weeks away; until its first compared download it keeps none (`groups`
@@ -612,7 +612,7 @@ impl Book {
             }
             cursor = entry.next;
         }
-        if page.in_degree >= MAX_IN_LINKS {
+        if u32::from(page.in_degree) >= MAX_IN_LINKS {
             return Ok(Linked::Saturated);
         }
         let head = self.push_in_link(source, page.in_links);
@@ -722,7 +722,7 @@ impl Book {
             p_change: page.p_change,
             p_download: page.p_download,
             change_rate: (!page.change_rate.is_nan()).then_some(page.change_rate),
-            interval: page.interval,
+            interval: page.nutch_interval() as f32,
             schedule: page.schedule,
             in_links: self.in_link_fingerprints(page),
             etag: self.validators(slot).and_then(|v| v.etag.as_deref().map(str::to_owned)),
@@ -801,8 +801,13 @@ impl Book {
                 change_rate: state.change_rate.unwrap_or(f32::NAN),
                 central_change_rate: CoarseF32::new(state.central_change_rate.map(f64::from)),
                 middle_half_low_rate: CoarseF32::new(state.middle_half_low_rate.map(f64::from)),
-                interval: state.interval,
-                in_degree: if state.last_estimate.is_none() { state.in_links.len() as u32 } else { 0 },
+                interval: CoarseF32::new(Some(f64::from(state.interval))),
+                // Records hold at most MAX_IN_LINKS.
+                in_degree: if state.last_estimate.is_none() {
+                    u16::try_from(state.in_links.len()).unwrap_or(u16::MAX)
+                } else {
+                    0
+                },
                 in_links: head,
                 depth: state.depth,
                 flags: if state.announced == Some(true) { ANNOUNCED } else { 0 }
@@ -1051,7 +1056,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_page_fits_the_memory_budget() {
-        assert!(std::mem::size_of::<Page>() <= 60, "{}", std::mem::size_of::<Page>());
+        assert!(std::mem::size_of::<Page>() <= 56, "{}", std::mem::size_of::<Page>());
     }
 
     #[test]

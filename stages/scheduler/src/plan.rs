@@ -518,7 +518,7 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
         Policy::Uniform => Some(since_visit(page, clock)),
         Policy::NutchAdaptive => {
             let since = since_visit(page, clock);
-            let interval = f64::from(page.interval).max(f64::MIN_POSITIVE);
+            let interval = page.nutch_interval().max(f64::MIN_POSITIVE);
             (since >= interval).then_some(since / interval)
         }
         Policy::Freshness => Some(FreshnessTerms::of(page, period, settings).score()),

@@ -1,4 +1,4 @@
-//! A URL's scheduling state, [`Page`]: what the plan reads of it, in 60 bytes, and the
+//! A URL's scheduling state, [`Page`]: what the plan reads of it, in 56 bytes, and the
 //! bits of its flags byte.
 
 use recrawl_model::rate::{central_rate, middle_half_low};
@@ -7,7 +7,7 @@ use super::{known, NONE};
 use crate::coarse::CoarseF32;
 use crate::groups::CrawlSchedule;
 
-/// Per-URL scheduling state: 60 bytes.
+/// Per-URL scheduling state: 56 bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Page {
     pub host: u32,
@@ -32,10 +32,11 @@ pub struct Page {
     /// in two bytes each so that a page stays within 60.
     pub central_change_rate: CoarseF32,
     pub middle_half_low_rate: CoarseF32,
-    /// Nutch's adaptive fetch interval, periods.
-    pub interval: f32,
-    /// Distinct pages linking here while in the frontier.
-    pub in_degree: u32,
+    /// Nutch's adaptive fetch interval, periods ([`Page::nutch_interval`]), in two bytes.
+    pub interval: CoarseF32,
+    /// Distinct pages linking here while in the frontier, at most
+    /// [`MAX_IN_LINKS`](super::MAX_IN_LINKS).
+    pub in_degree: u16,
     /// Head of the URL's in-link fingerprint chain, [`NONE`] when empty.
     pub(super) in_links: u32,
     pub depth: u16,
@@ -153,6 +154,11 @@ impl Page {
         self.central_change_rate = CoarseF32::new(interval.and_then(|(low, high)| central_rate(low, high)));
         self.middle_half_low_rate =
             CoarseF32::new(interval.and_then(|(low, high)| middle_half_low(low, high)));
+    }
+
+    /// Nutch's adaptive fetch interval in periods; 0 where none was kept.
+    pub fn nutch_interval(&self) -> f64 {
+        self.interval.get().unwrap_or(0.0)
     }
 
     /// The rate the freshness index scores the page at: the central rate, else the mean.
