@@ -23,7 +23,7 @@ mod page;
 mod record;
 mod urls;
 
-use crate::coarse::CoarseF32;
+use crate::coarse::{CoarseF32, Probability};
 use crate::groups::{CrawlSchedule, GroupClasses, HourRule};
 use crate::hosts::Hosts;
 use crate::policy::nutch_interval;
@@ -372,8 +372,8 @@ impl Book {
             last_pick: NONE,
             size: 0,
             latency_ms: CoarseF32::default(),
-            p_change: 0.5,
-            p_download: 1.0,
+            p_change: Probability::new(0.5),
+            p_download: Probability::new(1.0),
             change_rate: f32::NAN,
             central_change_rate: CoarseF32::default(),
             middle_half_low_rate: CoarseF32::default(),
@@ -468,8 +468,8 @@ impl Book {
             page.size = u32::try_from(request.size_bytes).unwrap_or(u32::MAX);
             page.latency_ms = CoarseF32::new(Some(request.latency_ms));
         }
-        page.p_change = learned.p_change as f32;
-        page.p_download = learned.p_download as f32;
+        page.p_change = Probability::new(learned.p_change);
+        page.p_download = Probability::new(learned.p_download);
         page.change_rate = learned.change_rate.map_or(f32::NAN, |rate| rate as f32);
         page.keep_rate_interval(learned.change_rate_low.zip(learned.change_rate_high));
         if let Some(changed) = request.changed {
@@ -555,8 +555,8 @@ impl Book {
         page.last_estimate = last_download.map_or(NONE, period32);
         page.last_download = last_download.map_or(NONE, period32);
         page.size = size;
-        page.p_change = p_change as f32;
-        page.p_download = p_download as f32;
+        page.p_change = Probability::new(p_change);
+        page.p_download = Probability::new(p_download);
         page.change_rate = change_rate.map_or(f32::NAN, |rate| rate as f32);
         self.insert(url, page)
     }
@@ -719,8 +719,8 @@ impl Book {
             last_pick: optional(page.last_pick),
             size: page.size,
             latency_ms: page.latency_ms.get().map_or(0.0, |latency| latency as f32),
-            p_change: page.p_change,
-            p_download: page.p_download,
+            p_change: page.p_change.get() as f32,
+            p_download: page.p_download.get() as f32,
             change_rate: (!page.change_rate.is_nan()).then_some(page.change_rate),
             interval: page.nutch_interval() as f32,
             schedule: page.schedule,
@@ -796,8 +796,8 @@ impl Book {
                 last_pick: state.last_pick.unwrap_or(NONE),
                 size: state.size,
                 latency_ms: CoarseF32::new(Some(f64::from(state.latency_ms))),
-                p_change: state.p_change,
-                p_download: state.p_download,
+                p_change: Probability::new(f64::from(state.p_change)),
+                p_download: Probability::new(f64::from(state.p_download)),
                 change_rate: state.change_rate.unwrap_or(f32::NAN),
                 central_change_rate: CoarseF32::new(state.central_change_rate.map(f64::from)),
                 middle_half_low_rate: CoarseF32::new(state.middle_half_low_rate.map(f64::from)),
@@ -1056,7 +1056,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_page_fits_the_memory_budget() {
-        assert!(std::mem::size_of::<Page>() <= 56, "{}", std::mem::size_of::<Page>());
+        assert!(std::mem::size_of::<Page>() <= 52, "{}", std::mem::size_of::<Page>());
     }
 
     #[test]

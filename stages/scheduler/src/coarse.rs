@@ -1,5 +1,6 @@
-//! Rates kept in few bits: the scheduler's page records hold a URL's latency and rates in
-//! two bytes each, and lambda-crawl groups the period's rates by the same rounding.
+//! Rates and probabilities kept in few bits: the scheduler's page records hold a URL's
+//! latency, rates and probabilities in two bytes each, and lambda-crawl groups the
+//! period's rates by the same rounding.
 
 /// Mantissa bits a kept or grouped rate has: 0.2 % apart at most, 256 rates a doubling.
 pub const RATE_MANTISSA_BITS: u32 = 8;
@@ -37,9 +38,40 @@ impl CoarseF32 {
     }
 }
 
+/// A probability in two bytes, in steps of 1/65,535: an estimator's forecast is not known
+/// to five digits. NaN reads as 0, values outside [0, 1] as the nearer end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Probability(u16);
+
+impl Probability {
+    pub fn new(probability: f64) -> Self {
+        let steps = (probability.clamp(0.0, 1.0) * f64::from(u16::MAX)).round();
+        // NaN fails the clamp's ordering and reads as 0.
+        Self(if steps.is_nan() { 0 } else { steps as u16 })
+    }
+
+    pub fn get(self) -> f64 {
+        f64::from(self.0) / f64::from(u16::MAX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probabilities_keep_five_digits_and_their_ends() {
+        for p in [0.0, 1e-6, 0.1, 0.25, 0.333_333, 0.875, 0.999_99, 1.0] {
+            let kept = Probability::new(p).get();
+            assert!((kept - p).abs() <= 0.5 / 65_535.0 + 1e-15, "{p} → {kept}");
+            assert_eq!(Probability::new(kept), Probability::new(p), "{p} is kept as it reads back");
+        }
+        assert_eq!(Probability::new(0.0).get(), 0.0);
+        assert_eq!(Probability::new(1.0).get(), 1.0);
+        assert_eq!(Probability::new(f64::NAN).get(), 0.0);
+        assert_eq!(Probability::new(-3.0).get(), 0.0);
+        assert_eq!(Probability::new(7.0).get(), 1.0);
+    }
 
     #[test]
     fn rates_kept_or_grouped_stay_within_a_fifth_of_a_percent() {

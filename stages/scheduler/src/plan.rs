@@ -470,14 +470,14 @@ fn refresh_candidates(
 /// Whether the page's next request is predicted to download with less than the least
 /// probability worth a pick.
 fn predicted_to_fail(page: &Page, settings: &PlanSettings) -> bool {
-    f64::from(page.p_download) < settings.min_download_probability
+    page.p_download.get() < settings.min_download_probability
 }
 
 /// The page's chance of downloading, but at least a tenth of the least worth a pick: a
 /// page predicted never to download keeps a probe share of its score, so a wrong
 /// forecast is tested again, not kept.
 fn probe_share(page: &Page, settings: &PlanSettings) -> f64 {
-    f64::from(page.p_download).max(settings.min_download_probability / 10.0)
+    page.p_download.get().max(settings.min_download_probability / 10.0)
 }
 
 /// Periods since the page was last downloaded or picked; never → since discovery, + 1.
@@ -499,8 +499,8 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             if predicted_to_fail(page, settings) {
                 return None;
             }
-            let p_download = f64::from(page.p_download);
-            let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
+            let p_download = page.p_download.get();
+            let rate = change_rate(page.estimated_change_rate(), page.p_change.get());
             let out_of_date = expected_out_of_date(period.copy_age(page), rate);
             Some(paper_score(period.remaining, p_download * out_of_date, cost))
         }
@@ -529,7 +529,7 @@ fn refresh_score(page: &Page, period: &Period, settings: &PlanSettings) -> Optio
             let since = since_visit(page, clock);
             match period.kappa {
                 Some(kappa) => {
-                    let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change));
+                    let rate = change_rate(page.estimated_change_rate(), page.p_change.get());
                     Some(share * lambda_crawl_rate(rate, kappa) * since)
                 }
                 None => Some(share * since),
@@ -553,7 +553,7 @@ struct FreshnessTerms {
 
 impl FreshnessTerms {
     fn of(page: &Page, period: &Period, settings: &PlanSettings) -> Self {
-        let rate = change_rate(page.freshness_rate(), f64::from(page.p_change));
+        let rate = change_rate(page.freshness_rate(), page.p_change.get());
         if predicted_to_fail(page, settings) {
             // Its copy ages from its last download, so at that age the probe would
             // outbid live pages every period; from its last visit, probes come about
@@ -572,7 +572,7 @@ impl FreshnessTerms {
             // looks too fast to follow is fetched again as its copy ages, a slow one a
             // little earlier, and a wrong rate is corrected.
             let (least_rate, most_rate) = middle_half(rate, page.middle_half_low_rate.get());
-            let weight = f64::from(page.p_download);
+            let weight = page.p_download.get();
             // A page never stored, or whose change a trusted sitemap announced, is stale
             // whatever its rate: a download keeps it until its next change, the whole of
             // what a copy can be worth (D(λτ)/λ as τ grows).
@@ -624,9 +624,9 @@ fn freshness_surely_below(page: &Page, period: &Period, settings: &PlanSettings,
     {
         return false;
     }
-    let rate = change_rate(page.freshness_rate(), f64::from(page.p_change));
+    let rate = change_rate(page.freshness_rate(), page.p_change.get());
     let low_end = page.middle_half_low_rate.get();
-    weighted_index_bound_below(f64::from(page.p_download), rate, low_end, period.copy_age(page), floor)
+    weighted_index_bound_below(page.p_download.get(), rate, low_end, period.copy_age(page), floor)
 }
 
 /// The page's [`refresh_score`], or [`BelowFloor`] when a cheap upper bound of it is below
@@ -654,7 +654,7 @@ fn refresh_score_above(
         Policy::ChangeAware
             if below_floor(paper_score(
                 period.remaining,
-                f64::from(page.p_download) * period.copy_age(page),
+                page.p_download.get() * period.copy_age(page),
                 period.cost(page),
             )) =>
         {
@@ -680,7 +680,7 @@ fn lambda_kappa(
         if predicted_to_fail(page, settings) {
             continue;
         }
-        let rate = change_rate(page.estimated_change_rate(), f64::from(page.p_change)) as f32;
+        let rate = change_rate(page.estimated_change_rate(), page.p_change.get()) as f32;
         let pages = rates.entry(f64::from(coarse(rate)).to_bits()).or_default();
         *pages = pages.saturating_add(1);
     }

@@ -1,13 +1,13 @@
-//! A URL's scheduling state, [`Page`]: what the plan reads of it, in 56 bytes, and the
+//! A URL's scheduling state, [`Page`]: what the plan reads of it, in 52 bytes, and the
 //! bits of its flags byte.
 
 use recrawl_model::rate::{central_rate, middle_half_low};
 
 use super::{known, NONE};
-use crate::coarse::CoarseF32;
+use crate::coarse::{CoarseF32, Probability};
 use crate::groups::CrawlSchedule;
 
-/// Per-URL scheduling state: 56 bytes.
+/// Per-URL scheduling state: 52 bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Page {
     pub host: u32,
@@ -21,9 +21,9 @@ pub struct Page {
     /// Kept only to seed the host's response time when the partition is restored.
     pub latency_ms: CoarseF32,
     /// The estimator's probability of a change at the next comparison.
-    pub p_change: f32,
+    pub p_change: Probability,
     /// The estimator's probability that the next request downloads.
-    pub p_download: f32,
+    pub p_download: Probability,
     /// The estimator's Poisson change rate per period; NaN before any comparison.
     pub change_rate: f32,
     /// The centre of the rate's credible interval on the log scale ([`central_rate`]) and
