@@ -1,7 +1,8 @@
 //! A partition's URL text: each scheme and authority once, each URL as what follows it.
 //! The URLs of a partition share few authorities, which are about half of a URL's bytes
 //! (`http://www3.site12.example` of `http://www3.site12.example/section/7/page.html`); a
-//! 4-byte number per URL names its authority instead. Where a remainder starts is kept
+//! number per URL names its authority instead, in two bytes while the partition has
+//! fewer than 65,536 authorities. Where a remainder starts is kept
 //! for every [`STRIDE`]th slot, with each remainder's length in two bytes: 2.25 bytes a
 //! URL instead of a 4-byte offset.
 
@@ -40,6 +41,54 @@ const STRIDE: usize = 16;
 /// A length past what two bytes hold: the length is in `long_lengths`.
 const LONG: u16 = u16::MAX;
 
+/// Each slot's authority number: two bytes each until a number needs more, then four.
+#[derive(Debug)]
+enum AuthorityNumbers {
+    Narrow(Vec<u16>),
+    Wide(Vec<u32>),
+}
+
+impl Default for AuthorityNumbers {
+    fn default() -> Self {
+        Self::Narrow(Vec::new())
+    }
+}
+
+impl AuthorityNumbers {
+    fn get(&self, slot: usize) -> usize {
+        match self {
+            Self::Narrow(numbers) => usize::from(numbers[slot]),
+            Self::Wide(numbers) => numbers[slot] as usize,
+        }
+    }
+
+    fn push(&mut self, number: u32) {
+        if let Self::Narrow(numbers) = self {
+            match u16::try_from(number) {
+                Ok(narrow) => return numbers.push(narrow),
+                Err(_) => *self = Self::Wide(numbers.iter().copied().map(u32::from).collect()),
+            }
+        }
+        if let Self::Wide(numbers) = self {
+            numbers.push(number);
+        }
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        match self {
+            Self::Narrow(numbers) => numbers.reserve(additional),
+            Self::Wide(numbers) => numbers.reserve(additional),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Self::Narrow(numbers) => std::mem::size_of_val(numbers.as_slice()),
+            Self::Wide(numbers) => std::mem::size_of_val(numbers.as_slice()),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Urls {
     /// Each URL past its authority, slot after slot.
@@ -51,7 +100,7 @@ pub(super) struct Urls {
     /// The lengths of [`LONG`] or more, by slot (none are under the schemas' 8 KiB bound).
     long_lengths: HashMap<u32, u32>,
     /// Slot i's authority, a number into `authorities`.
-    authority_of: Vec<u32>,
+    authority_of: AuthorityNumbers,
     authorities: Vec<Box<str>>,
     /// Each authority's xxh3, the seed its URLs' remainders are hashed with.
     authority_hashes: Vec<u64>,
@@ -79,7 +128,7 @@ impl Urls {
         // Only whole `&str`s split at a char boundary are appended, so every slot's
         // range is valid UTF-8.
         let remainder = std::str::from_utf8(&self.remainders[start..end]).unwrap_or_default();
-        (&self.authorities[self.authority_of[slot] as usize], remainder)
+        (&self.authorities[self.authority_of.get(slot)], remainder)
     }
 
     pub(super) fn url(&self, slot: u32) -> String {
@@ -101,7 +150,7 @@ impl Urls {
     /// The hash of `slot`'s URL, as [`url_hash`] gives it.
     pub(super) fn hash(&self, slot: u32) -> u64 {
         let (_, remainder) = self.parts(slot);
-        split_hash(self.authority_hashes[self.authority_of[slot as usize] as usize], remainder)
+        split_hash(self.authority_hashes[self.authority_of.get(slot as usize)], remainder)
     }
 
     /// Appends `url` as the next slot; its hash.
@@ -167,7 +216,7 @@ impl Urls {
         std::mem::size_of_val(self.starts.as_slice())
             .saturating_add(std::mem::size_of_val(self.lengths.as_slice()))
             .saturating_add(self.long_lengths.capacity().saturating_mul(LONG_ENTRY))
-            .saturating_add(std::mem::size_of_val(self.authority_of.as_slice()))
+            .saturating_add(self.authority_of.bytes())
             .saturating_add(self.authorities.len().saturating_mul(AUTHORITY))
             .saturating_add(self.authority_index.capacity().saturating_mul(5))
     }
@@ -228,6 +277,21 @@ mod tests {
         }
         let long = urls.iter().filter(|url| url.len() - "http://h0.example".len() >= 65_535).count();
         assert_eq!(held.long_lengths.len(), long);
+    }
+
+    #[test]
+    fn authority_numbers_widen_past_two_bytes_and_keep_the_earlier_ones() {
+        let mut held = Urls::default();
+        let urls: Vec<String> = (0..70_000).map(|n| format!("http://h{n}.example/p")).collect();
+        for (n, url) in urls.iter().enumerate() {
+            held.push(url).expect("room");
+            let narrow = matches!(held.authority_of, AuthorityNumbers::Narrow(_));
+            assert_eq!(narrow, n <= usize::from(u16::MAX), "after {n}");
+        }
+        for slot in [0, 1, 65_535, 65_536, 69_999] {
+            assert_eq!(held.url(slot), urls[slot as usize]);
+            assert_eq!(held.hash(slot), url_hash(&urls[slot as usize]));
+        }
     }
 
     #[test]
