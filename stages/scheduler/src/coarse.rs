@@ -51,7 +51,9 @@ impl Probability {
     }
 
     pub fn get(self) -> f64 {
-        f64::from(self.0) / f64::from(u16::MAX)
+        // A product, not a quotient: the picks read it for every page.
+        const STEP: f64 = 1.0 / u16::MAX as f64;
+        f64::from(self.0) * STEP
     }
 }
 
