@@ -1,7 +1,7 @@
 //! What the scheduler knows about each URL of a partition, laid out for tens of millions
-//! of URLs: the URL bytes once in an arena, each scheme and authority once ([`urls`]), a hash table of slot numbers over them, one
-//! fixed-size [`Page`] per slot, and the frontier's in-links as fingerprints in one
-//! chained list. Hosts are interned once per instance in [`Hosts`].
+//! of URLs: the URL bytes once in an arena (each scheme and authority once, in `urls`), a
+//! hash table of slot numbers over them, one fixed-size [`Page`] per slot, and the
+//! frontier's in-links as fingerprints in one chained list. Hosts are interned once per instance in [`Hosts`].
 //!
 //! A slot's number is its discovery order in the partition, which breadth-first
 //! discovery and the tie-breaks use. Pure: no Kafka; the stage, the `plan` command and the
