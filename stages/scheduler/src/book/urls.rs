@@ -2,9 +2,9 @@
 //! The URLs of a partition share few authorities, which are about half of a URL's bytes
 //! (`http://www3.site12.example` of `http://www3.site12.example/section/7/page.html`); a
 //! number per URL names its authority instead, in two bytes while the partition has
-//! fewer than 65,536 authorities. Where a remainder starts is kept
-//! for every [`STRIDE`]th slot, with each remainder's length in two bytes: 2.25 bytes a
-//! URL instead of a 4-byte offset.
+//! fewer than 65,536 authorities. Where a remainder starts is kept for every [`STRIDE`]th
+//! slot, with each remainder's length in two bytes: 2.25 bytes a URL instead of a 4-byte
+//! offset.
 
 use std::collections::HashMap;
 
