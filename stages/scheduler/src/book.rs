@@ -342,8 +342,8 @@ impl Book {
         Some(taken)
     }
 
-    /// Appends a URL the book does not hold.
-    /// Room for `urls` more URLs of `url_bytes` bytes in all, so a restore grows nothing.
+    /// Room for `urls` more URLs of `url_bytes` bytes past their authorities in all, so a
+    /// restore grows nothing.
     fn reserve(&mut self, urls: usize, url_bytes: usize) {
         self.urls.reserve(urls, url_bytes);
         self.pages.reserve(urls);
@@ -351,6 +351,7 @@ impl Book {
         self.index.reserve(urls, |&slot| held.hash(slot));
     }
 
+    /// Appends a URL the book does not hold.
     fn insert(&mut self, url: &str, page: Page) -> Result<u32, BookFull> {
         let slot = self.pages.len() as u32;
         let hash = self.urls.push(url)?;
@@ -762,7 +763,9 @@ impl Book {
         let mut book = Book::default();
         book.reserve(
             records.len(),
-            records.iter().fold(0usize, |bytes, (url, _)| bytes.saturating_add(url.len())),
+            records.iter().fold(0usize, |bytes, (url, _)| {
+                bytes.saturating_add(url.len().saturating_sub(authority_prefix(url).len()))
+            }),
         );
         // A partition's URLs share few hosts: each scheme and authority is parsed once.
         let mut host_of_prefix: HashMap<String, u32> = HashMap::new();
@@ -1357,5 +1360,23 @@ pub(crate) mod tests {
             assert_eq!(restored_hosts.name(restored.page(slot).host), host_of(&url).unwrap(), "{url}");
         }
         assert_eq!(restored_hosts.stats[restored_hosts.find("h0").unwrap() as usize].urls, 3);
+    }
+
+    #[test]
+    fn an_interval_past_two_bytes_restores_as_never_due_and_writes_back_so() {
+        let (mut book, mut hosts) = (Book::default(), Hosts::default());
+        book.add_tracked(&mut hosts, "http://h/a", "h", Some(3), 100, 0.5, 1.0, Some(0.1)).unwrap();
+        for (interval, due) in [(f32::INFINITY, false), (f32::MAX, false), (7.0, true)] {
+            let record = SchedulerState { interval, ..book.record(0) };
+            let records = HashMap::from([("http://h/a".to_owned(), record)]);
+            let (restored, _) =
+                Book::restore(records, &mut Hosts::default(), &BookSettings::default()).unwrap();
+            let page = restored.page(0);
+            // nutch-adaptive picks a page once the periods since its visit reach this.
+            assert_eq!(page.nutch_interval() <= 1e6, due, "{interval}");
+            if interval.is_infinite() {
+                assert_eq!(restored.record(0).interval, f32::INFINITY);
+            }
+        }
     }
 }

@@ -29,7 +29,7 @@ pub struct Page {
     /// The centre of the rate's credible interval on the log scale ([`central_rate`]) and
     /// the low end of its middle half ([`middle_half_low`]; the high end follows from both,
     /// [`middle_half`](recrawl_model::rate::middle_half)), where the freshness index looks,
-    /// in two bytes each so that a page stays within 60.
+    /// in two bytes each so that a page stays within 52.
     pub central_change_rate: CoarseF32,
     pub middle_half_low_rate: CoarseF32,
     /// Nutch's adaptive fetch interval, periods ([`Page::nutch_interval`]), in two bytes.
@@ -42,7 +42,7 @@ pub struct Page {
     pub depth: u16,
     /// [`DIRTY`], [`ANNOUNCED`], [`CHANGE_CLAIMED`], [`CLAIM_TO_TEST`], [`MOVED`] and the
     /// picks in a row no estimate answered ([`UNANSWERED_PICKS`]), in one byte so that a
-    /// page stays within 60.
+    /// page stays within 52.
     pub(super) flags: u8,
     pub schedule: Option<CrawlSchedule>,
 }
@@ -156,9 +156,11 @@ impl Page {
             CoarseF32::new(interval.and_then(|(low, high)| middle_half_low(low, high)));
     }
 
-    /// Nutch's adaptive fetch interval in periods; 0 where none was kept.
+    /// Nutch's adaptive fetch interval in periods. One past what two bytes hold (an
+    /// infinite one a record may carry) reads as infinite, never due, as it was written;
+    /// the book keeps none below its positive least interval.
     pub fn nutch_interval(&self) -> f64 {
-        self.interval.get().unwrap_or(0.0)
+        self.interval.get().unwrap_or(f64::INFINITY)
     }
 
     /// The rate the freshness index scores the page at: the central rate, else the mean.

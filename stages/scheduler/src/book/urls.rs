@@ -1,8 +1,8 @@
 //! A partition's URL text: each scheme and authority once, each URL as what follows it.
 //! The URLs of a partition share few authorities, which are about half of a URL's bytes
 //! (`http://www3.site12.example` of `http://www3.site12.example/section/7/page.html`); a
-//! number per URL names its authority instead, in two bytes while the partition has
-//! fewer than 65,536 authorities. Where a remainder starts is kept for every [`STRIDE`]th
+//! number per URL names its authority instead, in two bytes while the partition has at
+//! most 65,536 authorities. Where a remainder starts is kept for every [`STRIDE`]th
 //! slot, with each remainder's length in two bytes: 2.25 bytes a URL instead of a 4-byte
 //! offset.
 
@@ -66,7 +66,11 @@ impl AuthorityNumbers {
         if let Self::Narrow(numbers) = self {
             match u16::try_from(number) {
                 Ok(narrow) => return numbers.push(narrow),
-                Err(_) => *self = Self::Wide(numbers.iter().copied().map(u32::from).collect()),
+                Err(_) => {
+                    let mut wide = Vec::with_capacity(numbers.capacity());
+                    wide.extend(numbers.iter().copied().map(u32::from));
+                    *self = Self::Wide(wide);
+                }
             }
         }
         if let Self::Wide(numbers) = self {
