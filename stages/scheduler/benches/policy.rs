@@ -155,7 +155,7 @@ fn bench(c: &mut Criterion) {
                 .enumerate()
                 .map(|(slot, page)| {
                     let s = staleness(CLOCK, page.last_download(), 0);
-                    let cost = f64::from(page.size) * hosts.stats[page.host as usize].ms_per_byte / 1000.0;
+                    let cost = page.size_bytes() * hosts.stats[page.host as usize].ms_per_byte / 1000.0;
                     (paper_score(10.0, s, cost), slot as u32)
                 })
                 .collect();

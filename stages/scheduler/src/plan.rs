@@ -168,7 +168,7 @@ impl<'a> DayScoring<'a> {
 impl Period<'_> {
     /// p_j·g_i in periods, weighted.
     fn cost(&self, page: &Page) -> f64 {
-        f64::from(page.size) * self.cost_per_byte[page.host as usize]
+        page.size_bytes() * self.cost_per_byte[page.host as usize]
     }
 
     /// The paper's s_j(t).

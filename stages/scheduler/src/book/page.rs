@@ -1,4 +1,4 @@
-//! A URL's scheduling state, [`Page`]: what the plan reads of it, in 52 bytes, and the
+//! A URL's scheduling state, [`Page`]: what the plan reads of it, in 48 bytes, and the
 //! bits of its flags byte.
 
 use recrawl_model::rate::{central_rate, middle_half_low};
@@ -7,7 +7,7 @@ use super::{known, NONE};
 use crate::coarse::{CoarseF32, Probability};
 use crate::groups::CrawlSchedule;
 
-/// Per-URL scheduling state: 52 bytes.
+/// Per-URL scheduling state: 48 bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Page {
     pub host: u32,
@@ -16,20 +16,22 @@ pub struct Page {
     pub last_estimate: u32,
     pub last_download: u32,
     pub last_pick: u32,
-    /// p_j: bytes of the latest download (saturating).
-    pub size: u32,
+    /// p_j: bytes of the latest download, in two bytes ([`Page::size_bytes`]): a cost
+    /// is not known to 0.2 %.
+    pub size: CoarseF32,
     /// Kept only to seed the host's response time when the partition is restored.
     pub latency_ms: CoarseF32,
     /// The estimator's probability of a change at the next comparison.
     pub p_change: Probability,
     /// The estimator's probability that the next request downloads.
     pub p_download: Probability,
-    /// The estimator's Poisson change rate per period; NaN before any comparison.
-    pub change_rate: f32,
+    /// The estimator's Poisson change rate per period, in two bytes as the rates below;
+    /// none before any comparison (nor for a rate of 0, which the policies read as none).
+    pub change_rate: CoarseF32,
     /// The centre of the rate's credible interval on the log scale ([`central_rate`]) and
     /// the low end of its middle half ([`middle_half_low`]; the high end follows from both,
     /// [`middle_half`](recrawl_model::rate::middle_half)), where the freshness index looks,
-    /// in two bytes each so that a page stays within 52.
+    /// in two bytes each so that a page stays within 48.
     pub central_change_rate: CoarseF32,
     pub middle_half_low_rate: CoarseF32,
     /// Nutch's adaptive fetch interval, periods ([`Page::nutch_interval`]), in two bytes.
@@ -42,7 +44,7 @@ pub struct Page {
     pub depth: u16,
     /// [`DIRTY`], [`ANNOUNCED`], [`CHANGE_CLAIMED`], [`CLAIM_TO_TEST`], [`MOVED`] and the
     /// picks in a row no estimate answered ([`UNANSWERED_PICKS`]), in one byte so that a
-    /// page stays within 52.
+    /// page stays within 48.
     pub(super) flags: u8,
     pub schedule: Option<CrawlSchedule>,
 }
@@ -145,7 +147,12 @@ impl Page {
     }
 
     pub fn estimated_change_rate(&self) -> Option<f64> {
-        (!self.change_rate.is_nan()).then_some(f64::from(self.change_rate))
+        self.change_rate.get()
+    }
+
+    /// Bytes of the latest download; 0 before any.
+    pub fn size_bytes(&self) -> f64 {
+        self.size.get().unwrap_or(0.0)
     }
 
     /// Keeps what the freshness index reads of the rate's credible interval: its centre and
