@@ -576,8 +576,7 @@ impl FreshnessTerms {
             // A page never stored, or whose change a trusted sitemap announced, is stale
             // whatever its rate: a download keeps it until its next change, the whole of
             // what a copy can be worth (D(λτ)/λ as τ grows).
-            let known_stale = page.last_download().is_none() || page.is_change_claimed();
-            let age = if known_stale { f64::INFINITY } else { period.copy_age(page) };
+            let age = if known_stale(page) { f64::INFINITY } else { period.copy_age(page) };
             let (periodic, hours_per_period) = match &period.day {
                 Some(day) if age.is_finite() => {
                     let rate = best_index_rate(least_rate, most_rate, age);
@@ -611,17 +610,18 @@ impl FreshnessTerms {
 /// A cheap upper bound of the page's score is below the k-th best so far.
 struct BelowFloor;
 
+/// Never stored, or a trusted claim announced its change: stale whatever its rate.
+fn known_stale(page: &Page) -> bool {
+    page.last_download().is_none() || page.is_change_claimed()
+}
+
 /// Whether a stored, live page the Poisson index scores is surely below `floor`, found
 /// before its [`FreshnessTerms`] are built: at 100 M URLs most pages end here. `false`
 /// for the pages [`FreshnessTerms`] scores otherwise (probes, copies known stale, hosts
 /// with a day profile).
 fn freshness_surely_below(page: &Page, period: &Period, settings: &PlanSettings, floor: f64) -> bool {
     let by_day = period.day.as_ref().is_some_and(|day| day.has_profile(page.host));
-    if by_day
-        || predicted_to_fail(page, settings)
-        || page.last_download().is_none()
-        || page.is_change_claimed()
-    {
+    if by_day || predicted_to_fail(page, settings) || known_stale(page) {
         return false;
     }
     let rate = change_rate(page.freshness_rate(), page.p_change.get());
