@@ -753,7 +753,7 @@ impl Book {
     /// Rebuilds a partition from its changelog records, in discovery order. Records
     /// whose URL has no host are skipped and counted.
     pub fn restore(
-        records: HashMap<String, SchedulerState>,
+        records: impl IntoIterator<Item = (String, SchedulerState)>,
         hosts: &mut Hosts,
         settings: &BookSettings,
     ) -> Result<(Book, usize), BookFull> {

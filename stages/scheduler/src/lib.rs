@@ -1088,7 +1088,7 @@ pub(crate) mod tests {
         assert_eq!(picks.len(), 4);
         first.write_changes(&mut store);
         // The changelog as a restoring instance reads it: the latest record per key.
-        let mut changelog: BTreeMap<i32, std::collections::HashMap<String, SchedulerState>> = BTreeMap::new();
+        let mut changelog: BTreeMap<i32, recrawl_common::state::Keyed<SchedulerState>> = BTreeMap::new();
         for (partition, url, record) in store.take_written() {
             changelog.entry(partition).or_default().insert(url, record);
         }
@@ -1139,7 +1139,7 @@ pub(crate) mod tests {
         }
         assert_eq!(first.hosts.with_day_profile(), 2);
         first.write_changes(&mut store);
-        let mut changelog: BTreeMap<i32, std::collections::HashMap<String, SchedulerState>> = BTreeMap::new();
+        let mut changelog: BTreeMap<i32, recrawl_common::state::Keyed<SchedulerState>> = BTreeMap::new();
         for (partition, url, record) in store.take_written() {
             let bytes = recrawl_schemas::encode(&record).unwrap();
             let read = recrawl_schemas::decode::<SchedulerState>(&bytes).unwrap();

@@ -6,9 +6,8 @@
 //! A target panics only on a real bug: a panic in the code under test, or a broken
 //! invariant that the code documents.
 
-use std::collections::HashMap;
-
 use clap::ValueEnum;
+use recrawl_common::state::Keyed;
 use recrawl_common::StateStore;
 use recrawl_diff::change::{DiffSettings, Differ};
 use recrawl_diff::offline::{score, InputKind};
@@ -138,7 +137,7 @@ pub fn restore_state(data: &[u8]) {
         let fetched_at_ms =
             state.page.last_fetched_at_ms.clamp(0, bounds::MAX_TIME_MS / 2).saturating_add(60_000);
         let mut store = StateStore::default();
-        store.insert_partition(0, HashMap::from([(RESTORED_URL.to_owned(), state)]));
+        store.insert_partition(0, Keyed::from_iter([(RESTORED_URL.to_owned(), state)]));
         let mut estimator = Estimator::new(EstimatorSettings::default());
         estimator.restored(0, &mut store);
         check_partials(&mut estimator, fetched_at_ms);
@@ -152,7 +151,7 @@ pub fn restore_state(data: &[u8]) {
     }
     if let Some(state) = valid::<SchedulerState>(data) {
         let mut hosts = Hosts::default();
-        let records = HashMap::from([(RESTORED_URL.to_owned(), state)]);
+        let records = [(RESTORED_URL.to_owned(), state)];
         let Ok((book, _)) = Book::restore(records, &mut hosts, &BookSettings::default()) else { return };
         let caps = vec![u32::MAX; hosts.len()];
         for &policy in Policy::value_variants() {

@@ -12,6 +12,7 @@ use recrawl_schemas::{decode, Message};
 use crate::config::KafkaArgs;
 use crate::kafka::{reader_config, ClusterContext};
 use crate::metrics::StageMetrics;
+use crate::state::Keyed;
 use crate::tail::{read_to_end, EndOffsets, ReadToEndError};
 
 use super::backoff::Backoff;
@@ -20,7 +21,7 @@ use super::record::RecordError;
 use super::stage::{Stage, StageContext};
 
 /// Each restored partition's state, by key.
-type Restored<State> = Vec<(i32, HashMap<String, State>)>;
+type Restored<State> = Vec<(i32, Keyed<State>)>;
 
 /// A restore fails when its changelog yields no record for this long short of its end.
 pub(super) const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -130,8 +131,8 @@ impl ChangelogReader {
         let first = partitions.first().copied().unwrap_or(0);
         let reader: BaseConsumer<ClusterContext> =
             config.create_with_context(ClusterContext).map_err(|e| restore_error(first, e.to_string()))?;
-        let mut restored: HashMap<i32, HashMap<String, S::State>> =
-            partitions.iter().map(|&partition| (partition, HashMap::new())).collect();
+        let mut restored: HashMap<i32, Keyed<S::State>> =
+            partitions.iter().map(|&partition| (partition, Keyed::default())).collect();
         let (ends, assignment) =
             EndOffsets::fetch(&reader, &topic, partitions.iter().copied(), metadata_timeout, false)
                 .map_err(|e| restore_error(first, e.to_string()))?;
