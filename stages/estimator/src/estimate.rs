@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use recrawl_common::state::KeyHashState;
 use recrawl_common::{http_date_ms, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{
@@ -312,7 +313,7 @@ impl LivePartial {
 pub struct Estimator {
     settings: Settings,
     book: DistributionBook,
-    live: HashMap<(i32, String), LivePartial>,
+    live: HashMap<(i32, String), LivePartial, KeyHashState>,
     /// Partials filed in the book and waiting to be published.
     outbox: Vec<GroupDistribution>,
     /// Estimates sent again with a revised rate, waiting to be published, with the
@@ -324,7 +325,7 @@ impl Estimator {
     pub fn new(settings: Settings) -> Self {
         let book =
             DistributionBook::new(settings.window.saturating_add(settings.future), settings.max_groups);
-        Self { settings, book, live: HashMap::new(), outbox: Vec::new(), revised: Vec::new() }
+        Self { settings, book, live: HashMap::default(), outbox: Vec::new(), revised: Vec::new() }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -394,7 +395,11 @@ impl Estimator {
         entry.host.clone_from(&event.page.host);
 
         let key = (partition, group);
-        let live = self.live.entry(key.clone()).or_default();
+        // The key copied only on the group's first event.
+        let live = match self.live.get_mut(&key) {
+            Some(live) => live,
+            None => self.live.entry(key.clone()).or_default(),
+        };
         let turned = live.partial.period < event.period && live.begin_period();
         let trusted = live.dates.trusted();
         if live.unpublished && live.partial.period < event.period {
