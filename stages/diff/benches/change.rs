@@ -10,11 +10,14 @@
 //! - `all_metrics_1000_words_5pct`: IED and the four word baselines together.
 //! - `stage_apply_1000_words`: one fetch result through the stage's code: charset, visible
 //!   text, words, every metric, the document-frequency update.
+//! - `document_frequencies_1000_words`: a 1,000-word version of words new to the default
+//!   32 MiB sketch holding 2 million words counted in and out and its words' IDF read,
+//!   against one random read per word of a table as large (`baseline_one_read_a_word`).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use recrawl_diff::change::{DiffSettings, Differ};
 use recrawl_diff::criteria::{change_pair, change_pair_of, ChangeKind};
-use recrawl_diff::degree::{ied, IedCosts};
+use recrawl_diff::degree::{ied, mix, DocumentFrequencies, IedCosts, DEFAULT_SKETCH_BYTES};
 use recrawl_diff::lcs::{lcs, reference};
 use recrawl_diff::text::{word_hashes, CaseFold};
 use recrawl_schemas::FetchResult;
@@ -135,5 +138,40 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+fn sketch(c: &mut Criterion) {
+    let document =
+        |seed: u64| -> Vec<(u64, u32)> { (0..1_000u64).map(|i| (mix(seed << 20 | i), 1)).collect() };
+    let mut corpus = DocumentFrequencies::default();
+    for seed in 1..=2_000 {
+        corpus.add(&document(seed));
+    }
+    // Pages of words new to the sketch, more of them than the caches hold, taken in turn.
+    let pages: Vec<Vec<(u64, u32)>> = (0..512).map(|page| document(1 << 30 | page)).collect();
+    let mut group = c.benchmark_group("document_frequencies_1000_words");
+    group.throughput(Throughput::Elements(1_000));
+    let mut turn = pages.iter().cycle();
+    group.bench_function("add_idf_remove", |b| {
+        b.iter(|| {
+            let page = turn.next().map_or(&[][..], Vec::as_slice);
+            corpus.add(black_box(page));
+            let idf: f64 = page.iter().map(|&(word, _)| corpus.idf(word)).sum();
+            corpus.remove(black_box(page));
+            idf
+        })
+    });
+    let table = vec![0u32; DEFAULT_SKETCH_BYTES / 4];
+    let slots = table.len() as u64;
+    let mut turn = pages.iter().cycle();
+    group.bench_function("baseline_one_read_a_word", |b| {
+        b.iter(|| {
+            let page = turn.next().map_or(&[][..], Vec::as_slice);
+            page.iter()
+                .map(|&(word, _)| table[((u128::from(word) * u128::from(slots)) >> 64) as usize])
+                .sum::<u32>()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, sketch);
 criterion_main!(benches);
