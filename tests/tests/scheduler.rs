@@ -6,16 +6,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message as _;
 use rdkafka::producer::FutureProducer;
 use recrawl::observe::{Observed, Observer};
+use recrawl_common::tail::{read_to_end, EndOffsets};
 use recrawl_common::{unix_ms, KafkaArgs};
 use recrawl_e2e::{
     kafka_flags, metric, parse_args, produce, produce_at, unique_prefix, wait_for, Broker, RunningStage,
 };
+use recrawl_model::claims::{Claim, ClaimedChanges};
+use recrawl_scheduler::book::SchedulerState;
 use recrawl_schemas::messages::samples::{page_announcement, page_estimate};
 use recrawl_schemas::topics::{ANNOUNCEMENTS, ESTIMATES, FETCH, LINKS};
 use recrawl_schemas::{
-    url_key, DiscoveredLinks, PageAnnouncement, PageEstimate, PagePick, PageRef, PickReason, UtcTime,
+    decode, url_key, DiscoveredLinks, PageAnnouncement, PageEstimate, PagePick, PageRef, PickReason, UtcTime,
 };
 
 const PARTITIONS: i32 = 4;
@@ -265,6 +270,23 @@ async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
     .await;
     assert_eq!(series("scheduler_claims_total", "result", "current"), 0.0);
     stage.stop().await.expect("stops cleanly");
+    // The trusted host's page is scored by the rate its sitemap's two reads give (a change
+    // at 100 read at 200.5, one at 400 read at 500.5: two changes, 201 periods quiet), not
+    // by the estimates' 0.25, and the count is on its changelog record.
+    let record = latest_state(&kafka, &url("truthful", 0)).expect("a changelog record");
+    let claimed = record.claims.as_ref().map(|claims| claims.claimed);
+    let expected = ClaimedChanges {
+        changes: 2,
+        quiet_s: (201 * PERIOD_MS / 1_000) as u32,
+        latest: Claim { changed_ms: at(400.0), seen_ms: at(500.5) },
+    };
+    assert_eq!(claimed, Some(expected));
+    let rate = f64::from(record.change_rate.expect("a rate"));
+    let claimed_rate = expected.rate(PERIOD_MS as u64).expect("a claimed rate").rate;
+    assert!(
+        (rate / claimed_rate - 1.0).abs() < 0.01 && (rate - 0.25).abs() > 0.1,
+        "{rate} against {claimed_rate}"
+    );
 
     // Restarted, the scheduler restores the hosts' standing from its changelog and takes
     // the trusted host's next claim at once, the other's not.
@@ -288,6 +310,26 @@ async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
     .await;
     stage.stop().await.expect("stops cleanly");
     drop(broker);
+}
+
+/// The latest record of `url` on the scheduler's changelog.
+fn latest_state(kafka: &KafkaArgs, url: &str) -> Option<SchedulerState> {
+    let name = kafka.cluster.topics().state("scheduler");
+    let reader: BaseConsumer =
+        recrawl_common::kafka::reader_config(&kafka.cluster, "state-check").create().expect("reader");
+    let timeout = Duration::from_secs(30);
+    let metadata = reader.fetch_metadata(Some(&name), timeout).expect("metadata");
+    let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len() as i32);
+    let (ends, assignment) = EndOffsets::fetch(&reader, &name, 0..partitions, timeout, false).expect("ends");
+    reader.assign(&assignment).expect("assign");
+    let mut latest = None;
+    read_to_end(&reader, ends, Duration::ZERO, timeout, |message| {
+        if message.key() == Some(url.as_bytes()) {
+            latest = message.payload().map(|payload| decode::<SchedulerState>(payload).expect("decodes"));
+        }
+    })
+    .expect("read to the end");
+    latest
 }
 
 /// The (topic, partition) of every `recrawl_consumer_lag_records` series `stage` exports.

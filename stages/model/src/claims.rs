@@ -18,13 +18,16 @@
 //! A site's claims are believed only once several confirmed and nearly none were refuted
 //! ([`ClaimTally`]), as its `Last-Modified` dates are ([`crate::modified`]).
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 
 use crate::modified::CLOCK_SKEW_MS;
+use crate::rate::{RateEstimate, RateLikelihood, RatePrior};
 
 /// A sitemap's or feed's claim: the page last changed at `changed_ms`, as the document
 /// fetched at `seen_ms` said. Unix ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
     pub changed_ms: i64,
     pub seen_ms: i64,
@@ -177,6 +180,78 @@ impl ClaimEvidence {
     }
 }
 
+/// What a document says of the pages it does not list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// A sitemap lists every page in its scope, so each read observes each page.
+    Every,
+    /// A feed lists only the pages changed latest: a page is seen only while it is among
+    /// them, so which reads see it depends on its changes, and counting them would read
+    /// its rate high.
+    Latest,
+}
+
+/// A page's changes as its site's sitemap dated them: complete observations between the
+/// reads (§4 of `sitemaps.md`). Each read whose date moved past the one before counts a
+/// change at its date and quiet from there to the read (earlier changes may hide between
+/// the reads); a read whose date held counts the time since the read before as quiet. The
+/// likelihood is λ^changes · e^(−λ · quiet), as for proven `Last-Modified` dates, but
+/// with a read every period or two instead of a download every twenty. All zero (the
+/// default, and what a record written before it reads as) until a claim is counted; the
+/// first counts a change, so none are counted while `changes` is 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimedChanges {
+    pub changes: u32,
+    /// Seconds (136 years fit), so a URL's claims stay small.
+    pub quiet_s: u32,
+    /// The latest claim counted.
+    pub latest: Claim,
+}
+
+impl ClaimedChanges {
+    /// Counts what `claim`, read from a sitemap, adds. Whether it added anything: not
+    /// for a document older than the latest counted, a date in the future, a day-only
+    /// date (changes within its day cannot be told from none), or a date that moved back.
+    pub fn observe(&mut self, claim: Claim) -> bool {
+        let instant = |claim: Claim| claim.is_possible() && claim.changed() == Span::at(claim.changed_ms);
+        if !instant(claim) {
+            return false;
+        }
+        let changed_ms = claim.changed_ms.min(claim.seen_ms);
+        let quiet_since = |from_ms: i64| {
+            u32::try_from(claim.seen_ms.saturating_sub(from_ms).max(0) / 1_000).unwrap_or(u32::MAX)
+        };
+        let previous = self.latest;
+        let (changes, quiet_s) = if self.changes == 0 {
+            (1, quiet_since(changed_ms))
+        } else if previous.seen_ms >= claim.seen_ms {
+            return false;
+        } else if changed_ms > previous.changed_ms.saturating_add(CLOCK_SKEW_MS) {
+            (1, quiet_since(changed_ms))
+        } else if changed_ms >= previous.changed_ms.saturating_sub(CLOCK_SKEW_MS) {
+            (0, quiet_since(previous.seen_ms))
+        } else {
+            return false;
+        };
+        self.changes = self.changes.saturating_add(changes);
+        self.quiet_s = self.quiet_s.saturating_add(quiet_s);
+        self.latest = Claim { changed_ms, seen_ms: claim.seen_ms };
+        true
+    }
+
+    /// The page's change rate per period of `period_ms` from these observations alone:
+    /// under a flat prior over the rate grid, since they are complete and soon many.
+    /// `None` before any.
+    pub fn rate(&self, period_ms: u64) -> Option<RateEstimate> {
+        if period_ms == 0 || self.changes == 0 {
+            return None;
+        }
+        static FLAT: OnceLock<RatePrior> = OnceLock::new();
+        let quiet = f64::from(self.quiet_s) * 1_000.0 / period_ms as f64;
+        Some(RateLikelihood::dated(self.changes, quiet).posterior(FLAT.get_or_init(RatePrior::default)))
+    }
+}
+
 /// What a trusted claim says of a stored copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyNews {
@@ -310,6 +385,77 @@ mod tests {
 
     fn comparison(from_hour: i64, to_hour: i64, changed: bool) -> Comparison {
         Comparison { from: Span::at(from_hour * HOUR), to_ms: to_hour * HOUR, changed }
+    }
+
+    /// A page changing every 4 hours (at half past), its sitemap read every hour (at a
+    /// quarter to): each change counts once, with the time from it to the read; a read
+    /// whose date held adds the hour since the read before. The time from a read to the
+    /// next dated change is not quiet: earlier changes may hide there.
+    #[test]
+    fn claimed_changes_count_each_change_once_and_the_quiet_time_after_it() {
+        let mut claimed = ClaimedChanges::default();
+        assert_eq!(claimed.rate(HOUR as u64), None, "no claim, no rate");
+        for hour in 1..=200 {
+            let latest_change = (hour - hour % 4) * HOUR + HOUR / 2;
+            let claim = Claim { changed_ms: latest_change, seen_ms: hour * HOUR + 3 * HOUR / 4 };
+            assert!(claimed.observe(claim), "hour {hour}");
+        }
+        // The change at 0:30, then one at each of hours 4, 8, …, 200.
+        assert_eq!(claimed.changes, 51);
+        // 1:15 to the first read, 1 hour at each of the 149 reads whose date held, and a
+        // quarter of an hour after each of the 50 later changes.
+        assert_eq!(i64::from(claimed.quiet_s), (5 * HOUR / 4 + 149 * HOUR + 50 * HOUR / 4) / 1_000);
+    }
+
+    /// Claims of a Poisson page, read hourly: the rate they give is the page's.
+    #[test]
+    fn claimed_changes_of_a_poisson_page_give_its_rate() {
+        let rate_per_hour = 0.25;
+        // xorshift64*: uniform draws without a dependency.
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut uniform = || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1_u64 << 53) as f64
+        };
+        let (mut claimed, mut latest_change) = (ClaimedChanges::default(), 0.5);
+        let mut next_change = latest_change;
+        for hour in 1..=2_000 {
+            let seen = f64::from(hour) + 0.75;
+            while next_change <= seen {
+                latest_change = next_change;
+                next_change += -(1.0 - uniform()).ln() / rate_per_hour;
+            }
+            let claim = Claim {
+                changed_ms: (latest_change * HOUR as f64) as i64 + 1,
+                seen_ms: (seen * HOUR as f64) as i64,
+            };
+            claimed.observe(claim);
+        }
+        // The likelihood's peak, changes over quiet hours, is the page's rate.
+        let peak = f64::from(claimed.changes) * 3_600.0 / f64::from(claimed.quiet_s);
+        assert!((peak / rate_per_hour - 1.0).abs() < 0.05, "{claimed:?}: {peak}");
+        for period_hours in [1, 2] {
+            let rate = claimed.rate(period_hours * HOUR as u64).expect("a rate");
+            let truth = rate_per_hour * period_hours as f64;
+            assert!(rate.low < truth && truth < rate.high, "{rate:?} against {truth}");
+        }
+    }
+
+    #[test]
+    fn claimed_changes_skip_an_older_document_a_future_a_day_only_or_a_receding_date() {
+        let mut claimed = ClaimedChanges::default();
+        assert!(claimed.observe(claim(2, 5)));
+        let before = claimed;
+        let skipped = [claim(3, 4), claim(9, 6), Claim { changed_ms: 0, seen_ms: 6 * HOUR }, claim(1, 6)];
+        for next in skipped {
+            assert!(!claimed.observe(next), "{next:?}");
+        }
+        assert_eq!(claimed, before);
+        // A date that held: the hour since the read before was quiet.
+        assert!(claimed.observe(claim(2, 6)));
+        assert_eq!((claimed.changes, claimed.quiet_s), (1, 4 * 3_600));
     }
 
     #[test]

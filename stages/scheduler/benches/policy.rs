@@ -12,7 +12,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use recrawl_common::links::LinkRules;
-use recrawl_model::claims::Claim;
+use recrawl_model::claims::{Claim, Listing};
 use recrawl_scheduler::book::{Book, BookSettings};
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_scheduler::plan::{choose, PlanSettings};
@@ -172,7 +172,7 @@ fn bench(c: &mut Criterion) {
     };
     let claim = Claim { changed_ms: at(CLOCK + 10), seen_ms: at(CLOCK + 20) };
     for slot in (0..n as u32).step_by(100) {
-        book.claim(&mut hosts, slot, claim, &book_settings);
+        book.claim(&mut hosts, slot, claim, Listing::Every, &book_settings);
     }
     eprintln!("claim tests due: {}", book.claim_tests_due());
     let settings = PlanSettings {

@@ -421,6 +421,8 @@ impl Book {
                     slot,
                     estimate.change_rate,
                     estimate.change_rate_low.zip(estimate.change_rate_high),
+                    hosts,
+                    settings,
                 );
             return Ok(if revised { Applied::Revised } else { Applied::Replayed });
         }
@@ -505,6 +507,7 @@ impl Book {
             self.host_day_mut(host).merge(&learned_day);
             hosts.stats[host as usize].day.merge(&learned_day);
         }
+        self.prefer_claimed_rate(slot, hosts, settings);
         self.update_validators(slot, request);
         self.judge_download(hosts, slot, request);
         hosts.observe(host, request, settings.response_time_smoothing, settings.max_backoff_periods);
@@ -513,12 +516,23 @@ impl Book {
     }
 
     /// Sets the change rate and its 80 % credible interval of the tracked URL at `slot` as
-    /// a revised estimate gives them; whether they moved.
-    pub fn revise_rate(&mut self, slot: u32, rate: Option<f64>, interval: Option<(f64, f64)>) -> bool {
-        let Some(page) = self.pages.get_mut(slot as usize) else { return false };
+    /// a revised estimate gives them, unless its trusted host's claims give them
+    /// ([`UrlClaims::claimed`]); whether they moved.
+    pub fn revise_rate(
+        &mut self,
+        slot: u32,
+        rate: Option<f64>,
+        interval: Option<(f64, f64)>,
+        hosts: &Hosts,
+        settings: &BookSettings,
+    ) -> bool {
+        let Some(page) = self.pages.get(slot as usize) else { return false };
         let before = (page.change_rate, page.central_change_rate, page.middle_half_low_rate);
+        let page = &mut self.pages[slot as usize];
         page.change_rate = CoarseF32::new(rate);
         page.keep_rate_interval(interval);
+        self.prefer_claimed_rate(slot, hosts, settings);
+        let page = &self.pages[slot as usize];
         let moved = before != (page.change_rate, page.central_change_rate, page.middle_half_low_rate);
         if moved {
             self.mark_dirty(slot);

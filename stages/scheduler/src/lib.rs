@@ -32,7 +32,7 @@ use recrawl_common::runtime::{
 };
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
-use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, CopyNews};
+use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, CopyNews, Listing};
 use recrawl_model::{
     DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_CLOCK_SKEW_MS, MAX_PERIOD_MS, MIN_PERIOD_MS,
 };
@@ -515,11 +515,15 @@ impl Scheduler {
                 .min(now_ms)
                 .saturating_add(MAX_CLOCK_SKEW_MS);
             let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
+            let listing = match announcement.document {
+                AnnouncingDocument::Sitemap => Listing::Every,
+                _ => Listing::Latest,
+            };
             let plausible = claim.seen_ms <= latest_ms;
             let outcome = book
                 .find(&announcement.page.url)
                 .filter(|_| plausible)
-                .and_then(|slot| book.claim(&mut self.hosts, slot, claim, &self.book_settings));
+                .and_then(|slot| book.claim(&mut self.hosts, slot, claim, listing, &self.book_settings));
             let result = match outcome {
                 None if !plausible => "implausible",
                 None => "untracked",

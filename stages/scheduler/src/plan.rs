@@ -741,7 +741,7 @@ mod tests {
 
     #[test]
     fn a_claim_of_a_host_not_yet_judged_is_tested_first_within_its_share() {
-        use recrawl_model::claims::{Claim, ClaimTally};
+        use recrawl_model::claims::{Claim, ClaimTally, Listing};
         let pages: Vec<(String, u64, u64, f64)> =
             (0..10).map(|i| (format!("http://h{}/{i}", i % 2), 2 + i as u64, 100, 10.0)).collect();
         let pages: Vec<(&str, u64, u64, f64)> =
@@ -753,7 +753,7 @@ mod tests {
         // A change claimed well after its download (period 11), beyond the clocks' skew.
         let claim = Claim { changed_ms: 100_000, seen_ms: 200_000 };
         let book_settings = BookSettings { period_ms: 1000, epoch_unix_ms: 0, ..BookSettings::default() };
-        book.claim(&mut hosts, freshest, claim, &book_settings).unwrap();
+        book.claim(&mut hosts, freshest, claim, Listing::Every, &book_settings).unwrap();
         assert!(book.page(freshest).is_claim_to_test());
         let picks = choose(&[&book], &hosts, 13, 10.0, 10, &caps, &settings);
         assert_eq!(picks[0].slot, freshest, "the test comes first");

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTally, ClaimTrust, Comparison, Span};
+use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTally, ClaimTrust, ClaimedChanges, Comparison, Span};
 use recrawl_model::day::DayProfile;
 use recrawl_scheduler::book::{Book, BookSettings, SchedulerState, UrlClaims, MAX_IN_LINKS};
 use recrawl_scheduler::groups::CrawlSchedule;
@@ -29,6 +29,8 @@ const FIXTURE_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sc
 const FIXTURE_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v6.bin");
 /// As version 7 wrote it, before `change_claimed` and `claims` were kept.
 const FIXTURE_V7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v7.bin");
+/// As version 8 wrote it, before a URL's claims kept the changes they dated.
+const FIXTURE_V8: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v8.bin");
 
 /// 2026-01-11T00:00:00Z.
 const MIDNIGHT_MS: i64 = 1_768_089_600_000;
@@ -84,6 +86,9 @@ fn sample() -> SchedulerState {
 /// `sample()` as a build of `version` wrote it: the fields added since read as null.
 fn as_written_by(version: u16) -> SchedulerState {
     let mut state = sample();
+    if let (true, Some(claims)) = (version < 9, state.claims.as_mut()) {
+        claims.claimed = ClaimedChanges::default();
+    }
     if version < 8 {
         (state.change_claimed, state.claims) = (None, None);
     }
@@ -119,6 +124,11 @@ fn url_claims() -> UrlClaims {
             pending: Some(Comparison { from: nine, to_ms: at(12), changed: true }),
         },
         last_download: Some(Span { earliest_ms: at(12), latest_ms: at(12) }),
+        claimed: ClaimedChanges {
+            changes: 2,
+            quiet_s: 5 * 3_600,
+            latest: Claim { changed_ms: at(10), seen_ms: at(11) },
+        },
     }
 }
 
@@ -240,6 +250,20 @@ fn a_version_7_record_reads_back_without_a_stale_mark_or_claims_to_judge() {
 }
 
 #[test]
+fn a_version_8_record_reads_back_with_no_claimed_changes_to_rate_the_page_by() {
+    let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V8).expect("fixture")).expect("decodes");
+    assert_eq!(old, as_written_by(8));
+    assert_eq!(old.claims.as_ref().map(|claims| claims.claimed), Some(ClaimedChanges::default()));
+    for state in [old, sample()] {
+        let written = state.claims.clone();
+        let records = HashMap::from([("http://example.org/a.html".to_owned(), state)]);
+        let (book, _) =
+            Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
+        assert_eq!(book.record(0).claims, written, "written back as it was read");
+    }
+}
+
+#[test]
 fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
     assert_eq!(sample().validate(), Ok(()));
     let forged = [
@@ -261,9 +285,10 @@ fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
 /// rolling upgrade would drop the URLs it wrote.
 #[test]
 fn records_of_every_version_pass_the_restore_s_check() {
-    for fixture in
-        [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4, FIXTURE_V5, FIXTURE_V6, FIXTURE_V7]
-    {
+    for fixture in [
+        FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4, FIXTURE_V5, FIXTURE_V6, FIXTURE_V7,
+        FIXTURE_V8,
+    ] {
         let state = decode::<SchedulerState>(&std::fs::read(fixture).expect("fixture")).expect("decodes");
         assert_eq!(state.validate(), Ok(()), "{fixture}");
     }

@@ -15,6 +15,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
+use recrawl_model::claims::Listing;
 use recrawl_model::modified::DateTally;
 use recrawl_model::page::{GroupTallies, PageState, Request, UpdateSettings};
 use recrawl_model::prediction::{predict_next, Eligibility, Kind, Model, PreparedPrior, RateHistogram};
@@ -58,6 +59,10 @@ pub trait World: Sync {
     fn read_announcements(&self, _host: u32, _pages: &[u32], _at: f64) -> Vec<(u32, Option<f64>)> {
         Vec::new()
     }
+    /// What the host's document says of the pages it leaves out: a sitemap lists them all.
+    fn listing(&self, _host: u32) -> Listing {
+        Listing::Latest
+    }
 }
 
 /// `world` with some of its requests refused where `refuses(page, period)` says (a page
@@ -96,6 +101,9 @@ impl<W: World, F: Fn(u32, u64) -> bool + Sync> World for Refusing<W, F> {
     fn read_announcements(&self, host: u32, pages: &[u32], at: f64) -> Vec<(u32, Option<f64>)> {
         self.world.read_announcements(host, pages, at)
     }
+    fn listing(&self, host: u32) -> Listing {
+        self.world.listing(host)
+    }
 }
 
 /// A generated web and its truth over the simulated periods.
@@ -130,6 +138,13 @@ impl World for SimulatedWeb<'_> {
     fn announces(&self, host: u32) -> bool {
         let sitemaps = self.web.sitemaps();
         sitemaps.has_sitemap(host) || sitemaps.has_feed(host)
+    }
+    fn listing(&self, host: u32) -> Listing {
+        if self.web.sitemaps().has_sitemap(host) {
+            Listing::Every
+        } else {
+            Listing::Latest
+        }
     }
     fn read_announcements(&self, host: u32, pages: &[u32], at: f64) -> Vec<(u32, Option<f64>)> {
         let latest = |page: u32| {
@@ -766,7 +781,17 @@ impl Learner {
                 polls += 1;
                 let entries = world.read_announcements(site, &self.host_pages[site as usize], period as f64);
                 let settings = &self.book_settings;
-                reader.poll(&mut self.book, &mut self.hosts, settings, &entries, site, period, period as f64);
+                let listing = world.listing(site);
+                reader.poll(
+                    &mut self.book,
+                    &mut self.hosts,
+                    settings,
+                    &entries,
+                    listing,
+                    site,
+                    period,
+                    period as f64,
+                );
             }
         }
         let m = m - polls;
@@ -890,7 +915,13 @@ impl Learner {
                 if state.dates_await_trust() {
                     let prior = &self.groups[usize::from(self.page_groups[page as usize])].rate_prior;
                     let rate = state.change_rate(prior, self.period_ms as u64, trusted);
-                    self.book.revise_rate(page, Some(rate.rate), Some((rate.low, rate.high)));
+                    self.book.revise_rate(
+                        page,
+                        Some(rate.rate),
+                        Some((rate.low, rate.high)),
+                        &self.hosts,
+                        &self.book_settings,
+                    );
                 }
             }
         }

@@ -8,13 +8,13 @@
 //!
 //! When to poll: a site not yet judged every [`PROBE_EVERY`] periods, so that claims meet
 //! comparisons; a trusted site once the changes its polls announce, at their running
-//! rate, times the budget's share R, come to [`POLL_WORTH`] since the last poll (10
-//! changes at R = 0.05): the more of them a period can refresh, the sooner they are worth
-//! knowing; never a site whose claims
+//! rate, times the budget's share R, come to [`POLL_WORTH`] since the last poll (6
+//! changes at R = 0.05; [`FEED_POLL_WORTH`], 10, for a feed): the more of them a period
+//! can refresh, the sooner they are worth knowing; never a site whose claims
 //! were refuted or whose document dates nothing. The pages a site not yet judged claims
 //! changed are the plan's claim tests, as in the stage.
 
-use recrawl_model::claims::{Claim, ClaimTrust};
+use recrawl_model::claims::{Claim, ClaimTrust, Listing};
 use recrawl_model::modified::CLOCK_SKEW_MS;
 use recrawl_scheduler::book::{Book, BookSettings};
 use recrawl_scheduler::hosts::Hosts;
@@ -22,9 +22,12 @@ use recrawl_scheduler::hosts::Hosts;
 /// Periods between polls of a site whose claims are not yet judged.
 pub const PROBE_EVERY: u64 = 4;
 /// The changes a trusted site's sitemap is expected to announce since its last poll,
-/// times the budget's share R, that are worth polling it again (tuned at R = 0.02, 0.05,
-/// 0.1 and 0.2: docs/algorithms/sitemaps.md §5).
-pub const POLL_WORTH: f64 = 0.5;
+/// times the budget's share R, that are worth polling it again (tuned at R = 0.02, 0.05
+/// and 0.2: docs/algorithms/sitemaps.md §5). A sitemap's read also counts towards the
+/// rate of every page it lists, so it is worth more than a feed's.
+pub const POLL_WORTH: f64 = 0.3;
+/// [`POLL_WORTH`] for a site with only a feed.
+pub const FEED_POLL_WORTH: f64 = 0.5;
 /// Weight of the latest poll in a site's running rate of announced changes.
 const RATE_WEIGHT: f64 = 0.3;
 
@@ -39,6 +42,8 @@ struct SiteState {
     dated_at_the_read: u8,
     /// Changes announced per period, running; `None` before a trusted poll measured it.
     announced_rate: Option<f64>,
+    /// What its document says of the pages it leaves out, once polled.
+    listing: Option<Listing>,
 }
 
 /// When the policy polls each site's sitemap; the claims themselves live in the book.
@@ -47,8 +52,8 @@ pub struct SitemapReader {
     sites: Vec<SiteState>,
     /// Each site's host in the book.
     book_hosts: Vec<u32>,
-    /// [`POLL_WORTH`] in changes at this budget.
-    changes_worth_a_poll: f64,
+    /// 1 / R: [`POLL_WORTH`] times it is the changes worth a poll at this budget.
+    per_budget: f64,
     pub polls: u64,
 }
 
@@ -57,7 +62,7 @@ impl SitemapReader {
     /// a sitemap or a feed; `budget` the share of the pages fetched a period.
     pub fn new(book_hosts: Vec<u32>, announces: impl Fn(u32) -> bool, budget: f64) -> Self {
         Self {
-            changes_worth_a_poll: POLL_WORTH / budget.max(f64::MIN_POSITIVE),
+            per_budget: 1.0 / budget.max(f64::MIN_POSITIVE),
             sites: (0..book_hosts.len() as u32)
                 .map(|site| SiteState { nothing_to_learn: !announces(site), ..SiteState::default() })
                 .collect(),
@@ -82,17 +87,22 @@ impl SitemapReader {
             match self.trust(hosts, site) {
                 ClaimTrust::Distrusted => false,
                 ClaimTrust::Unknown => since >= PROBE_EVERY,
-                ClaimTrust::Trusted => match state.announced_rate {
-                    Some(rate) => since >= 1 && rate * since as f64 >= self.changes_worth_a_poll,
-                    None => since >= 1,
-                },
+                ClaimTrust::Trusted => {
+                    let worth =
+                        if state.listing == Some(Listing::Every) { POLL_WORTH } else { FEED_POLL_WORTH };
+                    match state.announced_rate {
+                        Some(rate) => since >= 1 && rate * since as f64 >= worth * self.per_budget,
+                        None => since >= 1,
+                    }
+                }
             }
         };
         (0..self.sites.len() as u32).filter(|&site| due(site)).collect()
     }
 
     /// Polls `site`'s sitemap or feed at `at` (periods; ms by `settings.period_ms`),
-    /// whose `entries` date pages (book slots), into the book.
+    /// whose `entries` date pages (book slots), into the book; `listing` says whether the
+    /// document lists every page.
     #[allow(clippy::too_many_arguments)]
     pub fn poll(
         &mut self,
@@ -100,6 +110,7 @@ impl SitemapReader {
         hosts: &mut Hosts,
         settings: &BookSettings,
         entries: &[(u32, Option<f64>)],
+        listing: Listing,
         site: u32,
         period: u64,
         at: f64,
@@ -108,6 +119,7 @@ impl SitemapReader {
         let ms = |periods: f64| (periods * settings.period_ms as f64) as i64;
         let state = &mut self.sites[site as usize];
         let previous = state.last_poll.replace(period);
+        state.listing = Some(listing);
         let (mut announced, mut dated, mut all_at_the_read) = (0_u32, false, true);
         let host = self.book_hosts[site as usize];
         let judged_before = host_trust(hosts, host) != ClaimTrust::Unknown;
@@ -122,7 +134,7 @@ impl SitemapReader {
             let claim = Claim { changed_ms: ms(lastmod), seen_ms: ms(at) };
             dated = true;
             all_at_the_read &= claim.changed_ms >= claim.seen_ms.saturating_sub(CLOCK_SKEW_MS);
-            book.claim(hosts, page, claim, settings);
+            book.claim(hosts, page, claim, listing, settings);
         }
         // A feed of the pages changed latest, each dated at the read, is rarely refuted by
         // a comparison (they did change) and never confirmed: polled to be judged, it would

@@ -5,14 +5,17 @@
 //! document's fetch. The stage and the simulator both come here.
 
 use recrawl_model::claims::{
-    Claim, ClaimEvidence, ClaimTally, ClaimTrust, Comparison, CopyNews, Judgement, Span,
+    Claim, ClaimEvidence, ClaimTally, ClaimTrust, ClaimedChanges, Comparison, CopyNews, Judgement, Listing,
+    Span,
 };
 use recrawl_model::modified::CLOCK_SKEW_MS;
 use recrawl_model::period_start_ms;
+use recrawl_model::rate::RateEstimate;
 use recrawl_schemas::LastRequest;
 use serde::{Deserialize, Serialize};
 
 use super::{period32, Book, BookSettings, Page, CHANGE_CLAIMED, CLAIM_TO_TEST};
+use crate::coarse::CoarseF32;
 use crate::hosts::Hosts;
 
 /// A URL's claims and the download they are judged from; on the changelog with the URL
@@ -24,6 +27,10 @@ pub struct UrlClaims {
     /// When the latest download was made: to the ms once one was heard of since the
     /// entry began, its period before.
     pub last_download: Option<Span>,
+    /// The changes its host's claims dated, which the page's rate is taken from while the
+    /// host is trusted; dropped when a claim finds the host distrusted. Last, so a record
+    /// written before it was kept reads it as none (its two varints zero-padded).
+    pub claimed: ClaimedChanges,
 }
 
 /// Periods after its latest download past which a trusted claim no longer keeps a copy
@@ -59,12 +66,15 @@ impl Page {
 impl Book {
     /// Judges `claim` about the tracked URL at `slot`, tallies the judgement on its host,
     /// and where the host's claims are trusted takes what the claim says of the copy.
-    /// `None` for a URL not tracked (a frontier URL is stale whatever is claimed).
+    /// A claim from a document that lists every page (`listing`) also counts towards the
+    /// page's claimed changes ([`UrlClaims::claimed`]). `None` for a URL not tracked (a
+    /// frontier URL is stale whatever is claimed).
     pub fn claim(
         &mut self,
         hosts: &mut Hosts,
         slot: u32,
         claim: Claim,
+        listing: Listing,
         settings: &BookSettings,
     ) -> Option<ClaimOutcome> {
         let page = *self.pages.get(slot as usize)?;
@@ -78,16 +88,28 @@ impl Book {
             earliest_ms: period_start(period),
             latest_ms: period_start(period.saturating_add(1)).saturating_sub(1),
         });
-        let entry = self
-            .claims
-            .entry(slot)
-            .or_insert(UrlClaims { evidence: ClaimEvidence::default(), last_download: downloaded });
+        let entry = self.claims.entry(slot).or_insert(UrlClaims {
+            evidence: ClaimEvidence::default(),
+            last_download: downloaded,
+            claimed: ClaimedChanges::default(),
+        });
         let before = *entry;
         let judgement = entry.evidence.observe_claim(claim);
         let news = claim.news(entry.last_download);
         let real_download = entry.last_download;
-        let kept_changed = *entry != before;
         let trust = self.tally(hosts, page.host, judgement)?;
+        let mut claimed = before.claimed;
+        if trust == ClaimTrust::Distrusted {
+            claimed = ClaimedChanges::default();
+        } else if listing == Listing::Every {
+            claimed.observe(claim);
+        }
+        let entry = self.claims.get_mut(&slot)?;
+        entry.claimed = claimed;
+        let kept_changed = *entry != before;
+        if claimed != before.claimed {
+            self.prefer_claimed_rate(slot, hosts, settings);
+        }
         if judgement != Judgement::Silent || kept_changed {
             // The record carries the URL's claims and the host's tally to a restore.
             self.mark_dirty(slot);
@@ -178,6 +200,30 @@ impl Book {
         page.flags &= !CLAIM_TO_TEST;
     }
 
+    /// The rate the changes its host claimed give the page at `slot`, once the host is
+    /// trusted.
+    pub(super) fn claimed_rate(
+        &self,
+        slot: u32,
+        hosts: &Hosts,
+        settings: &BookSettings,
+    ) -> Option<RateEstimate> {
+        let host = self.pages.get(slot as usize)?.host;
+        let trusted = hosts.stats.get(host as usize)?.claims.trust() == ClaimTrust::Trusted;
+        trusted.then(|| self.claims.get(&slot)?.claimed.rate(settings.period_ms)).flatten()
+    }
+
+    /// Scores the page at `slot` by the rate its trusted host's claimed changes give,
+    /// where they give one: the estimator's, from a download every so many periods, knows
+    /// less.
+    pub(super) fn prefer_claimed_rate(&mut self, slot: u32, hosts: &Hosts, settings: &BookSettings) {
+        let Some(rate) = self.claimed_rate(slot, hosts, settings) else { return };
+        if let Some(page) = self.pages.get_mut(slot as usize) {
+            page.change_rate = CoarseF32::new(Some(rate.rate));
+            page.keep_rate_interval(Some((rate.low, rate.high)));
+        }
+    }
+
     /// Pages flagged for a claim test: the plan passes over the pages for them only when
     /// there are any.
     pub fn claim_tests_due(&self) -> usize {
@@ -256,8 +302,8 @@ mod tests {
 
     /// An entry costs what the memory gauge says and `docs/algorithms/sitemaps.md` §7.
     #[test]
-    fn a_url_s_claims_stay_within_80_bytes() {
-        assert!(std::mem::size_of::<UrlClaims>() <= 80, "{}", std::mem::size_of::<UrlClaims>());
+    fn a_url_s_claims_stay_within_104_bytes() {
+        assert!(std::mem::size_of::<UrlClaims>() <= 104, "{}", std::mem::size_of::<UrlClaims>());
     }
 
     /// A host whose sitemap dates each change is trusted after three confirmed, and its
@@ -277,14 +323,14 @@ mod tests {
         }
         // Now a change claimed at 5:00 of the truthful host's page marks it stale.
         let slot = book.find("http://truthful/0.html").unwrap();
-        let outcome =
-            book.claim(&mut hosts, slot, Claim { changed_ms: 5 * HOUR, seen_ms: 6 * HOUR }, &settings);
+        let claim = Claim { changed_ms: 5 * HOUR, seen_ms: 6 * HOUR };
+        let outcome = book.claim(&mut hosts, slot, claim, Listing::Every, &settings);
         assert!(outcome.is_some_and(|outcome| outcome.taken && outcome.news == CopyNews::Stale));
         assert!(book.page(slot).is_change_claimed());
         // The lying host's claims are judged but never taken.
         let slot = book.find("http://lying/0.html").unwrap();
-        let outcome =
-            book.claim(&mut hosts, slot, Claim { changed_ms: 6 * HOUR, seen_ms: 6 * HOUR }, &settings);
+        let claim = Claim { changed_ms: 6 * HOUR, seen_ms: 6 * HOUR };
+        let outcome = book.claim(&mut hosts, slot, claim, Listing::Every, &settings);
         assert!(outcome.is_some_and(|outcome| !outcome.taken));
         assert!(!book.page(slot).is_change_claimed());
     }
@@ -325,7 +371,7 @@ mod tests {
         // Read at 6:30, dating the latest change at 2:30: the download at 6:00 agrees, and
         // the copy is as current as the claim says (no news for the page's record).
         let quiet = Claim { changed_ms: 2 * HOUR + HOUR / 2, seen_ms: 6 * HOUR + HOUR / 2 };
-        let outcome = book.claim(&mut hosts, slot, quiet, &settings).unwrap();
+        let outcome = book.claim(&mut hosts, slot, quiet, Listing::Every, &settings).unwrap();
         assert_eq!(outcome.judgement, Judgement::Agreed);
         assert!(!outcome.taken);
         let dirty = book.take_dirty();
@@ -346,7 +392,7 @@ mod tests {
         let url = "http://truthful/0.html";
         let slot = book.find(url).unwrap();
         let claim = Claim { changed_ms: 5 * HOUR, seen_ms: 6 * HOUR };
-        let outcome = book.claim(&mut hosts, slot, claim, &settings).unwrap();
+        let outcome = book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap();
         assert!(outcome.taken && book.page(slot).is_change_claimed());
         let records: HashMap<String, SchedulerState> = book.take_dirty().into_iter().collect();
         assert_eq!(records.len(), 1, "the claim writes its URL's record");
@@ -390,7 +436,11 @@ mod tests {
                 let slot = book.find(&format!("http://{host}/{page}.html")).unwrap();
                 // The sitemap read at hour 3 names a change at 2:30 (or says "now").
                 let claim = Claim { changed_ms, seen_ms: 3 * HOUR };
-                outcomes.push((host, page, book.claim(&mut hosts, slot, claim, &settings).unwrap()));
+                outcomes.push((
+                    host,
+                    page,
+                    book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap(),
+                ));
                 // Fetched at 4:30: the truthful page changed, the other did not.
                 let mut second =
                     estimate(&format!("http://{host}/{page}.html"), 4, true, Some(host == "truthful"));
@@ -425,12 +475,54 @@ mod tests {
         (book, hosts, settings, slot)
     }
 
+    /// Read hourly, a trusted host's sitemap dates each change of a page that changes every
+    /// 10 hours: the page is scored by the rate those claims give (about 0.1 an hour), not
+    /// by the estimator's 0.25 from its downloads, and an estimate arriving later does not
+    /// undo it. A host not trusted leaves the estimator's rate, a host found out drops
+    /// what its claims counted, and a feed's claims count nothing.
+    #[test]
+    fn a_trusted_host_s_claims_rate_its_page_over_the_estimator_s_comparisons() {
+        for trusted in [true, false] {
+            let (mut book, mut hosts, settings, slot) = one_page(trusted);
+            for hour in 2..=61 {
+                let changed_ms = (hour - hour % 10) * HOUR + HOUR / 2;
+                let claim = Claim { changed_ms, seen_ms: hour * HOUR + 3 * HOUR / 4 };
+                book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap();
+            }
+            let mut later = estimate("http://h/a.html", 62, true, Some(true));
+            later.last_request.fetched_at_ms = 62 * HOUR;
+            book.apply_estimate(&mut hosts, &later, &settings).unwrap();
+            let rate = book.page(slot).estimated_change_rate().unwrap();
+            if trusted {
+                assert!((0.06..0.16).contains(&rate), "{rate}");
+                assert_eq!(book.claims[&slot].claimed.changes, 7, "0:30, then six from 10:30 to 60:30");
+            } else {
+                assert!((rate - 0.25).abs() < 1e-3, "{rate}");
+            }
+        }
+        let (mut book, mut hosts, settings, slot) = one_page(true);
+        let read_at = |hour: i64| Claim { changed_ms: HOUR / 2, seen_ms: hour * HOUR };
+        book.claim(&mut hosts, slot, read_at(2), Listing::Every, &settings).unwrap();
+        assert_ne!(book.claims[&slot].claimed, ClaimedChanges::default());
+        hosts.stats[book.page(slot).host as usize].claims =
+            ClaimTally { refuted: 9, ..ClaimTally::default() };
+        book.claim(&mut hosts, slot, read_at(3), Listing::Every, &settings).unwrap();
+        assert_eq!(book.claims[&slot].claimed, ClaimedChanges::default());
+        // A feed lists a page only while it is among those changed latest: its reads are
+        // taken as claims but not counted.
+        let (mut book, mut hosts, settings, slot) = one_page(true);
+        let claim = Claim { changed_ms: HOUR / 2, seen_ms: 2 * HOUR };
+        assert!(book.claim(&mut hosts, slot, claim, Listing::Latest, &settings).unwrap().taken);
+        assert_eq!(book.claims[&slot].claimed, ClaimedChanges::default());
+        assert!((book.page(slot).estimated_change_rate().unwrap() - 0.25).abs() < 1e-3);
+    }
+
     #[test]
     fn a_change_in_the_period_of_a_download_known_only_by_its_period_refutes_nothing() {
         let (mut book, mut hosts, settings, slot) = one_page(false);
         // Changed at 1:00:20, before the download at 1:30 (the entry knows only period 1).
         let claim = Claim { changed_ms: HOUR + 20_000, seen_ms: 5 * HOUR };
-        let outcome = book.claim(&mut hosts, slot, claim, &settings).unwrap();
+        let outcome = book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap();
         assert_eq!(outcome.news, CopyNews::Nothing);
         assert!(!book.page(slot).is_claim_to_test());
         let mut second = estimate("http://h/a.html", 6, true, Some(false));
@@ -444,7 +536,7 @@ mod tests {
         let (mut book, mut hosts, settings, slot) = one_page(true);
         // Downloaded at 3:00 (its estimate arrives late), changed at 3:30, read at 4:00.
         let claim = Claim { changed_ms: 3 * HOUR + HOUR / 2, seen_ms: 4 * HOUR };
-        assert!(book.claim(&mut hosts, slot, claim, &settings).unwrap().taken);
+        assert!(book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap().taken);
         let mut late = estimate("http://h/a.html", 3, true, Some(true));
         late.last_request.fetched_at_ms = 3 * HOUR;
         book.apply_estimate(&mut hosts, &late, &settings).unwrap();
@@ -459,11 +551,14 @@ mod tests {
     fn the_time_of_the_request_is_never_worth_a_test_fetch() {
         let (mut book, mut hosts, settings, slot) = one_page(false);
         let claim = Claim { changed_ms: 5 * HOUR, seen_ms: 5 * HOUR };
-        assert_eq!(book.claim(&mut hosts, slot, claim, &settings).unwrap().news, CopyNews::Stale);
+        assert_eq!(
+            book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap().news,
+            CopyNews::Stale
+        );
         assert!(!book.page(slot).is_claim_to_test());
         assert_eq!(book.claim_tests_due(), 0);
         let claim = Claim { changed_ms: 4 * HOUR, seen_ms: 6 * HOUR };
-        book.claim(&mut hosts, slot, claim, &settings).unwrap();
+        book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap();
         assert!(book.page(slot).is_claim_to_test());
         assert_eq!(book.claim_tests_due(), 1);
         let mut test = estimate("http://h/a.html", 7, true, Some(true));
@@ -476,10 +571,10 @@ mod tests {
     fn a_trusted_claim_keeps_a_copy_current_only_until_an_audit_is_due() {
         let (mut book, mut hosts, settings, slot) = one_page(true);
         let quiet = |seen_hour: i64| Claim { changed_ms: -10 * HOUR, seen_ms: seen_hour * HOUR };
-        assert!(book.claim(&mut hosts, slot, quiet(50), &settings).unwrap().taken);
+        assert!(book.claim(&mut hosts, slot, quiet(50), Listing::Every, &settings).unwrap().taken);
         assert_eq!(book.page(slot).last_download(), Some(50));
         let late = 2 + CLAIM_AUDIT_PERIODS as i64 + 1;
-        assert!(!book.claim(&mut hosts, slot, quiet(late), &settings).unwrap().taken);
+        assert!(!book.claim(&mut hosts, slot, quiet(late), Listing::Every, &settings).unwrap().taken);
         assert_eq!(book.page(slot).last_download(), Some(50), "it ages from the last claim taken");
     }
 
@@ -487,17 +582,24 @@ mod tests {
     fn a_judged_host_s_pages_need_no_tests_and_a_future_date_marks_nothing() {
         let (mut book, mut hosts, settings, slot) = one_page(false);
         let claim = Claim { changed_ms: 4 * HOUR, seen_ms: 6 * HOUR };
-        book.claim(&mut hosts, slot, claim, &settings).unwrap();
+        book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap();
         assert_eq!(book.claim_tests_due(), 1);
         let host = book.page(slot).host as usize;
         hosts.stats[host].claims = recrawl_model::claims::ClaimTally { refuted: 2, ..Default::default() };
-        book.claim(&mut hosts, slot, Claim { changed_ms: 4 * HOUR, seen_ms: 7 * HOUR }, &settings).unwrap();
+        book.claim(
+            &mut hosts,
+            slot,
+            Claim { changed_ms: 4 * HOUR, seen_ms: 7 * HOUR },
+            Listing::Every,
+            &settings,
+        )
+        .unwrap();
         assert!(!book.page(slot).is_claim_to_test());
         assert_eq!(book.claim_tests_due(), 0);
         // Trusted now: a change dated years after the read is no news of the copy.
         hosts.stats[host].claims = recrawl_model::claims::ClaimTally { confirmed: 3, ..Default::default() };
         let future = Claim { changed_ms: 10_000 * HOUR, seen_ms: 8 * HOUR };
-        let outcome = book.claim(&mut hosts, slot, future, &settings).unwrap();
+        let outcome = book.claim(&mut hosts, slot, future, Listing::Every, &settings).unwrap();
         assert_eq!(outcome.news, CopyNews::Nothing);
         assert!(!book.page(slot).is_change_claimed());
     }

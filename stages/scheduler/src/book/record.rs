@@ -63,9 +63,10 @@ impl Message for SchedulerState {
     const NAME: &'static str = "SchedulerState";
     const FORMAT: Format = Format::Bincode;
     /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`. 5: `announced`.
-    /// 6: `moved`. 7: `host_claims`. 8: `change_claimed` and `claims`, the last fields.
-    const VERSION: u16 = 8;
-    const ADDED_TRAILING_OPTIONS: usize = 8;
+    /// 6: `moved`. 7: `host_claims`. 8: `change_claimed` and `claims`. 9: `claims.claimed`,
+    /// the last field of the last.
+    const VERSION: u16 = 9;
+    const ADDED_TRAILING_OPTIONS: usize = 9;
 
     /// What the book keeps raw: a probability or rate out of range would score NaN and
     /// outrank every page. The coarse fields (latency, central and low rates) read
