@@ -871,6 +871,7 @@ impl Book {
             stats.day.merge(&share.day);
             stats.claims.add(&share.claims);
         }
+        book.flag_restored_claim_tests(hosts);
         Ok((book, skipped))
     }
 

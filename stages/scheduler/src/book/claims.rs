@@ -179,6 +179,32 @@ impl Book {
         &mut self.host_shares.entry(host).or_default().claims
     }
 
+    /// Flags again, after a restore, each page whose kept claim a fetch would test: its
+    /// host not yet judged (as far as the partitions restored so far tell; a host another
+    /// partition shows judged is unflagged by its next claim), its claim dating a change
+    /// after the page's latest download, clearly before the read.
+    pub(super) fn flag_restored_claim_tests(&mut self, hosts: &Hosts) {
+        let to_test: Vec<u32> = self
+            .claims
+            .iter()
+            .filter(|(&slot, claims)| {
+                let Some(page) = self.pages.get(slot as usize) else { return false };
+                let unjudged = hosts
+                    .stats
+                    .get(page.host as usize)
+                    .is_some_and(|stats| stats.claims.trust() == ClaimTrust::Unknown);
+                let testable = claims.evidence.claim.is_some_and(|claim| {
+                    claim.can_confirm() && claim.news(claims.last_download) == CopyNews::Stale
+                });
+                unjudged && testable && page.last_download().is_some() && !page.is_frontier()
+            })
+            .map(|(&slot, _)| slot)
+            .collect();
+        for slot in to_test {
+            self.flag_claim_test(slot);
+        }
+    }
+
     fn flag_claim_test(&mut self, slot: u32) {
         let page = &mut self.pages[slot as usize];
         if !page.is_claim_to_test() {
@@ -515,6 +541,26 @@ mod tests {
         assert!(book.claim(&mut hosts, slot, claim, Listing::Latest, &settings).unwrap().taken);
         assert_eq!(book.claims[&slot].claimed, ClaimedChanges::default());
         assert!((book.page(slot).estimated_change_rate().unwrap() - 0.25).abs() < 1e-3);
+    }
+
+    /// A claim a fetch would test outlives a restart: the restored book flags its page
+    /// again, unless the records show its host judged.
+    #[test]
+    fn a_claim_to_test_is_flagged_again_after_a_restore() {
+        let (mut book, mut hosts, settings, slot) = one_page(false);
+        let claim = Claim { changed_ms: 4 * HOUR, seen_ms: 6 * HOUR };
+        book.claim(&mut hosts, slot, claim, Listing::Every, &settings).unwrap();
+        assert!(book.page(slot).is_claim_to_test());
+        let mut records: HashMap<String, SchedulerState> = book.take_dirty().into_iter().collect();
+        let (restored, _) = Book::restore(records.clone(), &mut Hosts::default(), &settings).unwrap();
+        let slot = restored.find("http://h/a.html").unwrap();
+        assert!(restored.page(slot).is_claim_to_test());
+        assert_eq!(restored.claim_test_slots(), vec![slot]);
+        for state in records.values_mut() {
+            state.host_claims = Some(ClaimTally { confirmed: 3, ..ClaimTally::default() });
+        }
+        let (restored, _) = Book::restore(records, &mut Hosts::default(), &settings).unwrap();
+        assert_eq!(restored.claim_tests_due(), 0);
     }
 
     #[test]
