@@ -234,9 +234,11 @@ impl Book {
         hosts: &Hosts,
         settings: &BookSettings,
     ) -> Option<RateEstimate> {
+        // Most URLs have no claims: the map, usually empty, is looked at before the host.
+        let claimed = self.claims.get(&slot)?.claimed;
         let host = self.pages.get(slot as usize)?.host;
         let trusted = hosts.stats.get(host as usize)?.claims.trust() == ClaimTrust::Trusted;
-        trusted.then(|| self.claims.get(&slot)?.claimed.rate(settings.period_ms)).flatten()
+        trusted.then(|| claimed.rate(settings.period_ms)).flatten()
     }
 
     /// Scores the page at `slot` by the rate its trusted host's claimed changes give,
