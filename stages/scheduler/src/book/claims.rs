@@ -29,7 +29,7 @@ pub struct UrlClaims {
     pub last_download: Option<Span>,
     /// The changes its host's claims dated, which the page's rate is taken from while the
     /// host is trusted; dropped when a claim finds the host distrusted. Last, so a record
-    /// written before it was kept reads it as none (its two varints zero-padded).
+    /// written before it was kept reads it as none (its varints zero-padded).
     pub claimed: ClaimedChanges,
 }
 
@@ -49,6 +49,13 @@ pub struct ClaimOutcome {
     pub news: CopyNews,
     /// Whether the book took the news (the host is trusted and it said something new).
     pub taken: bool,
+}
+
+/// Whether fetching `page` would test `claim`, its host's claims not yet judged: the claim
+/// dates a change after the download made within `downloaded`, and one a comparison could
+/// confirm (the time of the request never is).
+fn worth_a_test(page: &Page, claim: Claim, downloaded: Option<Span>) -> bool {
+    page.last_download().is_some() && claim.can_confirm() && claim.news(downloaded) == CopyNews::Stale
 }
 
 impl Page {
@@ -123,10 +130,8 @@ impl Book {
             .is_some_and(|at| seen_period.saturating_sub(period_of(at.latest_ms)) > CLAIM_AUDIT_PERIODS);
         let believed = trust == ClaimTrust::Trusted && !(audit_due && matches!(news, CopyNews::CurrentAt(_)));
         let taken = believed && self.take_claim(slot, news, seen_period);
-        // Only a claim a comparison could confirm is worth a fetch to test: the time of
-        // the request never is. A host judged either way needs no more tests.
-        let testable = news == CopyNews::Stale && page.last_download().is_some() && claim.can_confirm();
-        if trust == ClaimTrust::Unknown && testable {
+        // A host judged either way needs no more tests.
+        if trust == ClaimTrust::Unknown && worth_a_test(&page, claim, real_download) {
             self.flag_claim_test(slot);
         } else if trust != ClaimTrust::Unknown {
             self.clear_test_flag(slot);
@@ -193,10 +198,11 @@ impl Book {
                     .stats
                     .get(page.host as usize)
                     .is_some_and(|stats| stats.claims.trust() == ClaimTrust::Unknown);
-                let testable = claims.evidence.claim.is_some_and(|claim| {
-                    claim.can_confirm() && claim.news(claims.last_download) == CopyNews::Stale
-                });
-                unjudged && testable && page.last_download().is_some() && !page.is_frontier()
+                let testable = claims
+                    .evidence
+                    .claim
+                    .is_some_and(|claim| worth_a_test(page, claim, claims.last_download));
+                unjudged && testable && !page.is_frontier()
             })
             .map(|(&slot, _)| slot)
             .collect();
