@@ -104,6 +104,7 @@ fn message_types() -> Vec<Described> {
         describe::<ChangeEvent>(),
         describe::<PageEstimate>(),
         describe::<GroupDistribution>(),
+        describe::<HostTrust>(),
     ]
 }
 
@@ -237,7 +238,8 @@ mod tests {
     use crate::envelope::{decode, encode};
     use crate::messages::samples;
     use crate::topics::{
-        Topic, ANNOUNCEMENTS, CHANGE_EVENTS, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
+        Topic, ANNOUNCEMENTS, CHANGE_EVENTS, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, HOST_TRUST,
+        LINKS,
     };
 
     fn schemas_dir() -> PathBuf {
@@ -316,6 +318,7 @@ mod tests {
         check(CHANGE_EVENTS, &samples::change_event());
         check(ESTIMATES, &samples::page_estimate());
         check(DISTRIBUTIONS, &samples::group_distribution());
+        check(HOST_TRUST, &samples::host_trust());
     }
 
     /// Decodes the committed encodings of every schema version a type reads: a change
@@ -340,7 +343,8 @@ mod tests {
             }
             let earlier = (1..M::VERSION).map(|version| fixture(version, extension));
             // Types added since schema 1 (its envelope was bincode for all) have no such record.
-            let schema_1 = (M::NAME != PageAnnouncement::NAME).then(|| fixture(1, "bin"));
+            let schema_1 =
+                (![PageAnnouncement::NAME, HostTrust::NAME].contains(&M::NAME)).then(|| fixture(1, "bin"));
             for path in [Some(current.clone()), schema_1].into_iter().flatten().chain(earlier) {
                 let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert_eq!(decode::<M>(&bytes).unwrap(), sample, "{}", path.display());
@@ -355,6 +359,7 @@ mod tests {
         check(samples::change_event());
         check(samples::page_estimate());
         check(samples::group_distribution());
+        check(samples::host_trust());
     }
 
     /// The exchange a fetch result carries since schema 2 (the samples above have none, as
@@ -464,10 +469,10 @@ mod tests {
         }
         let public: Vec<Described> =
             message_types().into_iter().filter(|t| t.format == Format::Json).collect();
-        assert_eq!(public.len(), 5);
+        assert_eq!(public.len(), 6);
         for described in public {
             // Plain JSON since schema 2; the types added since, from their first.
-            let born_json = described.name == PageAnnouncement::NAME;
+            let born_json = [PageAnnouncement::NAME, HostTrust::NAME].contains(&described.name);
             assert!(born_json || described.version >= 2, "{}", described.name);
             check(described.name, &described.schema);
         }

@@ -754,7 +754,8 @@ mod properties {
 
     use super::*;
     use crate::{
-        ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageEstimate, PagePick, PickReason,
+        ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, HostTrust, PageAnnouncement,
+        PageEstimate, PagePick, PickReason,
     };
 
     proptest! {
@@ -767,6 +768,8 @@ mod properties {
             let _ = decode::<ChangeEvent>(&bytes);
             let _ = decode::<PageEstimate>(&bytes);
             let _ = decode::<GroupDistribution>(&bytes);
+            let _ = decode::<PageAnnouncement>(&bytes);
+            let _ = decode::<HostTrust>(&bytes);
         }
 
         /// The same behind a valid header, so the payload decoders themselves are hit.

@@ -10,7 +10,8 @@ use thiserror::Error;
 
 use crate::envelope::{EnvelopeError, Message};
 use crate::messages::{
-    ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageAnnouncement, PageEstimate, PagePick,
+    ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, HostTrust, PageAnnouncement, PageEstimate,
+    PagePick,
 };
 
 /// The catalogue shipped with this build.
@@ -74,6 +75,10 @@ pub const ESTIMATES: Topic<PageEstimate> =
 /// Each instance's share of a group, keyed so compaction keeps the latest per partition.
 pub const DISTRIBUTIONS: Topic<GroupDistribution> =
     Topic::new("distributions", |share| Cow::Owned(format!("{}/{}", share.group, share.partition)));
+/// Each scheduler partition's judgement of a host's claims, keyed so compaction keeps the
+/// latest per partition.
+pub const HOST_TRUST: Topic<HostTrust> =
+    Topic::new("host-trust", |trust| Cow::Owned(format!("{}/{}", trust.host, trust.partition)));
 /// Rejected records of any topic, as they were: not a message type of its own.
 pub const DEAD_LETTER: &str = "dead-letter";
 
@@ -260,7 +265,7 @@ mod tests {
             CHANGE_EVENTS.name,
             ESTIMATES.name,
         ];
-        for name in names.into_iter().chain([DISTRIBUTIONS.name, DEAD_LETTER]) {
+        for name in names.into_iter().chain([DISTRIBUTIONS.name, HOST_TRUST.name, DEAD_LETTER]) {
             assert!(catalogue.get(name).is_some(), "{name} missing");
         }
         for stage in ["diff", "estimator", "scheduler"] {

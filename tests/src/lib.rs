@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 
 pub mod processes;
 pub mod python;
+pub mod topics;
 
 pub const EXTERNAL_BROKERS_ENV: &str = "RECRAWL_TEST_BROKERS";
 /// The tansu binary, for the tests that stop and restart their broker.

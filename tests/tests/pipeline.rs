@@ -4,15 +4,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message as _};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use recrawl::observe::{Observed, Observer};
-use recrawl_common::tail::{read_to_end, EndOffsets};
 use recrawl_common::{unix_ms, KafkaArgs};
-use recrawl_e2e::python::check_jsonschema;
 use recrawl_e2e::site::{DemoSite, SiteConfig, STATIC_PAGES_MODIFIED};
-use recrawl_e2e::{kafka_flags, metric, parse_args, repository_file, unique_prefix, Broker, RunningStage};
+use recrawl_e2e::topics::plain_json_records;
+use recrawl_e2e::{kafka_flags, metric, parse_args, unique_prefix, Broker, RunningStage};
 use recrawl_schemas::envelope::schema_tag;
 use recrawl_schemas::topics::{
     ANNOUNCEMENTS, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH, FETCH_RESULTS, LINKS,
@@ -313,50 +310,10 @@ async fn four_stages_fetch_detect_changes_and_estimate() {
         (LINKS.name, schema_tag::<DiscoveredLinks>()),
         (DISTRIBUTIONS.name, schema_tag::<GroupDistribution>()),
     ] {
-        let records = plain_json_records(&kafka, topic, &schema);
+        let records = plain_json_records(&kafka, topic, &schema).len();
         assert!(records > 0, "no records on {topic}");
     }
     drop(broker);
-}
-
-/// Reads `topic` to its end as raw bytes and checks that every value is a JSON object
-/// whose `schema` is `schema` (`recrawl.<type>/<version>`), under the headers
-/// `content-type: application/json` and `schema-version: <version>`, with a UTF-8 key (what Kafka Connect's `JsonConverter` and
-/// `StringConverter` need, `docs/analysts.md`), and that valid against its published JSON
-/// Schema; returns how many records it read.
-fn plain_json_records(kafka: &KafkaArgs, topic: &'static str, schema: &str) -> usize {
-    let name = kafka.cluster.topics().name(topic);
-    let reader: BaseConsumer =
-        recrawl_common::kafka::reader_config(&kafka.cluster, "plain-json-check").create().expect("reader");
-    let timeout = Duration::from_secs(30);
-    let metadata = reader.fetch_metadata(Some(&name), timeout).expect("metadata");
-    let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len() as i32);
-    let (ends, assignment) = EndOffsets::fetch(&reader, &name, 0..partitions, timeout, false).expect("ends");
-    reader.assign(&assignment).expect("assign");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut records = Vec::new();
-    read_to_end(&reader, ends, Duration::ZERO, timeout, |message| {
-        assert!(message.key().is_some_and(|key| std::str::from_utf8(key).is_ok()), "{name}: key not UTF-8");
-        let value = message.payload().unwrap_or_default();
-        let json: serde_json::Value = serde_json::from_slice(value)
-            .unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {}", String::from_utf8_lossy(value)));
-        assert!(json.is_object() && value.first() == Some(&b'{'), "{name}: {json}");
-        assert_eq!(json["schema"], schema, "{name}");
-        let headers: HashMap<&str, &[u8]> = message
-            .headers()
-            .map(|h| h.iter().filter_map(|h| Some((h.key, h.value?))).collect())
-            .unwrap_or_default();
-        assert_eq!(headers.get("content-type").copied(), Some(&b"application/json"[..]), "{name}");
-        let version = schema.rsplit('/').next().unwrap_or_default();
-        assert_eq!(headers.get("schema-version").copied(), Some(version.as_bytes()), "{name}");
-        let record = dir.path().join(format!("{}.json", records.len()));
-        std::fs::write(&record, value).expect("record written");
-        records.push(record);
-    })
-    .expect("read to the end");
-    let kebab = schema.trim_start_matches("recrawl.").split('/').next().unwrap_or_default();
-    check_jsonschema(&repository_file(&format!("schemas/json/{kebab}.schema.json")), &records);
-    records.len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -476,7 +433,7 @@ async fn a_page_only_a_sitemap_names_is_fetched_within_two_periods_of_the_sitema
     // No page links to the listed ones: they were found through the sitemap alone.
     let served = site.served();
     assert!(served.iter().any(|s| s.path == "/robots.txt" && s.status == 200));
-    let records = plain_json_records(&kafka, ANNOUNCEMENTS.name, &schema_tag::<PageAnnouncement>());
+    let records = plain_json_records(&kafka, ANNOUNCEMENTS.name, &schema_tag::<PageAnnouncement>()).len();
     assert!(records > listed, "{records} announcements read back: the sitemap and the pages it names");
     drop(broker);
 }

@@ -1,26 +1,27 @@
 //! Two scheduler instances on a 4-partition topic publish, together, exactly m picks per
 //! period: each takes its partitions' share without talking to the other. A scheduler
 //! judges what sitemaps claim against the estimates' comparisons, and takes a host's
-//! claims once they proved true.
+//! claims once they proved true, publishing each host's standing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message as _;
 use rdkafka::producer::FutureProducer;
 use recrawl::observe::{Observed, Observer};
-use recrawl_common::tail::{read_to_end, EndOffsets};
 use recrawl_common::{unix_ms, KafkaArgs};
+use recrawl_e2e::topics::{plain_json_records, read_topic};
 use recrawl_e2e::{
     kafka_flags, metric, parse_args, produce, produce_at, unique_prefix, wait_for, Broker, RunningStage,
 };
-use recrawl_model::claims::{Claim, ClaimedChanges};
+use recrawl_model::claims::{Claim, ClaimTrust, ClaimedChanges};
 use recrawl_scheduler::book::SchedulerState;
+use recrawl_schemas::envelope::schema_tag;
 use recrawl_schemas::messages::samples::{page_announcement, page_estimate};
-use recrawl_schemas::topics::{ANNOUNCEMENTS, ESTIMATES, FETCH, LINKS};
+use recrawl_schemas::topics::{ANNOUNCEMENTS, ESTIMATES, FETCH, HOST_TRUST, LINKS};
 use recrawl_schemas::{
-    decode, url_key, DiscoveredLinks, PageAnnouncement, PageEstimate, PagePick, PageRef, PickReason, UtcTime,
+    decode, url_key, DiscoveredLinks, HostTrust, PageAnnouncement, PageEstimate, PagePick, PageRef,
+    PickReason, UtcTime,
 };
 
 const PARTITIONS: i32 = 4;
@@ -269,6 +270,27 @@ async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
     })
     .await;
     assert_eq!(series("scheduler_claims_total", "result", "current"), 0.0);
+    // Analysts read each host's standing, as the instance holds it, on `host-trust`.
+    let trust_topic = topics.name(HOST_TRUST.name);
+    let published = |host: &str| {
+        let mut latest = None;
+        read_topic(&kafka, &trust_topic, |message| {
+            let trust = message.payload().and_then(|payload| HOST_TRUST.decode(payload).ok());
+            if let Some(trust) = trust.filter(|trust| trust.host == format!("{host}.example")) {
+                latest = Some(trust);
+            }
+        });
+        latest
+    };
+    wait_for("the hosts' standing was not published", || {
+        let truthful = published("truthful")
+            .is_some_and(|t| t.trust == ClaimTrust::Trusted && t.confirmed >= 5 && t.refuted == 0);
+        truthful && published("lying").is_some_and(|t| t.trust == ClaimTrust::Distrusted && t.refuted >= 5)
+    })
+    .await;
+    let records = plain_json_records(&kafka, HOST_TRUST.name, &schema_tag::<HostTrust>());
+    let keys: BTreeSet<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(keys, BTreeSet::from(["lying.example/0", "truthful.example/0"]));
     stage.stop().await.expect("stops cleanly");
     // The trusted host's page is scored by the rate its sitemap's two reads give (a change
     // at 100 read at 200.5, one at 400 read at 500.5: two changes, 201 periods quiet), not
@@ -314,21 +336,12 @@ async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
 
 /// The latest record of `url` on the scheduler's changelog.
 fn latest_state(kafka: &KafkaArgs, url: &str) -> Option<SchedulerState> {
-    let name = kafka.cluster.topics().state("scheduler");
-    let reader: BaseConsumer =
-        recrawl_common::kafka::reader_config(&kafka.cluster, "state-check").create().expect("reader");
-    let timeout = Duration::from_secs(30);
-    let metadata = reader.fetch_metadata(Some(&name), timeout).expect("metadata");
-    let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len() as i32);
-    let (ends, assignment) = EndOffsets::fetch(&reader, &name, 0..partitions, timeout, false).expect("ends");
-    reader.assign(&assignment).expect("assign");
     let mut latest = None;
-    read_to_end(&reader, ends, Duration::ZERO, timeout, |message| {
+    read_topic(kafka, &kafka.cluster.topics().state("scheduler"), |message| {
         if message.key() == Some(url.as_bytes()) {
             latest = message.payload().map(|payload| decode::<SchedulerState>(payload).expect("decodes"));
         }
-    })
-    .expect("read to the end");
+    });
     latest
 }
 

@@ -95,6 +95,14 @@ pub fn tally(name: &str, value: u64) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// A partition a record names as its own: readers key their sums by it.
+pub fn partition(partition: i32) -> Result<(), ValidationError> {
+    if !(0..=MAX_PARTITION).contains(&partition) {
+        return Err(ValidationError::Partition { partition, max: MAX_PARTITION });
+    }
+    Ok(())
+}
+
 pub fn period(period: u64) -> Result<(), ValidationError> {
     if period > MAX_PERIOD {
         return Err(ValidationError::Period { period, max: MAX_PERIOD });

@@ -52,9 +52,7 @@ impl Message for GroupDistribution {
     fn validate(&self) -> Result<(), ValidationError> {
         // A host or a site, as an estimate's group: every instance keeps each one it reads.
         bounds::text("group", &self.group, bounds::MAX_HOST_BYTES)?;
-        if !(0..=bounds::MAX_PARTITION).contains(&self.partition) {
-            return Err(ValidationError::Partition { partition: self.partition, max: bounds::MAX_PARTITION });
-        }
+        bounds::partition(self.partition)?;
         bounds::period(self.period)?;
         // u64::MAX stands for "no URL yet".
         if self.urls > 0 {

@@ -14,6 +14,7 @@ pub(crate) mod fetch;
 mod links;
 mod page;
 mod pick;
+mod trust;
 
 pub mod bounds;
 #[cfg(any(test, feature = "samples"))]
@@ -27,3 +28,4 @@ pub use fetch::*;
 pub use links::*;
 pub use page::*;
 pub use pick::*;
+pub use trust::*;

@@ -225,3 +225,18 @@ pub fn group_distribution() -> GroupDistribution {
         published_at_ms: 1_780_000_000_000,
     }
 }
+
+pub fn host_trust() -> HostTrust {
+    HostTrust {
+        host: "example.com".into(),
+        partition: 2,
+        period: 42,
+        confirmed: 5,
+        agreed: 12,
+        refuted: 1,
+        silent: 3,
+        trust: ClaimTrust::Trusted,
+        published_at: UtcTime::from_ms(1_780_000_000_000),
+        published_at_ms: 1_780_000_000_000,
+    }
+}

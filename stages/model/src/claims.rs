@@ -22,6 +22,8 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+pub use recrawl_schemas::ClaimTrust;
+
 use crate::modified::CLOCK_SKEW_MS;
 use crate::rate::{RateEstimate, RateLikelihood, RatePrior};
 
@@ -293,28 +295,6 @@ pub struct ClaimTally {
     pub refuted: u32,
     /// Claims and comparisons that said nothing yet.
     pub silent: u32,
-}
-
-/// A site's standing as its claims were judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClaimTrust {
-    /// Too few judged to say.
-    Unknown,
-    /// Claims are taken as complete observations.
-    Trusted,
-    /// Claims are ignored: more than a tenth of those judged were false.
-    Distrusted,
-}
-
-impl ClaimTrust {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimTrust::Unknown => "unknown",
-            ClaimTrust::Trusted => "trusted",
-            ClaimTrust::Distrusted => "distrusted",
-        }
-    }
 }
 
 impl ClaimTally {

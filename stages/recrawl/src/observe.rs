@@ -14,10 +14,11 @@ use recrawl_common::config::ClusterArgs;
 use recrawl_common::kafka::{reader_config, ReadErrors, ReadOn};
 use recrawl_schemas::topics::{
     dead_letter_headers, ANNOUNCEMENTS, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, FETCH,
-    FETCH_RESULTS, LINKS,
+    FETCH_RESULTS, HOST_TRUST, LINKS,
 };
 use recrawl_schemas::{
-    ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, PageAnnouncement, PageEstimate, PagePick,
+    ChangeEvent, DiscoveredLinks, FetchResult, GroupDistribution, HostTrust, PageAnnouncement, PageEstimate,
+    PagePick,
 };
 use thiserror::Error;
 
@@ -35,7 +36,7 @@ pub enum ObserveError {
     Unreadable { limit: Duration, last: String },
     #[error("metadata probe: {0}")]
     Join(#[from] tokio::task::JoinError),
-    #[error("unknown topic {0:?}: expected one of fetch, fetch-results, links, announcements, change-events, estimates, distributions, dead-letter")]
+    #[error("unknown topic {0:?}: expected one of fetch, fetch-results, links, announcements, change-events, estimates, distributions, host-trust, dead-letter")]
     UnknownTopic(String),
 }
 
@@ -49,6 +50,7 @@ pub enum Observed {
     Change(ChangeEvent),
     Estimate(PageEstimate),
     Distribution(GroupDistribution),
+    Trust(HostTrust),
     DeadLetter(DeadLetter),
     /// A message that does not decode as its topic's payload.
     Undecodable {
@@ -68,6 +70,7 @@ impl Observed {
             Self::Change(m) => recrawl_schemas::encode(m),
             Self::Estimate(m) => recrawl_schemas::encode(m),
             Self::Distribution(m) => recrawl_schemas::encode(m),
+            Self::Trust(m) => recrawl_schemas::encode(m),
             _ => return self.fields().to_string(),
         };
         match plain.map(String::from_utf8) {
@@ -90,6 +93,7 @@ impl Observed {
             Self::Change(m) => serde_json::to_value(m),
             Self::Estimate(m) => serde_json::to_value(m),
             Self::Distribution(m) => serde_json::to_value(m),
+            Self::Trust(m) => serde_json::to_value(m),
             Self::DeadLetter(letter) => Ok(letter.to_json()),
             Self::Undecodable { topic, error } => {
                 Ok(serde_json::json!({ "undecodable": topic, "error": error }))
@@ -100,7 +104,7 @@ impl Observed {
 }
 
 /// Topic names (without prefix) an [`Observer`] can watch.
-pub const OBSERVABLE: [&str; 8] = [
+pub const OBSERVABLE: [&str; 9] = [
     FETCH.name,
     FETCH_RESULTS.name,
     LINKS.name,
@@ -108,6 +112,7 @@ pub const OBSERVABLE: [&str; 8] = [
     CHANGE_EVENTS.name,
     ESTIMATES.name,
     DISTRIBUTIONS.name,
+    HOST_TRUST.name,
     DEAD_LETTER,
 ];
 
@@ -281,6 +286,7 @@ impl Observer {
             name if name == CHANGE_EVENTS.name => CHANGE_EVENTS.decode(payload).map(Observed::Change),
             name if name == ESTIMATES.name => ESTIMATES.decode(payload).map(Observed::Estimate),
             name if name == DISTRIBUTIONS.name => DISTRIBUTIONS.decode(payload).map(Observed::Distribution),
+            name if name == HOST_TRUST.name => HOST_TRUST.decode(payload).map(Observed::Trust),
             _ => return Ok((Observed::DeadLetter(DeadLetter::from_message(&message)), position)),
         };
         let observed = decoded.unwrap_or_else(|error| Observed::Undecodable {

@@ -27,7 +27,7 @@ pub enum TailFormat {
 #[derive(Debug, Clone, Args)]
 pub struct TailArgs {
     /// Topic without prefix: fetch, fetch-results, links, change-events, estimates,
-    /// distributions, dead-letter.
+    /// distributions, host-trust, dead-letter.
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(OBSERVABLE))]
     pub topic: String,
     #[command(flatten)]
@@ -117,6 +117,7 @@ fn host_of(observed: &Observed) -> Option<&str> {
         Observed::Change(m) => Some(&m.page.host),
         Observed::Estimate(m) => Some(&m.page.host),
         Observed::Distribution(m) => Some(&m.group),
+        Observed::Trust(m) => Some(&m.host),
         Observed::DeadLetter(_) | Observed::Undecodable { .. } => None,
     }
 }
@@ -160,6 +161,18 @@ pub fn table_row(observed: &Observed, written_ms: Option<i64>) -> String {
         Observed::Distribution(m) => {
             (Some(m.period), format!("group {} partition {}: {} URLs", m.group, m.partition, m.urls))
         }
+        Observed::Trust(m) => (
+            Some(m.period),
+            format!(
+                "host {} partition {}: {} ({} confirmed, {} agreed, {} refuted)",
+                m.host,
+                m.partition,
+                m.trust.as_str(),
+                m.confirmed,
+                m.agreed,
+                m.refuted
+            ),
+        ),
         Observed::DeadLetter(letter) => {
             (None, format!("dead letter {} from {}: {}", letter.kind, letter.stage, letter.reason))
         }

@@ -870,6 +870,7 @@ impl Book {
             let stats = &mut hosts.stats[host as usize];
             stats.day.merge(&share.day);
             stats.claims.add(&share.claims);
+            stats.trust_unpublished |= share.claims.total() > 0;
         }
         book.flag_restored_claim_tests(hosts);
         Ok((book, skipped))
@@ -886,6 +887,7 @@ impl Book {
             let stats = &mut hosts.stats[host as usize];
             stats.day.remove(&share.day);
             stats.claims.remove(&share.claims);
+            stats.trust_unpublished |= share.claims.total() > 0;
         }
     }
 }

@@ -31,6 +31,9 @@ pub struct HostStats {
     pub day: DayProfile,
     /// How the host's sitemap and feed claims were judged (`docs/algorithms/sitemaps.md`).
     pub claims: ClaimTally,
+    /// A partition's share of `claims` changed, or the partitions owned did, since the
+    /// host's shares were last published on `host-trust`.
+    pub trust_unpublished: bool,
 }
 
 impl HostStats {
@@ -88,6 +91,7 @@ impl Default for HostStats {
             urls: 0,
             day: DayProfile::default(),
             claims: ClaimTally::default(),
+            trust_unpublished: false,
         }
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::builder::TypedValueParser;
 use clap::Args;
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 use recrawl_common::config::{non_negative, unit_interval};
 use recrawl_common::metrics::registered;
 use recrawl_common::runtime::{
@@ -37,10 +37,10 @@ use recrawl_model::{
     DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_CLOCK_SKEW_MS, MAX_PERIOD_MS, MIN_PERIOD_MS,
 };
 use recrawl_schemas::messages::bounds;
-use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, LINKS};
+use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, HOST_TRUST, LINKS};
 use recrawl_schemas::{
-    normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome, PageAnnouncement,
-    PageEstimate, PagePick, PageRef, PickReason,
+    normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome, HostTrust, PageAnnouncement,
+    PageEstimate, PagePick, PageRef, PickReason, UtcTime,
 };
 use thiserror::Error;
 
@@ -56,6 +56,8 @@ pub const STAGE: &str = "scheduler";
 /// Most picks one period may publish: each is a record produced before the period's
 /// picks count as published, so m bounds the tick's memory and time.
 const MAX_PICKS_PER_PERIOD: u64 = 1_000_000;
+/// Most `host-trust` records one period publishes; hosts past it wait for the next period.
+const MAX_TRUST_RECORDS_PER_PERIOD: usize = 10_000;
 
 #[derive(Debug, Clone, Args)]
 pub struct SchedulerArgs {
@@ -269,6 +271,7 @@ struct SchedulerMetrics {
     announcements: IntCounterVec,
     claims: IntCounterVec,
     claim_hosts: IntGaugeVec,
+    trust_records: IntCounter,
     choose_seconds: Histogram,
     frontier_dropped: IntCounterVec,
     sites: IntGauge,
@@ -282,7 +285,7 @@ impl SchedulerMetrics {
                 Opts::new("scheduler_picks_total", "Picks published, by reason."),
                 &["reason"],
             )?)?,
-            unfilled: registered(registry, prometheus::IntCounter::new(
+            unfilled: registered(registry, IntCounter::new(
                 "scheduler_unfilled_picks_total",
                 "Picks of the budget left unused: no candidate, or host caps and back-offs.",
             )?)?,
@@ -350,6 +353,10 @@ impl SchedulerMetrics {
                 ),
                 &["trust"],
             )?)?,
+            trust_records: registered(registry, IntCounter::new(
+                "scheduler_host_trust_records_total",
+                "Records published on host-trust: a host's share of judged claims in an owned partition, and the standing this instance holds, each time either changed.",
+            )?)?,
             choose_seconds: registered(registry, Histogram::with_opts(
                 HistogramOpts::new("scheduler_choose_seconds", "Time to choose one period's picks.")
                     .buckets(prometheus::exponential_buckets(0.0005, 4.0, 10)?),
@@ -414,6 +421,8 @@ pub struct Scheduler {
     hosts: Hosts,
     /// One book per owned partition.
     books: BTreeMap<i32, Book>,
+    /// The host the next period's `host-trust` records start from, so none waits for ever.
+    trust_cursor: usize,
     assignment: Assignment,
     metrics: SchedulerMetrics,
 }
@@ -685,6 +694,45 @@ impl Scheduler {
         self.metrics.state_bytes.set(i64::try_from(tables).unwrap_or(i64::MAX));
     }
 
+    /// The `host-trust` records due: each owned partition's share of the claims of every
+    /// host whose shares or owned partitions changed since its last records, with the
+    /// standing this instance holds. At most [`MAX_TRUST_RECORDS_PER_PERIOD`] hosts' worth.
+    fn trust_records(&mut self, period: u64, published_at_ms: i64) -> Vec<HostTrust> {
+        let hosts = self.hosts.len();
+        let mut records = Vec::new();
+        let mut next = self.trust_cursor;
+        for offset in 0..hosts {
+            if records.len() >= MAX_TRUST_RECORDS_PER_PERIOD {
+                break;
+            }
+            let Some(host) = self.trust_cursor.saturating_add(offset).checked_rem(hosts) else { break };
+            next = host.saturating_add(1);
+            let Some(stats) = self.hosts.stats.get_mut(host) else { continue };
+            if !std::mem::take(&mut stats.trust_unpublished) {
+                continue;
+            }
+            let (trust, id) = (stats.claims.trust(), host as u32);
+            for (&partition, book) in &self.books {
+                let Some(share) = book.host_claims(id) else { continue };
+                records.push(HostTrust {
+                    host: self.hosts.name(id).to_owned(),
+                    partition,
+                    period,
+                    confirmed: u64::from(share.confirmed),
+                    agreed: u64::from(share.agreed),
+                    refuted: u64::from(share.refuted),
+                    silent: u64::from(share.silent),
+                    trust,
+                    published_at: UtcTime::from_ms(published_at_ms),
+                    published_at_ms,
+                });
+            }
+        }
+        self.trust_cursor = next;
+        self.metrics.trust_records.inc_by(records.len() as u64);
+        records
+    }
+
     /// The picks for `period` among the URLs of the owned partitions.
     fn picks(&mut self, period: u64) -> Vec<PagePick> {
         let m = quota(self.picks_per_period, &self.assignment.partitions, self.assignment.total, period);
@@ -753,7 +801,7 @@ impl Stage for Scheduler {
 
     const NAME: &'static str = STAGE;
     const INPUTS: &'static [&'static str] = &[ESTIMATES.name, LINKS.name, ANNOUNCEMENTS.name];
-    const OUTPUTS: &'static [&'static str] = &[FETCH.name, LINKS.name, DEAD_LETTER];
+    const OUTPUTS: &'static [&'static str] = &[FETCH.name, LINKS.name, HOST_TRUST.name, DEAD_LETTER];
 
     async fn handle(
         &mut self,
@@ -841,6 +889,9 @@ impl Stage for Scheduler {
             };
             self.metrics.picks.with_label_values(&[reason]).inc();
         }
+        for trust in self.trust_records(period, unix_ms()) {
+            out.send(HOST_TRUST, &trust)?;
+        }
         self.write_changes(state);
         tracing::info!(period, picks = picks.len(), known = self.state_keys(state), "period picks published");
         self.metrics.last_period.set(period as i64);
@@ -921,6 +972,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
         next_period: 0,
         hosts: Hosts::default(),
         books: BTreeMap::new(),
+        trust_cursor: 0,
         assignment: Assignment::default(),
         metrics,
     };
@@ -958,6 +1010,7 @@ pub(crate) mod tests {
             next_period: 0,
             hosts: Hosts::default(),
             books: BTreeMap::new(),
+            trust_cursor: 0,
             assignment: Assignment { partitions: vec![0, 1], total: 2 },
             metrics: SchedulerMetrics::register(&prometheus::Registry::new()).unwrap(),
         }
@@ -1204,5 +1257,66 @@ pub(crate) mod tests {
         let error = read_seeds(&path).unwrap_err().to_string();
         assert!(error.contains("line 2: URL carries a user name or password"), "{error}");
         assert!(!error.contains("SECRETPW"), "{error}");
+    }
+
+    /// A host's claims judged in two owned partitions are published once per partition,
+    /// with the standing the instance holds, and again only when a share or the partitions
+    /// owned change: the partition of three confirmed revoked, the other's two leave the
+    /// host unknown.
+    #[test]
+    fn each_partition_s_share_of_a_host_s_judged_claims_is_published_when_it_changes() {
+        const HOUR: i64 = 3_600_000;
+        let mut scheduler = scheduler();
+        scheduler.plan = PlanSettings { period_ms: HOUR as u64, epoch_unix_ms: 0, ..PlanSettings::default() };
+        scheduler.book_settings =
+            BookSettings { period_ms: HOUR as u64, epoch_unix_ms: 0, ..BookSettings::default() };
+        let now_ms = 10 * HOUR;
+        let url = |page: i32| format!("http://truthful.example/{page}.html");
+        let download = |page: i32, period: u64, changed: Option<bool>| {
+            let mut downloaded = estimate(&url(page), period, true, changed);
+            let fetched_at_ms = period as i64 * HOUR + HOUR / 2;
+            downloaded.last_request.fetched_at_ms = fetched_at_ms;
+            downloaded.last_request.fetched_at = UtcTime::from_ms(fetched_at_ms);
+            downloaded
+        };
+        // Downloaded at 1:30 and 4:30, a change claimed at 2:30 by the sitemap read at 3:00.
+        for page in 0..5 {
+            scheduler.apply_estimate(&download(page, 1, None), page % 2).unwrap();
+        }
+        assert!(scheduler.trust_records(1, now_ms).is_empty(), "nothing judged yet");
+        for page in 0..5 {
+            let announcement = PageAnnouncement {
+                page: PageRef::of_url(&url(page)).unwrap(),
+                source: PageRef::of_url("http://truthful.example/sitemap.xml").unwrap(),
+                document: AnnouncingDocument::Sitemap,
+                period: 3,
+                fetched_at: UtcTime::from_ms(3 * HOUR),
+                fetched_at_ms: 3 * HOUR,
+                claimed_modified: Some(UtcTime::from_ms(2 * HOUR + HOUR / 2)),
+                claimed_modified_ms: Some(2 * HOUR + HOUR / 2),
+                change_frequency: None,
+                priority: None,
+                depth: 1,
+            };
+            scheduler.apply_announcement(&announcement, page % 2, now_ms).unwrap();
+            scheduler.apply_estimate(&download(page, 4, Some(true)), page % 2).unwrap();
+        }
+        let records = scheduler.trust_records(5, now_ms);
+        let shares: Vec<(i32, u64, ClaimTrust)> =
+            records.iter().map(|record| (record.partition, record.confirmed, record.trust)).collect();
+        assert_eq!(shares, [(0, 3, ClaimTrust::Trusted), (1, 2, ClaimTrust::Trusted)]);
+        for record in &records {
+            assert_eq!(record.host, "truthful.example");
+            assert_eq!((record.refuted, record.period, record.published_at_ms), (0, 5, now_ms));
+            assert_eq!(HOST_TRUST.key(record), format!("truthful.example/{}", record.partition));
+            assert_eq!(recrawl_schemas::Message::validate(record), Ok(()));
+        }
+        assert!(scheduler.trust_records(6, now_ms).is_empty(), "nothing changed");
+        scheduler.on_revoked(0, &StateStore::default());
+        let records = scheduler.trust_records(7, now_ms);
+        let shares: Vec<(i32, u64, ClaimTrust)> =
+            records.iter().map(|record| (record.partition, record.confirmed, record.trust)).collect();
+        assert_eq!(shares, [(1, 2, ClaimTrust::Unknown)]);
+        assert_eq!(scheduler.metrics.trust_records.get(), 3);
     }
 }

@@ -28,7 +28,7 @@ use recrawl_scheduler::policy::Policy;
 use recrawl_schemas::envelope::{check_kafka_headers, inspect};
 use recrawl_schemas::{
     bounds, decode, encode, normalise_url, ChangeEvent, DiscoveredLinks, FetchResult, Format,
-    GroupDistribution, Message, PageAnnouncement, PageEstimate, PagePick, RequestOutcome,
+    GroupDistribution, HostTrust, Message, PageAnnouncement, PageEstimate, PagePick, RequestOutcome,
 };
 use url::Url;
 
@@ -58,6 +58,7 @@ pub fn decode_topics(data: &[u8]) {
     round_trip::<ChangeEvent>(data);
     round_trip::<PageEstimate>(data);
     round_trip::<GroupDistribution>(data);
+    round_trip::<HostTrust>(data);
     round_trip::<DiffState>(data);
     round_trip::<EstimatorState>(data);
     round_trip::<SchedulerState>(data);

@@ -172,11 +172,17 @@ impl Book {
     /// it (what its records carry, and what its revocation takes back). The host's trust
     /// after it; `None` for a host the hosts do not hold.
     fn tally(&mut self, hosts: &mut Hosts, host: u32, judgement: Judgement) -> Option<ClaimTrust> {
-        let tally = &mut hosts.stats.get_mut(host as usize)?.claims;
-        tally.record(judgement);
-        let trust = tally.trust();
+        let stats = hosts.stats.get_mut(host as usize)?;
+        stats.claims.record(judgement);
+        stats.trust_unpublished = true;
+        let trust = stats.claims.trust();
         self.host_claims_mut(host).record(judgement);
         Some(trust)
+    }
+
+    /// This partition's share of `host`'s claim tally, if it judged any of its claims.
+    pub fn host_claims(&self, host: u32) -> Option<ClaimTally> {
+        self.host_shares.get(&host).map(|share| share.claims).filter(|tally| tally.total() > 0)
     }
 
     /// This partition's share of `host`'s claim tally.
