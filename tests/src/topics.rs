@@ -13,7 +13,8 @@ use crate::python::check_jsonschema;
 use crate::repository_file;
 
 /// Hands every record of the topic `name` (prefix included), each partition to the end it
-/// had when the read started, to `each`.
+/// had when the read started, to `each`; and those that follow within a second, as a
+/// broker's high watermark can trail the last records of a batch (tansu's does).
 pub fn read_topic(kafka: &KafkaArgs, name: &str, mut each: impl FnMut(&BorrowedMessage<'_>)) {
     let reader: BaseConsumer =
         recrawl_common::kafka::reader_config(&kafka.cluster, "topic-check").create().expect("reader");
@@ -22,7 +23,8 @@ pub fn read_topic(kafka: &KafkaArgs, name: &str, mut each: impl FnMut(&BorrowedM
     let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len() as i32);
     let (ends, assignment) = EndOffsets::fetch(&reader, name, 0..partitions, timeout, false).expect("ends");
     reader.assign(&assignment).expect("assign");
-    read_to_end(&reader, ends, Duration::ZERO, timeout, |message| each(message)).expect("read to the end");
+    read_to_end(&reader, ends, Duration::from_secs(1), timeout, |message| each(message))
+        .expect("read to the end");
 }
 
 /// Reads `topic` (without prefix) to its end as raw bytes and checks that every value is

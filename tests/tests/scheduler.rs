@@ -270,24 +270,30 @@ async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
     })
     .await;
     assert_eq!(series("scheduler_claims_total", "result", "current"), 0.0);
-    // Analysts read each host's standing, as the instance holds it, on `host-trust`.
-    let trust_topic = topics.name(HOST_TRUST.name);
-    let published = |host: &str| {
-        let mut latest = None;
-        read_topic(&kafka, &trust_topic, |message| {
-            let trust = message.payload().and_then(|payload| HOST_TRUST.decode(payload).ok());
-            if let Some(trust) = trust.filter(|trust| trust.host == format!("{host}.example")) {
-                latest = Some(trust);
-            }
+    // Analysts read each host's standing, as the instance holds it, on `host-trust`:
+    // followed rather than read to its end, as tansu's high watermark can trail the
+    // last record of a batch.
+    let observer = Observer::new(&kafka.cluster, &[HOST_TRUST.name]).await.expect("observer");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut latest = BTreeMap::new();
+    let settled = |latest: &BTreeMap<String, HostTrust>| {
+        let truthful = latest.get("truthful.example").is_some_and(|t: &HostTrust| {
+            t.trust == ClaimTrust::Trusted && t.confirmed >= 5 && t.refuted == 0
         });
-        latest
+        let lying = latest
+            .get("lying.example")
+            .is_some_and(|t: &HostTrust| t.trust == ClaimTrust::Distrusted && t.refuted >= 5);
+        truthful && lying
     };
-    wait_for("the hosts' standing was not published", || {
-        let truthful = published("truthful")
-            .is_some_and(|t| t.trust == ClaimTrust::Trusted && t.confirmed >= 5 && t.refuted == 0);
-        truthful && published("lying").is_some_and(|t| t.trust == ClaimTrust::Distrusted && t.refuted >= 5)
-    })
-    .await;
+    while !settled(&latest) {
+        let observed = tokio::time::timeout_at(deadline, observer.next())
+            .await
+            .unwrap_or_else(|_| panic!("the hosts' standing was not published: {latest:?}"))
+            .expect("observer");
+        if let Observed::Trust(trust) = observed {
+            latest.insert(trust.host.clone(), trust);
+        }
+    }
     let records = plain_json_records(&kafka, HOST_TRUST.name, &schema_tag::<HostTrust>());
     let keys: BTreeSet<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
     assert_eq!(keys, BTreeSet::from(["lying.example/0", "truthful.example/0"]));
