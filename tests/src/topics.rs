@@ -13,8 +13,9 @@ use crate::python::check_jsonschema;
 use crate::repository_file;
 
 /// Hands every record of the topic `name` (prefix included), each partition to the end it
-/// had when the read started, to `each`; and those that follow within a second, as a
-/// broker's high watermark can trail the last records of a batch (tansu's does).
+/// had when the read started, to `each`; past those ends, on while records keep coming
+/// within a second, as a broker's high watermark can trail the last records of a batch
+/// (tansu's does).
 pub fn read_topic(kafka: &KafkaArgs, name: &str, mut each: impl FnMut(&BorrowedMessage<'_>)) {
     let reader: BaseConsumer =
         recrawl_common::kafka::reader_config(&kafka.cluster, "topic-check").create().expect("reader");

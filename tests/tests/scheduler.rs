@@ -329,6 +329,12 @@ async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
             && series("scheduler_claim_hosts", "trust", "distrusted") == 1.0
     })
     .await;
+    // It publishes the standing it restored, before any new judgement: each host's share.
+    let republished = || metric(&stage, "recrawl_scheduler_host_trust_records_total{stage=\"scheduler\"}");
+    wait_for("the restarted scheduler did not publish the hosts' standing", || {
+        republished().is_some_and(|records| records >= 2.0)
+    })
+    .await;
     produce(&producer, &topics, ANNOUNCEMENTS, &claim(&url("truthful", 1), at(600.0), at(700.5), 700)).await;
     produce(&producer, &topics, ANNOUNCEMENTS, &claim(&url("lying", 1), at(700.5), at(700.5), 700)).await;
     wait_for("the restored trust was not used", || {

@@ -164,13 +164,14 @@ pub fn table_row(observed: &Observed, written_ms: Option<i64>) -> String {
         Observed::Trust(m) => (
             Some(m.period),
             format!(
-                "host {} partition {}: {} ({} confirmed, {} agreed, {} refuted)",
+                "host {} partition {}: {} ({} confirmed, {} agreed, {} refuted, {} silent)",
                 m.host,
                 m.partition,
                 m.trust.as_str(),
                 m.confirmed,
                 m.agreed,
-                m.refuted
+                m.refuted,
+                m.silent
             ),
         ),
         Observed::DeadLetter(letter) => {

@@ -175,6 +175,9 @@ pub struct Book {
     gone: usize,
     /// Slots dropped since the last [`Book::take_removed`]: their tombstones.
     removed: Vec<u32>,
+    /// Hosts whose judged claims left the partition with their last tracked URL, since the
+    /// last [`Book::take_dropped_claims`].
+    dropped_claims: Vec<u32>,
 }
 
 /// A page's `ETag` and `Last-Modified`, sent back on its next pick.
@@ -231,6 +234,9 @@ impl BookMemory {
 struct HostShare {
     day: DayProfile,
     claims: ClaimTally,
+    /// The host's tracked URLs in the partition: their changelog records carry the share,
+    /// so it goes with the last of them.
+    tracked: u32,
 }
 
 /// A partition's URL bytes past 4 GiB.
@@ -461,6 +467,8 @@ impl Book {
             self.frontier = self.frontier.saturating_sub(1);
             self.dead_in_links = self.dead_in_links.saturating_add(page.in_degree as usize);
             page.in_links = NONE;
+            let share = self.host_shares.entry(page.host).or_default();
+            share.tracked = share.tracked.saturating_add(1);
         }
         page.last_estimate = period32(learned.period);
         page.set_unanswered_picks(0);
@@ -836,6 +844,10 @@ impl Book {
                 schedule: state.schedule,
             };
             let slot = book.insert(&url, page)?;
+            if !page.is_frontier() {
+                let share = book.host_shares.entry(host).or_default();
+                share.tracked = share.tracked.saturating_add(1);
+            }
             let validators = Validators {
                 etag: state.etag.map(String::into_boxed_str),
                 last_modified: state.last_modified.map(String::into_boxed_str),
@@ -917,6 +929,9 @@ impl Book {
         }
         let stats = &mut hosts.stats[page.host as usize];
         stats.urls = stats.urls.saturating_sub(1);
+        if !page.is_frontier() {
+            self.untrack(hosts, page.host);
+        }
         let page = &mut self.pages[slot as usize];
         if page.is_frontier() {
             self.dead_in_links = self.dead_in_links.saturating_add(page.in_degree as usize);
@@ -926,6 +941,30 @@ impl Book {
         self.gone = self.gone.saturating_add(1);
         self.removed.push(slot);
         true
+    }
+
+    /// Counts one tracked URL of `host` fewer; with the last, the partition's share of the
+    /// host's evidence leaves the hosts' sums, as a restore would leave it out.
+    fn untrack(&mut self, hosts: &mut Hosts, host: u32) {
+        let Some(share) = self.host_shares.get_mut(&host) else { return };
+        share.tracked = share.tracked.saturating_sub(1);
+        if share.tracked > 0 {
+            return;
+        }
+        let Some(share) = self.host_shares.remove(&host) else { return };
+        let stats = &mut hosts.stats[host as usize];
+        stats.day.remove(&share.day);
+        stats.claims.remove(&share.claims);
+        if share.claims.total() > 0 {
+            stats.trust_unpublished = true;
+            self.dropped_claims.push(host);
+        }
+    }
+
+    /// Hosts whose judged claims left the partition since the last call: their records on
+    /// `host-trust` are to be replaced by ones of no claims.
+    pub fn take_dropped_claims(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.dropped_claims)
     }
 
     /// The URLs dropped since the last call, for their tombstones.
@@ -969,6 +1008,7 @@ impl Book {
         self.validators = renumbered;
         self.validator_text = old.validator_text;
         self.host_shares = old.host_shares;
+        self.dropped_claims = old.dropped_claims;
         true
     }
 }

@@ -696,13 +696,35 @@ impl Scheduler {
 
     /// The `host-trust` records due: each owned partition's share of the claims of every
     /// host whose shares or owned partitions changed since its last records, with the
-    /// standing this instance holds. At most [`MAX_TRUST_RECORDS_PER_PERIOD`] hosts' worth.
-    fn trust_records(&mut self, period: u64, published_at_ms: i64) -> Vec<HostTrust> {
-        let hosts = self.hosts.len();
+    /// standing this instance holds; past `max_records`, the hosts left wait for the next
+    /// call (a host's records are never split).
+    fn trust_records(&mut self, period: u64, published_at_ms: i64, max_records: usize) -> Vec<HostTrust> {
+        let record = |hosts: &Hosts, host: u32, partition: i32, share: ClaimTally| HostTrust {
+            host: hosts.name(host).to_owned(),
+            partition,
+            period,
+            confirmed: u64::from(share.confirmed),
+            agreed: u64::from(share.agreed),
+            refuted: u64::from(share.refuted),
+            silent: u64::from(share.silent),
+            trust: hosts.stats.get(host as usize).map_or(ClaimTrust::Unknown, |stats| stats.claims.trust()),
+            published_at: UtcTime::from_ms(published_at_ms),
+            published_at_ms,
+        };
+        // A share gone with its host's last tracked URL: few, and outside the limit, as
+        // its record must replace what the topic holds.
         let mut records = Vec::new();
+        for (&partition, book) in &mut self.books {
+            for host in book.take_dropped_claims() {
+                if book.host_claims(host).is_none() {
+                    records.push(record(&self.hosts, host, partition, ClaimTally::default()));
+                }
+            }
+        }
+        let hosts = self.hosts.len();
         let mut next = self.trust_cursor;
         for offset in 0..hosts {
-            if records.len() >= MAX_TRUST_RECORDS_PER_PERIOD {
+            if records.len() >= max_records {
                 break;
             }
             let Some(host) = self.trust_cursor.saturating_add(offset).checked_rem(hosts) else { break };
@@ -711,21 +733,11 @@ impl Scheduler {
             if !std::mem::take(&mut stats.trust_unpublished) {
                 continue;
             }
-            let (trust, id) = (stats.claims.trust(), host as u32);
+            let id = host as u32;
             for (&partition, book) in &self.books {
-                let Some(share) = book.host_claims(id) else { continue };
-                records.push(HostTrust {
-                    host: self.hosts.name(id).to_owned(),
-                    partition,
-                    period,
-                    confirmed: u64::from(share.confirmed),
-                    agreed: u64::from(share.agreed),
-                    refuted: u64::from(share.refuted),
-                    silent: u64::from(share.silent),
-                    trust,
-                    published_at: UtcTime::from_ms(published_at_ms),
-                    published_at_ms,
-                });
+                if let Some(share) = book.host_claims(id) {
+                    records.push(record(&self.hosts, id, partition, share));
+                }
             }
         }
         self.trust_cursor = next;
@@ -889,7 +901,7 @@ impl Stage for Scheduler {
             };
             self.metrics.picks.with_label_values(&[reason]).inc();
         }
-        for trust in self.trust_records(period, unix_ms()) {
+        for trust in self.trust_records(period, unix_ms(), MAX_TRUST_RECORDS_PER_PERIOD) {
             out.send(HOST_TRUST, &trust)?;
         }
         self.write_changes(state);
@@ -1259,64 +1271,117 @@ pub(crate) mod tests {
         assert!(!error.contains("SECRETPW"), "{error}");
     }
 
+    const HOUR: i64 = 3_600_000;
+
+    /// A scheduler of hour-long periods whose pages `0..pages` of each of `hosts` (in
+    /// partition `page % 2`) were downloaded at 1:30 and 4:30, with a change at 2:30
+    /// claimed by their sitemap read at 3:00 and found by the second download.
+    fn judged_claims(hosts: &[&str], pages: i32) -> Scheduler {
+        let mut scheduler = scheduler();
+        scheduler.plan = PlanSettings { period_ms: HOUR as u64, epoch_unix_ms: 0, ..PlanSettings::default() };
+        scheduler.book_settings =
+            BookSettings { period_ms: HOUR as u64, epoch_unix_ms: 0, ..BookSettings::default() };
+        let download = |url: &str, period: u64, changed: Option<bool>| {
+            let mut downloaded = estimate(url, period, true, changed);
+            let fetched_at_ms = period as i64 * HOUR + HOUR / 2;
+            downloaded.last_request.fetched_at_ms = fetched_at_ms;
+            downloaded.last_request.fetched_at = UtcTime::from_ms(fetched_at_ms);
+            downloaded
+        };
+        for host in hosts {
+            for page in 0..pages {
+                let url = format!("http://{host}/{page}.html");
+                scheduler.apply_estimate(&download(&url, 1, None), page % 2).unwrap();
+            }
+        }
+        assert!(scheduler.trust_records(1, 10 * HOUR, 100).is_empty(), "nothing judged yet");
+        for host in hosts {
+            for page in 0..pages {
+                let url = format!("http://{host}/{page}.html");
+                let announcement = PageAnnouncement {
+                    page: PageRef::of_url(&url).unwrap(),
+                    source: PageRef::of_url(&format!("http://{host}/sitemap.xml")).unwrap(),
+                    document: AnnouncingDocument::Sitemap,
+                    period: 3,
+                    fetched_at: UtcTime::from_ms(3 * HOUR),
+                    fetched_at_ms: 3 * HOUR,
+                    claimed_modified: Some(UtcTime::from_ms(2 * HOUR + HOUR / 2)),
+                    claimed_modified_ms: Some(2 * HOUR + HOUR / 2),
+                    change_frequency: None,
+                    priority: None,
+                    depth: 1,
+                };
+                scheduler.apply_announcement(&announcement, page % 2, 10 * HOUR).unwrap();
+                scheduler.apply_estimate(&download(&url, 4, Some(true)), page % 2).unwrap();
+            }
+        }
+        scheduler
+    }
+
+    /// Each record's (partition, confirmed, standing).
+    fn shares(records: &[HostTrust]) -> Vec<(i32, u64, ClaimTrust)> {
+        records.iter().map(|record| (record.partition, record.confirmed, record.trust)).collect()
+    }
+
     /// A host's claims judged in two owned partitions are published once per partition,
     /// with the standing the instance holds, and again only when a share or the partitions
     /// owned change: the partition of three confirmed revoked, the other's two leave the
     /// host unknown.
     #[test]
     fn each_partition_s_share_of_a_host_s_judged_claims_is_published_when_it_changes() {
-        const HOUR: i64 = 3_600_000;
-        let mut scheduler = scheduler();
-        scheduler.plan = PlanSettings { period_ms: HOUR as u64, epoch_unix_ms: 0, ..PlanSettings::default() };
-        scheduler.book_settings =
-            BookSettings { period_ms: HOUR as u64, epoch_unix_ms: 0, ..BookSettings::default() };
         let now_ms = 10 * HOUR;
-        let url = |page: i32| format!("http://truthful.example/{page}.html");
-        let download = |page: i32, period: u64, changed: Option<bool>| {
-            let mut downloaded = estimate(&url(page), period, true, changed);
-            let fetched_at_ms = period as i64 * HOUR + HOUR / 2;
-            downloaded.last_request.fetched_at_ms = fetched_at_ms;
-            downloaded.last_request.fetched_at = UtcTime::from_ms(fetched_at_ms);
-            downloaded
-        };
-        // Downloaded at 1:30 and 4:30, a change claimed at 2:30 by the sitemap read at 3:00.
-        for page in 0..5 {
-            scheduler.apply_estimate(&download(page, 1, None), page % 2).unwrap();
-        }
-        assert!(scheduler.trust_records(1, now_ms).is_empty(), "nothing judged yet");
-        for page in 0..5 {
-            let announcement = PageAnnouncement {
-                page: PageRef::of_url(&url(page)).unwrap(),
-                source: PageRef::of_url("http://truthful.example/sitemap.xml").unwrap(),
-                document: AnnouncingDocument::Sitemap,
-                period: 3,
-                fetched_at: UtcTime::from_ms(3 * HOUR),
-                fetched_at_ms: 3 * HOUR,
-                claimed_modified: Some(UtcTime::from_ms(2 * HOUR + HOUR / 2)),
-                claimed_modified_ms: Some(2 * HOUR + HOUR / 2),
-                change_frequency: None,
-                priority: None,
-                depth: 1,
-            };
-            scheduler.apply_announcement(&announcement, page % 2, now_ms).unwrap();
-            scheduler.apply_estimate(&download(page, 4, Some(true)), page % 2).unwrap();
-        }
-        let records = scheduler.trust_records(5, now_ms);
-        let shares: Vec<(i32, u64, ClaimTrust)> =
-            records.iter().map(|record| (record.partition, record.confirmed, record.trust)).collect();
-        assert_eq!(shares, [(0, 3, ClaimTrust::Trusted), (1, 2, ClaimTrust::Trusted)]);
+        let mut scheduler = judged_claims(&["truthful.example"], 5);
+        let records = scheduler.trust_records(5, now_ms, 100);
+        assert_eq!(shares(&records), [(0, 3, ClaimTrust::Trusted), (1, 2, ClaimTrust::Trusted)]);
         for record in &records {
             assert_eq!(record.host, "truthful.example");
             assert_eq!((record.refuted, record.period, record.published_at_ms), (0, 5, now_ms));
             assert_eq!(HOST_TRUST.key(record), format!("truthful.example/{}", record.partition));
             assert_eq!(recrawl_schemas::Message::validate(record), Ok(()));
         }
-        assert!(scheduler.trust_records(6, now_ms).is_empty(), "nothing changed");
+        assert!(scheduler.trust_records(6, now_ms, 100).is_empty(), "nothing changed");
         scheduler.on_revoked(0, &StateStore::default());
-        let records = scheduler.trust_records(7, now_ms);
-        let shares: Vec<(i32, u64, ClaimTrust)> =
-            records.iter().map(|record| (record.partition, record.confirmed, record.trust)).collect();
-        assert_eq!(shares, [(1, 2, ClaimTrust::Unknown)]);
+        assert_eq!(shares(&scheduler.trust_records(7, now_ms, 100)), [(1, 2, ClaimTrust::Unknown)]);
         assert_eq!(scheduler.metrics.trust_records.get(), 3);
+    }
+
+    /// Past the limit, the hosts left wait for the next periods, none skipped or repeated.
+    #[test]
+    fn hosts_past_a_period_s_limit_of_trust_records_come_in_the_next() {
+        let hosts = ["a.example", "b.example", "c.example", "d.example", "e.example"];
+        let mut scheduler = judged_claims(&hosts, 1);
+        let mut published = Vec::new();
+        for period in 5..10 {
+            let records = scheduler.trust_records(period, 10 * HOUR, 2);
+            assert!(records.len() <= 2, "{records:?}");
+            published.extend(records.into_iter().map(|record| record.host));
+        }
+        published.sort_unstable();
+        assert_eq!(published, hosts);
+    }
+
+    /// A host's last tracked URL of a partition dropped (its address refused) takes the
+    /// partition's share of its judged claims with it, as a restore would: its record on
+    /// `host-trust` is replaced by one of none, and the instance's standing follows.
+    #[test]
+    fn a_share_gone_with_its_last_url_is_published_as_none() {
+        let mut scheduler = judged_claims(&["truthful.example"], 5);
+        scheduler.trust_records(5, 10 * HOUR, 100);
+        for page in [0, 2, 4] {
+            let mut refused = estimate(&format!("http://truthful.example/{page}.html"), 6, false, None);
+            refused.last_request.outcome = FetchOutcome::BlockedAddress;
+            scheduler.apply_estimate(&refused, 0).unwrap();
+            let published = shares(&scheduler.trust_records(6, 10 * HOUR, 100));
+            let expected: &[(i32, u64, ClaimTrust)] = match page {
+                4 => &[(0, 0, ClaimTrust::Unknown), (1, 2, ClaimTrust::Unknown)],
+                _ => &[],
+            };
+            assert_eq!(published, expected, "page {page} refused");
+        }
+        let mut store = StateStore::default();
+        scheduler.write_changes(&mut store);
+        let restored =
+            Book::restore(store.take_partition(0), &mut Hosts::default(), &scheduler.book_settings);
+        assert_eq!(restored.unwrap().0.host_claims(0), None, "a restore finds no share either");
     }
 }
