@@ -11,7 +11,6 @@ use std::collections::HashMap;
 
 use hashbrown::HashTable;
 use recrawl_common::http_date_ms;
-use recrawl_model::claims::ClaimTally;
 use recrawl_model::day::DayProfile;
 use recrawl_model::modified::dates_the_change;
 use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
@@ -21,6 +20,7 @@ use xxhash_rust::xxh3::xxh3_64;
 mod claims;
 mod page;
 mod record;
+mod shares;
 mod urls;
 
 use crate::coarse::{CoarseF32, Probability};
@@ -37,6 +37,7 @@ use urls::{authority_prefix, url_hash, Urls};
 /// "No period": a page never estimated, downloaded or picked.
 pub const NONE: u32 = u32::MAX;
 pub use record::{SchedulerState, MAX_IN_LINKS};
+use shares::HostShare;
 
 /// A period as stored: periods past u32 (136 years of one-second periods) saturate.
 pub fn period32(period: u64) -> u32 {
@@ -227,16 +228,6 @@ impl BookMemory {
         .iter()
         .fold(0usize, |sum, bytes| sum.saturating_add(*bytes))
     }
-}
-
-/// A partition's share of one host's evidence.
-#[derive(Debug, Clone, Copy, Default)]
-struct HostShare {
-    day: DayProfile,
-    claims: ClaimTally,
-    /// The host's tracked URLs in the partition: their changelog records carry the share,
-    /// so it goes with the last of them.
-    tracked: u32,
 }
 
 /// A partition's URL bytes past 4 GiB.
@@ -463,12 +454,11 @@ impl Book {
     pub fn learn(&mut self, hosts: &mut Hosts, slot: u32, learned: &Learned<'_>, settings: &BookSettings) {
         let request = learned.request;
         let page = &mut self.pages[slot as usize];
-        if page.is_frontier() {
+        let newly_tracked = page.is_frontier();
+        if newly_tracked {
             self.frontier = self.frontier.saturating_sub(1);
             self.dead_in_links = self.dead_in_links.saturating_add(page.in_degree as usize);
             page.in_links = NONE;
-            let share = self.host_shares.entry(page.host).or_default();
-            share.tracked = share.tracked.saturating_add(1);
         }
         page.last_estimate = period32(learned.period);
         page.set_unanswered_picks(0);
@@ -498,6 +488,9 @@ impl Book {
             page.schedule = learned.schedule;
         }
         let host = page.host;
+        if newly_tracked {
+            self.track(host);
+        }
         // A comparison, and a change its date places in the day, tell when the host's
         // pages change.
         if let (true, Some(changed), Some(previous)) =
@@ -701,11 +694,6 @@ impl Book {
         self.dead_in_links = 0;
     }
 
-    /// This partition's share of `host`'s day profile.
-    fn host_day_mut(&mut self, host: u32) -> &mut DayProfile {
-        &mut self.host_shares.entry(host).or_default().day
-    }
-
     /// Records that `slot` was picked in `period`.
     pub fn picked(&mut self, slot: u32, period: u64) {
         let page = &mut self.pages[slot as usize];
@@ -845,8 +833,7 @@ impl Book {
             };
             let slot = book.insert(&url, page)?;
             if !page.is_frontier() {
-                let share = book.host_shares.entry(host).or_default();
-                share.tracked = share.tracked.saturating_add(1);
+                book.track(host);
             }
             let validators = Validators {
                 etag: state.etag.map(String::into_boxed_str),
@@ -887,21 +874,6 @@ impl Book {
         book.flag_restored_claim_tests(hosts);
         Ok((book, skipped))
     }
-
-    /// Forgets the partition's share of the host counts, day profiles and claim tallies (on
-    /// revocation).
-    pub fn release(&self, hosts: &mut Hosts) {
-        for page in self.pages.iter().filter(|page| !page.is_gone()) {
-            let stats = &mut hosts.stats[page.host as usize];
-            stats.urls = stats.urls.saturating_sub(1);
-        }
-        for (&host, share) in &self.host_shares {
-            let stats = &mut hosts.stats[host as usize];
-            stats.day.remove(&share.day);
-            stats.claims.remove(&share.claims);
-            stats.trust_unpublished |= share.claims.total() > 0;
-        }
-    }
 }
 
 /// Dropping frontier URLs (the frontier's caps, `crate::frontier_caps`) and reclaiming
@@ -941,30 +913,6 @@ impl Book {
         self.gone = self.gone.saturating_add(1);
         self.removed.push(slot);
         true
-    }
-
-    /// Counts one tracked URL of `host` fewer; with the last, the partition's share of the
-    /// host's evidence leaves the hosts' sums, as a restore would leave it out.
-    fn untrack(&mut self, hosts: &mut Hosts, host: u32) {
-        let Some(share) = self.host_shares.get_mut(&host) else { return };
-        share.tracked = share.tracked.saturating_sub(1);
-        if share.tracked > 0 {
-            return;
-        }
-        let Some(share) = self.host_shares.remove(&host) else { return };
-        let stats = &mut hosts.stats[host as usize];
-        stats.day.remove(&share.day);
-        stats.claims.remove(&share.claims);
-        if share.claims.total() > 0 {
-            stats.trust_unpublished = true;
-            self.dropped_claims.push(host);
-        }
-    }
-
-    /// Hosts whose judged claims left the partition since the last call: their records on
-    /// `host-trust` are to be replaced by ones of no claims.
-    pub fn take_dropped_claims(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.dropped_claims)
     }
 
     /// The URLs dropped since the last call, for their tombstones.

@@ -16,6 +16,7 @@ pub mod hosts;
 pub mod offline;
 pub mod plan;
 pub mod policy;
+mod trust;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -40,7 +41,7 @@ use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, HOST_TRUST, LINKS};
 use recrawl_schemas::{
     normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome, HostTrust, PageAnnouncement,
-    PageEstimate, PagePick, PageRef, PickReason, UtcTime,
+    PageEstimate, PagePick, PageRef, PickReason,
 };
 use thiserror::Error;
 
@@ -50,14 +51,13 @@ use crate::groups::{GroupClasses, HourRule};
 use crate::hosts::Hosts;
 use crate::plan::{choose, PlanSettings};
 use crate::policy::{quota, Discovery, Horizon, Policy, DEFAULT_POLICY};
+use crate::trust::{TrustPublisher, MAX_TRUST_RECORDS_PER_PERIOD};
 use recrawl_common::links::LinkRules;
 
 pub const STAGE: &str = "scheduler";
 /// Most picks one period may publish: each is a record produced before the period's
 /// picks count as published, so m bounds the tick's memory and time.
 const MAX_PICKS_PER_PERIOD: u64 = 1_000_000;
-/// Most `host-trust` records one period publishes; hosts past it wait for the next period.
-const MAX_TRUST_RECORDS_PER_PERIOD: usize = 10_000;
 
 #[derive(Debug, Clone, Args)]
 pub struct SchedulerArgs {
@@ -421,8 +421,7 @@ pub struct Scheduler {
     hosts: Hosts,
     /// One book per owned partition.
     books: BTreeMap<i32, Book>,
-    /// The host the next period's `host-trust` records start from, so none waits for ever.
-    trust_cursor: usize,
+    trust: TrustPublisher,
     assignment: Assignment,
     metrics: SchedulerMetrics,
 }
@@ -694,53 +693,10 @@ impl Scheduler {
         self.metrics.state_bytes.set(i64::try_from(tables).unwrap_or(i64::MAX));
     }
 
-    /// The `host-trust` records due: each owned partition's share of the claims of every
-    /// host whose shares or owned partitions changed since its last records, with the
-    /// standing this instance holds; past `max_records`, the hosts left wait for the next
-    /// call (a host's records are never split).
+    /// The `host-trust` records due ([`TrustPublisher::records`]).
     fn trust_records(&mut self, period: u64, published_at_ms: i64, max_records: usize) -> Vec<HostTrust> {
-        let record = |hosts: &Hosts, host: u32, partition: i32, share: ClaimTally| HostTrust {
-            host: hosts.name(host).to_owned(),
-            partition,
-            period,
-            confirmed: u64::from(share.confirmed),
-            agreed: u64::from(share.agreed),
-            refuted: u64::from(share.refuted),
-            silent: u64::from(share.silent),
-            trust: hosts.stats.get(host as usize).map_or(ClaimTrust::Unknown, |stats| stats.claims.trust()),
-            published_at: UtcTime::from_ms(published_at_ms),
-            published_at_ms,
-        };
-        // A share gone with its host's last tracked URL: few, and outside the limit, as
-        // its record must replace what the topic holds.
-        let mut records = Vec::new();
-        for (&partition, book) in &mut self.books {
-            for host in book.take_dropped_claims() {
-                if book.host_claims(host).is_none() {
-                    records.push(record(&self.hosts, host, partition, ClaimTally::default()));
-                }
-            }
-        }
-        let hosts = self.hosts.len();
-        let mut next = self.trust_cursor;
-        for offset in 0..hosts {
-            if records.len() >= max_records {
-                break;
-            }
-            let Some(host) = self.trust_cursor.saturating_add(offset).checked_rem(hosts) else { break };
-            next = host.saturating_add(1);
-            let Some(stats) = self.hosts.stats.get_mut(host) else { continue };
-            if !std::mem::take(&mut stats.trust_unpublished) {
-                continue;
-            }
-            let id = host as u32;
-            for (&partition, book) in &self.books {
-                if let Some(share) = book.host_claims(id) {
-                    records.push(record(&self.hosts, id, partition, share));
-                }
-            }
-        }
-        self.trust_cursor = next;
+        let records =
+            self.trust.records(&mut self.hosts, &mut self.books, period, published_at_ms, max_records);
         self.metrics.trust_records.inc_by(records.len() as u64);
         records
     }
@@ -984,7 +940,7 @@ pub async fn run(args: SchedulerArgs, ctx: StageContext) -> Result<(), RuntimeEr
         next_period: 0,
         hosts: Hosts::default(),
         books: BTreeMap::new(),
-        trust_cursor: 0,
+        trust: TrustPublisher::default(),
         assignment: Assignment::default(),
         metrics,
     };
@@ -1004,6 +960,7 @@ pub async fn main(args: SchedulerArgs) -> anyhow::Result<()> {
 pub(crate) mod tests {
     use super::*;
     use crate::book::tests::{estimate, link};
+    use recrawl_schemas::UtcTime;
 
     pub(crate) fn scheduler() -> Scheduler {
         Scheduler {
@@ -1022,7 +979,7 @@ pub(crate) mod tests {
             next_period: 0,
             hosts: Hosts::default(),
             books: BTreeMap::new(),
-            trust_cursor: 0,
+            trust: TrustPublisher::default(),
             assignment: Assignment { partitions: vec![0, 1], total: 2 },
             metrics: SchedulerMetrics::register(&prometheus::Registry::new()).unwrap(),
         }
