@@ -20,7 +20,7 @@ use crate::validation::ValidationError;
 pub const MAGIC: u8 = 0xC5;
 /// The newest schema version of any message: the version of the contract as a whole
 /// (the AsyncAPI document's). Each type's own is its [`Message::VERSION`].
-pub const SCHEMA_VERSION: u16 = 3;
+pub const SCHEMA_VERSION: u16 = 4;
 pub const HEADER_LEN: usize = 4;
 /// Largest bincode body accepted. bincode allocates a collection's claimed length before
 /// reading it, so without a limit a corrupt length prefix aborts the process on

@@ -10,8 +10,11 @@ use recrawl::observe::{Observed, Observer};
 use recrawl_common::KafkaArgs;
 use recrawl_e2e::{kafka_flags, metric, parse_args, produce, unique_prefix, wait_for, Broker, RunningStage};
 use recrawl_estimator::distribution::Partial;
-use recrawl_schemas::topics::{CHANGE_EVENTS, DISTRIBUTIONS, ESTIMATES};
-use recrawl_schemas::{ChangeEvent, ForecastPrior, PageEstimate, RequestOutcome};
+use recrawl_schemas::topics::{ANNOUNCEMENTS, CHANGE_EVENTS, DISTRIBUTIONS, ESTIMATES, HOST_TRUST};
+use recrawl_schemas::{
+    AnnouncingDocument, ChangeEvent, ChangeRateSource, ClaimTrust, ForecastPrior, HostTrust,
+    PageAnnouncement, PageEstimate, PageRef, RequestOutcome, UtcTime,
+};
 
 const URLS: u64 = 48;
 const PERIODS: u64 = 8;
@@ -271,3 +274,94 @@ async fn a_url_s_estimate_is_revised_when_its_host_comes_to_be_trusted() {
     assert_eq!(revised, Some(1.0));
     stage.stop().await.expect("stops cleanly");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_host_s_sitemap_dates_rate_its_page() {
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("claims"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 1).await;
+    let mut stage_flags = flags.clone();
+    stage_flags.extend(["--period-ms".to_owned(), HOUR.to_string()]);
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let topics = kafka.cluster.topics();
+    let observer = Observer::new(&kafka.cluster, &[ESTIMATES.name]).await.expect("observer");
+    let stage = RunningStage::spawn("estimator", |ctx| recrawl_estimator::run(parse_args(&stage_flags), ctx));
+    stage.ready().await;
+    // Hourly periods from the estimator's default epoch, so that the sitemap's reads lie
+    // within their periods.
+    let epoch = recrawl_model::DEFAULT_EPOCH_UNIX_MS;
+    let at = |period: u64| epoch + period as i64 * HOUR;
+    let url = "http://truthful.example/a.html";
+    let request = |period: u64, changed: Option<bool>| {
+        let outcome =
+            RequestOutcome { period, downloaded: true, changed, fetched_at_ms: at(period) + HOUR / 2 };
+        ChangeEvent::request(url, "truthful.example", outcome)
+    };
+    let next_estimate = || async {
+        loop {
+            let observed = tokio::time::timeout(Duration::from_secs(60), observer.next())
+                .await
+                .expect("an estimate within 60 s")
+                .expect("observer");
+            if let Observed::Estimate(estimate) = observed {
+                return estimate;
+            }
+        }
+    };
+    produce(&producer, &topics, CHANGE_EVENTS, &request(1, None)).await;
+    assert_eq!(next_estimate().await.change_rate_source, ChangeRateSource::Prior);
+    // The scheduler's judgement of the host, and its sitemap read twice an hour for ten
+    // hours, each hour's change dated 10 minutes before the first read.
+    let trust = HostTrust {
+        host: "truthful.example".to_owned(),
+        partition: 0,
+        period: 2,
+        confirmed: 5,
+        agreed: 3,
+        refuted: 0,
+        silent: 0,
+        trust: ClaimTrust::Trusted,
+        published_at: UtcTime::from_ms(at(2)),
+        published_at_ms: at(2),
+    };
+    produce(&producer, &topics, HOST_TRUST, &trust).await;
+    for hour in 2..12u64 {
+        for minutes in [10, 50] {
+            let seen_ms = at(hour) + minutes * HOUR / 60;
+            let announcement = PageAnnouncement {
+                page: PageRef::of_url(url).expect("url"),
+                source: PageRef::of_url("http://truthful.example/sitemap.xml").expect("url"),
+                document: AnnouncingDocument::Sitemap,
+                period: hour,
+                fetched_at: UtcTime::from_ms(seen_ms),
+                fetched_at_ms: seen_ms,
+                claimed_modified: Some(UtcTime::from_ms(at(hour))),
+                claimed_modified_ms: Some(at(hour)),
+                change_frequency: None,
+                priority: None,
+                depth: 1,
+            };
+            produce(&producer, &topics, ANNOUNCEMENTS, &announcement).await;
+        }
+    }
+    let count = |name: &str, result: &str| {
+        metric(&stage, &format!("recrawl_estimator_{name}_total{{result=\"{result}\",stage=\"estimator\"}}"))
+            .unwrap_or(0.0)
+    };
+    wait_for("the twenty reads counted and the host's share kept", || {
+        count("announcements", "counted") >= 20.0 && count("host_trust_records", "kept") >= 1.0
+    })
+    .await;
+    produce(&producer, &topics, CHANGE_EVENTS, &request(12, Some(true))).await;
+    let estimate = next_estimate().await;
+    assert_eq!((estimate.period, estimate.change_rate_source), (12, ChangeRateSource::Claims));
+    // Ten changes over ten hours, 50 minutes of each known quiet: about one an hour, where
+    // one comparison over eleven hours that found a change says far less.
+    let rate = estimate.change_rate.expect("a rate");
+    assert!((0.8..1.6).contains(&rate), "{rate} changes an hour");
+    assert_eq!(count("announcements", "counted"), 20.0);
+    stage.stop().await.expect("stops cleanly");
+}
+
+const HOUR: i64 = 3_600_000;

@@ -193,6 +193,9 @@ pub enum ChangeRateSource {
     Comparisons,
     /// The changes its believed `Last-Modified` dates placed.
     Dates,
+    /// The changes its site's sitemap dated, once the site's claims are trusted (since
+    /// schema 4; `docs/algorithms/sitemaps.md`).
+    Claims,
 }
 
 impl ChangeRateSource {
@@ -201,6 +204,7 @@ impl ChangeRateSource {
             Self::Prior => "prior",
             Self::Comparisons => "comparisons",
             Self::Dates => "dates",
+            Self::Claims => "claims",
         }
     }
 }
@@ -208,8 +212,9 @@ impl ChangeRateSource {
 impl Message for PageEstimate {
     const NAME: &'static str = "PageEstimate";
     const FORMAT: Format = Format::Json;
-    /// 3: `last_request.outcome` and `change_rate_source`.
-    const VERSION: u16 = 3;
+    /// 3: `last_request.outcome` and `change_rate_source`. 4: `change_rate_source` may
+    /// be `claims`.
+    const VERSION: u16 = 4;
 
     fn validate(&self) -> Result<(), ValidationError> {
         self.page.validate("page")?;
@@ -257,11 +262,15 @@ impl Message for PageEstimate {
         bounds::non_negative("refresh.weekly_change_rate", self.refresh.weekly_change_rate)
     }
 
-    /// Schema 2 reads with the fields it lacks inferred: the outcome from the download and
-    /// the status, the rate's source from the comparisons (a rate from dates reads as from
-    /// comparisons). Schema 1 reads into schema 2's fields likewise.
+    /// Schema 3 reads as it is: schema 4 only allows one more source. Schema 2 reads with
+    /// the fields it lacks inferred: the outcome from the download and the status, the
+    /// rate's source from the comparisons (a rate from dates reads as from comparisons).
+    /// Schema 1 reads into schema 2's fields likewise.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         let payload_error = |reason: String| EnvelopeError::Payload { name: Self::NAME, reason };
+        if framed.version == 3 {
+            return decode_as(framed, bytes);
+        }
         if framed.version == 2 {
             let body = match framed.framing {
                 Framing::PlainJson => bytes,

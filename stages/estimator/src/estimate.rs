@@ -10,11 +10,14 @@ use recrawl_common::{http_date_ms, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{
     bounds, ChangeEvent, FetchOutcome, Forecast, ForecastModel, ForecastPrior, Format, GroupDistribution,
-    LastRequest, Message, PageEstimate, PageRef, RefreshPlan, UtcTime, ValidationError,
+    HostTrust, LastRequest, Message, PageAnnouncement, PageEstimate, PageRef, RefreshPlan, UtcTime,
+    ValidationError,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::claims::{claimed_rate, count_claim, Announced, HostTrustBook, TrustFiled};
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
+use recrawl_model::claims::ClaimedChanges;
 use recrawl_model::modified::DateTally;
 use recrawl_model::page::{BinMove, GroupTallies, PageRate, PageState, RateSource, Request, UpdateSettings};
 use recrawl_model::prediction::{forecast, Eligibility, Kind, Model, PreparedPrior, Prior, FINE_BINS};
@@ -93,6 +96,9 @@ pub struct EstimatorState {
     /// sent again with a revised rate without the event; `None` otherwise, and in a state
     /// written before version 4 until the URL's next request.
     pub last_response: Option<Box<LastResponse>>,
+    /// The changes its site's sitemap dated (`crate::claims`): boxed, as most URLs have
+    /// none; `None` also in a state written before version 5.
+    pub claimed: Option<Box<ClaimedChanges>>,
 }
 
 /// What an estimate repeats of the change event of its request.
@@ -175,11 +181,11 @@ impl Message for EstimatorState {
     const NAME: &'static str = "EstimatorState";
     const FORMAT: Format = Format::Bincode;
     /// 2: `page.compared`, the periods the URL's comparisons span. 3: `page.dated`, what
-    /// its `Last-Modified` headers said. 4: `last_response`.
-    const VERSION: u16 = 4;
+    /// its `Last-Modified` headers said. 4: `last_response`. 5: `claimed`.
+    const VERSION: u16 = 5;
     /// Version 1 ends before `page.compared`, version 2 before `page.dated`, version 3
-    /// before `last_response`, the last fields.
-    const ADDED_TRAILING_OPTIONS: usize = 3;
+    /// before `last_response`, version 4 before `claimed`, the last fields.
+    const ADDED_TRAILING_OPTIONS: usize = 4;
 
     /// What an estimate repeats, and the fine bins the URL is counted in: out of range, a
     /// bin would index past its group's histogram and every estimate of the URL would be
@@ -210,15 +216,24 @@ impl Message for EstimatorState {
             bounds::header("last_response.etag", last.etag.as_deref())?;
             bounds::header("last_response.last_modified", last.last_modified.as_deref())?;
         }
+        if let Some(claimed) = &self.claimed {
+            bounds::time_ms("claimed.latest.changed_ms", claimed.latest.changed_ms)?;
+            bounds::time_ms("claimed.latest.seen_ms", claimed.latest.seen_ms)?;
+        }
         Ok(())
     }
 
-    /// Versions 1 to 3 read with the fields they lack absent; the state then estimates
+    /// Versions 1 to 4 read with the fields they lack absent; the state then estimates
     /// as it did, dates count from the next download, and the URL's estimate is revised
     /// only after its next request.
     fn read_earlier(framed: &Framed<'_>, bytes: &[u8]) -> Result<Self, EnvelopeError> {
         decode_as(framed, bytes)
     }
+}
+
+/// The rate `entry`'s claimed changes give it while its host's claims are trusted.
+fn rate_from_claims(entry: &EstimatorState, trust: &HostTrustBook, period_ms: u64) -> Option<PageRate> {
+    claimed_rate(entry.claimed.as_deref(), &entry.host, trust, period_ms)
 }
 
 /// The result of applying one event.
@@ -319,13 +334,45 @@ pub struct Estimator {
     /// Estimates sent again with a revised rate, waiting to be published, with the
     /// partition of their URL: a revoked partition's are dropped, as its state is.
     revised: Vec<(i32, PageEstimate)>,
+    /// Each host's claim tally, as `host-trust` says.
+    host_trust: HostTrustBook,
 }
 
 impl Estimator {
     pub fn new(settings: Settings) -> Self {
         let book =
             DistributionBook::new(settings.window.saturating_add(settings.future), settings.max_groups);
-        Self { settings, book, live: HashMap::default(), outbox: Vec::new(), revised: Vec::new() }
+        // A host is at most a group: the same bound.
+        let host_trust = HostTrustBook::new(settings.max_groups);
+        Self { settings, book, live: HashMap::default(), outbox: Vec::new(), revised: Vec::new(), host_trust }
+    }
+
+    /// Files a share of a host's claim tally read from `host-trust`.
+    pub fn file_trust(&mut self, record: &HostTrust) -> TrustFiled {
+        self.host_trust.file(record)
+    }
+
+    pub fn host_trust(&self) -> &HostTrustBook {
+        &self.host_trust
+    }
+
+    /// Counts what `announcement`, read from `partition`, claims of its URL's changes;
+    /// `latest_ms` is the latest time its document can have been read. The URL's next
+    /// estimate is rated by its claimed changes once its host is trusted.
+    pub fn announce(
+        &mut self,
+        announcement: &PageAnnouncement,
+        partition: i32,
+        state: &mut StateStore<EstimatorState>,
+        latest_ms: i64,
+    ) -> Announced {
+        // Looked up first: `get_mut` would write an unchanged URL to the changelog.
+        let tracked = state.get(partition, &announcement.page.url).is_some();
+        let mut entry = None;
+        if tracked && announcement.claimed_modified_ms.is_some() {
+            entry = state.get_mut(partition, &announcement.page.url);
+        }
+        count_claim(announcement, entry.map(|entry| &mut entry.claimed), latest_ms)
     }
 
     pub fn settings(&self) -> &Settings {
@@ -360,6 +407,7 @@ impl Estimator {
                 let (prior, trusted) =
                     live.map_or((&flat, false), |live| (&live.rate_prior, live.dates.trusted()));
                 let rate = entry.page.change_rate(prior, self.settings.period_ms, trusted);
+                let rate = rate_from_claims(entry, &self.host_trust, self.settings.period_ms).unwrap_or(rate);
                 return Applied::Repeated(Box::new(self.estimate(event.into(), entry, &view, crawls, rate)));
             }
         }
@@ -369,6 +417,7 @@ impl Estimator {
             group: group.clone(),
             page: PageState::new(event.fetched_at_ms),
             last_response: None,
+            claimed: None,
         });
         let new_url = entry.page.history.requests == 0;
         let moved = entry.group != group;
@@ -425,6 +474,7 @@ impl Estimator {
         };
         // A URL that just moved group is not yet counted in the new one's tallies.
         let rate = entry.page.update(&request_of(event), settings, &live.rate_prior, !moved, crawls, tallies);
+        let rate = rate_from_claims(entry, &self.host_trust, self.settings.period_ms).unwrap_or(rate);
         live.track_trust(&event.page.url, awaited_trust, &entry.page);
         entry.last_response =
             entry.page.dates_await_trust().then(|| Box::new(LastResponse::of(event, trusted)));
@@ -461,6 +511,7 @@ impl Estimator {
             let history = &entry.page.history;
             let crawls = crawls(history.last_request, view, Some(live), history.first_request);
             let rate = entry.page.change_rate(&live.rate_prior, self.settings.period_ms, trusted);
+            let rate = rate_from_claims(entry, &self.host_trust, self.settings.period_ms).unwrap_or(rate);
             revised.push((key.0, self.estimate(response.into(), entry, view, crawls, rate)));
             if let Some(response) = state.get_mut(key.0, url).and_then(|entry| entry.last_response.as_mut()) {
                 response.estimated_trusted = trusted;
@@ -1150,9 +1201,9 @@ mod size {
     use super::*;
 
     /// What a tracked URL costs, for BENCHMARKS.md: its counters (the state without the
-    /// host and group strings and the sparse change-hour slots) must stay within 240 bytes
-    /// (200 before the `Last-Modified` evidence, 32 B, and 232 before the boxed response
-    /// kept for a revision, 8 B).
+    /// host and group strings and the sparse change-hour slots) must stay within 248 bytes
+    /// (200 before the `Last-Modified` evidence, 32 B, 232 before the boxed response kept
+    /// for a revision, 8 B, and 240 before the boxed claimed changes, 8 B).
     #[test]
     fn a_tracked_url_stays_under_the_budget() {
         let fixed = std::mem::size_of::<EstimatorState>();
@@ -1166,6 +1217,85 @@ mod size {
              besides, the host and group strings and 16 B per change-hour slot",
             std::mem::size_of::<PageHistory>()
         );
-        assert!(counters <= 240, "{counters}");
+        assert!(counters <= 248, "{counters}");
+    }
+}
+
+#[cfg(test)]
+mod claimed {
+    use recrawl_schemas::{AnnouncingDocument, RequestOutcome};
+
+    use super::*;
+    use crate::claims::tests::{announcement, share, HOST, HOUR, URL};
+
+    fn download(period: u64, changed: Option<bool>) -> ChangeEvent {
+        let fetched_at_ms = i64::try_from(period).unwrap() * HOUR + HOUR / 2;
+        ChangeEvent::request(URL, HOST, RequestOutcome { period, downloaded: true, changed, fetched_at_ms })
+    }
+
+    fn source_and_rate(applied: Applied) -> (RateSource, Option<f64>) {
+        match applied {
+            Applied::New(estimate, _) | Applied::Repeated(estimate) => {
+                (estimate.change_rate_source, estimate.change_rate)
+            }
+            other => panic!("expected an estimate, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_trusted_host_s_sitemap_dates_rate_its_url_and_nothing_else_does() {
+        let settings = Settings { period_ms: HOUR as u64, ..Settings::default() };
+        let mut estimator = Estimator::new(settings);
+        let mut state = StateStore::default();
+        let sitemap =
+            |changed_ms, seen_ms| announcement(AnnouncingDocument::Sitemap, Some(changed_ms), seen_ms);
+        let far = i64::MAX;
+        // Before its first request the URL keeps nothing.
+        assert_eq!(estimator.announce(&sitemap(HOUR, 2 * HOUR), 0, &mut state, far), Announced::Untracked);
+        assert_eq!(
+            source_and_rate(estimator.apply(&download(1, None), 0, &mut state, 0)).0,
+            RateSource::Prior
+        );
+        // A change every hour, read 10 and 50 minutes after it, for 10 hours: 50 minutes
+        // of each hour known quiet.
+        for hour in 2..12 {
+            for minutes in [10, 50] {
+                let claim = sitemap(hour * HOUR, hour * HOUR + minutes * HOUR / 60);
+                assert_eq!(estimator.announce(&claim, 0, &mut state, far), Announced::Counted);
+            }
+        }
+        // The same read again: nothing new; a feed's reads and undated entries are not
+        // counted.
+        let again = sitemap(11 * HOUR, 11 * HOUR + 50 * HOUR / 60);
+        assert_eq!(estimator.announce(&again, 0, &mut state, far), Announced::NotCounted);
+        let feed = announcement(AnnouncingDocument::Rss, Some(12 * HOUR), 12 * HOUR + HOUR / 6);
+        assert_eq!(estimator.announce(&feed, 0, &mut state, far), Announced::NotCounted);
+        let undated = announcement(AnnouncingDocument::Sitemap, None, 12 * HOUR);
+        assert_eq!(estimator.announce(&undated, 0, &mut state, far), Announced::Undated);
+        // Read after the latest time its document can have been read: not believed.
+        assert_eq!(
+            estimator.announce(&sitemap(12 * HOUR, 13 * HOUR), 0, &mut state, 12 * HOUR),
+            Announced::Implausible
+        );
+        let claimed = **state.get(0, URL).unwrap().claimed.as_ref().unwrap();
+        assert_eq!(claimed.changes, 10);
+
+        // The host not yet trusted: the comparison rates the URL.
+        let (source, compared) =
+            source_and_rate(estimator.apply(&download(12, Some(true)), 0, &mut state, 0));
+        assert_eq!(source, RateSource::Comparisons);
+        estimator.file_trust(&share(HOST, 3, 5, 0));
+        let expected = claimed.rate(HOUR as u64).unwrap().rate;
+        // A replay of the same request is rated as the claims say now.
+        let (source, rate) = source_and_rate(estimator.apply(&download(12, Some(true)), 0, &mut state, 0));
+        assert_eq!((source, rate), (RateSource::Claims, Some(expected)));
+        let (source, rate) = source_and_rate(estimator.apply(&download(13, Some(true)), 0, &mut state, 0));
+        assert_eq!((source, rate), (RateSource::Claims, Some(expected)));
+        assert!((0.8..1.6).contains(&expected), "about a change an hour: {expected}");
+        assert_ne!(compared, Some(expected));
+        // Found out: back to the comparisons.
+        estimator.file_trust(&share(HOST, 3, 5, 4));
+        let (source, _) = source_and_rate(estimator.apply(&download(14, Some(false)), 0, &mut state, 0));
+        assert_eq!(source, RateSource::Comparisons);
     }
 }

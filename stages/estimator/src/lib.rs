@@ -6,6 +6,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
 
+pub mod claims;
 pub mod distribution;
 pub mod estimate;
 pub mod offline;
@@ -19,7 +20,9 @@ use recrawl_common::metrics::registered;
 use recrawl_common::runtime::{run_stage, DeadLetterKind, Emitter, RuntimeError, SetupError, StageError};
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
-use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES};
+use recrawl_schemas::topics::{
+    ANNOUNCEMENTS, CHANGE_EVENTS, DEAD_LETTER, DISTRIBUTIONS, ESTIMATES, HOST_TRUST,
+};
 use recrawl_schemas::{bounds, ForecastPrior};
 
 use crate::distribution::{DistributionBook, Filed};
@@ -28,7 +31,10 @@ pub use crate::estimate::{Applied, EstimatorState, GroupBy, LastResponse, Settin
 use recrawl_model::page::RateSource;
 use recrawl_model::prediction::{Eligibility, Model};
 use recrawl_model::refresh::{CrawlTimeConfig, RefreshSettings};
-use recrawl_model::{period_ahead, DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
+use recrawl_model::{
+    period_ahead, period_start_ms, DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_CLOCK_SKEW_MS,
+    MAX_PERIOD_MS, MIN_PERIOD_MS,
+};
 
 pub const STAGE: &str = "estimator";
 
@@ -140,6 +146,8 @@ struct EstimatorMetrics {
     pace_disagreements: prometheus::IntCounter,
     revised: prometheus::IntCounter,
     shares: IntCounterVec,
+    announcements: IntCounterVec,
+    trust_records: IntCounterVec,
     group_partitions: IntGaugeVec,
     group_urls: IntGaugeVec,
     group_requests: IntGaugeVec,
@@ -191,6 +199,16 @@ impl EstimatorMetrics {
                 "Distribution shares read from the topic: kept, stale, invalid (undecodable, inconsistent, from the future or of a partition the input topics lack), full (a new group past --max-groups).",
                 &["result"],
             )?,
+            announcements: counter(
+                "estimator_announcements_total",
+                "Announcements read by what became of their claim: counted (in the URL's claimed changes), not_counted (a feed's, a date within the day, an older document), undated, untracked (a URL never requested), implausible (read after its period or now).",
+                &["result"],
+            )?,
+            trust_records: counter(
+                "estimator_host_trust_records_total",
+                "Host-trust records read: kept, dropped (a partition's share of no claims), full (a new host past --max-groups), invalid (undecodable or of a partition the input topics lack).",
+                &["result"],
+            )?,
             group_partitions: gauge(
                 "estimator_group_partitions",
                 "Partitions whose share of the group this instance holds.",
@@ -228,11 +246,17 @@ impl EstimatorMetrics {
                 metrics.forecast_priors.with_label_values(&[kind, prior]).reset();
             }
         }
-        for source in [RateSource::Dates, RateSource::Comparisons, RateSource::Prior] {
+        for source in [RateSource::Claims, RateSource::Dates, RateSource::Comparisons, RateSource::Prior] {
             metrics.rate_sources.with_label_values(&[source.as_str()]).reset();
         }
         for result in ["kept", "stale", "invalid", "full"] {
             metrics.shares.with_label_values(&[result]).reset();
+        }
+        for result in ["counted", "not_counted", "undated", "untracked", "implausible"] {
+            metrics.announcements.with_label_values(&[result]).reset();
+        }
+        for result in ["kept", "dropped", "full", "invalid"] {
+            metrics.trust_records.with_label_values(&[result]).reset();
         }
         Ok(metrics)
     }
@@ -343,6 +367,24 @@ impl EstimatorStage {
         self.metrics.shares.with_label_values(&[result]).inc();
     }
 
+    fn file_trust(&mut self, record: &InputRecord) {
+        let result = match record.decode(HOST_TRUST) {
+            // The scheduler's partitions are those of `announcements`, an input here too:
+            // a share of another would stay for good, none replacing it.
+            Ok(share) if self.input_partitions > 0 && share.partition >= self.input_partitions => {
+                tracing::warn!(host = %share.host, partition = share.partition, partitions = self.input_partitions, "ignoring a host-trust share of a partition the input topics lack");
+                "invalid"
+            }
+            Ok(share) => self.estimator.file_trust(&share).as_str(),
+            // Every instance reads the whole topic: reported here, not dead-lettered.
+            Err(error) => {
+                tracing::warn!(offset = record.offset, %error, "ignoring an undecodable host-trust record");
+                "invalid"
+            }
+        };
+        self.metrics.trust_records.with_label_values(&[result]).inc();
+    }
+
     /// Sends the estimates revised by an event, or by a restore (then first thing in the
     /// next batch or tick).
     fn send_revised(&mut self, out: &mut Emitter) -> Result<(), StageError> {
@@ -366,9 +408,9 @@ impl Stage for EstimatorStage {
     type State = EstimatorState;
 
     const NAME: &'static str = STAGE;
-    const INPUTS: &'static [&'static str] = &[CHANGE_EVENTS.name];
+    const INPUTS: &'static [&'static str] = &[CHANGE_EVENTS.name, ANNOUNCEMENTS.name];
     const OUTPUTS: &'static [&'static str] = &[ESTIMATES.name, DISTRIBUTIONS.name, DEAD_LETTER];
-    const SIDE_INPUTS: &'static [&'static str] = &[DISTRIBUTIONS.name];
+    const SIDE_INPUTS: &'static [&'static str] = &[DISTRIBUTIONS.name, HOST_TRUST.name];
 
     async fn handle(
         &mut self,
@@ -381,6 +423,22 @@ impl Stage for EstimatorStage {
         // Those a restore queued go with this batch, whose changelog carries their flags.
         self.send_revised(out)?;
         for record in batch {
+            if record.input == ANNOUNCEMENTS.name {
+                let Some(announcement) = out.decode_keyed(&record, ANNOUNCEMENTS) else { continue };
+                if let Some(ahead) = period_ahead(self.epoch_unix_ms, period_ms, announcement.period, now_ms)
+                {
+                    out.dead_letter(&record, DeadLetterKind::Invalid, ahead);
+                    continue;
+                }
+                // A document is read within its period, and not after now.
+                let latest_ms =
+                    period_start_ms(self.epoch_unix_ms, period_ms, announcement.period.saturating_add(1))
+                        .min(now_ms)
+                        .saturating_add(MAX_CLOCK_SKEW_MS);
+                let announced = self.estimator.announce(&announcement, record.partition, state, latest_ms);
+                self.metrics.announcements.with_label_values(&[announced.as_str()]).inc();
+                continue;
+            }
             let Some(event) = out.decode_keyed(&record, CHANGE_EVENTS) else { continue };
             // Applied, it would make its URL's real events, and its group's, look stale.
             if let Some(ahead) = period_ahead(self.epoch_unix_ms, period_ms, event.period, now_ms) {
@@ -412,9 +470,14 @@ impl Stage for EstimatorStage {
         self.publish_shares(out)
     }
 
-    /// Another instance's (or an earlier owner's) share of a group distribution.
+    /// Another instance's (or an earlier owner's) share of a group distribution, or a
+    /// scheduler partition's share of a host's judged claims.
     fn on_side_input(&mut self, record: &InputRecord) {
-        self.file_share(record);
+        if record.input == HOST_TRUST.name {
+            self.file_trust(record);
+        } else {
+            self.file_share(record);
+        }
     }
 
     fn on_restored(&mut self, partition: i32, state: &mut StateStore<EstimatorState>) {

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use recrawl_estimator::{EstimatorState, LastResponse};
+use recrawl_model::claims::{Claim, ClaimedChanges};
 use recrawl_model::history::{Observation, PageHistory};
 use recrawl_model::modified::{DateTrust, DatedChanges};
 use recrawl_model::page::{ComparedDownloads, PageState, Request};
@@ -18,6 +19,8 @@ const FIXTURE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/es
 const FIXTURE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v2.bin");
 /// As version 3 wrote it, before `last_response` was kept.
 const FIXTURE_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v3.bin");
+/// As version 4 wrote it, before `claimed` was kept.
+const FIXTURE_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/estimator-state-v4.bin");
 
 fn sample() -> EstimatorState {
     let mut history = PageHistory::default();
@@ -59,6 +62,11 @@ fn sample() -> EstimatorState {
             last_modified: Some("Tue, 14 Nov 2023 19:06:40 GMT".to_owned()),
             estimated_trusted: true,
         })),
+        claimed: Some(Box::new(ClaimedChanges {
+            changes: 3,
+            quiet_s: 86_400,
+            latest: Claim { changed_ms: 1_699_995_000_000, seen_ms: 1_700_000_050_000 },
+        })),
     }
 }
 
@@ -71,7 +79,8 @@ fn a_changelog_record_of_this_layout_reads_back() {
 fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
     let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    (expected.page.compared, expected.page.dated, expected.last_response) = (None, None, None);
+    (expected.page.compared, expected.page.dated, expected.last_response, expected.claimed) =
+        (None, None, None, None);
     assert_eq!(old, expected);
     // Then the comparison was taken to span every request: 6 − 3 periods.
     assert_eq!(old.page.comparison_spacing(), Some(3.0));
@@ -81,7 +90,7 @@ fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
 fn a_version_2_record_reads_back_without_dates_and_counts_them_from_its_next_download() {
     let mut old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V2).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    (expected.page.dated, expected.last_response) = (None, None);
+    (expected.page.dated, expected.last_response, expected.claimed) = (None, None, None);
     assert_eq!(old, expected);
     let request = Request { last_modified_ms: Some(1_699_000_000_000), ..unchanged_download(7) };
     assert!(old.page.record(&request, &RefreshSettings::default()));
@@ -93,21 +102,30 @@ fn a_version_2_record_reads_back_without_dates_and_counts_them_from_its_next_dow
 fn a_version_3_record_reads_back_and_keeps_no_response_until_its_next_request() {
     let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V3).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    expected.last_response = None;
+    (expected.last_response, expected.claimed) = (None, None);
+    assert_eq!(old, expected);
+}
+
+#[test]
+fn a_version_4_record_reads_back_without_claims() {
+    let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V4).expect("fixture")).expect("decodes");
+    let mut expected = sample();
+    expected.claimed = None;
     assert_eq!(old, expected);
 }
 
 #[test]
 fn a_version_1_record_ending_in_a_failure_keeps_the_span_of_its_requests() {
     // As version 1 wrote it: this layout without the trailing `None` tags of
-    // `page.compared`, `page.dated` and `last_response`, under version 1 in the envelope.
+    // `page.compared`, `page.dated`, `last_response` and `claimed`, under version 1 in
+    // the envelope.
     let mut state = sample();
     state.page.history.record(10, Observation { downloaded: false, changed: None });
-    (state.page.compared, state.page.dated, state.last_response) = (None, None, None);
+    (state.page.compared, state.page.dated, state.last_response, state.claimed) = (None, None, None, None);
     let mut bytes = encode(&state).expect("encodes");
     assert_eq!(
-        (bytes.pop(), bytes.pop(), bytes.pop()),
-        (Some(0), Some(0), Some(0)),
+        (bytes.pop(), bytes.pop(), bytes.pop(), bytes.pop()),
+        (Some(0), Some(0), Some(0), Some(0)),
         "the None tags end the record"
     );
     bytes[2..4].copy_from_slice(&1u16.to_be_bytes());
@@ -139,7 +157,7 @@ fn unchanged_download(period: u64) -> Request {
 /// rolling upgrade would drop the URLs it wrote.
 #[test]
 fn records_of_every_version_pass_the_restore_s_check() {
-    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3] {
+    for fixture in [FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4] {
         let state = decode::<EstimatorState>(&std::fs::read(fixture).expect("fixture")).expect("decodes");
         assert_eq!(state.validate(), Ok(()), "{fixture}");
     }

@@ -1,0 +1,251 @@
+//! What sites' sitemaps claim of their pages, as the estimator takes it
+//! (`docs/algorithms/sitemaps.md` §3): each URL's claimed changes, counted from the
+//! `announcements` topic, and each host's standing, read from `host-trust`, where the
+//! scheduler publishes the judgements it made of the claims against the downloads'
+//! comparisons. A trusted host's sitemap dates are complete observations, read every
+//! period or two where a download comes every twenty: a URL with any is rated by them.
+
+use std::collections::HashMap;
+
+use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, ClaimedChanges};
+use recrawl_model::page::{PageRate, RateSource};
+use recrawl_model::rate::RatePrior;
+use recrawl_schemas::{AnnouncingDocument, HostTrust, PageAnnouncement};
+
+/// What became of a `host-trust` record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrustFiled {
+    /// The partition's share of the host is the record's now.
+    Kept,
+    /// A share of no claims: the partition's share left.
+    Dropped,
+    /// A new host past the book's limit: not kept.
+    Full,
+}
+
+impl TrustFiled {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kept => "kept",
+            Self::Dropped => "dropped",
+            Self::Full => "full",
+        }
+    }
+}
+
+/// Each host's claim tally, by scheduler partition, as `host-trust` last said; a host's
+/// standing is the rule applied to the sum of its partitions' shares, as the topic's
+/// documentation says. At most `max_hosts` hosts: host names come from a topic.
+#[derive(Debug)]
+pub struct HostTrustBook {
+    hosts: HashMap<String, Vec<(i32, ClaimTally)>>,
+    max_hosts: usize,
+}
+
+impl HostTrustBook {
+    pub fn new(max_hosts: usize) -> Self {
+        Self { hosts: HashMap::new(), max_hosts }
+    }
+
+    /// Files `record`, the latest share of its `host/partition` (the topic is compacted
+    /// and read in order, so a later record replaces an earlier one).
+    pub fn file(&mut self, record: &HostTrust) -> TrustFiled {
+        let count = |value: u64| u32::try_from(value).unwrap_or(u32::MAX);
+        let tally = ClaimTally {
+            confirmed: count(record.confirmed),
+            agreed: count(record.agreed),
+            refuted: count(record.refuted),
+            silent: count(record.silent),
+        };
+        if tally.total() == 0 {
+            if let Some(shares) = self.hosts.get_mut(&record.host) {
+                shares.retain(|&(partition, _)| partition != record.partition);
+                if shares.is_empty() {
+                    self.hosts.remove(&record.host);
+                }
+            }
+            return TrustFiled::Dropped;
+        }
+        if !self.hosts.contains_key(&record.host) && self.hosts.len() >= self.max_hosts {
+            return TrustFiled::Full;
+        }
+        let shares = self.hosts.entry(record.host.clone()).or_default();
+        match shares.iter_mut().find(|(partition, _)| *partition == record.partition) {
+            Some((_, share)) => *share = tally,
+            None => shares.push((record.partition, tally)),
+        }
+        TrustFiled::Kept
+    }
+
+    /// The standing of `host`'s claims over every partition's share.
+    pub fn trust(&self, host: &str) -> ClaimTrust {
+        let Some(shares) = self.hosts.get(host) else { return ClaimTrust::Unknown };
+        let mut sum = ClaimTally::default();
+        shares.iter().for_each(|(_, share)| sum.add(share));
+        sum.trust()
+    }
+
+    pub fn hosts(&self) -> usize {
+        self.hosts.len()
+    }
+}
+
+/// What became of an announcement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Announced {
+    /// Its claim was counted in its URL's claimed changes.
+    Counted,
+    /// Its claim added nothing: a feed's (which lists only the latest changes), a date
+    /// within the day, a document older than the latest counted.
+    NotCounted,
+    /// No date claimed.
+    Undated,
+    /// A URL never requested: nothing of it is kept yet.
+    Untracked,
+    /// Read after the end of its period or after now: its claim is not believed.
+    Implausible,
+}
+
+impl Announced {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Counted => "counted",
+            Self::NotCounted => "not_counted",
+            Self::Undated => "undated",
+            Self::Untracked => "untracked",
+            Self::Implausible => "implausible",
+        }
+    }
+}
+
+/// Counts `announcement`'s claim in its URL's claimed changes, `None` for a URL not
+/// tracked. `latest_ms` is the latest time the document can have been read: the end of
+/// its period, or now if earlier, with the clocks' skew.
+pub fn count_claim(
+    announcement: &PageAnnouncement,
+    claimed: Option<&mut Option<Box<ClaimedChanges>>>,
+    latest_ms: i64,
+) -> Announced {
+    let Some(changed_ms) = announcement.claimed_modified_ms else { return Announced::Undated };
+    let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
+    if claim.seen_ms > latest_ms {
+        return Announced::Implausible;
+    }
+    let Some(kept) = claimed else { return Announced::Untracked };
+    // A sitemap lists every page in its scope, so each read observes each page; a feed
+    // lists only the latest changes, and counting its reads would read the rate high.
+    if announcement.document != AnnouncingDocument::Sitemap {
+        return Announced::NotCounted;
+    }
+    let mut claimed = kept.as_deref().copied().unwrap_or_default();
+    if !claimed.observe(claim) {
+        return Announced::NotCounted;
+    }
+    *kept = Some(Box::new(claimed));
+    Announced::Counted
+}
+
+/// The rate a URL of `host` is given by its claimed changes, while the host's claims are
+/// trusted: under the flat prior, as the scheduler rates it ([`ClaimedChanges::rate`]).
+pub fn claimed_rate(
+    claimed: Option<&ClaimedChanges>,
+    host: &str,
+    trust: &HostTrustBook,
+    period_ms: u64,
+) -> Option<PageRate> {
+    let claimed = claimed?;
+    if trust.trust(host) != ClaimTrust::Trusted {
+        return None;
+    }
+    let estimate = claimed.rate(period_ms)?;
+    let flat = RatePrior::default();
+    Some(PageRate {
+        rate: estimate.rate,
+        low: estimate.low,
+        high: estimate.high,
+        prior_mean: flat.mean,
+        prior_pages: 0,
+        source: RateSource::Claims,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use recrawl_schemas::{PageRef, UtcTime};
+
+    use super::*;
+
+    pub(crate) const HOUR: i64 = 3_600_000;
+    pub(crate) const URL: &str = "http://truthful.example/a.html";
+    pub(crate) const HOST: &str = "truthful.example";
+
+    /// A scheduler partition's share of `host`'s tally.
+    pub(crate) fn share(host: &str, partition: i32, confirmed: u64, refuted: u64) -> HostTrust {
+        let tally = ClaimTally {
+            confirmed: u32::try_from(confirmed).unwrap(),
+            refuted: u32::try_from(refuted).unwrap(),
+            ..ClaimTally::default()
+        };
+        HostTrust {
+            host: host.to_owned(),
+            partition,
+            period: 1,
+            confirmed,
+            agreed: 0,
+            refuted,
+            silent: 0,
+            trust: tally.trust(),
+            published_at: UtcTime::from_ms(HOUR),
+            published_at_ms: HOUR,
+        }
+    }
+
+    /// `URL` announced by `document`, its change claimed at `changed_ms`, read at `seen_ms`.
+    pub(crate) fn announcement(
+        document: AnnouncingDocument,
+        changed_ms: Option<i64>,
+        seen_ms: i64,
+    ) -> PageAnnouncement {
+        PageAnnouncement {
+            page: PageRef::of_url(URL).unwrap(),
+            source: PageRef::of_url("http://truthful.example/sitemap.xml").unwrap(),
+            document,
+            period: u64::try_from(seen_ms / HOUR).unwrap(),
+            fetched_at: UtcTime::from_ms(seen_ms),
+            fetched_at_ms: seen_ms,
+            claimed_modified: changed_ms.map(UtcTime::from_ms),
+            claimed_modified_ms: changed_ms,
+            change_frequency: None,
+            priority: None,
+            depth: 1,
+        }
+    }
+
+    #[test]
+    fn a_host_s_standing_is_the_rule_applied_to_the_sum_of_its_partitions_shares() {
+        let mut book = HostTrustBook::new(10);
+        // Two confirmed on each of two partitions: four in all, past the three needed.
+        assert_eq!(book.file(&share(HOST, 0, 2, 0)), TrustFiled::Kept);
+        assert_eq!(book.trust(HOST), ClaimTrust::Unknown, "two alone are not enough");
+        assert_eq!(book.file(&share(HOST, 1, 2, 0)), TrustFiled::Kept);
+        assert_eq!(book.trust(HOST), ClaimTrust::Trusted);
+        // A later record of a partition replaces its share.
+        book.file(&share(HOST, 1, 2, 3));
+        assert_eq!(book.trust(HOST), ClaimTrust::Distrusted);
+        // A share of no claims leaves; with the last, the host does.
+        assert_eq!(book.file(&share(HOST, 1, 0, 0)), TrustFiled::Dropped);
+        assert_eq!((book.trust(HOST), book.hosts()), (ClaimTrust::Unknown, 1));
+        book.file(&share(HOST, 0, 0, 0));
+        assert_eq!(book.hosts(), 0);
+    }
+
+    #[test]
+    fn hosts_past_the_limit_are_refused_and_known_ones_still_move() {
+        let mut book = HostTrustBook::new(1);
+        assert_eq!(book.file(&share("a.example", 0, 3, 0)), TrustFiled::Kept);
+        assert_eq!(book.file(&share("b.example", 0, 3, 0)), TrustFiled::Full);
+        assert_eq!(book.trust("b.example"), ClaimTrust::Unknown);
+        assert_eq!(book.file(&share("a.example", 1, 1, 0)), TrustFiled::Kept);
+        assert_eq!(book.hosts(), 1);
+    }
+}
