@@ -73,6 +73,10 @@ impl Message for HostTrust {
     const VERSION: u16 = 1;
 
     fn validate(&self) -> Result<(), ValidationError> {
+        // A record's host names the tally its readers sum: an empty one names none.
+        if self.host.is_empty() {
+            return Err(ValidationError::Empty { field: "host".to_owned() });
+        }
         bounds::text("host", &self.host, bounds::MAX_HOST_BYTES)?;
         bounds::partition(self.partition)?;
         bounds::period(self.period)?;
@@ -96,6 +100,8 @@ mod tests {
     #[test]
     fn a_host_s_trust_is_checked_for_what_readers_rely_on() {
         assert_eq!(samples::host_trust().validate(), Ok(()));
+        let no_host = HostTrust { host: String::new(), ..samples::host_trust() };
+        assert!(matches!(no_host.validate(), Err(ValidationError::Empty { .. })));
         let long_host = HostTrust { host: "a".repeat(256), ..samples::host_trust() };
         assert!(matches!(long_host.validate(), Err(ValidationError::TooLong { .. })));
         let negative = HostTrust { partition: -1, ..samples::host_trust() };
