@@ -701,6 +701,15 @@ impl Scheduler {
         records
     }
 
+    /// The `host-trust` records of the shares dropped since the last call
+    /// ([`trust::dropped_records`]), as of `now_ms`.
+    fn dropped_trust_records(&mut self, now_ms: i64) -> Vec<HostTrust> {
+        let period = self.period_at(now_ms).unwrap_or(0);
+        let records = trust::dropped_records(&self.hosts, &mut self.books, period, now_ms);
+        self.metrics.trust_records.inc_by(records.len() as u64);
+        records
+    }
+
     /// The picks for `period` among the URLs of the owned partitions.
     fn picks(&mut self, period: u64) -> Vec<PagePick> {
         let m = quota(self.picks_per_period, &self.assignment.partitions, self.assignment.total, period);
@@ -805,6 +814,9 @@ impl Stage for Scheduler {
             if let Some(Err(full)) = applied {
                 out.dead_letter(&record, DeadLetterKind::Invalid, full);
             }
+        }
+        for trust in self.dropped_trust_records(now_ms) {
+            out.send(HOST_TRUST, &trust)?;
         }
         self.prune_frontier();
         self.write_changes(state);
@@ -1328,12 +1340,19 @@ pub(crate) mod tests {
             let mut refused = estimate(&format!("http://truthful.example/{page}.html"), 6, false, None);
             refused.last_request.outcome = FetchOutcome::BlockedAddress;
             scheduler.apply_estimate(&refused, 0).unwrap();
-            let published = shares(&scheduler.trust_records(6, 10 * HOUR, 100));
-            let expected: &[(i32, u64, ClaimTrust)] = match page {
-                4 => &[(0, 0, ClaimTrust::Unknown), (1, 2, ClaimTrust::Unknown)],
-                _ => &[],
+            // The share's record of no claims goes with the batch that dropped it, the
+            // other partition's (its standing moved) at the next tick.
+            let with_the_batch = shares(&scheduler.dropped_trust_records(10 * HOUR));
+            let at_the_tick = shares(&scheduler.trust_records(6, 10 * HOUR, 100));
+            let (expected_now, expected_later): (&[_], &[_]) = match page {
+                4 => (&[(0, 0, ClaimTrust::Unknown)], &[(1, 2, ClaimTrust::Unknown)]),
+                _ => (&[], &[]),
             };
-            assert_eq!(published, expected, "page {page} refused");
+            assert_eq!(
+                (&with_the_batch[..], &at_the_tick[..]),
+                (expected_now, expected_later),
+                "page {page} refused"
+            );
         }
         let mut store = StateStore::default();
         scheduler.write_changes(&mut store);
