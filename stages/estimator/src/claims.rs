@@ -5,12 +5,13 @@
 //! comparisons. A trusted host's sitemap dates are complete observations, read every
 //! period or two where a download comes every twenty: a URL with any is rated by them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, ClaimedChanges};
 use recrawl_model::page::{PageRate, RateSource};
 use recrawl_model::rate::RatePrior;
 use recrawl_schemas::{AnnouncingDocument, HostTrust, PageAnnouncement};
+use xxhash_rust::xxh3::xxh3_64;
 
 /// What became of a `host-trust` record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,12 +40,17 @@ impl TrustFiled {
 #[derive(Debug)]
 pub struct HostTrustBook {
     hosts: HashMap<String, Vec<(i32, ClaimTally)>>,
+    /// Hosts a share of which was refused for the limit, by hash: the topic is compacted
+    /// and read once, so that share never comes back, and judged on the shares kept later
+    /// such a host could be trusted on part of its tally (its refutations in the share
+    /// refused). So it never is. At most `max_hosts`; past that, no new host is kept.
+    refused: HashSet<u64>,
     max_hosts: usize,
 }
 
 impl HostTrustBook {
     pub fn new(max_hosts: usize) -> Self {
-        Self { hosts: HashMap::new(), max_hosts }
+        Self { hosts: HashMap::new(), refused: HashSet::new(), max_hosts }
     }
 
     /// Files `record`, the latest share of its `host/partition` (the topic is compacted
@@ -66,7 +72,11 @@ impl HostTrustBook {
             }
             return TrustFiled::Dropped;
         }
-        if !self.hosts.contains_key(&record.host) && self.hosts.len() >= self.max_hosts {
+        let full = self.hosts.len() >= self.max_hosts || self.refused.len() >= self.max_hosts;
+        if full && !self.hosts.contains_key(&record.host) {
+            if self.refused.len() < self.max_hosts {
+                self.refused.insert(xxh3_64(record.host.as_bytes()));
+            }
             return TrustFiled::Full;
         }
         let shares = self.hosts.entry(record.host.clone()).or_default();
@@ -80,6 +90,9 @@ impl HostTrustBook {
     /// The standing of `host`'s claims over every partition's share.
     pub fn trust(&self, host: &str) -> ClaimTrust {
         let Some(shares) = self.hosts.get(host) else { return ClaimTrust::Unknown };
+        if !self.refused.is_empty() && self.refused.contains(&xxh3_64(host.as_bytes())) {
+            return ClaimTrust::Unknown;
+        }
         let mut sum = ClaimTally::default();
         shares.iter().for_each(|(_, share)| sum.add(share));
         sum.trust()
@@ -118,31 +131,27 @@ impl Announced {
     }
 }
 
-/// Counts `announcement`'s claim in its URL's claimed changes, `None` for a URL not
-/// tracked. `latest_ms` is the latest time the document can have been read: the end of
-/// its period, or now if earlier, with the clocks' skew.
+/// What `announcement` adds to a tracked URL's claimed changes, `claimed` (`None` for a
+/// URL not tracked): the changes with its claim counted, or why it adds nothing.
+/// `latest_ms` is the latest time the document can have been read: the end of its period,
+/// or now if earlier, with the clocks' skew.
 pub fn count_claim(
     announcement: &PageAnnouncement,
-    claimed: Option<&mut Option<Box<ClaimedChanges>>>,
+    claimed: Option<ClaimedChanges>,
     latest_ms: i64,
-) -> Announced {
-    let Some(changed_ms) = announcement.claimed_modified_ms else { return Announced::Undated };
+) -> Result<ClaimedChanges, Announced> {
+    let Some(changed_ms) = announcement.claimed_modified_ms else { return Err(Announced::Undated) };
     let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
     if claim.seen_ms > latest_ms {
-        return Announced::Implausible;
+        return Err(Announced::Implausible);
     }
-    let Some(kept) = claimed else { return Announced::Untracked };
+    let Some(mut claimed) = claimed else { return Err(Announced::Untracked) };
     // A sitemap lists every page in its scope, so each read observes each page; a feed
     // lists only the latest changes, and counting its reads would read the rate high.
-    if announcement.document != AnnouncingDocument::Sitemap {
-        return Announced::NotCounted;
+    if announcement.document != AnnouncingDocument::Sitemap || !claimed.observe(claim) {
+        return Err(Announced::NotCounted);
     }
-    let mut claimed = kept.as_deref().copied().unwrap_or_default();
-    if !claimed.observe(claim) {
-        return Announced::NotCounted;
-    }
-    *kept = Some(Box::new(claimed));
-    Announced::Counted
+    Ok(claimed)
 }
 
 /// The rate a URL of `host` is given by its claimed changes, while the host's claims are
@@ -247,5 +256,26 @@ pub(crate) mod tests {
         assert_eq!(book.trust("b.example"), ClaimTrust::Unknown);
         assert_eq!(book.file(&share("a.example", 1, 1, 0)), TrustFiled::Kept);
         assert_eq!(book.hosts(), 1);
+    }
+
+    #[test]
+    fn a_host_refused_while_full_is_never_judged_on_part_of_its_shares() {
+        let mut book = HostTrustBook::new(1);
+        book.file(&share("other.example", 0, 3, 0));
+        // The liar's refutations are refused, and never come back.
+        assert_eq!(book.file(&share("liar.example", 0, 0, 5)), TrustFiled::Full);
+        // The limit of refusals remembered is reached too: no new host is kept.
+        assert_eq!(book.file(&share("new.example", 0, 3, 0)), TrustFiled::Full);
+        book.file(&share("other.example", 0, 0, 0));
+        assert_eq!(book.file(&share("new.example", 0, 3, 0)), TrustFiled::Full);
+        let mut book = HostTrustBook::new(2);
+        book.file(&share("a.example", 0, 3, 0));
+        book.file(&share("b.example", 0, 3, 0));
+        assert_eq!(book.file(&share("liar.example", 0, 0, 5)), TrustFiled::Full);
+        book.file(&share("a.example", 0, 0, 0));
+        // Room again: its confirmations of another partition are kept, and not trusted.
+        assert_eq!(book.file(&share("liar.example", 1, 5, 0)), TrustFiled::Kept);
+        assert_eq!(book.trust("liar.example"), ClaimTrust::Unknown);
+        assert_eq!(book.trust("b.example"), ClaimTrust::Trusted);
     }
 }

@@ -366,13 +366,21 @@ impl Estimator {
         state: &mut StateStore<EstimatorState>,
         latest_ms: i64,
     ) -> Announced {
-        // Looked up first: `get_mut` would write an unchanged URL to the changelog.
-        let tracked = state.get(partition, &announcement.page.url).is_some();
-        let mut entry = None;
-        if tracked && announcement.claimed_modified_ms.is_some() {
-            entry = state.get_mut(partition, &announcement.page.url);
+        let url = &announcement.page.url;
+        let kept =
+            state.get(partition, url).map(|entry| entry.claimed.as_deref().copied().unwrap_or_default());
+        let counted = match count_claim(announcement, kept, latest_ms) {
+            Ok(counted) => counted,
+            Err(nothing) => return nothing,
+        };
+        // Only now: `get_mut` writes the URL to the changelog.
+        if let Some(entry) = state.get_mut(partition, url) {
+            match entry.claimed.as_deref_mut() {
+                Some(claimed) => *claimed = counted,
+                None => entry.claimed = Some(Box::new(counted)),
+            }
         }
-        count_claim(announcement, entry.map(|entry| &mut entry.claimed), latest_ms)
+        Announced::Counted
     }
 
     pub fn settings(&self) -> &Settings {
@@ -1264,8 +1272,9 @@ mod claimed {
                 assert_eq!(estimator.announce(&claim, 0, &mut state, far), Announced::Counted);
             }
         }
+        assert!(!state.take_dirty().is_empty(), "a counted claim goes to the changelog");
         // The same read again: nothing new; a feed's reads and undated entries are not
-        // counted.
+        // counted, nor written to the changelog.
         let again = sitemap(11 * HOUR, 11 * HOUR + 50 * HOUR / 60);
         assert_eq!(estimator.announce(&again, 0, &mut state, far), Announced::NotCounted);
         let feed = announcement(AnnouncingDocument::Rss, Some(12 * HOUR), 12 * HOUR + HOUR / 6);
@@ -1277,6 +1286,7 @@ mod claimed {
             estimator.announce(&sitemap(12 * HOUR, 13 * HOUR), 0, &mut state, 12 * HOUR),
             Announced::Implausible
         );
+        assert!(state.take_dirty().is_empty(), "nothing counted, nothing written");
         let claimed = **state.get(0, URL).unwrap().claimed.as_ref().unwrap();
         assert_eq!(claimed.changes, 10);
 
