@@ -20,8 +20,8 @@ use recrawl_schemas::envelope::schema_tag;
 use recrawl_schemas::messages::samples::{page_announcement, page_estimate};
 use recrawl_schemas::topics::{ANNOUNCEMENTS, ESTIMATES, FETCH, HOST_TRUST, LINKS};
 use recrawl_schemas::{
-    decode, url_key, DiscoveredLinks, HostTrust, PageAnnouncement, PageEstimate, PagePick, PageRef,
-    PickReason, UtcTime,
+    decode, url_key, DiscoveredLinks, FetchOutcome, HostTrust, PageAnnouncement, PageEstimate, PagePick,
+    PageRef, PickReason, UtcTime,
 };
 
 const PARTITIONS: i32 = 4;
@@ -344,6 +344,86 @@ async fn a_host_whose_sitemap_proves_true_has_its_claims_taken() {
     .await;
     stage.stop().await.expect("stops cleanly");
     drop(broker);
+}
+
+/// A share of a host's claims gone with the host's last tracked URL (its address refused)
+/// is published as none with the batch that dropped it, not at the next period's tick:
+/// here an hour away, so only the batch can have sent it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_share_gone_with_its_last_url_is_published_with_its_batch() {
+    const HOUR_MS: i64 = 3_600_000;
+    let broker = Broker::start();
+    let flags = kafka_flags(&broker.bootstrap(), &unique_prefix("dropped"));
+    let kafka: KafkaArgs = parse_args(&flags);
+    broker.create_topics(&kafka, 1).await;
+    let producer: FutureProducer = recrawl_common::kafka::producer_config(&kafka).create().expect("producer");
+    let topics = kafka.cluster.topics();
+    // Period 1,000 began a second ago: its tick comes at the start, the next in an hour.
+    let epoch = unix_ms() - 1000 * HOUR_MS - 1000;
+    let at = |periods: f64| epoch + (periods * HOUR_MS as f64) as i64;
+    let url = |page: usize| format!("http://gone.example/{page}.html");
+    let estimate = |page: usize, period: u64| {
+        let mut estimate: PageEstimate = page_estimate();
+        estimate.page = PageRef::of_url(&url(page)).expect("url");
+        estimate.group = estimate.page.host.clone();
+        estimate.period = period;
+        estimate.last_request.period = period;
+        estimate.last_request.fetched_at_ms = at(period as f64 + 0.5);
+        estimate.last_request.fetched_at = UtcTime::from_ms(at(period as f64 + 0.5));
+        estimate.last_request.changed = None;
+        estimate
+    };
+    let mut stage_flags = flags.clone();
+    for (flag, value) in [("--period-ms", HOUR_MS.to_string()), ("--epoch-unix-ms", epoch.to_string())] {
+        stage_flags.extend([flag.to_owned(), value]);
+    }
+    let args = parse_args(&stage_flags);
+    let stage = RunningStage::spawn("scheduler", |ctx| recrawl_scheduler::run(args, ctx));
+    stage.ready().await;
+    let series =
+        |name: &str| metric(&stage, &format!("recrawl_{name}{{stage=\"scheduler\"}}")).unwrap_or(0.0);
+    for page in 0..2 {
+        produce(&producer, &topics, ESTIMATES, &estimate(page, 1)).await;
+    }
+    wait_for("the scheduler did not track the two pages", || series("scheduler_tracked_urls") == 2.0).await;
+    // The host's sitemap read at 200.5 periods, judged: the partition holds a share of it.
+    for page in 0..2 {
+        let mut announcement: PageAnnouncement = page_announcement();
+        announcement.page = PageRef::of_url(&url(page)).expect("url");
+        announcement.source = PageRef::of_url("http://gone.example/sitemap.xml").expect("url");
+        announcement.period = 200;
+        announcement.fetched_at_ms = at(200.5);
+        announcement.fetched_at = UtcTime::from_ms(at(200.5));
+        announcement.claimed_modified_ms = Some(at(100.0));
+        announcement.claimed_modified = Some(UtcTime::from_ms(at(100.0)));
+        produce(&producer, &topics, ANNOUNCEMENTS, &announcement).await;
+    }
+    let judged = || {
+        metric(&stage, "recrawl_scheduler_claims_total{result=\"judged\",stage=\"scheduler\"}").unwrap_or(0.0)
+    };
+    wait_for("the two claims were not judged", || judged() == 2.0).await;
+    // Both addresses refused: the URLs, and the host's share with the last, leave.
+    let observer = Observer::new(&kafka.cluster, &[HOST_TRUST.name]).await.expect("observer");
+    for page in 0..2 {
+        let mut refused = estimate(page, 300);
+        refused.last_request.downloaded = false;
+        refused.last_request.outcome = FetchOutcome::BlockedAddress;
+        produce(&producer, &topics, ESTIMATES, &refused).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let none = loop {
+        let observed = tokio::time::timeout_at(deadline, observer.next())
+            .await
+            .expect("no record of the share gone within 60 s (the next tick is an hour away)")
+            .expect("observer");
+        if let Observed::Trust(trust) = observed {
+            break trust;
+        }
+    };
+    assert_eq!((none.host.as_str(), none.partition), ("gone.example", 0));
+    assert_eq!([none.confirmed, none.agreed, none.refuted, none.silent], [0; 4], "{none:?}");
+    assert_eq!(series("scheduler_tracked_urls"), 0.0);
+    stage.stop().await.expect("stops cleanly");
 }
 
 /// The latest record of `url` on the scheduler's changelog.
