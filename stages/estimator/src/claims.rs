@@ -1,17 +1,48 @@
 //! What sites' sitemaps claim of their pages, as the estimator takes it
-//! (`docs/algorithms/sitemaps.md` §3): each URL's claimed changes, counted from the
-//! `announcements` topic, and each host's standing, read from `host-trust`, where the
-//! scheduler publishes the judgements it made of the claims against the downloads'
-//! comparisons. A trusted host's sitemap dates are complete observations, read every
-//! period or two where a download comes every twenty: a URL with any is rated by them.
+//! (`docs/algorithms/sitemaps.md` §7): each URL's claims from the `announcements` topic,
+//! judged against its own comparisons and its sitemap's dates counted as its claimed
+//! changes, and each host's standing, read from `host-trust`, where the scheduler
+//! publishes the judgements of all its URLs' claims. A trusted host's sitemap dates are
+//! complete observations, read every period or two where a download comes every twenty:
+//! a URL with any is rated by them, unless its own latest judged claim was refuted.
 
 use std::collections::{HashMap, HashSet};
 
-use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, ClaimedChanges};
+use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, ClaimedChanges, Judgement, Span, UrlClaims};
 use recrawl_model::page::{PageRate, RateSource};
 use recrawl_model::rate::RatePrior;
 use recrawl_schemas::{AnnouncingDocument, HostTrust, PageAnnouncement};
+use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
+
+/// What the estimator keeps of a URL's claims, on its changelog record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptClaims {
+    pub url: UrlClaims,
+    /// Whether the latest of its claims judged against its comparisons was refuted: its
+    /// claimed changes rate it no more until a later one is confirmed or agreed with.
+    pub refuted: bool,
+}
+
+impl KeptClaims {
+    /// A URL's claims, none yet, its latest download at `last_download` if known.
+    pub fn new(last_download: Option<Span>) -> Self {
+        Self { url: UrlClaims::new(last_download), refuted: false }
+    }
+
+    /// Takes a download fetched at `fetched_at_ms`, `changed` as its comparison says, and
+    /// judges the kept claim against it.
+    pub fn observe_download(&mut self, fetched_at_ms: i64, changed: Option<bool>) {
+        let judgement = self.url.observe_download(fetched_at_ms, changed);
+        self.judged(judgement);
+    }
+
+    fn judged(&mut self, judgement: Judgement) {
+        if judgement != Judgement::Silent {
+            self.refuted = judgement == Judgement::Refuted;
+        }
+    }
+}
 
 /// What became of a `host-trust` record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,8 +139,8 @@ impl HostTrustBook {
 pub enum Announced {
     /// Its claim was counted in its URL's claimed changes.
     Counted,
-    /// Its claim added nothing: a feed's (which lists only the latest changes), a date
-    /// within the day, a document older than the latest counted.
+    /// Its claim added nothing to them: a feed's (which lists only the latest changes;
+    /// kept to be judged), a date within the day, a document older than the latest read.
     NotCounted,
     /// No date claimed.
     Undated,
@@ -131,38 +162,43 @@ impl Announced {
     }
 }
 
-/// What `announcement` adds to a tracked URL's claimed changes, `claimed` (`None` for a
-/// URL not tracked): the changes with its claim counted, or why it adds nothing.
-/// `latest_ms` is the latest time the document can have been read: the end of its period,
-/// or now if earlier, with the clocks' skew.
-pub fn count_claim(
+/// Takes `announcement`'s claim into a tracked URL's claims, `kept` (`None` for a URL not
+/// tracked): judged against its pending comparison, and for a sitemap's counted in its
+/// claimed changes. What became of it, and the claims when they changed. `latest_ms` is
+/// the latest time the document can have been read: the end of its period, or now if
+/// earlier, with the clocks' skew.
+pub fn take_claim(
     announcement: &PageAnnouncement,
-    claimed: Option<ClaimedChanges>,
+    kept: Option<KeptClaims>,
     latest_ms: i64,
-) -> Result<ClaimedChanges, Announced> {
-    let Some(changed_ms) = announcement.claimed_modified_ms else { return Err(Announced::Undated) };
+) -> (Announced, Option<KeptClaims>) {
+    let Some(changed_ms) = announcement.claimed_modified_ms else { return (Announced::Undated, None) };
     let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
     if claim.seen_ms > latest_ms {
-        return Err(Announced::Implausible);
+        return (Announced::Implausible, None);
     }
-    let Some(mut claimed) = claimed else { return Err(Announced::Untracked) };
+    let Some(before) = kept else { return (Announced::Untracked, None) };
+    let mut after = before;
+    let judgement = after.url.evidence.observe_claim(claim);
+    after.judged(judgement);
     // A sitemap lists every page in its scope, so each read observes each page; a feed
     // lists only the latest changes, and counting its reads would read the rate high.
-    if announcement.document != AnnouncingDocument::Sitemap || !claimed.observe(claim) {
-        return Err(Announced::NotCounted);
-    }
-    Ok(claimed)
+    let counted = announcement.document == AnnouncingDocument::Sitemap && after.url.claimed.observe(claim);
+    let announced = if counted { Announced::Counted } else { Announced::NotCounted };
+    (announced, (after != before).then_some(after))
 }
 
 /// The rate a URL of `host` is given by its claimed changes, while the host's claims are
-/// trusted: under the flat prior, as the scheduler rates it ([`ClaimedChanges::rate`]).
+/// trusted and the URL's latest judged claim was not refuted: under the flat prior, as the
+/// scheduler rates it ([`ClaimedChanges::rate`]).
 pub fn claimed_rate(
-    claimed: Option<&ClaimedChanges>,
+    kept: Option<&KeptClaims>,
     host: &str,
     trust: &HostTrustBook,
     period_ms: u64,
 ) -> Option<PageRate> {
-    let claimed = claimed?;
+    let kept = kept.filter(|kept| !kept.refuted)?;
+    let claimed: &ClaimedChanges = &kept.url.claimed;
     if trust.trust(host) != ClaimTrust::Trusted {
         return None;
     }

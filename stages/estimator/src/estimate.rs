@@ -15,9 +15,9 @@ use recrawl_schemas::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::claims::{claimed_rate, count_claim, Announced, HostTrustBook, TrustFiled};
+use crate::claims::{claimed_rate, take_claim, Announced, HostTrustBook, KeptClaims, TrustFiled};
 use crate::distribution::{DistributionBook, DistributionError, Filed, GroupView, Partial};
-use recrawl_model::claims::ClaimedChanges;
+use recrawl_model::claims::Span;
 use recrawl_model::modified::DateTally;
 use recrawl_model::page::{BinMove, GroupTallies, PageRate, PageState, RateSource, Request, UpdateSettings};
 use recrawl_model::prediction::{forecast, Eligibility, Kind, Model, PreparedPrior, Prior, FINE_BINS};
@@ -96,9 +96,9 @@ pub struct EstimatorState {
     /// sent again with a revised rate without the event; `None` otherwise, and in a state
     /// written before version 4 until the URL's next request.
     pub last_response: Option<Box<LastResponse>>,
-    /// The changes its site's sitemap dated (`crate::claims`): boxed, as most URLs have
-    /// none; `None` also in a state written before version 5.
-    pub claimed: Option<Box<ClaimedChanges>>,
+    /// What its site's sitemaps and feeds claimed of it (`crate::claims`): boxed, as most
+    /// URLs have none; `None` also in a state written before version 5.
+    pub claims: Option<Box<KeptClaims>>,
 }
 
 /// What an estimate repeats of the change event of its request.
@@ -181,10 +181,10 @@ impl Message for EstimatorState {
     const NAME: &'static str = "EstimatorState";
     const FORMAT: Format = Format::Bincode;
     /// 2: `page.compared`, the periods the URL's comparisons span. 3: `page.dated`, what
-    /// its `Last-Modified` headers said. 4: `last_response`. 5: `claimed`.
+    /// its `Last-Modified` headers said. 4: `last_response`. 5: `claims`.
     const VERSION: u16 = 5;
     /// Version 1 ends before `page.compared`, version 2 before `page.dated`, version 3
-    /// before `last_response`, version 4 before `claimed`, the last fields.
+    /// before `last_response`, version 4 before `claims`, the last fields.
     const ADDED_TRAILING_OPTIONS: usize = 4;
 
     /// What an estimate repeats, and the fine bins the URL is counted in: out of range, a
@@ -216,9 +216,10 @@ impl Message for EstimatorState {
             bounds::header("last_response.etag", last.etag.as_deref())?;
             bounds::header("last_response.last_modified", last.last_modified.as_deref())?;
         }
-        if let Some(claimed) = &self.claimed {
-            bounds::time_ms("claimed.latest.changed_ms", claimed.latest.changed_ms)?;
-            bounds::time_ms("claimed.latest.seen_ms", claimed.latest.seen_ms)?;
+        if let Some(claims) = &self.claims {
+            let claimed = &claims.url.claimed;
+            bounds::time_ms("claims.url.claimed.latest.changed_ms", claimed.latest.changed_ms)?;
+            bounds::time_ms("claims.url.claimed.latest.seen_ms", claimed.latest.seen_ms)?;
         }
         Ok(())
     }
@@ -233,7 +234,7 @@ impl Message for EstimatorState {
 
 /// The rate `entry`'s claimed changes give it while its host's claims are trusted.
 fn rate_from_claims(entry: &EstimatorState, trust: &HostTrustBook, period_ms: u64) -> Option<PageRate> {
-    claimed_rate(entry.claimed.as_deref(), &entry.host, trust, period_ms)
+    claimed_rate(entry.claims.as_deref(), &entry.host, trust, period_ms)
 }
 
 /// The result of applying one event.
@@ -367,20 +368,24 @@ impl Estimator {
         latest_ms: i64,
     ) -> Announced {
         let url = &announcement.page.url;
-        let kept =
-            state.get(partition, url).map(|entry| entry.claimed.as_deref().copied().unwrap_or_default());
-        let counted = match count_claim(announcement, kept, latest_ms) {
-            Ok(counted) => counted,
-            Err(nothing) => return nothing,
-        };
-        // Only now: `get_mut` writes the URL to the changelog.
-        if let Some(entry) = state.get_mut(partition, url) {
-            match entry.claimed.as_deref_mut() {
-                Some(claimed) => *claimed = counted,
-                None => entry.claimed = Some(Box::new(counted)),
+        let kept = state.get(partition, url).map(|entry| {
+            // Its downloads were timed before its first claim: the latest request's, if it
+            // downloaded, is the next comparison's start.
+            let downloaded = entry.page.history.recent_requests.counts(1).0 == 1;
+            let last_download = downloaded.then(|| Span::at(entry.page.last_fetched_at_ms));
+            entry.claims.as_deref().copied().unwrap_or_else(|| KeptClaims::new(last_download))
+        });
+        let (announced, changed) = take_claim(announcement, kept, latest_ms);
+        // Only then: `get_mut` writes the URL to the changelog.
+        if let Some(after) = changed {
+            if let Some(entry) = state.get_mut(partition, url) {
+                match entry.claims.as_deref_mut() {
+                    Some(claims) => *claims = after,
+                    None => entry.claims = Some(Box::new(after)),
+                }
             }
         }
-        Announced::Counted
+        announced
     }
 
     pub fn settings(&self) -> &Settings {
@@ -425,7 +430,7 @@ impl Estimator {
             group: group.clone(),
             page: PageState::new(event.fetched_at_ms),
             last_response: None,
-            claimed: None,
+            claims: None,
         });
         let new_url = entry.page.history.requests == 0;
         let moved = entry.group != group;
@@ -482,6 +487,9 @@ impl Estimator {
         };
         // A URL that just moved group is not yet counted in the new one's tallies.
         let rate = entry.page.update(&request_of(event), settings, &live.rate_prior, !moved, crawls, tallies);
+        if let (Some(claims), true) = (entry.claims.as_deref_mut(), event.downloaded) {
+            claims.observe_download(event.fetched_at_ms, event.changed);
+        }
         let rate = rate_from_claims(entry, &self.host_trust, self.settings.period_ms).unwrap_or(rate);
         live.track_trust(&event.page.url, awaited_trust, &entry.page);
         entry.last_response =
@@ -1273,21 +1281,23 @@ mod claimed {
             }
         }
         assert!(!state.take_dirty().is_empty(), "a counted claim goes to the changelog");
-        // The same read again: nothing new; a feed's reads and undated entries are not
-        // counted, nor written to the changelog.
+        // The same read again, an undated entry, a read after the latest time its document
+        // can have been: nothing counted, nothing written to the changelog.
         let again = sitemap(11 * HOUR, 11 * HOUR + 50 * HOUR / 60);
         assert_eq!(estimator.announce(&again, 0, &mut state, far), Announced::NotCounted);
-        let feed = announcement(AnnouncingDocument::Rss, Some(12 * HOUR), 12 * HOUR + HOUR / 6);
-        assert_eq!(estimator.announce(&feed, 0, &mut state, far), Announced::NotCounted);
         let undated = announcement(AnnouncingDocument::Sitemap, None, 12 * HOUR);
         assert_eq!(estimator.announce(&undated, 0, &mut state, far), Announced::Undated);
-        // Read after the latest time its document can have been read: not believed.
         assert_eq!(
             estimator.announce(&sitemap(12 * HOUR, 13 * HOUR), 0, &mut state, 12 * HOUR),
             Announced::Implausible
         );
         assert!(state.take_dirty().is_empty(), "nothing counted, nothing written");
-        let claimed = **state.get(0, URL).unwrap().claimed.as_ref().unwrap();
+        // A feed's claim is not counted (it lists only the latest changes), but kept to be
+        // judged against the next comparison.
+        let feed = announcement(AnnouncingDocument::Rss, Some(12 * HOUR), 12 * HOUR + HOUR / 6);
+        assert_eq!(estimator.announce(&feed, 0, &mut state, far), Announced::NotCounted);
+        assert!(!state.take_dirty().is_empty(), "the claim kept goes to the changelog");
+        let claimed = state.get(0, URL).unwrap().claims.as_ref().unwrap().url.claimed;
         assert_eq!(claimed.changes, 10);
 
         // The host not yet trusted: the comparison rates the URL.
@@ -1303,9 +1313,24 @@ mod claimed {
         assert_eq!((source, rate), (RateSource::Claims, Some(expected)));
         assert!((0.8..1.6).contains(&expected), "about a change an hour: {expected}");
         assert_ne!(compared, Some(expected));
-        // Found out: back to the comparisons.
-        estimator.file_trust(&share(HOST, 3, 5, 4));
+        // The change 13:30's download found, claimed at 13:00 (a comparison not judged yet
+        // would be merged with the next one) ...
+        let claim = sitemap(13 * HOUR, 13 * HOUR + 2 * HOUR / 3);
+        assert_eq!(estimator.announce(&claim, 0, &mut state, far), Announced::Counted);
+        // ... then a change claimed at 13:45 that the next download does not find refutes
+        // the URL's claims: its comparisons rate it though the host is trusted ...
+        let claim = sitemap(13 * HOUR + 3 * HOUR / 4, 13 * HOUR + 5 * HOUR / 6);
+        assert_eq!(estimator.announce(&claim, 0, &mut state, far), Announced::Counted);
         let (source, _) = source_and_rate(estimator.apply(&download(14, Some(false)), 0, &mut state, 0));
+        assert_eq!(source, RateSource::Comparisons, "refuted by its own comparison");
+        // ... until a later claim proves true.
+        let claim = sitemap(14 * HOUR + 3 * HOUR / 4, 14 * HOUR + 5 * HOUR / 6);
+        estimator.announce(&claim, 0, &mut state, far);
+        let (source, _) = source_and_rate(estimator.apply(&download(15, Some(true)), 0, &mut state, 0));
+        assert_eq!(source, RateSource::Claims, "confirmed again");
+        // The host found out: back to the comparisons.
+        estimator.file_trust(&share(HOST, 3, 5, 4));
+        let (source, _) = source_and_rate(estimator.apply(&download(16, Some(false)), 0, &mut state, 0));
         assert_eq!(source, RateSource::Comparisons);
     }
 }

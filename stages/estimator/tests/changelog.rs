@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
+use recrawl_estimator::claims::KeptClaims;
 use recrawl_estimator::{EstimatorState, LastResponse};
-use recrawl_model::claims::{Claim, ClaimedChanges};
+use recrawl_model::claims::{Claim, ClaimEvidence, ClaimedChanges, Span, UrlClaims};
 use recrawl_model::history::{Observation, PageHistory};
 use recrawl_model::modified::{DateTrust, DatedChanges};
 use recrawl_model::page::{ComparedDownloads, PageState, Request};
@@ -62,10 +63,20 @@ fn sample() -> EstimatorState {
             last_modified: Some("Tue, 14 Nov 2023 19:06:40 GMT".to_owned()),
             estimated_trusted: true,
         })),
-        claimed: Some(Box::new(ClaimedChanges {
-            changes: 3,
-            quiet_s: 86_400,
-            latest: Claim { changed_ms: 1_699_995_000_000, seen_ms: 1_700_000_050_000 },
+        claims: Some(Box::new(KeptClaims {
+            url: UrlClaims {
+                evidence: ClaimEvidence {
+                    claim: Some(Claim { changed_ms: 1_699_995_000_000, seen_ms: 1_700_000_050_000 }),
+                    pending: None,
+                },
+                last_download: Some(Span::at(1_700_000_000_000)),
+                claimed: ClaimedChanges {
+                    changes: 3,
+                    quiet_s: 86_400,
+                    latest: Claim { changed_ms: 1_699_995_000_000, seen_ms: 1_700_000_050_000 },
+                },
+            },
+            refuted: false,
         })),
     }
 }
@@ -79,7 +90,7 @@ fn a_changelog_record_of_this_layout_reads_back() {
 fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
     let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V1).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    (expected.page.compared, expected.page.dated, expected.last_response, expected.claimed) =
+    (expected.page.compared, expected.page.dated, expected.last_response, expected.claims) =
         (None, None, None, None);
     assert_eq!(old, expected);
     // Then the comparison was taken to span every request: 6 − 3 periods.
@@ -90,7 +101,7 @@ fn a_version_1_record_reads_back_and_estimates_its_rate_as_before() {
 fn a_version_2_record_reads_back_without_dates_and_counts_them_from_its_next_download() {
     let mut old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V2).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    (expected.page.dated, expected.last_response, expected.claimed) = (None, None, None);
+    (expected.page.dated, expected.last_response, expected.claims) = (None, None, None);
     assert_eq!(old, expected);
     let request = Request { last_modified_ms: Some(1_699_000_000_000), ..unchanged_download(7) };
     assert!(old.page.record(&request, &RefreshSettings::default()));
@@ -102,7 +113,7 @@ fn a_version_2_record_reads_back_without_dates_and_counts_them_from_its_next_dow
 fn a_version_3_record_reads_back_and_keeps_no_response_until_its_next_request() {
     let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V3).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    (expected.last_response, expected.claimed) = (None, None);
+    (expected.last_response, expected.claims) = (None, None);
     assert_eq!(old, expected);
 }
 
@@ -110,7 +121,7 @@ fn a_version_3_record_reads_back_and_keeps_no_response_until_its_next_request() 
 fn a_version_4_record_reads_back_without_claims() {
     let old = decode::<EstimatorState>(&std::fs::read(FIXTURE_V4).expect("fixture")).expect("decodes");
     let mut expected = sample();
-    expected.claimed = None;
+    expected.claims = None;
     assert_eq!(old, expected);
 }
 
@@ -121,7 +132,7 @@ fn a_version_1_record_ending_in_a_failure_keeps_the_span_of_its_requests() {
     // the envelope.
     let mut state = sample();
     state.page.history.record(10, Observation { downloaded: false, changed: None });
-    (state.page.compared, state.page.dated, state.last_response, state.claimed) = (None, None, None, None);
+    (state.page.compared, state.page.dated, state.last_response, state.claims) = (None, None, None, None);
     let mut bytes = encode(&state).expect("encodes");
     assert_eq!(
         (bytes.pop(), bytes.pop(), bytes.pop(), bytes.pop()),

@@ -182,6 +182,41 @@ impl ClaimEvidence {
     }
 }
 
+/// A URL's claims and the download they are judged from; on the scheduler's changelog with
+/// the URL (`SchedulerState::claims`) and on the estimator's, so a restart judges a waiting
+/// claim against the next comparison as it would have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UrlClaims {
+    pub evidence: ClaimEvidence,
+    /// When the latest download was made: to the ms once one was heard of since the
+    /// entry began; before, as well as the stage knows it (the scheduler by its period).
+    pub last_download: Option<Span>,
+    /// The changes its host's claims dated, which the page's rate is taken from while the
+    /// host is trusted; dropped when a claim finds the host distrusted. Last, so a record
+    /// written before it was kept reads it as none (its varints zero-padded).
+    pub claimed: ClaimedChanges,
+}
+
+impl UrlClaims {
+    /// Claims of a URL last downloaded at `last_download`, none yet seen.
+    pub fn new(last_download: Option<Span>) -> Self {
+        Self { evidence: ClaimEvidence::default(), last_download, claimed: ClaimedChanges::default() }
+    }
+
+    /// Takes a download fetched at `fetched_at_ms`, `changed` as its comparison with the
+    /// one before says (`None`: not compared): what judging the kept claim against that
+    /// comparison showed, if anything. It is the next comparison's start.
+    pub fn observe_download(&mut self, fetched_at_ms: i64, changed: Option<bool>) -> Judgement {
+        let previous = self.last_download.replace(Span::at(fetched_at_ms));
+        match (previous, changed) {
+            (Some(from), Some(changed)) => {
+                self.evidence.observe_comparison(Comparison { from, to_ms: fetched_at_ms, changed })
+            }
+            _ => Judgement::Silent,
+        }
+    }
+}
+
 /// What a document says of the pages it does not list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Listing {

@@ -4,34 +4,18 @@
 //! claims taken as complete observations: a copy known stale, or current as of the
 //! document's fetch. The stage and the simulator both come here.
 
+pub use recrawl_model::claims::UrlClaims;
 use recrawl_model::claims::{
-    Claim, ClaimEvidence, ClaimTally, ClaimTrust, ClaimedChanges, Comparison, CopyNews, Judgement, Listing,
-    Span,
+    Claim, ClaimTally, ClaimTrust, ClaimedChanges, CopyNews, Judgement, Listing, Span,
 };
 use recrawl_model::modified::CLOCK_SKEW_MS;
 use recrawl_model::period_start_ms;
 use recrawl_model::rate::RateEstimate;
 use recrawl_schemas::LastRequest;
-use serde::{Deserialize, Serialize};
 
 use super::{period32, Book, BookSettings, Page, CHANGE_CLAIMED, CLAIM_TO_TEST};
 use crate::coarse::CoarseF32;
 use crate::hosts::Hosts;
-
-/// A URL's claims and the download they are judged from; on the changelog with the URL
-/// (`SchedulerState::claims`), so a restart judges a waiting claim against the next
-/// comparison as it would have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UrlClaims {
-    pub evidence: ClaimEvidence,
-    /// When the latest download was made: to the ms once one was heard of since the
-    /// entry began, its period before.
-    pub last_download: Option<Span>,
-    /// The changes its host's claims dated, which the page's rate is taken from while the
-    /// host is trusted; dropped when a claim finds the host distrusted. Last, so a record
-    /// written before it was kept reads it as none (its varints zero-padded).
-    pub claimed: ClaimedChanges,
-}
 
 /// Periods after its latest download past which a trusted claim no longer keeps a copy
 /// current: the copy is fetched again as its model says, an audit of the host's claims
@@ -95,11 +79,7 @@ impl Book {
             earliest_ms: period_start(period),
             latest_ms: period_start(period.saturating_add(1)).saturating_sub(1),
         });
-        let entry = self.claims.entry(slot).or_insert(UrlClaims {
-            evidence: ClaimEvidence::default(),
-            last_download: downloaded,
-            claimed: ClaimedChanges::default(),
-        });
+        let entry = self.claims.entry(slot).or_insert(UrlClaims::new(downloaded));
         let before = *entry;
         let judgement = entry.evidence.observe_claim(claim);
         let news = claim.news(entry.last_download);
@@ -151,16 +131,10 @@ impl Book {
             self.clear_claim_flags(slot);
             return;
         };
-        let previous = entry.last_download.replace(Span::at(fetched_at_ms));
         let later_change = entry.evidence.claim.is_some_and(|claim| {
             claim.is_possible() && claim.changed().earliest_ms > fetched_at_ms.saturating_add(CLOCK_SKEW_MS)
         });
-        let judgement = match (previous, request.changed) {
-            (Some(from), Some(changed)) => {
-                entry.evidence.observe_comparison(Comparison { from, to_ms: fetched_at_ms, changed })
-            }
-            _ => Judgement::Silent,
-        };
+        let judgement = entry.observe_download(fetched_at_ms, request.changed);
         if !later_change {
             self.clear_claim_flags(slot);
         }
