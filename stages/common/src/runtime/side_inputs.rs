@@ -155,6 +155,11 @@ impl SideInputs {
                             // The tail stopped before catching up: its error is the run's.
                             return (&mut tail.task).await?;
                         }
+                        // The tail sent every record up to the end before it said so, but
+                        // the select may take the word while some wait in the channel.
+                        while let Ok(record) = tail.records.try_recv() {
+                            stage.on_side_input(&record);
+                        }
                         tracing::info!(topic = *input, "side input read");
                         break;
                     }
@@ -206,6 +211,56 @@ impl SideInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts the side-input records it is handed.
+    #[derive(Debug, Default)]
+    struct Counting(usize);
+
+    impl Stage for Counting {
+        type State = ();
+        const NAME: &'static str = "counting";
+        const INPUTS: &'static [&'static str] = &[];
+        const OUTPUTS: &'static [&'static str] = &[];
+
+        async fn handle(
+            &mut self,
+            _batch: Vec<InputRecord>,
+            _state: &mut crate::StateStore<()>,
+            _out: &mut super::super::Emitter,
+        ) -> Result<(), crate::runtime::StageError> {
+            Ok(())
+        }
+
+        fn on_side_input(&mut self, _record: &InputRecord) {
+            self.0 += 1;
+        }
+    }
+
+    /// Catching up hands over every record the tail sent before it said it caught up,
+    /// though the word may be taken while records wait in the channel.
+    #[tokio::test]
+    async fn catching_up_hands_over_every_record_sent_before_the_end() {
+        const RECORDS: usize = 500;
+        let (sender, records) = mpsc::channel(RECORDS);
+        let (caught_up_sender, caught_up) = oneshot::channel();
+        for _ in 0..RECORDS {
+            sender.try_send(InputRecord::sample(None)).expect("room");
+        }
+        caught_up_sender.send(()).expect("the receiver waits");
+        let task = tokio::spawn(async move {
+            // Holds the channel open, as a running tail does.
+            let _sender = sender;
+            std::future::pending::<()>().await;
+            Ok(())
+        });
+        let mut side_inputs = SideInputs {
+            tails: vec![("distributions", Tail { records, caught_up, task })],
+            stop: CancellationToken::new(),
+        };
+        let mut stage = Counting::default();
+        side_inputs.catch_up(&mut stage, &CancellationToken::new()).await.expect("caught up");
+        assert_eq!(stage.0, RECORDS);
+    }
 
     /// A side input whose reader stops while the stage runs ends the run with its error.
     #[tokio::test]
