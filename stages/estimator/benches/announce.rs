@@ -7,10 +7,13 @@
 //! - `announce/lookup_only` (baseline, same run): the same URLs' state looked up, nothing
 //!   counted: what finding a URL's state costs before its claim.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use recrawl_common::StateStore;
-use recrawl_estimator::estimate::{Estimator, EstimatorState, Settings};
+use recrawl_estimator::estimate::{Estimator, Settings};
 use recrawl_schemas::{AnnouncingDocument, ChangeEvent, PageAnnouncement, PageRef, RequestOutcome, UtcTime};
+use support::clone_store;
 
 const URLS: u64 = 20_000;
 const HOUR: i64 = 3_600_000;
@@ -92,17 +95,6 @@ fn bench(c: &mut Criterion) {
         )
     });
     group.finish();
-}
-
-fn clone_store(state: &StateStore<EstimatorState>) -> StateStore<EstimatorState> {
-    let mut copy = StateStore::default();
-    for partition in 0..4 {
-        copy.insert_partition(
-            partition,
-            state.partition(partition).map(|(k, v)| (k.to_owned(), v.clone())).collect(),
-        );
-    }
-    copy
 }
 
 criterion_group!(benches, bench);

@@ -8,12 +8,15 @@
 //! - `apply/record_only` (baseline, same run): the same events, only the state lookup and
 //!   the request counters — what any per-URL state costs before estimating anything.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use recrawl_common::StateStore;
 use recrawl_estimator::estimate::{Estimator, EstimatorState, GroupBy, Settings};
 use recrawl_model::history::{Observation, PageHistory};
 use recrawl_model::prediction::Model;
 use recrawl_schemas::{ChangeEvent, RequestOutcome};
+use support::clone_store;
 
 const URLS: u64 = 20_000;
 const HISTORY_PERIODS: u64 = 6;
@@ -108,17 +111,6 @@ fn bench(c: &mut Criterion) {
         )
     });
     group.finish();
-}
-
-fn clone_store(state: &StateStore<EstimatorState>) -> StateStore<EstimatorState> {
-    let mut copy = StateStore::default();
-    for partition in 0..4 {
-        copy.insert_partition(
-            partition,
-            state.partition(partition).map(|(k, v)| (k.to_owned(), v.clone())).collect(),
-        );
-    }
-    copy
 }
 
 criterion_group!(benches, bench);
