@@ -32,8 +32,7 @@ use recrawl_model::page::RateSource;
 use recrawl_model::prediction::{Eligibility, Model};
 use recrawl_model::refresh::{CrawlTimeConfig, RefreshSettings};
 use recrawl_model::{
-    period_ahead, period_start_ms, DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_CLOCK_SKEW_MS,
-    MAX_PERIOD_MS, MIN_PERIOD_MS,
+    latest_read_ms, period_ahead, DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS,
 };
 
 pub const STAGE: &str = "estimator";
@@ -430,11 +429,7 @@ impl Stage for EstimatorStage {
                     out.dead_letter(&record, DeadLetterKind::Invalid, ahead);
                     continue;
                 }
-                // A document is read within its period, and not after now.
-                let latest_ms =
-                    period_start_ms(self.epoch_unix_ms, period_ms, announcement.period.saturating_add(1))
-                        .min(now_ms)
-                        .saturating_add(MAX_CLOCK_SKEW_MS);
+                let latest_ms = latest_read_ms(self.epoch_unix_ms, period_ms, announcement.period, now_ms);
                 let announced = self.estimator.announce(&announcement, record.partition, state, latest_ms);
                 self.metrics.announcements.with_label_values(&[announced.as_str()]).inc();
                 continue;

@@ -37,6 +37,15 @@ pub fn period_start_ms(epoch_unix_ms: i64, period_ms: u64, period: u64) -> i64 {
     epoch_unix_ms.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX))
 }
 
+/// The latest a document read in `period` can have been read, by `now_ms`: the period's
+/// end, or now if earlier, with the clocks' skew. A sitemap or feed claim said to be read
+/// later is not believed: it could keep a copy current into the future.
+pub fn latest_read_ms(epoch_unix_ms: i64, period_ms: u64, period: u64, now_ms: i64) -> i64 {
+    period_start_ms(epoch_unix_ms, period_ms, period.saturating_add(1))
+        .min(now_ms)
+        .saturating_add(MAX_CLOCK_SKEW_MS)
+}
+
 /// Why a record of `period` cannot have come from a pick by `now_ms`: the period starts
 /// later than that by more than [`MAX_CLOCK_SKEW_MS`]. Applied, such a record would make
 /// every real one of its URL (or its group's partition) look stale, for good.

@@ -34,9 +34,7 @@ use recrawl_common::runtime::{
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
 use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, CopyNews, Listing};
-use recrawl_model::{
-    DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_CLOCK_SKEW_MS, MAX_PERIOD_MS, MIN_PERIOD_MS,
-};
+use recrawl_model::{latest_read_ms, DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, HOST_TRUST, LINKS};
 use recrawl_schemas::{
@@ -517,11 +515,8 @@ impl Scheduler {
         if let Some(changed_ms) = announcement.claimed_modified_ms {
             // A document is read within its period, and not after now: a record dated
             // later would keep a copy current into the future; its claim is not judged.
-            let latest_ms = self
-                .plan
-                .period_start_ms(announcement.period.saturating_add(1))
-                .min(now_ms)
-                .saturating_add(MAX_CLOCK_SKEW_MS);
+            let plan = &self.plan;
+            let latest_ms = latest_read_ms(plan.epoch_unix_ms, plan.period_ms, announcement.period, now_ms);
             let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
             let listing = match announcement.document {
                 AnnouncingDocument::Sitemap => Listing::Every,
