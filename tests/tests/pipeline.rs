@@ -390,8 +390,9 @@ async fn a_page_only_a_sitemap_names_is_fetched_within_two_periods_of_the_sitema
     std::fs::write(&seeds, format!("{}\n", site.home_url())).expect("seeds");
 
     let (stages, scheduler) = start_pipeline(&flags, 10, &seeds, &[]).await;
-    let observer =
-        Observer::new(&kafka.cluster, &[FETCH_RESULTS.name, ANNOUNCEMENTS.name]).await.expect("observer");
+    let observer = Observer::new(&kafka.cluster, &[FETCH.name, FETCH_RESULTS.name, ANNOUNCEMENTS.name])
+        .await
+        .expect("observer");
     let mut seen = Seen::default();
     let base = site.base_url();
     let listed_urls: Vec<String> = (0..listed).map(|k| format!("{base}/listed/{k}.html")).collect();
@@ -407,7 +408,23 @@ async fn a_page_only_a_sitemap_names_is_fetched_within_two_periods_of_the_sitema
         listed_urls.iter().all(|url| downloaded(seen, url).is_some())
     })
     .await;
+    // The sitemap is then read by its own rule (its host's claims not yet judged: every
+    // 4 periods), not as a page: with 10 picks a period for a dozen URLs, its page model
+    // would have it picked nearly every period.
+    let sitemap_picks = |seen: &Seen| -> Vec<u64> {
+        let mut periods: Vec<u64> =
+            seen.picks.iter().filter(|p| p.url == sitemap).map(|p| p.period).collect();
+        periods.sort_unstable();
+        periods
+    };
+    observe_until(&observer, &mut seen, "the sitemap picked again", |seen| sitemap_picks(seen).len() >= 2)
+        .await;
+    let series = "recrawl_scheduler_document_reads_total{by=\"rule\",stage=\"scheduler\"}";
+    let by_rule = metric(&scheduler, series).unwrap_or(0.0);
     scheduler.stop().await.expect("scheduler stops cleanly");
+    let picks = sitemap_picks(&seen);
+    assert!(picks[1] >= picks[0] + 4, "the sitemap picked in periods {picks:?}");
+    assert!(by_rule >= 1.0, "{by_rule} reads of the sitemap by its rule");
     for stage in stages {
         stage.stop().await.expect("stage stops cleanly");
     }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use hashbrown::HashTable;
 use recrawl_common::http_date_ms;
+use recrawl_model::claims::Listing;
 use recrawl_model::day::DayProfile;
 use recrawl_model::modified::dates_the_change;
 use recrawl_model::{period_start_ms, DEFAULT_PERIOD_MS};
@@ -18,6 +19,7 @@ use recrawl_schemas::{host_of, moved_for_good, DiscoveredLinks, LastRequest, Pag
 use xxhash_rust::xxh3::xxh3_64;
 
 mod claims;
+mod documents;
 mod page;
 mod record;
 mod shares;
@@ -29,6 +31,7 @@ use crate::hosts::Hosts;
 use crate::policy::nutch_interval;
 pub use claims::ClaimOutcome;
 pub use claims::UrlClaims;
+pub use documents::MAX_DOCUMENTS_PER_HOST;
 pub use page::Page;
 use page::{ANNOUNCED, CHANGE_CLAIMED, CLAIM_TO_TEST, MOVED};
 use recrawl_common::links::{LinkRules, Rejection};
@@ -36,7 +39,7 @@ use urls::{authority_prefix, url_hash, Urls};
 
 /// "No period": a page never estimated, downloaded or picked.
 pub const NONE: u32 = u32::MAX;
-pub use record::{SchedulerState, MAX_IN_LINKS};
+pub use record::{DocumentKind, SchedulerState, MAX_IN_LINKS};
 use shares::HostShare;
 
 /// A period as stored: periods past u32 (136 years of one-second periods) saturate.
@@ -179,6 +182,10 @@ pub struct Book {
     /// Hosts whose judged claims left the partition with their last tracked URL, since the
     /// last [`Book::take_dropped_claims`].
     dropped_claims: Vec<u32>,
+    /// The sitemaps and feeds among the URLs, and how many each host has
+    /// (`book::documents`).
+    documents: HashMap<u32, Listing>,
+    host_documents: HashMap<u32, u8>,
 }
 
 /// A page's `ETag` and `Last-Modified`, sent back on its next pick.
@@ -209,6 +216,8 @@ pub struct BookMemory {
     pub in_links: usize,
     pub validators: usize,
     pub claims: usize,
+    /// The sitemaps and feeds, and their count per host.
+    pub documents: usize,
     /// The partition's shares of its hosts' day profiles and claim tallies.
     pub host_shares: usize,
 }
@@ -223,6 +232,7 @@ impl BookMemory {
             self.in_links,
             self.validators,
             self.claims,
+            self.documents,
             self.host_shares,
         ]
         .iter()
@@ -295,6 +305,9 @@ impl Book {
                 .saturating_add(self.validator_text),
             // A slot, the entry and a control byte.
             claims: self.claims.capacity().saturating_mul(CLAIMS_ENTRY),
+            // A slot and a listing, a host and a count, each with a control byte.
+            documents: (self.documents.capacity().saturating_mul(7))
+                .saturating_add(self.host_documents.capacity().saturating_mul(6)),
             // A host number, the share and a control byte.
             host_shares: self.host_shares.capacity().saturating_mul(HOST_SHARE_ENTRY),
         }
@@ -757,6 +770,7 @@ impl Book {
                 .filter(|tally| !page.is_frontier() && tally.total() > 0),
             change_claimed: page.is_change_claimed().then_some(true),
             claims: self.claims.get(&slot).copied().map(Box::new),
+            document: self.documents.get(&slot).map(|&listing| DocumentKind::of(listing)),
         }
     }
 
@@ -843,6 +857,9 @@ impl Book {
             if let Some(claims) = state.claims.filter(|_| state.last_estimate.is_some()) {
                 book.claims.insert(slot, *claims);
             }
+            if let Some(kind) = state.document {
+                book.keep_document(slot, kind.listing());
+            }
             if let Some(latency_ms) =
                 page.latency_ms.get().filter(|_| page.last_download != NONE && page.size_bytes() > 0.0)
             {
@@ -895,6 +912,7 @@ impl Book {
         self.take_validators(slot);
         self.clear_claim_flags(slot);
         self.claims.remove(&slot);
+        self.drop_document(slot);
         let hash = self.urls.hash(slot);
         if let Ok(entry) = self.index.find_entry(hash, |&found| found == slot) {
             entry.remove();
@@ -952,7 +970,11 @@ impl Book {
             if let Some(&claims) = old.claims.get(&slot) {
                 self.claims.insert(new_slot, claims);
             }
+            if let Some(&listing) = old.documents.get(&slot) {
+                self.documents.insert(new_slot, listing);
+            }
         }
+        self.host_documents = old.host_documents;
         self.validators = renumbered;
         self.validator_text = old.validator_text;
         self.host_shares = old.host_shares;

@@ -12,6 +12,8 @@ use recrawl_model::periodic::{shows_the_day, DayTables};
 use recrawl_schemas::LastRequest;
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::documents::Announced;
+
 /// Per-host knowledge, shared by an instance's partitions.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HostStats {
@@ -34,6 +36,9 @@ pub struct HostStats {
     /// A partition's share of `claims` changed, or the partitions owned did, since the
     /// host's shares were last published on `host-trust`.
     pub trust_unpublished: bool,
+    /// What its sitemaps and feeds announced: when they are read again
+    /// ([`Announced::due`]).
+    pub announced: Announced,
 }
 
 impl HostStats {
@@ -92,6 +97,7 @@ impl Default for HostStats {
             day: DayProfile::default(),
             claims: ClaimTally::default(),
             trust_unpublished: false,
+            announced: Announced::default(),
         }
     }
 }

@@ -7,8 +7,10 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects))]
 
+mod announced;
 pub mod book;
 pub mod coarse;
+pub mod documents;
 pub mod frontier_caps;
 pub mod groups;
 pub mod groups_report;
@@ -33,17 +35,17 @@ use recrawl_common::runtime::{
 };
 use recrawl_common::service::run_service;
 use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageContext, StateStore};
-use recrawl_model::claims::{Claim, ClaimTally, ClaimTrust, CopyNews, Listing};
-use recrawl_model::{latest_read_ms, DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
+use recrawl_model::claims::{ClaimTally, ClaimTrust};
+use recrawl_model::{DEFAULT_EPOCH_UNIX_MS, DEFAULT_PERIOD_MS, MAX_PERIOD_MS, MIN_PERIOD_MS};
 use recrawl_schemas::messages::bounds;
 use recrawl_schemas::topics::{ANNOUNCEMENTS, DEAD_LETTER, ESTIMATES, FETCH, HOST_TRUST, LINKS};
 use recrawl_schemas::{
-    normalise_url, url_key, AnnouncingDocument, DiscoveredLinks, FetchOutcome, HostTrust, PageAnnouncement,
-    PageEstimate, PagePick, PageRef, PickReason,
+    normalise_url, url_key, DiscoveredLinks, FetchOutcome, HostTrust, PageEstimate, PagePick, PageRef,
+    PickReason,
 };
 use thiserror::Error;
 
-use crate::book::{Applied, Book, BookFull, BookSettings, ClaimOutcome, Linked, SchedulerState, NONE};
+use crate::book::{Applied, Book, BookFull, BookSettings, Linked, SchedulerState, NONE};
 use crate::frontier_caps::{Capped, FrontierArgs, FrontierCaps};
 use crate::groups::{GroupClasses, HourRule};
 use crate::hosts::Hosts;
@@ -268,6 +270,7 @@ struct SchedulerMetrics {
     links: IntCounterVec,
     announcements: IntCounterVec,
     claims: IntCounterVec,
+    document_reads: IntCounterVec,
     claim_hosts: IntGaugeVec,
     trust_records: IntCounter,
     choose_seconds: Histogram,
@@ -343,6 +346,13 @@ impl SchedulerMetrics {
                     "Dated claims of sitemaps and feeds about tracked URLs, by what they did: stale or current (a trusted host's claim marked the copy so), judged (judged and tallied, not taken), untracked (a URL not tracked here), implausible (read after its period or the clock: not judged).",
                 ),
                 &["result"],
+            )?)?,
+            document_reads: registered(registry, IntCounterVec::new(
+                Opts::new(
+                    "scheduler_document_reads_total",
+                    "Picks of sitemaps and feeds, by what scheduled them: rule (their own, by what their host announces and its standing) or page (their change rate, as any page: a host found out, or whose documents date nothing).",
+                ),
+                &["by"],
             )?)?,
             claim_hosts: registered(registry, IntGaugeVec::new(
                 Opts::new(
@@ -484,59 +494,6 @@ impl Scheduler {
             })
             .collect();
         (caps, backed_off)
-    }
-
-    /// A page a site announced enters the frontier as a link from the sitemap or feed
-    /// that named it; a sitemap or feed named by robots.txt, an index or a page is held to
-    /// the link rules for documents.
-    /// Takes an announced page into the frontier and its dated claim, if any, to the book;
-    /// `now_ms` bounds when the claim can have been made.
-    fn apply_announcement(
-        &mut self,
-        announcement: &PageAnnouncement,
-        partition: i32,
-        now_ms: i64,
-    ) -> Result<(), BookFull> {
-        let link = DiscoveredLinks {
-            page: announcement.page.clone(),
-            source: Some(announcement.source.clone()),
-            occurrences: 1,
-            period: announcement.period,
-            depth: announcement.depth,
-        };
-        let document = matches!(
-            announcement.document,
-            AnnouncingDocument::RobotsTxt | AnnouncingDocument::SitemapIndex | AnnouncingDocument::Page
-        );
-        self.metrics.announcements.with_label_values(&[announcement.document.as_str()]).inc();
-        self.apply_link_as(&link, partition, document)?;
-        let Some(book) = self.books.get_mut(&partition) else { return Ok(()) };
-        book.announce(&announcement.page.url);
-        if let Some(changed_ms) = announcement.claimed_modified_ms {
-            // A document is read within its period, and not after now: a record dated
-            // later would keep a copy current into the future; its claim is not judged.
-            let plan = &self.plan;
-            let latest_ms = latest_read_ms(plan.epoch_unix_ms, plan.period_ms, announcement.period, now_ms);
-            let claim = Claim { changed_ms, seen_ms: announcement.fetched_at_ms };
-            let listing = match announcement.document {
-                AnnouncingDocument::Sitemap => Listing::Every,
-                _ => Listing::Latest,
-            };
-            let plausible = claim.seen_ms <= latest_ms;
-            let outcome = book
-                .find(&announcement.page.url)
-                .filter(|_| plausible)
-                .and_then(|slot| book.claim(&mut self.hosts, slot, claim, listing, &self.book_settings));
-            let result = match outcome {
-                None if !plausible => "implausible",
-                None => "untracked",
-                Some(ClaimOutcome { taken: false, .. }) => "judged",
-                Some(ClaimOutcome { news: CopyNews::Stale, .. }) => "stale",
-                Some(_) => "current",
-            };
-            self.metrics.claims.with_label_values(&[result]).inc();
-        }
-        Ok(())
     }
 
     fn apply_link(&mut self, link: &DiscoveredLinks, partition: i32) -> Result<(), BookFull> {
@@ -745,6 +702,7 @@ impl Scheduler {
             let page = *book.page(choice.slot);
             let url = book.url(choice.slot);
             book.picked(choice.slot, period);
+            let document = book.document(choice.slot).is_some();
             let host = self.hosts.name(page.host).to_owned();
             let validators = book.validators(choice.slot);
             let text = |value: Option<&str>| value.map(str::to_owned);
@@ -763,6 +721,9 @@ impl Scheduler {
                 depth: u32::from(page.depth),
                 score: choice.score,
             });
+            if document {
+                self.read_document(page.host, period);
+            }
         }
         picks
     }
@@ -967,7 +928,7 @@ pub async fn main(args: SchedulerArgs) -> anyhow::Result<()> {
 pub(crate) mod tests {
     use super::*;
     use crate::book::tests::{estimate, link};
-    use recrawl_schemas::UtcTime;
+    use recrawl_schemas::{AnnouncingDocument, PageAnnouncement, UtcTime};
 
     pub(crate) fn scheduler() -> Scheduler {
         Scheduler {

@@ -218,9 +218,12 @@ pub fn choose(
         let discoveries = eligible(books, host_caps, clock, settings, true).take(discovery_quota).count();
         period.kappa = lambda_kappa(books, host_caps, &period, quota.saturating_sub(discoveries), settings);
     }
-    let tests = claim_tests(books, hosts, host_caps, clock, quota, settings);
+    let mut first = claim_tests(books, hosts, host_caps, clock, quota, settings);
+    let (reads, mut passed) = document_reads(books, hosts, host_caps, clock, quota, settings);
+    first.extend(reads);
+    passed.extend(first.iter().map(|choice| (choice.book, choice.slot)));
     let shares = Shares { quota, discovery_quota, headroom };
-    let choices = pick(books, host_caps, &period, shares, frontier, &tests, settings);
+    let choices = pick(books, host_caps, &period, shares, frontier, (&first, &passed), settings);
     drop(period);
     if let Some(state) = day_state.as_deref_mut() {
         // A period that filled its quota shows the score a fetch must reach.
@@ -283,7 +286,44 @@ fn claim_tests(
     tests
 }
 
-/// [`choose`]'s picks for the scores of `period`, after the claim tests `tests`.
+/// The sitemaps and feeds their own rule governs ([`crate::documents`]), which no score
+/// picks, and those of them due in period `clock`. A document that does not download is
+/// left to its page's model (a `/sitemap.xml` that robots.txt did not name may not exist).
+fn document_reads(
+    books: &[&Book],
+    hosts: &Hosts,
+    host_caps: &[u32],
+    clock: u64,
+    quota: usize,
+    settings: &PlanSettings,
+) -> (Vec<Choice>, HashSet<(usize, u32)>) {
+    let (mut due, mut governed) = (Vec::new(), HashSet::new());
+    let tracked: usize = books
+        .iter()
+        .map(|book| book.len().saturating_sub(book.frontier_len()).saturating_sub(book.gone()))
+        .sum();
+    let budget_share = quota as f64 / tracked.max(1) as f64;
+    for (index, book) in books.iter().enumerate() {
+        for (slot, listing) in book.documents() {
+            let page = book.page(slot);
+            let Some(stats) = hosts.stats.get(page.host as usize) else { continue };
+            let trust = stats.claims.trust();
+            let tracked = !page.is_frontier() && !page.is_gone() && !page.is_moved();
+            if !tracked || !stats.announced.governs(trust) || page.p_download.get() < 0.5 {
+                continue;
+            }
+            governed.insert((index, slot));
+            let since = page.last_visit().map(|visit| clock.saturating_sub(visit));
+            if stats.announced.due(trust, listing, since, budget_share)
+                && is_eligible(page, host_caps, clock, settings, false)
+            {
+                due.push(Choice { book: index, slot, score: 0.0, reason: PickReason::Refresh });
+            }
+        }
+    }
+    (due, governed)
+}
+
 /// A period's picks, those of them for discoveries, and the candidates each list keeps
 /// at first.
 #[derive(Debug, Clone, Copy)]
@@ -293,14 +333,17 @@ struct Shares {
     headroom: usize,
 }
 
-/// `frontier`: the frontier's candidates at `shares.headroom`, already found.
+/// [`choose`]'s picks for the scores of `period`: first `tests` (the claim tests and the
+/// documents due), then the best candidates but those in `passed` (`tests` and the
+/// documents not due). `frontier`: the frontier's candidates at `shares.headroom`,
+/// already found.
 fn pick(
     books: &[&Book],
     host_caps: &[u32],
     period: &Period,
     shares: Shares,
     frontier: FrontierCandidates,
-    tests: &[Choice],
+    (tests, passed): (&[Choice], &HashSet<(usize, u32)>),
     settings: &PlanSettings,
 ) -> Vec<Choice> {
     let Shares { quota, discovery_quota, mut headroom } = shares;
@@ -315,7 +358,6 @@ fn pick(
         let (refresh, refresh_overflowed) = refresh_candidates(books, host_caps, period, headroom, settings);
         let mut room = host_caps.to_vec();
         let mut choices = Vec::with_capacity(quota);
-        let tested: HashSet<(usize, u32)> = tests.iter().map(|test| (test.book, test.slot)).collect();
         for test in tests.iter().take(quota) {
             let host = books[test.book].page(test.slot).host as usize;
             if let Some(left) = room[host].checked_sub(1) {
@@ -328,7 +370,7 @@ fn pick(
             |candidates: &mut std::vec::IntoIter<Choice>, limit: usize, choices: &mut Vec<Choice>| {
                 while choices.len() < limit {
                     let Some(choice) = candidates.next() else { return true };
-                    if tested.contains(&(choice.book, choice.slot)) {
+                    if passed.contains(&(choice.book, choice.slot)) {
                         continue;
                     }
                     let host = books[choice.book].page(choice.slot).host as usize;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTally, ClaimTrust, ClaimedChanges, Comparison, Span};
 use recrawl_model::day::DayProfile;
-use recrawl_scheduler::book::{Book, BookSettings, SchedulerState, UrlClaims, MAX_IN_LINKS};
+use recrawl_scheduler::book::{Book, BookSettings, DocumentKind, SchedulerState, UrlClaims, MAX_IN_LINKS};
 use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_schemas::envelope::check_fixture;
@@ -31,6 +31,8 @@ const FIXTURE_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sc
 const FIXTURE_V7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v7.bin");
 /// As version 8 wrote it, before a URL's claims kept the changes they dated.
 const FIXTURE_V8: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v8.bin");
+/// As version 9 wrote it, before a sitemap or feed was kept as a document.
+const FIXTURE_V9: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduler-state-v9.bin");
 
 /// 2026-01-11T00:00:00Z.
 const MIDNIGHT_MS: i64 = 1_768_089_600_000;
@@ -80,12 +82,16 @@ fn sample() -> SchedulerState {
         host_claims: Some(ClaimTally { confirmed: 4, agreed: 9, refuted: 0, silent: 2 }),
         change_claimed: Some(true),
         claims: Some(Box::new(url_claims())),
+        document: Some(DocumentKind::Feed),
     }
 }
 
 /// `sample()` as a build of `version` wrote it: the fields added since read as null.
 fn as_written_by(version: u16) -> SchedulerState {
     let mut state = sample();
+    if version < 10 {
+        state.document = None;
+    }
     if let (true, Some(claims)) = (version < 9, state.claims.as_mut()) {
         claims.claimed = ClaimedChanges::default();
     }
@@ -264,6 +270,20 @@ fn a_version_8_record_reads_back_with_no_claimed_changes_to_rate_the_page_by() {
 }
 
 #[test]
+fn a_version_9_record_reads_back_as_a_url_no_document_named_a_sitemap_or_feed() {
+    let old = decode::<SchedulerState>(&std::fs::read(FIXTURE_V9).expect("fixture")).expect("decodes");
+    assert_eq!(old, as_written_by(9));
+    for state in [old, sample()] {
+        let written = state.document;
+        let records = HashMap::from([("http://example.org/feed.xml".to_owned(), state)]);
+        let (book, _) =
+            Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
+        assert_eq!(book.document(0), written.map(DocumentKind::listing));
+        assert_eq!(book.record(0).document, written, "written back as it was read");
+    }
+}
+
+#[test]
 fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
     assert_eq!(sample().validate(), Ok(()));
     let forged = [
@@ -287,7 +307,7 @@ fn a_record_holding_what_the_book_never_writes_is_refused_naming_the_field() {
 fn records_of_every_version_pass_the_restore_s_check() {
     for fixture in [
         FIXTURE, FIXTURE_V1, FIXTURE_V2, FIXTURE_V3, FIXTURE_V4, FIXTURE_V5, FIXTURE_V6, FIXTURE_V7,
-        FIXTURE_V8,
+        FIXTURE_V8, FIXTURE_V9,
     ] {
         let state = decode::<SchedulerState>(&std::fs::read(fixture).expect("fixture")).expect("decodes");
         assert_eq!(state.validate(), Ok(()), "{fixture}");

@@ -1,7 +1,7 @@
 //! A URL's record on the scheduler's changelog (`state.scheduler`): what a restore reads
 //! back into the book, and what it checks first.
 
-use recrawl_model::claims::ClaimTally;
+use recrawl_model::claims::{ClaimTally, Listing};
 use recrawl_model::day::DayProfile;
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{bounds, Format, Message, ValidationError};
@@ -57,6 +57,34 @@ pub struct SchedulerState {
     /// Boxed (the same bytes on the wire): few URLs have one, and a restore holds every
     /// record of its partitions decoded at once.
     pub claims: Option<Box<UrlClaims>>,
+    /// Whether a robots.txt, a sitemap index or a page named the URL as a sitemap or a
+    /// feed, which are read again by their own rule (`crate::documents`); null before
+    /// version 10 and for any other URL.
+    pub document: Option<DocumentKind>,
+}
+
+/// What a document the book keeps is: a sitemap lists every page of its scope, a feed only
+/// those changed latest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DocumentKind {
+    Sitemap,
+    Feed,
+}
+
+impl DocumentKind {
+    pub fn of(listing: Listing) -> Self {
+        match listing {
+            Listing::Every => Self::Sitemap,
+            Listing::Latest => Self::Feed,
+        }
+    }
+
+    pub fn listing(self) -> Listing {
+        match self {
+            Self::Sitemap => Listing::Every,
+            Self::Feed => Listing::Latest,
+        }
+    }
 }
 
 impl Message for SchedulerState {
@@ -64,9 +92,9 @@ impl Message for SchedulerState {
     const FORMAT: Format = Format::Bincode;
     /// 2: `central_change_rate`. 3: `middle_half_low_rate`. 4: `host_day`. 5: `announced`.
     /// 6: `moved`. 7: `host_claims`. 8: `change_claimed` and `claims`. 9: `claims.claimed`,
-    /// the last field of the last.
-    const VERSION: u16 = 9;
-    const ADDED_TRAILING_OPTIONS: usize = 9;
+    /// the last field of the last. 10: `document`.
+    const VERSION: u16 = 10;
+    const ADDED_TRAILING_OPTIONS: usize = 10;
 
     /// What the book keeps raw: a probability or rate out of range would score NaN and
     /// outrank every page. The coarse fields (latency, central and low rates) read
