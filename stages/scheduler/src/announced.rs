@@ -232,4 +232,52 @@ mod tests {
         let late = &intervals(&reads)[intervals(&reads).len() / 2..];
         assert!(late.iter().all(|&gap| (5..=9).contains(&gap)), "{reads:?}");
     }
+    #[test]
+    fn a_sitemap_an_index_dated_is_picked_once_when_it_is_also_a_claim_test() {
+        let mut scheduler = site();
+        // An index dates a change of the sitemap after its download: a claim to test.
+        let dated =
+            announcement(SITEMAP, AnnouncingDocument::SitemapIndex, 2, Some(2 * PERIOD_MS + PERIOD_MS / 10));
+        scheduler.apply_announcement(&dated, 0, i64::MAX).unwrap();
+        let book = &scheduler.books[&0];
+        assert!(book.page(book.find(SITEMAP).unwrap()).is_claim_to_test());
+        let picks: Vec<String> = scheduler.picks(1 + PROBE_EVERY).into_iter().map(|pick| pick.url).collect();
+        assert_eq!(picks.iter().filter(|url| *url == SITEMAP).count(), 1, "{picks:?}");
+    }
+
+    #[test]
+    fn document_reads_take_at_most_their_share_of_a_period_the_longest_unread_first() {
+        let mut scheduler = scheduler();
+        (scheduler.plan.epoch_unix_ms, scheduler.plan.period_ms) = (0, PERIOD_MS as u64);
+        let sitemaps: Vec<String> = (0..12).map(|host| format!("http://h{host}/sitemap.xml")).collect();
+        for (host, sitemap) in sitemaps.iter().enumerate() {
+            for url in [sitemap.clone(), format!("http://h{host}/0.html")] {
+                scheduler.apply_link(&link(&url, None, 0, 0), 0).unwrap();
+                scheduler.apply_estimate(&estimate(&url, 1, true, Some(true)), 0).unwrap();
+            }
+            let named = PageAnnouncement {
+                source: PageRef::of_url(&format!("http://h{host}/robots.txt")).unwrap(),
+                ..announcement(sitemap, AnnouncingDocument::RobotsTxt, 1, None)
+            };
+            scheduler.apply_announcement(&named, 0, i64::MAX).unwrap();
+        }
+        let mut read = Vec::new();
+        for period in 1 + PROBE_EVERY..1 + PROBE_EVERY + 12 {
+            let picks = scheduler.picks(period);
+            let documents: Vec<String> = picks
+                .iter()
+                .filter(|pick| sitemaps.contains(&pick.url))
+                .map(|pick| pick.url.clone())
+                .collect();
+            // 4 picks a period: a quarter is one.
+            assert_eq!(documents.len(), 1, "period {period}: {documents:?}");
+            for pick in &picks {
+                scheduler.apply_estimate(&estimate(&pick.url, period, true, Some(true)), 0).unwrap();
+            }
+            read.extend(documents);
+        }
+        read.sort_unstable();
+        read.dedup();
+        assert_eq!(read.len(), sitemaps.len(), "each read in turn: {read:?}");
+    }
 }

@@ -47,7 +47,12 @@ pub struct Announced {
     /// page, or not one, as an HTML page at `/sitemap.xml`, is not read for ever).
     ever_dated: bool,
     reads_before_a_date: u8,
-    /// Whether a read's entries were undated, or dated at the read twice in a row.
+    /// Whether any entry was dated clearly before its read.
+    ever_dated_before_the_read: bool,
+    /// Whether the host's entries were undated, or dated at the read twice in a row,
+    /// before any was dated (clearly before the read): a host's documents are read on
+    /// their own schedules, so one undated sitemap of a host whose other sitemap dates its
+    /// pages must not turn the rule off for both.
     nothing_to_learn: bool,
     /// Changes announced per period, running; `None` before a trusted read measured it.
     rate: Option<f32>,
@@ -70,6 +75,8 @@ impl Announced {
         self.dated = self.dated.saturating_add(1);
         if claim.changed_ms >= claim.seen_ms.saturating_sub(CLOCK_SKEW_MS) {
             self.at_the_read = self.at_the_read.saturating_add(1);
+        } else {
+            self.ever_dated_before_the_read = true;
         }
         if previous_read_ms.is_some_and(|read| claim.changed_ms > read) {
             self.changes = self.changes.saturating_add(1);
@@ -119,10 +126,14 @@ impl Announced {
     }
 
     /// Whether the entries since the latest read, with the reads before, show nothing to
-    /// learn: undated, or dated at the read a second time in a row. Known as soon as
-    /// they arrive, not only at the next read.
+    /// learn: undated, no entry of the host ever dated; or dated at the read a second
+    /// time in a row, none ever dated clearly before it. Known as soon as they arrive,
+    /// not only at the next read.
     fn shows_nothing_to_learn(&self, trust: ClaimTrust) -> bool {
-        (self.undated > 0 && self.dated == 0) || (self.all_at_the_read(trust) && self.at_the_read_reads >= 1)
+        let undated = self.undated > 0 && self.dated == 0 && !self.ever_dated;
+        let at_the_read =
+            self.all_at_the_read(trust) && self.at_the_read_reads >= 1 && !self.ever_dated_before_the_read;
+        undated || at_the_read
     }
 
     /// Whether every entry since the latest read was dated at the read, the host not yet
@@ -266,6 +277,25 @@ mod tests {
         late.read(8, ClaimTrust::Unknown, 1.0);
         late.read(12, ClaimTrust::Unknown, 1.0);
         assert!(late.governs(ClaimTrust::Unknown), "a date came in time");
+    }
+
+    #[test]
+    fn one_document_dating_nothing_does_not_turn_the_rule_off_for_the_host_s_others() {
+        let mut announced = Announced::default();
+        announced.read(0, ClaimTrust::Unknown, 1.0);
+        announced.observe(dated(-5, 0), None);
+        // Another sitemap of the host, undated, read on its own schedule.
+        for read in 1..4_i64 {
+            announced.read(read as u64, ClaimTrust::Unknown, 1.0);
+            announced.observe(None, None);
+            assert!(announced.governs(ClaimTrust::Unknown), "read {read}");
+        }
+        // And a feed dated at the read, twice in a row.
+        for read in 4..7_i64 {
+            announced.read(read as u64, ClaimTrust::Unknown, 1.0);
+            announced.observe(dated(read, read), None);
+            assert!(announced.governs(ClaimTrust::Unknown), "read {read}");
+        }
     }
 
     #[test]

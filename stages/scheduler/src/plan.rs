@@ -220,8 +220,10 @@ pub fn choose(
     }
     let mut first = claim_tests(books, hosts, host_caps, clock, quota, settings);
     let (reads, mut passed) = document_reads(books, hosts, host_caps, clock, quota, settings);
-    first.extend(reads);
-    passed.extend(first.iter().map(|choice| (choice.book, choice.slot)));
+    // A document an index dated may be a claim test too: picked once.
+    let tests: HashSet<(usize, u32)> = first.iter().map(|choice| (choice.book, choice.slot)).collect();
+    first.extend(reads.into_iter().filter(|read| !tests.contains(&(read.book, read.slot))));
+    passed.extend(tests);
     let shares = Shares { quota, discovery_quota, headroom };
     let choices = pick(books, host_caps, &period, shares, frontier, (&first, &passed), settings);
     drop(period);
@@ -286,9 +288,15 @@ fn claim_tests(
     tests
 }
 
+/// Share of a period's quota document reads may take at most (at least one pick): many
+/// small hosts, each with its sitemap and feeds, must not shut out every other fetch.
+pub const DOCUMENT_READS_SHARE: f64 = 0.25;
+
 /// The sitemaps and feeds their own rule governs ([`crate::documents`]), which no score
-/// picks, and those of them due in period `clock`. A document that does not download is
-/// left to its page's model (a `/sitemap.xml` that robots.txt did not name may not exist).
+/// picks, and those of them due in period `clock`, the longest unread first, at most
+/// [`DOCUMENT_READS_SHARE`] of the quota (the others stay due). A document that does not
+/// download is left to its page's model (a `/sitemap.xml` that robots.txt did not name
+/// may not exist).
 fn document_reads(
     books: &[&Book],
     hosts: &Hosts,
@@ -317,11 +325,16 @@ fn document_reads(
             if stats.announced.due(trust, listing, since, budget_share)
                 && is_eligible(page, host_caps, clock, settings, false)
             {
-                due.push(Choice { book: index, slot, score: 0.0, reason: PickReason::Refresh });
+                due.push((
+                    page.last_visit(),
+                    Choice { book: index, slot, score: 0.0, reason: PickReason::Refresh },
+                ));
             }
         }
     }
-    (due, governed)
+    due.sort_by_key(|(last_visit, choice)| (*last_visit, choice.book, choice.slot));
+    let limit = (quota as f64 * DOCUMENT_READS_SHARE).ceil() as usize;
+    (due.into_iter().take(limit).map(|(_, choice)| choice).collect(), governed)
 }
 
 /// A period's picks, those of them for discoveries, and the candidates each list keeps
