@@ -476,6 +476,11 @@ impl Book {
         page.last_estimate = period32(learned.period);
         page.set_unanswered_picks(0);
         page.set_moved(moved_for_good(request.outcome, request.http_status));
+        if page.is_moved() {
+            // Its host's document slot goes to one still served (`book::documents`).
+            self.drop_document(slot);
+        }
+        let page = &mut self.pages[slot as usize];
         let previous_download = page.last_download();
         if request.downloaded {
             page.last_download = period32(request.period);

@@ -16,12 +16,16 @@ pub const MAX_DOCUMENTS_PER_HOST: u8 = 4;
 
 impl Book {
     /// Marks the URL as a document that lists its pages as `listing` says, within
-    /// [`MAX_DOCUMENTS_PER_HOST`] of its host. Whether it is one now (a URL not held, or
-    /// one past the limit, is not).
+    /// [`MAX_DOCUMENTS_PER_HOST`] of its host. Whether it is one now (a URL not held, one
+    /// that moved for good, or one past the limit, is not).
     pub fn mark_document(&mut self, url: &str, listing: Listing) -> bool {
         let Some(slot) = self.find(url) else { return false };
         if self.documents.contains_key(&slot) {
             return true;
+        }
+        // robots.txt names `/sitemap.xml` again at each read, moved or not.
+        if self.pages[slot as usize].is_moved() {
+            return false;
         }
         let kept = self.keep_document(slot, listing);
         if kept {
@@ -106,9 +110,10 @@ mod tests {
     use std::collections::HashMap;
 
     use recrawl_common::links::LinkRules;
-    use recrawl_schemas::{DiscoveredLinks, PageRef};
+    use recrawl_schemas::{DiscoveredLinks, FetchOutcome, PageRef};
 
     use super::*;
+    use crate::book::tests::estimate;
     use crate::book::SchedulerState;
     use crate::hosts::Hosts;
 
@@ -170,5 +175,22 @@ mod tests {
         assert_eq!(listed(&restored), expected);
         // A restored host's limit counts what it restored.
         assert!(!restored.mark_document(&sitemap(4), Listing::Every));
+    }
+    #[test]
+    fn a_document_that_moved_for_good_gives_its_host_s_place_to_another() {
+        let (mut book, mut hosts, settings) = (Book::default(), Hosts::default(), BookSettings::default());
+        let sitemap = |n: usize| format!("http://a/sitemap-{n}.xml");
+        for n in 0..=usize::from(MAX_DOCUMENTS_PER_HOST) {
+            seed(&mut book, &mut hosts, &sitemap(n));
+            book.mark_document(&sitemap(n), Listing::Every);
+        }
+        let last = sitemap(usize::from(MAX_DOCUMENTS_PER_HOST));
+        assert_eq!(book.document(book.find(&last).unwrap()), None, "past the host's limit");
+        let mut moved = estimate(&sitemap(0), 3, false, None);
+        (moved.last_request.outcome, moved.last_request.http_status) = (FetchOutcome::HttpStatus, Some(301));
+        book.apply_estimate(&mut hosts, &moved, &settings).unwrap();
+        assert_eq!(book.document(book.find(&sitemap(0)).unwrap()), None);
+        assert!(!book.mark_document(&sitemap(0), Listing::Every), "named again, it stays a page");
+        assert!(book.mark_document(&last, Listing::Every));
     }
 }
