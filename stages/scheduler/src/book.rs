@@ -862,7 +862,8 @@ impl Book {
             if let Some(claims) = state.claims.filter(|_| state.last_estimate.is_some()) {
                 book.claims.insert(slot, *claims);
             }
-            if let Some(kind) = state.document {
+            // A record written before a move let its document go may hold both.
+            if let Some(kind) = state.document.filter(|_| state.moved != Some(true)) {
                 book.keep_document(slot, kind.listing());
             }
             if let Some(latency_ms) =

@@ -31,7 +31,10 @@ const RATE_WEIGHT: f64 = 0.3;
 /// What a host's sitemaps and feeds announced, as far as the entries this instance holds
 /// show: counted as their announcements arrive, folded into the host's running rate at
 /// the next read of one of its documents ([`Announced::read`]), since the entries of a
-/// read arrive after it.
+/// read arrive after it. A host's documents are counted together but read on their own
+/// schedules, so whether they have anything to teach is judged on all their entries so
+/// far, not on one read's: an undated sitemap beside a dated feed, in either order, does
+/// not turn the rule off for both.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Announced {
     /// Since the latest read: entries dating a change after their URL's read before,
@@ -40,28 +43,30 @@ pub struct Announced {
     dated: u32,
     undated: u32,
     at_the_read: u32,
-    /// Reads in a row, before the host was judged, whose every entry was dated at the
-    /// read, which no comparison can confirm.
-    at_the_read_reads: u8,
-    /// Whether any entry was dated, and the reads before one was (a document that names no
-    /// page, or not one, as an HTML page at `/sitemap.xml`, is not read for ever).
-    ever_dated: bool,
+    /// Before the latest read: dated entries, those dated at the read, and the reads
+    /// whose entries included dated ones.
+    dated_before: u32,
+    at_the_read_before: u32,
+    dated_reads: u8,
+    /// Reads before any entry was dated (a document that names no page, or not one, as an
+    /// HTML page at `/sitemap.xml`, is not read for ever).
     reads_before_a_date: u8,
-    /// Whether any entry was dated clearly before its read.
-    ever_dated_before_the_read: bool,
-    /// Whether the host's entries were undated, or dated at the read twice in a row,
-    /// before any was dated (clearly before the read): a host's documents are read on
-    /// their own schedules, so one undated sitemap of a host whose other sitemap dates its
-    /// pages must not turn the rule off for both.
-    nothing_to_learn: bool,
+    /// Whether a read's entries were all undated.
+    undated_read: bool,
     /// Changes announced per period, running; `None` before a trusted read measured it.
     rate: Option<f32>,
     /// The period of the latest read, and the periods from the read before to it, which
-    /// the changes counted since were announced over.
-    /// Periods in 32 bits, as the book's.
+    /// the changes counted since were announced over; in 32 bits, as the book's.
     last_read: Option<u32>,
     interval: Option<u32>,
 }
+
+/// Share of a host's dated entries dated at the read past which, over two reads or more
+/// while its claims are not judged, it has nothing to teach: no comparison can confirm
+/// such a date, and a feed's items did change, so one rarely refutes it either. A few
+/// honest dates (a post's real date) do not save such a host; a sitemap of real dates
+/// beside a feed dated at the read does.
+const AT_THE_READ_SHARE: f64 = 0.9;
 
 impl Announced {
     /// Takes one entry of a document: `claim` its date, if any; `previous_read_ms` when
@@ -71,12 +76,9 @@ impl Announced {
             self.undated = self.undated.saturating_add(1);
             return;
         };
-        self.ever_dated = true;
         self.dated = self.dated.saturating_add(1);
         if claim.changed_ms >= claim.seen_ms.saturating_sub(CLOCK_SKEW_MS) {
             self.at_the_read = self.at_the_read.saturating_add(1);
-        } else {
-            self.ever_dated_before_the_read = true;
         }
         if previous_read_ms.is_some_and(|read| claim.changed_ms > read) {
             self.changes = self.changes.saturating_add(1);
@@ -93,14 +95,15 @@ impl Announced {
         if self.last_read == Some(period) {
             return;
         }
-        if !self.ever_dated {
+        if !self.ever_dated() {
             self.reads_before_a_date = self.reads_before_a_date.saturating_add(1);
         }
-        self.nothing_to_learn |= self.shows_nothing_to_learn(trust);
+        self.undated_read |= self.undated > 0 && self.dated == 0;
         if self.dated > 0 {
-            self.at_the_read_reads =
-                if self.all_at_the_read(trust) { self.at_the_read_reads.saturating_add(1) } else { 0 };
+            self.dated_reads = self.dated_reads.saturating_add(1);
         }
+        self.dated_before = self.dated_before.saturating_add(self.dated);
+        self.at_the_read_before = self.at_the_read_before.saturating_add(self.at_the_read);
         if let (ClaimTrust::Trusted, Some(interval)) = (trust, self.interval) {
             let sample = f64::from(self.changes) * scale / f64::from(interval.max(1));
             let rate = self.rate.map_or(sample, |old| {
@@ -114,33 +117,29 @@ impl Announced {
         (self.changes, self.dated, self.undated, self.at_the_read) = (0, 0, 0, 0);
     }
 
+    fn ever_dated(&self) -> bool {
+        self.dated_before > 0 || self.dated > 0
+    }
+
     /// Whether the rule governs a document of the host: its host is not found out, and its
-    /// documents date their entries (or may yet: [`READS_TO_A_DATE`]), and not only at the
-    /// read. A document it does not govern is scheduled as a page.
+    /// documents date their entries (or may yet: [`READS_TO_A_DATE`]), and not all at the
+    /// read. Known as the entries arrive, not only at the next read. A document it does
+    /// not govern is scheduled as a page.
     pub fn governs(&self, trust: ClaimTrust) -> bool {
-        let may_date = self.ever_dated || self.reads_before_a_date < READS_TO_A_DATE;
-        trust != ClaimTrust::Distrusted
-            && may_date
-            && !self.nothing_to_learn
-            && !self.shows_nothing_to_learn(trust)
+        let ever_dated = self.ever_dated();
+        let may_date = ever_dated || self.reads_before_a_date < READS_TO_A_DATE;
+        let undated = !ever_dated && (self.undated_read || self.undated > 0);
+        trust != ClaimTrust::Distrusted && may_date && !undated && !self.dated_at_the_read(trust)
     }
 
-    /// Whether the entries since the latest read, with the reads before, show nothing to
-    /// learn: undated, no entry of the host ever dated; or dated at the read a second
-    /// time in a row, none ever dated clearly before it. Known as soon as they arrive,
-    /// not only at the next read.
-    fn shows_nothing_to_learn(&self, trust: ClaimTrust) -> bool {
-        let undated = self.undated > 0 && self.dated == 0 && !self.ever_dated;
-        let at_the_read =
-            self.all_at_the_read(trust) && self.at_the_read_reads >= 1 && !self.ever_dated_before_the_read;
-        undated || at_the_read
-    }
-
-    /// Whether every entry since the latest read was dated at the read, the host not yet
-    /// judged: no comparison can confirm such a date (a truthful feed read just after its
-    /// items changed looks the same once, so it takes two reads in a row).
-    fn all_at_the_read(&self, trust: ClaimTrust) -> bool {
-        trust == ClaimTrust::Unknown && self.dated > 0 && self.at_the_read == self.dated
+    /// Whether, the host's claims not yet judged, two reads or more dated entries and
+    /// nearly all of them at the read (a truthful feed read just after its items changed
+    /// looks the same once, so it takes two).
+    fn dated_at_the_read(&self, trust: ClaimTrust) -> bool {
+        let reads = u32::from(self.dated_reads).saturating_add(u32::from(self.dated > 0));
+        let dated = f64::from(self.dated_before.saturating_add(self.dated));
+        let at_the_read = f64::from(self.at_the_read_before.saturating_add(self.at_the_read));
+        trust == ClaimTrust::Unknown && reads >= 2 && at_the_read >= AT_THE_READ_SHARE * dated
     }
 
     /// Whether a document of the host that lists its pages as `listing` says, last read
@@ -296,6 +295,37 @@ mod tests {
             announced.observe(dated(read, read), None);
             assert!(announced.governs(ClaimTrust::Unknown), "read {read}");
         }
+    }
+
+    #[test]
+    fn an_undated_sitemap_read_first_does_not_keep_a_dated_feed_from_the_rule() {
+        let mut announced = Announced::default();
+        announced.read(0, ClaimTrust::Unknown, 1.0);
+        announced.observe(None, None);
+        announced.read(1, ClaimTrust::Unknown, 1.0);
+        assert!(!announced.governs(ClaimTrust::Unknown), "nothing dated yet");
+        // A feed a page named, dating its items.
+        announced.observe(dated(-3, 1), None);
+        announced.read(2, ClaimTrust::Unknown, 1.0);
+        assert!(announced.governs(ClaimTrust::Unknown));
+    }
+
+    #[test]
+    fn a_feed_dating_at_the_read_is_left_alone_whatever_one_honest_date() {
+        let mut announced = Announced::default();
+        announced.read(0, ClaimTrust::Unknown, 1.0);
+        for item in 0..20 {
+            // One post carries its real date.
+            let changed = if item == 0 { -1 } else { 0 };
+            announced.observe(dated(changed, 0), None);
+        }
+        assert!(announced.governs(ClaimTrust::Unknown), "one read may be a busy minute");
+        announced.read(4, ClaimTrust::Unknown, 1.0);
+        for _ in 0..20 {
+            announced.observe(dated(4, 4), None);
+        }
+        assert!(!announced.governs(ClaimTrust::Unknown));
+        assert!(announced.governs(ClaimTrust::Trusted), "judged, the claims decide");
     }
 
     #[test]

@@ -219,10 +219,9 @@ pub fn choose(
         period.kappa = lambda_kappa(books, host_caps, &period, quota.saturating_sub(discoveries), settings);
     }
     let mut first = claim_tests(books, hosts, host_caps, clock, quota, settings);
-    let (reads, mut passed) = document_reads(books, hosts, host_caps, clock, quota, settings);
-    // A document an index dated may be a claim test too: picked once.
     let tests: HashSet<(usize, u32)> = first.iter().map(|choice| (choice.book, choice.slot)).collect();
-    first.extend(reads.into_iter().filter(|read| !tests.contains(&(read.book, read.slot))));
+    let (reads, mut passed) = document_reads(books, hosts, (host_caps, &tests), clock, quota, settings);
+    first.extend(reads);
     passed.extend(tests);
     let shares = Shares { quota, discovery_quota, headroom };
     let choices = pick(books, host_caps, &period, shares, frontier, (&first, &passed), settings);
@@ -293,14 +292,15 @@ fn claim_tests(
 pub const DOCUMENT_READS_SHARE: f64 = 0.25;
 
 /// The sitemaps and feeds their own rule governs ([`crate::documents`]), which no score
-/// picks, and those of them due in period `clock`, the longest unread first, at most
-/// [`DOCUMENT_READS_SHARE`] of the quota (the others stay due). A document that does not
+/// picks, and those of them due in period `clock` but the claim tests `tests`, the
+/// longest unread first, at most [`DOCUMENT_READS_SHARE`] of the quota (the others stay
+/// due). A document that does not
 /// download is left to its page's model (a `/sitemap.xml` that robots.txt did not name
 /// may not exist).
 fn document_reads(
     books: &[&Book],
     hosts: &Hosts,
-    host_caps: &[u32],
+    (host_caps, tests): (&[u32], &HashSet<(usize, u32)>),
     clock: u64,
     quota: usize,
     settings: &PlanSettings,
@@ -322,8 +322,10 @@ fn document_reads(
             }
             governed.insert((index, slot));
             let since = page.last_visit().map(|visit| clock.saturating_sub(visit));
+            // A document an index dated may be a claim test too: picked once, as that.
             if stats.announced.due(trust, listing, since, budget_share)
                 && is_eligible(page, host_caps, clock, settings, false)
+                && !tests.contains(&(index, slot))
             {
                 due.push((
                     page.last_visit(),

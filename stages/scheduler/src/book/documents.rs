@@ -20,12 +20,13 @@ impl Book {
     /// that moved for good, or one past the limit, is not).
     pub fn mark_document(&mut self, url: &str, listing: Listing) -> bool {
         let Some(slot) = self.find(url) else { return false };
-        if self.documents.contains_key(&slot) {
-            return true;
-        }
         // robots.txt names `/sitemap.xml` again at each read, moved or not.
         if self.pages[slot as usize].is_moved() {
+            self.drop_document(slot);
             return false;
+        }
+        if self.documents.contains_key(&slot) {
+            return true;
         }
         let kept = self.keep_document(slot, listing);
         if kept {
