@@ -217,8 +217,9 @@ impl UrlClaims {
     }
 }
 
-/// What a document says of the pages it does not list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a document says of the pages it does not list; on the scheduler's changelog with
+/// each URL it keeps as a sitemap (`Every`) or a feed (`Latest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Listing {
     /// A sitemap lists every page in its scope, so each read observes each page.
     Every,

@@ -39,7 +39,7 @@ use urls::{authority_prefix, url_hash, Urls};
 
 /// "No period": a page never estimated, downloaded or picked.
 pub const NONE: u32 = u32::MAX;
-pub use record::{DocumentKind, SchedulerState, MAX_IN_LINKS};
+pub use record::{SchedulerState, MAX_IN_LINKS};
 use shares::HostShare;
 
 /// A period as stored: periods past u32 (136 years of one-second periods) saturate.
@@ -775,7 +775,7 @@ impl Book {
                 .filter(|tally| !page.is_frontier() && tally.total() > 0),
             change_claimed: page.is_change_claimed().then_some(true),
             claims: self.claims.get(&slot).copied().map(Box::new),
-            document: self.documents.get(&slot).map(|&listing| DocumentKind::of(listing)),
+            document: self.documents.get(&slot).copied(),
         }
     }
 
@@ -863,8 +863,8 @@ impl Book {
                 book.claims.insert(slot, *claims);
             }
             // A record written before a move let its document go may hold both.
-            if let Some(kind) = state.document.filter(|_| state.moved != Some(true)) {
-                book.keep_document(slot, kind.listing());
+            if let Some(listing) = state.document.filter(|_| state.moved != Some(true)) {
+                book.keep_document(slot, listing);
             }
             if let Some(latency_ms) =
                 page.latency_ms.get().filter(|_| page.last_download != NONE && page.size_bytes() > 0.0)

@@ -5,9 +5,11 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use recrawl_model::claims::{Claim, ClaimEvidence, ClaimTally, ClaimTrust, ClaimedChanges, Comparison, Span};
+use recrawl_model::claims::{
+    Claim, ClaimEvidence, ClaimTally, ClaimTrust, ClaimedChanges, Comparison, Listing, Span,
+};
 use recrawl_model::day::DayProfile;
-use recrawl_scheduler::book::{Book, BookSettings, DocumentKind, SchedulerState, UrlClaims, MAX_IN_LINKS};
+use recrawl_scheduler::book::{Book, BookSettings, SchedulerState, UrlClaims, MAX_IN_LINKS};
 use recrawl_scheduler::groups::CrawlSchedule;
 use recrawl_scheduler::hosts::Hosts;
 use recrawl_schemas::envelope::check_fixture;
@@ -82,7 +84,7 @@ fn sample() -> SchedulerState {
         host_claims: Some(ClaimTally { confirmed: 4, agreed: 9, refuted: 0, silent: 2 }),
         change_claimed: Some(true),
         claims: Some(Box::new(url_claims())),
-        document: Some(DocumentKind::Feed),
+        document: Some(Listing::Latest),
     }
 }
 
@@ -279,7 +281,7 @@ fn a_version_9_record_reads_back_as_a_url_no_document_named_a_sitemap_or_feed() 
         let records = HashMap::from([("http://example.org/feed.xml".to_owned(), state)]);
         let (book, _) =
             Book::restore(records, &mut Hosts::default(), &BookSettings::default()).expect("restores");
-        assert_eq!(book.document(0), kept.map(DocumentKind::listing));
+        assert_eq!(book.document(0), kept);
         assert_eq!(book.record(0).document, kept, "written back as it was kept");
     }
 }

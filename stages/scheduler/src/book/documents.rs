@@ -4,7 +4,6 @@
 //! every period is worth reading more, not less.
 
 use recrawl_model::claims::{Claim, Listing};
-
 use recrawl_model::period_start_ms;
 
 use super::{Book, BookSettings};

@@ -57,34 +57,10 @@ pub struct SchedulerState {
     /// Boxed (the same bytes on the wire): few URLs have one, and a restore holds every
     /// record of its partitions decoded at once.
     pub claims: Option<Box<UrlClaims>>,
-    /// Whether a robots.txt, a sitemap index or a page named the URL as a sitemap or a
-    /// feed, which are read again by their own rule (`crate::documents`); null before
-    /// version 10 and for any other URL.
-    pub document: Option<DocumentKind>,
-}
-
-/// What a document the book keeps is: a sitemap lists every page of its scope, a feed only
-/// those changed latest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DocumentKind {
-    Sitemap,
-    Feed,
-}
-
-impl DocumentKind {
-    pub fn of(listing: Listing) -> Self {
-        match listing {
-            Listing::Every => Self::Sitemap,
-            Listing::Latest => Self::Feed,
-        }
-    }
-
-    pub fn listing(self) -> Listing {
-        match self {
-            Self::Sitemap => Listing::Every,
-            Self::Feed => Listing::Latest,
-        }
-    }
+    /// What the URL lists if a robots.txt, a sitemap index or a page named it as a sitemap
+    /// (`Every`) or a feed (`Latest`), which are read again by their own rule
+    /// (`crate::documents`); null before version 10 and for any other URL.
+    pub document: Option<Listing>,
 }
 
 impl Message for SchedulerState {
