@@ -4,8 +4,10 @@
 //! batch's input offsets are stored.
 
 use std::collections::hash_map::RandomState;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hasher};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use hashbrown::{Equivalent, HashSet};
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -84,6 +86,57 @@ impl Hasher for KeyHasher {
     }
 }
 
+/// A `(partition, key)` pair borrowed: finds an owned `(i32, String)` in a map without
+/// copying the key, as the two hash alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionKey<'k>(pub i32, pub &'k str);
+
+impl Hash for PartitionKey<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As `(i32, String)` hashes: the integer, then the string with its end mark.
+        self.0.hash(state);
+        self.1.hash(state);
+    }
+}
+
+impl Equivalent<(i32, String)> for PartitionKey<'_> {
+    fn equivalent(&self, key: &(i32, String)) -> bool {
+        self.0 == key.0 && self.1 == key.1
+    }
+}
+
+impl PartitionKey<'_> {
+    pub fn to_owned_key(self) -> (i32, String) {
+        (self.0, self.1.to_owned())
+    }
+}
+
+/// A key's value found or inserted, not yet marked for the changelog: a caller that only
+/// reads it (a replayed event) leaves no write behind.
+#[derive(Debug)]
+pub struct StateSlot<'s, 'k, S> {
+    value: &'s mut S,
+    dirty: &'s mut HashSet<(i32, String), KeyHashState>,
+    key: PartitionKey<'k>,
+}
+
+impl<'s, S> StateSlot<'s, '_, S> {
+    pub fn peek(&self) -> &S {
+        self.value
+    }
+
+    /// The value to change; the key is written to the changelog after the batch.
+    pub fn touch(self) -> &'s mut S {
+        mark(self.dirty, self.key);
+        self.value
+    }
+}
+
+fn mark(dirty: &mut HashSet<(i32, String), KeyHashState>, key: PartitionKey<'_>) {
+    // Copies the key only the first time in a batch.
+    dirty.get_or_insert_with(&key, |key| key.to_owned_key());
+}
+
 #[derive(Debug)]
 pub struct StateStore<S> {
     partitions: HashMap<i32, Keyed<S>>,
@@ -113,22 +166,33 @@ impl<S> StateStore<S> {
     /// Mutable access; the key is written to the changelog after the batch.
     pub fn get_mut(&mut self, partition: i32, key: &str) -> Option<&mut S> {
         let value = self.partitions.get_mut(&partition)?.get_mut(key)?;
-        self.dirty.insert((partition, key.to_owned()));
+        mark(&mut self.dirty, PartitionKey(partition, key));
         Some(value)
     }
 
     /// The value for `key`, inserted with `default` when absent; marked for the changelog.
     pub fn get_or_insert_with(&mut self, partition: i32, key: &str, default: impl FnOnce() -> S) -> &mut S {
-        self.dirty.insert((partition, key.to_owned()));
+        self.slot_or_insert_with(partition, key, default).touch()
+    }
+
+    /// The value for `key`, inserted with `default` when absent, found with one lookup
+    /// and marked for the changelog only if [`StateSlot::touch`]ed.
+    pub fn slot_or_insert_with<'s, 'k>(
+        &'s mut self,
+        partition: i32,
+        key: &'k str,
+        default: impl FnOnce() -> S,
+    ) -> StateSlot<'s, 'k, S> {
         // Copies the key only to insert it.
-        self.partitions.entry(partition).or_default().entry_ref(key).or_insert_with(default)
+        let value = self.partitions.entry(partition).or_default().entry_ref(key).or_insert_with(default);
+        StateSlot { value, dirty: &mut self.dirty, key: PartitionKey(partition, key) }
     }
 
     /// Removes `key`; a tombstone goes to the changelog.
     pub fn remove(&mut self, partition: i32, key: &str) -> Option<S> {
         let removed = self.partitions.get_mut(&partition)?.remove(key);
         if removed.is_some() {
-            self.dirty.insert((partition, key.to_owned()));
+            mark(&mut self.dirty, PartitionKey(partition, key));
         }
         removed
     }
@@ -222,6 +286,7 @@ mod tests {
         let (one, other) = (KeyHashState::default(), KeyHashState::default());
         let key = (3, "http://a.example/page".to_owned());
         assert_eq!(one.hash_one(&key), one.hash_one(key.clone()));
+        assert_eq!(one.hash_one(PartitionKey(3, &key.1)), one.hash_one(&key), "found without a copy");
         assert_ne!(one.hash_one(&key), other.hash_one(&key), "a site cannot know a map's hash");
         assert_ne!(one.hash_one(&key), one.hash_one((4, key.1.clone())));
         assert_ne!(one.hash_one(&key), one.hash_one((3, "http://a.example/pagf".to_owned())));

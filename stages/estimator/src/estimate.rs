@@ -3,9 +3,9 @@
 //! group distributions, and the published estimate. No Kafka: the stage and the benches
 //! run this code.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use recrawl_common::state::KeyHashState;
+use recrawl_common::state::{KeyHashState, PartitionKey};
 use recrawl_common::{http_date_ms, StateStore};
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::{
@@ -329,7 +329,7 @@ impl LivePartial {
 pub struct Estimator {
     settings: Settings,
     book: DistributionBook,
-    live: HashMap<(i32, String), LivePartial, KeyHashState>,
+    live: hashbrown::HashMap<(i32, String), LivePartial, KeyHashState>,
     /// Partials filed in the book and waiting to be published.
     outbox: Vec<GroupDistribution>,
     /// Estimates sent again with a revised rate, waiting to be published, with the
@@ -345,7 +345,14 @@ impl Estimator {
             DistributionBook::new(settings.window.saturating_add(settings.future), settings.max_groups);
         // A host is at most a group: the same bound.
         let host_trust = HostTrustBook::new(settings.max_groups);
-        Self { settings, book, live: HashMap::default(), outbox: Vec::new(), revised: Vec::new(), host_trust }
+        Self {
+            settings,
+            book,
+            live: hashbrown::HashMap::default(),
+            outbox: Vec::new(),
+            revised: Vec::new(),
+            host_trust,
+        }
     }
 
     /// Files a share of a host's claim tally read from `host-trust`.
@@ -407,36 +414,37 @@ impl Estimator {
         if !event.outcome.is_request() {
             return Applied::NotARequest;
         }
-        if let Some(entry) = state.get(partition, &event.page.url) {
-            let history = &entry.page.history;
-            if history.requests > 0 && event.period <= history.last_request {
-                if event.period < history.last_request {
-                    return Applied::Stale;
-                }
-                let view = self.book.view(&entry.group, event.period);
-                let live = self.live.get(&(partition, entry.group.clone()));
-                let crawls = crawls(event.period, &view, live, history.first_request);
-                let flat = RatePrior::default();
-                let (prior, trusted) =
-                    live.map_or((&flat, false), |live| (&live.rate_prior, live.dates.trusted()));
-                let rate = entry.page.change_rate(prior, self.settings.period_ms, trusted);
-                let rate = rate_from_claims(entry, &self.host_trust, self.settings.period_ms).unwrap_or(rate);
-                return Applied::Repeated(Box::new(self.estimate(event.into(), entry, &view, crawls, rate)));
-            }
-        }
-        let group = self.settings.group_by.group_of(event).to_owned();
-        let entry = state.get_or_insert_with(partition, &event.page.url, || EstimatorState {
+        let group = self.settings.group_by.group_of(event);
+        // One lookup: the slot is marked for the changelog only once the event counts.
+        let slot = state.slot_or_insert_with(partition, &event.page.url, || EstimatorState {
             host: event.page.host.clone(),
-            group: group.clone(),
+            group: group.to_owned(),
             page: PageState::new(event.fetched_at_ms),
             last_response: None,
             claims: None,
         });
+        let history = &slot.peek().page.history;
+        if history.requests > 0 && event.period <= history.last_request {
+            if event.period < history.last_request {
+                return Applied::Stale;
+            }
+            let entry = slot.peek();
+            let view = self.book.view(&entry.group, event.period);
+            let live = self.live.get(&PartitionKey(partition, &entry.group));
+            let crawls = crawls(event.period, &view, live, history.first_request);
+            let flat = RatePrior::default();
+            let (prior, trusted) =
+                live.map_or((&flat, false), |live| (&live.rate_prior, live.dates.trusted()));
+            let rate = entry.page.change_rate(prior, self.settings.period_ms, trusted);
+            let rate = rate_from_claims(entry, &self.host_trust, self.settings.period_ms).unwrap_or(rate);
+            return Applied::Repeated(Box::new(self.estimate(event.into(), entry, &view, crawls, rate)));
+        }
+        let entry = slot.touch();
         let new_url = entry.page.history.requests == 0;
         let moved = entry.group != group;
         if moved {
             // The group key changed (a new --group-by): move the URL.
-            if let Some(old) = self.live.get_mut(&(partition, entry.group.clone())) {
+            if let Some(old) = self.live.get_mut(&PartitionKey(partition, &entry.group)) {
                 BinMove { from: entry.page.download_bin.take(), to: None }.apply(&mut old.partial.download);
                 BinMove { from: entry.page.change_bin.take(), to: None }.apply(&mut old.partial.change);
                 old.rates.replace(entry.page.rate_evidence(self.settings.period_ms), None);
@@ -447,7 +455,8 @@ impl Estimator {
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
-            entry.group.clone_from(&group);
+            entry.group.clear();
+            entry.group.push_str(group);
         }
         let awaited_trust = !moved && entry.page.dates_await_trust();
         let off_pace = entry.page.history.first_and_last().is_some_and(|(_, last)| {
@@ -456,22 +465,22 @@ impl Estimator {
         });
         entry.host.clone_from(&event.page.host);
 
-        let key = (partition, group);
+        let key = PartitionKey(partition, group);
         // The key copied only on the group's first event.
         let live = match self.live.get_mut(&key) {
             Some(live) => live,
-            None => self.live.entry(key.clone()).or_default(),
+            None => self.live.entry(key.to_owned_key()).or_default(),
         };
         let turned = live.partial.period < event.period && live.begin_period();
         let trusted = live.dates.trusted();
         if live.unpublished && live.partial.period < event.period {
             // The partition moves to a later period: what it holds now covers only the
             // earlier ones, which is what other instances predict the new period from.
-            self.book.insert(&key.1, partition, live.partial.clone());
-            self.outbox.push(live.partial.to_message(&key.1, partition, now_ms));
+            self.book.insert(group, partition, live.partial.clone());
+            self.outbox.push(live.partial.to_message(group, partition, now_ms));
             live.unpublished = false;
         }
-        let view = self.book.view(&key.1, event.period);
+        let view = self.book.view(group, event.period);
         let first_request = entry.page.history.first_request_with(event.period);
         let crawls = crawls(event.period, &view, Some(&*live), first_request);
         let settings = UpdateSettings {
@@ -503,7 +512,7 @@ impl Estimator {
         let noted = Noted { rate_source: rate.source, pace_disagrees: off_pace };
         let estimate = self.estimate(event.into(), entry, &view, crawls, rate);
         if turned {
-            self.revise(&key, &view, state);
+            self.revise(&key.to_owned_key(), &view, state);
         }
         Applied::New(Box::new(estimate), noted)
     }
