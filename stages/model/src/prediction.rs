@@ -2,7 +2,7 @@
 //! §3–4 and §6. Pure: the stage, the offline commands and the benches share this code.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -432,8 +432,10 @@ struct ForecastMemo(Mutex<MemoEntries>);
 
 #[derive(Debug, Default)]
 struct MemoEntries {
-    forecasts: HashMap<ForecastKey, (Prediction, f64)>,
-    /// What the entries take: each its key, value and probabilities, and a control byte.
+    /// Searched in turn: a few dozen entries fit in [`FORECAST_MEMO_BYTES`], fewer
+    /// comparisons of five small fields than hashing the key takes.
+    forecasts: Vec<(ForecastKey, (Prediction, f64))>,
+    /// What the entries take: each its key, value and probabilities, and a byte to spare.
     bytes: usize,
 }
 
@@ -462,18 +464,18 @@ pub fn forecast(
     let key = (model, kind, yes, no, future);
     // A panic while the entries were held left them whole (one insert or clear).
     let mut memo = prior.forecasts.0.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(known) = memo.forecasts.get(&key) {
+    if let Some((_, known)) = memo.forecasts.iter().find(|(entry, _)| *entry == key) {
         return known.clone();
     }
     let computed = (predict(model, kind, prior, yes, no, future), predict_next(model, kind, prior, yes, no));
     let bytes = memo_entry_bytes(&computed.0);
     if memo.bytes.saturating_add(bytes) > FORECAST_MEMO_BYTES {
-        memo.forecasts = HashMap::new();
+        memo.forecasts.clear();
         memo.bytes = 0;
     }
     if bytes <= FORECAST_MEMO_BYTES {
         memo.bytes = memo.bytes.saturating_add(bytes);
-        memo.forecasts.insert(key, computed.clone());
+        memo.forecasts.push((key, computed.clone()));
     }
     computed
 }

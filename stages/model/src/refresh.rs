@@ -88,7 +88,31 @@ impl WeeklyChanges {
         // A window of 0 days is taken as 1, which counts today only.
         let oldest_counted =
             local_day(now_ms, utc_offset_minutes).saturating_sub(i64::from(window_days.saturating_sub(1)));
+        if self.ring.is_empty() {
+            return 0;
+        }
+        // The newest `counted` days of the ring, walked back from the newest bucket: one
+        // division per call rather than one per day. Not past the oldest representable
+        // day, where `days` stops (only a damaged ring reaches it).
+        let span = i128::from(self.newest_day) - i128::from(oldest_counted) + 1;
+        let representable = i128::from(self.newest_day) - i128::from(i64::MIN) + 1;
+        let counted = span.min(representable).clamp(0, self.ring.len() as i128) as usize;
+        let newest = self.bucket(self.newest_day);
+        let (recent, older) = self.ring.split_at(newest + 1);
         // Saturating: a ring restored from a damaged changelog may be longer than any window.
+        recent
+            .iter()
+            .rev()
+            .chain(older.iter().rev())
+            .take(counted)
+            .map(|&changes| u32::from(changes))
+            .fold(0, u32::saturating_add)
+    }
+
+    #[cfg(test)]
+    fn changes_in_window_day_by_day(&self, now_ms: i64, window_days: u16, utc_offset_minutes: i32) -> u32 {
+        let oldest_counted =
+            local_day(now_ms, utc_offset_minutes).saturating_sub(i64::from(window_days.saturating_sub(1)));
         self.days()
             .filter(|&(day, _)| day >= oldest_counted)
             .map(|(_, changes)| u32::from(changes))
@@ -486,6 +510,35 @@ mod tests {
         changes.record(at(13, 1), 7, KST);
         assert_eq!(changes.changes_in_window(at(20, 2), 7, KST), 2);
         assert_eq!(changes.changes_in_window(at(20, 2), 2, KST), 1);
+    }
+
+    #[test]
+    fn the_window_is_summed_as_the_days_are_counted() {
+        let rings: [(Vec<u16>, i64); 5] = [
+            ((1..=28).collect(), 20_000),
+            (vec![5, 0, 7], 3),
+            (vec![u16::MAX; 40], -2),
+            ((1..=10).collect(), i64::MIN + 4),
+            ((1..=10).collect(), i64::MAX),
+        ];
+        for (ring, newest_day) in rings {
+            let weekly = WeeklyChanges { ring: ring.into_boxed_slice(), newest_day };
+            for day in [
+                newest_day.saturating_sub(50),
+                newest_day.saturating_sub(5),
+                newest_day,
+                newest_day.saturating_add(3),
+            ] {
+                let now_ms = day.saturating_mul(DAY_MS).saturating_add(HOUR_MS);
+                for window in [0, 1, 3, 7, 28, 60] {
+                    assert_eq!(
+                        weekly.changes_in_window(now_ms, window, 0),
+                        weekly.changes_in_window_day_by_day(now_ms, window, 0),
+                        "{weekly:?} at {now_ms}, {window} days"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
