@@ -286,7 +286,9 @@ impl DistributionBook {
             }
         };
         let Some((_, snapshots)) = book.partitions.get_mut(at) else { return Filed::Stale };
-        match snapshots.binary_search_by_key(&partial.period, |held| held.period) {
+        let period = partial.period;
+        let mut forgot_earlier = None;
+        match snapshots.binary_search_by_key(&period, |held| held.period) {
             Ok(at) => {
                 let Some(held) = snapshots.get_mut(at) else { return Filed::Stale };
                 if held.requests > partial.requests || *held == partial {
@@ -298,13 +300,26 @@ impl DistributionBook {
             Err(0) if snapshots.len() >= SNAPSHOTS_KEPT => return Filed::Stale,
             Err(mut at) => {
                 while snapshots.len() >= SNAPSHOTS_KEPT {
-                    snapshots.remove(0);
+                    let forgotten = snapshots.remove(0);
+                    forgot_earlier = Some(forgotten.period);
                     at = at.saturating_sub(1);
                 }
                 snapshots.insert(at, partial);
             }
         }
-        book.version = book.version.wrapping_add(1);
+        // The cached view sums each partition's latest partial before its period: a
+        // partial of that period or later leaves it as it is, unless the partition's only
+        // earlier one was forgotten. The stage files its own partial of the current period
+        // after every batch, and a view recomputed then would start its forecasts over.
+        let stays = book.cached.as_ref().is_some_and(|cached| {
+            period >= cached.before
+                && forgot_earlier.is_none_or(|forgotten| {
+                    forgotten >= cached.before || snapshots.iter().any(|held| held.period < cached.before)
+                })
+        });
+        if !stays {
+            book.version = book.version.wrapping_add(1);
+        }
         Filed::Kept
     }
 
@@ -484,6 +499,26 @@ mod tests {
         assert_eq!(book.view("g", 2).urls, 1);
         book.insert("g", 1, partial(1, 1, &[100]));
         assert_eq!(book.view("g", 2).urls, 2);
+    }
+
+    #[test]
+    fn a_partial_of_the_viewed_period_or_later_keeps_the_cached_view() {
+        let mut book = DistributionBook::new(10, 100);
+        book.insert("g", 0, partial(1, 1, &[100]));
+        let before = book.view("g", 2);
+        book.insert("g", 0, partial(2, 2, &[100, 0]));
+        book.insert("g", 1, partial(3, 1, &[0]));
+        assert!(Arc::ptr_eq(&before, &book.view("g", 2)), "nothing before period 2 changed");
+        assert_eq!(book.view("g", 4).urls, 3, "a later period's view sees them");
+        // Partition 0 holds periods 1–3, its most: a fourth forgets period 1, and the
+        // view before 3 still sums period 2; a fifth forgets that too.
+        let at_3 = book.view("g", 3);
+        assert_eq!(at_3.urls, 2);
+        book.insert("g", 0, partial(3, 3, &[100, 0]));
+        book.insert("g", 0, partial(4, 4, &[100, 0]));
+        assert!(Arc::ptr_eq(&at_3, &book.view("g", 3)), "period 2 is still partition 0's latest before 3");
+        book.insert("g", 0, partial(5, 5, &[100, 0]));
+        assert_eq!(book.view("g", 3).urls, 0, "partition 0 holds nothing before 3 now");
     }
 
     #[test]
