@@ -186,8 +186,13 @@ impl ChangeHours {
                 entry.update_size = entry.update_size.saturating_add(update_size);
             }
             Err(insert_at) => {
-                let mut slots = std::mem::take(&mut self.slots).into_vec();
-                slots.insert(insert_at, ChangeSlot { slot, changes: 1, update_size });
+                // Allocated at its final length: growing a vector by one and shrinking
+                // it back to a boxed slice would copy the slots twice.
+                let (before, after) = self.slots.split_at(insert_at);
+                let mut slots = Vec::with_capacity(self.slots.len().saturating_add(1));
+                slots.extend_from_slice(before);
+                slots.push(ChangeSlot { slot, changes: 1, update_size });
+                slots.extend_from_slice(after);
                 self.slots = slots.into_boxed_slice();
             }
         }
