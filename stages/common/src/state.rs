@@ -112,7 +112,8 @@ impl PartitionKey<'_> {
 }
 
 /// A key's value found or inserted, not yet marked for the changelog: a caller that only
-/// reads it (a replayed event) leaves no write behind.
+/// reads a value it found (a replayed event) leaves no write behind. A value inserted
+/// must be [`touch`](Self::touch)ed, or the changelog would not hold what memory does.
 #[derive(Debug)]
 pub struct StateSlot<'s, 'k, S> {
     value: &'s mut S,
