@@ -105,7 +105,15 @@ impl Announced {
         self.dated_before = self.dated_before.saturating_add(self.dated);
         self.at_the_read_before = self.at_the_read_before.saturating_add(self.at_the_read);
         if let (ClaimTrust::Trusted, Some(interval)) = (trust, self.interval) {
-            let sample = f64::from(self.changes) * scale / f64::from(interval.max(1));
+            // A first window without changes tells only that the host announces fewer than
+            // about one in it: counted as none, it would read as a host that never changes
+            // and wait the longest for its next read. Half a change, the first time only;
+            // later quiet windows wear the rate down by the running weight.
+            let changes = match self.rate {
+                None => f64::from(self.changes).max(0.5),
+                Some(_) => f64::from(self.changes),
+            };
+            let sample = changes * scale / f64::from(interval.max(1));
             let rate = self.rate.map_or(sample, |old| {
                 let old = f64::from(old);
                 old + RATE_WEIGHT * (sample - old)
@@ -222,13 +230,22 @@ mod tests {
         // A feed's read is worth 10.
         assert!(!announced.due(ClaimTrust::Trusted, Listing::Latest, Some(4), 0.05));
         assert!(announced.due(ClaimTrust::Trusted, Listing::Latest, Some(5), 0.05));
-        // A quiet host is still read now and then.
+        // One quiet window is not a host that never changes: it counts half a change, and
+        // the quiet ones after it wear the rate down to the longest wait.
         let mut quiet = Announced::default();
-        for read in 0..4 {
+        for read in 0..3 {
             quiet.read(read, ClaimTrust::Trusted, 1.0);
             quiet.observe(dated(-10, read as i64), Some(0));
         }
-        assert_eq!(quiet.rate(), Some(0.0));
+        assert_eq!(quiet.rate(), Some(0.5), "one window of a period, none announced");
+        // 0.5 a period × 12 periods × 0.05 = 0.3.
+        assert!(!quiet.due(ClaimTrust::Trusted, Listing::Every, Some(11), 0.05));
+        assert!(quiet.due(ClaimTrust::Trusted, Listing::Every, Some(12), 0.05));
+        for read in 3..20 {
+            quiet.read(read, ClaimTrust::Trusted, 1.0);
+            quiet.observe(dated(-10, read as i64), Some(0));
+        }
+        assert!(quiet.rate().is_some_and(|rate| rate < 0.01), "{:?}", quiet.rate());
         assert!(!quiet.due(ClaimTrust::Trusted, Listing::Every, Some(MOST_PERIODS_UNREAD - 1), 0.05));
         assert!(quiet.due(ClaimTrust::Trusted, Listing::Every, Some(MOST_PERIODS_UNREAD), 0.05));
         // An instance that sees half the entries counts each twice.
