@@ -94,11 +94,13 @@ impl WeeklyChanges {
         // The newest `counted` days of the ring, walked back from the newest bucket: one
         // division per call rather than one per day. Not past the oldest representable
         // day, where `days` stops (only a damaged ring reaches it).
-        let span = i128::from(self.newest_day) - i128::from(oldest_counted) + 1;
-        let representable = i128::from(self.newest_day) - i128::from(i64::MIN) + 1;
+        // In i128, where no difference of two days overflows.
+        let span = i128::from(self.newest_day).saturating_sub(i128::from(oldest_counted)).saturating_add(1);
+        let representable =
+            i128::from(self.newest_day).saturating_sub(i128::from(i64::MIN)).saturating_add(1);
         let counted = span.min(representable).clamp(0, self.ring.len() as i128) as usize;
         let newest = self.bucket(self.newest_day);
-        let (recent, older) = self.ring.split_at(newest + 1);
+        let (recent, older) = self.ring.split_at(newest.saturating_add(1));
         // Saturating: a ring restored from a damaged changelog may be longer than any window.
         recent
             .iter()
