@@ -512,7 +512,7 @@ impl Estimator {
         let noted = Noted { rate_source: rate.source, pace_disagrees: off_pace };
         let estimate = self.estimate(event.into(), entry, &view, crawls, rate);
         if turned {
-            self.revise(&key.to_owned_key(), &view, state);
+            self.revise(key, &view, state);
         }
         Applied::New(Box::new(estimate), noted)
     }
@@ -522,8 +522,8 @@ impl Estimator {
     /// their proven dates now count, or no longer do, and without a revision their
     /// estimates would wait for their next request, which a rate from comparisons alone,
     /// or from dates no longer believed, can put far off.
-    fn revise(&mut self, key: &(i32, String), view: &GroupView, state: &mut StateStore<EstimatorState>) {
-        let Some(live) = self.live.get(key) else { return };
+    fn revise(&mut self, key: PartitionKey<'_>, view: &GroupView, state: &mut StateStore<EstimatorState>) {
+        let Some(live) = self.live.get(&key) else { return };
         let trusted = live.dates.trusted();
         let mut revised = Vec::new();
         for url in &live.awaiting_trust {
@@ -675,7 +675,7 @@ impl Estimator {
         }
         for (key, period) in groups {
             let view = self.book.view(&key.1, period);
-            self.revise(&key, &view, state);
+            self.revise(PartitionKey(key.0, &key.1), &view, state);
         }
     }
 

@@ -93,8 +93,8 @@ impl WeeklyChanges {
         }
         // The newest `counted` days of the ring, walked back from the newest bucket: one
         // division per call rather than one per day. Not past the oldest representable
-        // day, where `days` stops (only a damaged ring reaches it).
-        // In i128, where no difference of two days overflows.
+        // day, where `days` stops (only a damaged ring reaches it). In i128, where no
+        // difference of two days overflows.
         let span = i128::from(self.newest_day).saturating_sub(i128::from(oldest_counted)).saturating_add(1);
         let representable =
             i128::from(self.newest_day).saturating_sub(i128::from(i64::MIN)).saturating_add(1);
