@@ -105,6 +105,13 @@ impl Equivalent<(i32, String)> for PartitionKey<'_> {
     }
 }
 
+/// Finds a key whose name is shared (`Arc<str>` hashes as `String` does).
+impl Equivalent<(i32, std::sync::Arc<str>)> for PartitionKey<'_> {
+    fn equivalent(&self, key: &(i32, std::sync::Arc<str>)) -> bool {
+        self.0 == key.0 && self.1 == &*key.1
+    }
+}
+
 impl PartitionKey<'_> {
     pub fn to_owned_key(self) -> (i32, String) {
         (self.0, self.1.to_owned())

@@ -4,6 +4,7 @@
 //! run this code.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use recrawl_common::state::{KeyHashState, PartitionKey};
 use recrawl_common::{http_date_ms, StateStore};
@@ -88,7 +89,9 @@ pub const DEFAULT_MAX_GROUPS: usize = 1_000_000;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EstimatorState {
     pub host: String,
-    pub group: String,
+    /// One allocation per group and partition, shared by its URLs (`Estimator::apply`,
+    /// `Estimator::restored`) rather than a copy per URL.
+    pub group: Arc<str>,
     /// The step's own state; its bins are those of the partition's share of the group.
     pub page: PageState,
     /// What the URL's latest estimate repeated of its request, kept while its rate rests
@@ -329,7 +332,8 @@ impl LivePartial {
 pub struct Estimator {
     settings: Settings,
     book: DistributionBook,
-    live: hashbrown::HashMap<(i32, String), LivePartial, KeyHashState>,
+    /// Keyed by the group name its URLs share.
+    live: hashbrown::HashMap<(i32, Arc<str>), LivePartial, KeyHashState>,
     /// Partials filed in the book and waiting to be published.
     outbox: Vec<GroupDistribution>,
     /// Estimates sent again with a revised rate, waiting to be published, with the
@@ -418,7 +422,7 @@ impl Estimator {
         // One lookup: the slot is marked for the changelog only once the event counts.
         let slot = state.slot_or_insert_with(partition, &event.page.url, || EstimatorState {
             host: event.page.host.clone(),
-            group: group.to_owned(),
+            group: shared_group(&self.live, partition, group),
             page: PageState::new(event.fetched_at_ms),
             last_response: None,
             claims: None,
@@ -441,7 +445,7 @@ impl Estimator {
         }
         let entry = slot.touch();
         let new_url = entry.page.history.requests == 0;
-        let moved = entry.group != group;
+        let moved = *entry.group != *group;
         if moved {
             // The group key changed (a new --group-by): move the URL.
             if let Some(old) = self.live.get_mut(&PartitionKey(partition, &entry.group)) {
@@ -455,8 +459,7 @@ impl Estimator {
                 old.partial.urls = old.partial.urls.saturating_sub(1);
                 old.unpublished = true;
             }
-            entry.group.clear();
-            entry.group.push_str(group);
+            entry.group = shared_group(&self.live, partition, group);
         }
         let awaited_trust = !moved && entry.page.dates_await_trust();
         let off_pace = entry.page.history.first_and_last().is_some_and(|(_, last)| {
@@ -466,10 +469,10 @@ impl Estimator {
         entry.host.clone_from(&event.page.host);
 
         let key = PartitionKey(partition, group);
-        // The key copied only on the group's first event.
+        // Inserted on the group's first event, keyed by the name its URLs share.
         let live = match self.live.get_mut(&key) {
             Some(live) => live,
-            None => self.live.entry(key.to_owned_key()).or_default(),
+            None => self.live.entry((partition, Arc::clone(&entry.group))).or_default(),
         };
         let turned = live.partial.period < event.period && live.begin_period();
         let trusted = live.dates.trusted();
@@ -574,7 +577,7 @@ impl Estimator {
         let time = plan.time;
         PageEstimate {
             page: response.page.clone(),
-            group: entry.group.clone(),
+            group: String::from(&*entry.group),
             period: history.last_request,
             last_request: LastRequest {
                 period: history.last_request,
@@ -650,8 +653,16 @@ impl Estimator {
     /// since a crash may have lost the last publication. Queues the revisions the
     /// restored verdicts call for (`Self::revise`).
     pub fn restored(&mut self, partition: i32, state: &mut StateStore<EstimatorState>) {
-        for (url, entry) in state.partition(partition) {
-            let live = self.live.entry((partition, entry.group.clone())).or_default();
+        // Taken out to share each group's name among its URLs, which the decoder cannot.
+        let mut urls = state.take_partition(partition);
+        for (url, entry) in &mut urls {
+            let live = match self.live.get_key_value_mut(&PartitionKey(partition, &entry.group)) {
+                Some(((_, group), live)) => {
+                    entry.group = Arc::clone(group);
+                    live
+                }
+                None => self.live.entry((partition, Arc::clone(&entry.group))).or_default(),
+            };
             live.track_trust(url, false, &entry.page);
             let partial = &mut live.partial;
             let page = &entry.page;
@@ -665,6 +676,7 @@ impl Estimator {
             partial.first_period = partial.first_period.min(page.history.first_request);
             live.unpublished = true;
         }
+        state.insert_partition(partition, urls);
         let mut groups = Vec::new();
         for (key, live) in self.live.iter_mut().filter(|((p, _), _)| *p == partition) {
             live.begin_period();
@@ -687,6 +699,16 @@ impl Estimator {
         // from here, one could arrive after the new owner's.
         self.revised.retain(|(p, _)| *p != partition);
     }
+}
+
+/// The name `group`'s URLs in `partition` share, once the group has a share here.
+fn shared_group(
+    live: &hashbrown::HashMap<(i32, Arc<str>), LivePartial, KeyHashState>,
+    partition: i32,
+    group: &str,
+) -> Arc<str> {
+    live.get_key_value(&PartitionKey(partition, group))
+        .map_or_else(|| Arc::from(group), |((_, name), _)| Arc::clone(name))
 }
 
 /// K for a request in `period`: crawls since the group's first request, as far as this
@@ -1061,7 +1083,7 @@ mod tests {
         let mut restarted = Estimator::new(Settings::default());
         restarted.restored(1, &mut state);
         let counts = |e: &Estimator| {
-            e.live.get(&(1, "news.example.co.kr:8080".to_owned())).map(|live| live.rates.clone())
+            e.live.get(&PartitionKey(1, "news.example.co.kr:8080")).map(|live| live.rates.clone())
         };
         assert_eq!(counts(&restarted), counts(&estimator));
         assert_eq!(counts(&estimator).map(|c| c.total()), Some(31));
@@ -1079,7 +1101,7 @@ mod tests {
         moved.restored(1, &mut state);
         moved.apply(&event(url, 4, true, Some(false)), 1, &mut state, 0);
         let rates =
-            |e: &Estimator, group: &str| e.live.get(&(1, group.to_owned())).map(|live| live.rates.clone());
+            |e: &Estimator, group: &str| e.live.get(&PartitionKey(1, group)).map(|live| live.rates.clone());
         assert_eq!(rates(&moved, "news.example.co.kr:8080").map(|r| r.total()), Some(0));
         assert_eq!(rates(&moved, "example.co.kr").map(|r| r.total()), Some(1));
         let mut restarted = by_site();
@@ -1087,7 +1109,7 @@ mod tests {
         assert_eq!(rates(&moved, "example.co.kr"), rates(&restarted, "example.co.kr"));
         // Its count moves too: the shares other instances read say how many URLs they hold.
         let urls =
-            |e: &Estimator, group: &str| e.live.get(&(1, group.to_owned())).map(|live| live.partial.urls);
+            |e: &Estimator, group: &str| e.live.get(&PartitionKey(1, group)).map(|live| live.partial.urls);
         assert_eq!(urls(&moved, "news.example.co.kr:8080"), Some(0));
         assert_eq!(urls(&moved, "example.co.kr"), Some(1));
         assert_eq!(urls(&restarted, "example.co.kr"), Some(1));
@@ -1112,7 +1134,7 @@ mod tests {
         }
         let host = "news.example.co.kr:8080";
         let tally = |e: &Estimator, group: &str| {
-            e.live.get(&(1, group.to_owned())).map(|live| {
+            e.live.get(&PartitionKey(1, group)).map(|live| {
                 let mut settled = live.dates;
                 settled.settle();
                 settled
@@ -1183,6 +1205,39 @@ mod tests {
         assert!(restarted.live.is_empty());
     }
 
+    /// A group's URLs in a partition point at one copy of its name, whether they came by
+    /// event, by moving group or by restore (the decoder gives each its own).
+    #[test]
+    fn a_group_s_urls_share_its_name() {
+        let urls = ["http://news.example.co.kr:8080/a", "http://news.example.co.kr:8080/b"];
+        let shared = |e: &Estimator, state: &StateStore<EstimatorState>, group: &str| {
+            let (key, _) = e.live.get_key_value(&PartitionKey(1, group)).expect("a share");
+            urls.iter().all(|url| state.get(1, url).is_some_and(|entry| Arc::ptr_eq(&entry.group, &key.1)))
+        };
+        let (mut by_host, mut state) = (Estimator::new(Settings::default()), StateStore::default());
+        for url in urls {
+            by_host.apply(&event(url, 1, true, None), 1, &mut state, 0);
+        }
+        assert!(shared(&by_host, &state, "news.example.co.kr:8080"));
+        let mut by_site = Estimator::new(Settings { group_by: GroupBy::Site, ..Settings::default() });
+        by_site.restored(1, &mut state);
+        for url in urls {
+            by_site.apply(&event(url, 2, true, Some(true)), 1, &mut state, 0);
+        }
+        assert!(shared(&by_site, &state, "example.co.kr"), "moved");
+        let mut decoded = StateStore::default();
+        for (partition, url, entry) in state.iter() {
+            let bytes = recrawl_schemas::encode(entry).expect("encodes");
+            let entry = recrawl_schemas::decode::<EstimatorState>(&bytes).expect("decodes");
+            decoded.get_or_insert_with(partition, url, || entry);
+        }
+        let decoded_apart = urls.map(|url| decoded.get(1, url).map(|entry| Arc::as_ptr(&entry.group)));
+        assert_ne!(decoded_apart[0], decoded_apart[1], "decoded, each has its own copy");
+        let mut restarted = Estimator::new(Settings { group_by: GroupBy::Site, ..Settings::default() });
+        restarted.restored(1, &mut decoded);
+        assert!(shared(&restarted, &decoded, "example.co.kr"), "restored");
+    }
+
     #[test]
     fn a_record_whose_bin_is_past_the_histogram_is_refused_before_it_is_restored() {
         let mut estimator = Estimator::new(Settings::default());
@@ -1234,7 +1289,8 @@ mod size {
         let fixed = std::mem::size_of::<EstimatorState>();
         let ring = 2 * usize::from(Settings::default().refresh.window_days);
         let counters = fixed
-            - 2 * std::mem::size_of::<String>()
+            - std::mem::size_of::<String>()
+            - std::mem::size_of::<Arc<str>>()
             - std::mem::size_of::<recrawl_model::refresh::ChangeHours>()
             + ring;
         eprintln!(

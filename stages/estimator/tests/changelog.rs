@@ -33,7 +33,7 @@ fn sample() -> EstimatorState {
     hours.record(1_700_000_000_000, 120, 60);
     EstimatorState {
         host: "example.org".to_owned(),
-        group: "example.org".to_owned(),
+        group: "example.org".into(),
         page: PageState {
             history,
             first_seen_ms: 1_699_000_000_000,
