@@ -174,11 +174,46 @@ pub struct ChangeSlot {
 /// saves the capacity word and the growth slack; a new slot reallocates, which happens at
 /// most 168 times in a URL's life.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredChangeHours")]
 pub struct ChangeHours {
+    slots: Box<[ChangeSlot]>,
+    /// The least-wait hour and weekly slot of `slots`, found as they change: a URL's
+    /// refresh plan is asked for at every request, its slots change only with a change.
+    /// Not stored: found again as the slots are read.
+    #[serde(skip)]
+    least_wait: LeastWait,
+}
+
+/// [`ChangeHours`] as stored: its slots.
+#[derive(Deserialize)]
+struct StoredChangeHours {
     slots: Box<[ChangeSlot]>,
 }
 
+impl From<StoredChangeHours> for ChangeHours {
+    fn from(stored: StoredChangeHours) -> Self {
+        ChangeHours::with_slots(stored.slots)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct LeastWait {
+    hour: Option<u8>,
+    slot: Option<u8>,
+}
+
 impl ChangeHours {
+    fn with_slots(slots: Box<[ChangeSlot]>) -> Self {
+        let mut hours = ChangeHours { slots, least_wait: LeastWait::default() };
+        hours.find_least_wait();
+        hours
+    }
+
+    fn find_least_wait(&mut self) {
+        self.least_wait =
+            LeastWait { hour: least_wait_position(&self.changes_by_hour()), slot: self.least_wait_slot() };
+    }
+
     pub fn record(&mut self, at_ms: i64, update_size: u64, utc_offset_minutes: i32) {
         let slot = slot_of(at_ms, utc_offset_minutes);
         match self.slots.binary_search_by_key(&slot, |entry| entry.slot) {
@@ -198,6 +233,7 @@ impl ChangeHours {
                 self.slots = slots.into_boxed_slice();
             }
         }
+        self.find_least_wait();
     }
 
     /// A histogram from changes per local hour of the day with the weekday unknown: all
@@ -212,7 +248,7 @@ impl ChangeHours {
                 update_size: 0,
             })
             .collect();
-        ChangeHours { slots }
+        ChangeHours::with_slots(slots)
     }
 
     /// The slots that have seen a change, in slot order.
@@ -314,9 +350,9 @@ pub struct CrawlTime {
 /// The crawl time of a URL with change histogram `hours` in group `group` (a 16-group is
 /// taken to its 6-group).
 pub fn crawl_time(hours: &ChangeHours, group: FrequencyGroup, config: &CrawlTimeConfig) -> CrawlTime {
-    let by_hour = hours.changes_by_hour();
     let (mut day, mut night) = (0u64, 0u64);
-    for (hour, changes) in (0u8..).zip(by_hour) {
+    for entry in hours.slots.iter() {
+        let (hour, changes) = (entry.slot % 24, u64::from(entry.changes));
         if config.is_day(hour) {
             day = day.saturating_add(changes);
         } else {
@@ -336,8 +372,8 @@ pub fn crawl_time(hours: &ChangeHours, group: FrequencyGroup, config: &CrawlTime
     CrawlTime {
         paper_hour,
         weekdays,
-        min_wait_hour: least_wait_position(&by_hour),
-        min_wait_slot: hours.least_wait_slot(),
+        min_wait_hour: hours.least_wait.hour,
+        min_wait_slot: hours.least_wait.slot,
     }
 }
 
@@ -773,18 +809,45 @@ mod tests {
                 .collect();
             slots.sort_by_key(|entry| entry.slot);
             slots.dedup_by_key(|entry| entry.slot);
-            let hours = ChangeHours { slots: slots.into_boxed_slice() };
+            let hours = ChangeHours::with_slots(slots.into_boxed_slice());
             assert_eq!(hours.least_wait_slot(), least_wait_position(&hours.changes_by_slot()), "seed {seed}");
         }
-        let damaged =
-            ChangeHours { slots: vec![slot(200, 3), slot(5, 1), slot(5, 2), slot(0, 0)].into_boxed_slice() };
+        let damaged = ChangeHours::with_slots(
+            vec![slot(200, 3), slot(5, 1), slot(5, 2), slot(0, 0)].into_boxed_slice(),
+        );
         assert_eq!(damaged.least_wait_slot(), least_wait_position(&damaged.changes_by_slot()));
         assert_eq!(ChangeHours::default().least_wait_slot(), None);
-        assert_eq!(ChangeHours { slots: vec![slot(9, 0)].into_boxed_slice() }.least_wait_slot(), None);
+        assert_eq!(ChangeHours::with_slots(vec![slot(9, 0)].into_boxed_slice()).least_wait_slot(), None);
         // Crawled at slot 4, the change of slot 3 waits no whole slot and the five of slot
         // 167 wait 4 each (20); at 0, after the five, the one waits 164.
-        let late = ChangeHours { slots: vec![slot(3, 1), slot(167, 5)].into_boxed_slice() };
+        let late = ChangeHours::with_slots(vec![slot(3, 1), slot(167, 5)].into_boxed_slice());
         assert_eq!(late.least_wait_slot(), Some(4));
+    }
+
+    /// The least-wait hour and slot kept with the histogram are those its slots give,
+    /// after every change and after a round trip through the changelog's encoding, which
+    /// stores the slots alone.
+    #[test]
+    fn the_kept_least_wait_is_the_one_the_slots_give() {
+        let found = |hours: &ChangeHours| LeastWait {
+            hour: least_wait_position(&hours.changes_by_hour()),
+            slot: hours.least_wait_slot(),
+        };
+        let mut hours = ChangeHours::default();
+        assert_eq!(hours.least_wait, LeastWait::default());
+        for step in 0..300i64 {
+            let at_ms = (step * 7_919 % 1_000) * 3_700_000 + step % 3 * 60_000;
+            hours.record(at_ms, 1, KST);
+            assert_eq!(hours.least_wait, found(&hours), "step {step}");
+            assert!(hours.least_wait.hour.is_some() && hours.least_wait.slot.is_some());
+        }
+        let stored = serde_json::to_value(&hours).expect("serialises");
+        assert_eq!(stored.as_object().map(|fields| fields.len()), Some(1), "the slots alone: {stored}");
+        let read: ChangeHours = serde_json::from_value(stored).expect("reads");
+        assert_eq!(read, hours, "the same slots and least wait");
+        let counts: [u64; HOURS_PER_DAY] = std::array::from_fn(|hour| (hour as u64 * 5) % 7);
+        let from_counts = ChangeHours::from_hour_counts(&counts);
+        assert_eq!(from_counts.least_wait, found(&from_counts));
     }
 
     #[test]
@@ -834,7 +897,8 @@ mod tests {
     #[test]
     fn state_stays_small_and_survives_storage() {
         assert_eq!(std::mem::size_of::<WeeklyChanges>(), 24);
-        assert_eq!(std::mem::size_of::<ChangeHours>(), 16);
+        // The slots' 16 and their least-wait hour and slot, padded.
+        assert_eq!(std::mem::size_of::<ChangeHours>(), 24);
         assert_eq!(std::mem::size_of::<ChangeSlot>(), 16);
 
         let mut changes = WeeklyChanges::default();
