@@ -13,6 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use recrawl_common::state::KeyHashState;
 use recrawl_schemas::{GroupDistribution, UtcTime};
 use thiserror::Error;
 
@@ -231,7 +232,8 @@ pub struct GroupTotals {
 /// Every partition's latest partials of every group this instance has heard of.
 #[derive(Debug)]
 pub struct DistributionBook {
-    groups: HashMap<String, GroupBook>,
+    /// Looked up at every event: hashed as the state's keys are, not with SipHash.
+    groups: HashMap<String, GroupBook, KeyHashState>,
     /// Largest exponent the prepared priors tabulate (window + future).
     max_exponent: u32,
     /// Most groups filed from other instances' shares: the topic's group names are
@@ -247,7 +249,7 @@ pub struct DistributionBook {
 impl DistributionBook {
     pub fn new(max_exponent: u32, max_groups: usize) -> Self {
         Self {
-            groups: HashMap::new(),
+            groups: HashMap::default(),
             max_exponent,
             max_groups,
             cached_order: VecDeque::new(),

@@ -16,6 +16,7 @@ pub mod periodic;
 pub mod prediction;
 pub mod rate;
 pub mod refresh;
+pub mod small_keys;
 
 /// A scheduler period when none is configured: one minute. The estimator's change rates
 /// and the scheduler's plans are per period, so both stages take the same `--period-ms`.

@@ -25,7 +25,8 @@
 
 use std::collections::HashMap;
 use std::f64::consts::{PI, TAU};
-use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::small_keys::SmallKeys;
 
 use crate::freshness::{d_of_x, PEAK_INDEX_PER_AGE};
 
@@ -87,7 +88,8 @@ pub struct PeriodicPage {
 /// where the bucket's interval spans too many days.
 #[derive(Debug, Default)]
 pub struct DayTables {
-    tables: HashMap<Bucket, Option<Box<DayTable>>, BuildHasherDefault<BucketHasher>>,
+    /// At most [`MAX_TABLES`] buckets of rounded rates.
+    tables: HashMap<Bucket, Option<Box<DayTable>>, SmallKeys>,
 }
 
 /// One bucket's h, and the longest interval its programme weighed: h′ says nothing about
@@ -100,32 +102,6 @@ struct DayTable {
 
 /// A table's rounded (ln λ, amplitude, ln ν), in buckets.
 type Bucket = (i32, i32, i32);
-
-/// Hashes a [`Bucket`] by multiplying and folding: a page looks its table up each period,
-/// and the default hasher's rounds took as long as the rest of the lookup. The buckets
-/// are at most [`MAX_TABLES`] and come from rounded rates, so they need no defence
-/// against chosen collisions.
-#[derive(Debug, Default)]
-struct BucketHasher(u64);
-
-impl Hasher for BucketHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        bytes.iter().for_each(|&byte| self.write_u64(u64::from(byte)));
-    }
-
-    fn write_i32(&mut self, value: i32) {
-        // The bits of the value, sign and all.
-        self.write_u64(u64::from(value as u32));
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = (self.0.rotate_left(21) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-}
 
 impl PeriodicPage {
     /// The index in freshness·hours, given its [`DayTables::correction`]: the fresh time

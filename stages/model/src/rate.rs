@@ -14,6 +14,8 @@ use std::collections::btree_map::{BTreeMap, Entry};
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
+use crate::small_keys::SmallKeys;
+
 /// Grid points, log-spaced from [`LOWEST_RATE`] to [`HIGHEST_RATE`] per period.
 const RATE_BINS: usize = 24;
 /// Below it a page counts as static: one change in 10,000 periods, 14 months of hourly
@@ -187,11 +189,11 @@ const MEMO_CAPACITY: usize = 4096;
 /// Not part of the prior's value: a clone starts empty and equality ignores it. Behind a
 /// lock, uncontended, as a stage's state is shared across its tasks' awaits.
 #[derive(Debug, Default)]
-struct PosteriorMemo(Mutex<HashMap<(u32, u32, u64), RateEstimate>>);
+struct PosteriorMemo(Mutex<HashMap<(u32, u32, u64), RateEstimate, SmallKeys>>);
 
 impl PosteriorMemo {
     /// The entries; a panic while they were held left them whole (one insert or clear).
-    fn entries(&self) -> MutexGuard<'_, HashMap<(u32, u32, u64), RateEstimate>> {
+    fn entries(&self) -> MutexGuard<'_, HashMap<(u32, u32, u64), RateEstimate, SmallKeys>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
