@@ -654,6 +654,7 @@ impl Estimator {
     /// restored verdicts call for (`Self::revise`).
     pub fn restored(&mut self, partition: i32, state: &mut StateStore<EstimatorState>) {
         // Taken out to share each group's name among its URLs, which the decoder cannot.
+        let loaded = state.is_loaded(partition);
         let mut urls = state.take_partition(partition);
         for (url, entry) in &mut urls {
             let live = match self.live.get_key_value_mut(&PartitionKey(partition, &entry.group)) {
@@ -676,7 +677,9 @@ impl Estimator {
             partial.first_period = partial.first_period.min(page.history.first_request);
             live.unpublished = true;
         }
-        state.insert_partition(partition, urls);
+        if loaded {
+            state.insert_partition(partition, urls);
+        }
         let mut groups = Vec::new();
         for (key, live) in self.live.iter_mut().filter(|((p, _), _)| *p == partition) {
             live.begin_period();
@@ -1203,6 +1206,9 @@ mod tests {
         );
         restarted.revoked(2);
         assert!(restarted.live.is_empty());
+        // A partition the store does not hold stays unheld.
+        restarted.restored(3, &mut state);
+        assert!(!state.is_loaded(3));
     }
 
     /// A group's URLs in a partition point at one copy of its name, whether they came by
