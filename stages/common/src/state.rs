@@ -145,6 +145,10 @@ fn mark(dirty: &mut HashSet<(i32, String), KeyHashState>, key: PartitionKey<'_>)
     dirty.get_or_insert_with(&key, |key| key.to_owned_key());
 }
 
+/// Changed keys a store keeps room for between batches (32 bytes each): many times what
+/// a batch marks at the default `--batch-size` (500).
+const DIRTY_ROOM: usize = 1 << 14;
+
 #[derive(Debug)]
 pub struct StateStore<S> {
     partitions: HashMap<i32, Keyed<S>>,
@@ -274,20 +278,47 @@ impl<S> StateStore<S> {
 
     /// Keys changed since the last call, with their current value (`None`: deleted).
     pub fn take_dirty(&mut self) -> Vec<(i32, String, Option<&S>)> {
-        let dirty = std::mem::take(&mut self.dirty);
-        dirty
-            .into_iter()
+        let partitions = &self.partitions;
+        let dirty = self
+            .dirty
+            .drain()
             .map(|(p, k)| {
-                let value = self.partitions.get(&p).and_then(|keys| keys.get(&k));
+                let value = partitions.get(&p).and_then(|keys| keys.get(&k));
                 (p, k, value)
             })
-            .collect()
+            .collect();
+        // Room for the next batch, which would otherwise grow the set from empty again;
+        // past a batch's worth it is given back.
+        self.dirty.shrink_to(DIRTY_ROOM);
+        dirty
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The changed keys are handed over once, and the set keeps its room for the next
+    /// batch up to `DIRTY_ROOM`, giving back what a larger batch took.
+    #[test]
+    fn changed_keys_are_taken_once_and_their_room_kept_within_bounds() {
+        let mut store = StateStore::<u32>::default();
+        for key in 0..500u32 {
+            *store.get_or_insert_with(0, &key.to_string(), || 0) += 1;
+        }
+        assert_eq!(store.take_dirty().len(), 500);
+        assert!(store.take_dirty().is_empty(), "taken once");
+        assert!(store.dirty.capacity() >= 500, "room kept: {}", store.dirty.capacity());
+        for key in 0..(4 * DIRTY_ROOM) {
+            store.get_or_insert_with(1, &key.to_string(), || 1);
+        }
+        let taken = store.take_dirty();
+        assert_eq!(taken.len(), 4 * DIRTY_ROOM);
+        assert!(taken
+            .iter()
+            .all(|(partition, key, value)| *partition == 1 && value.is_some() && !key.is_empty()));
+        assert!(store.dirty.capacity() < 2 * DIRTY_ROOM, "room given back: {}", store.dirty.capacity());
+    }
 
     #[test]
     fn key_hashes_take_a_seed_per_map_and_the_whole_key() {
