@@ -145,9 +145,9 @@ fn mark(dirty: &mut HashSet<(i32, String), KeyHashState>, key: PartitionKey<'_>)
     dirty.get_or_insert_with(&key, |key| key.to_owned_key());
 }
 
-/// Changed keys a store keeps room for between batches (32 bytes each): many times what
-/// a batch marks at the default `--batch-size` (500).
-const DIRTY_ROOM: usize = 1 << 14;
+/// Changed keys a store keeps room for between batches: what a batch marks at most at the
+/// default `--batch-size` (500), about 33 KB. A larger batch grows the set as before.
+const DIRTY_ROOM: usize = 512;
 
 #[derive(Debug)]
 pub struct StateStore<S> {
