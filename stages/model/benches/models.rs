@@ -105,7 +105,8 @@ fn models(c: &mut Criterion) {
     });
 
     // A URL's crawl time (its refresh plan, every event) with changes seen in 1, 12 or
-    // all 168 of the week's hours.
+    // all 168 of the week's hours, and a change recorded there (which finds the least-wait
+    // hour and slot the crawl time reads).
     let mut group = c.benchmark_group("crawl_time");
     for busy in [1_i64, 12, 168] {
         let mut hours = ChangeHours::default();
@@ -115,6 +116,13 @@ fn models(c: &mut Criterion) {
         let config = CrawlTimeConfig::default();
         group.bench_function(format!("{busy}_busy_slots"), |b| {
             b.iter(|| crawl_time(black_box(&hours), FrequencyGroup::Weekly(7), &config))
+        });
+        group.bench_function(format!("{busy}_busy_slots_record"), |b| {
+            b.iter_batched_ref(
+                || hours.clone(),
+                |hours| hours.record(black_box(5 * HOUR_MS), 100, 0),
+                criterion::BatchSize::SmallInput,
+            )
         });
     }
     group.finish();
