@@ -10,6 +10,8 @@
 //! bytes a day on the heap (56 bytes for the default 28-day window); [`ChangeHours`] is 16
 //! bytes inline plus 16 bytes per weekday-hour slot that has seen a change (at most 168).
 
+use std::sync::atomic::{AtomicU16, Ordering};
+
 use serde::{Deserialize, Serialize};
 
 pub const MINUTE_MS: i64 = 60_000;
@@ -174,44 +176,88 @@ pub struct ChangeSlot {
 /// saves the capacity word and the growth slack; a new slot reallocates, which happens at
 /// most 168 times in a URL's life.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "StoredChangeHours")]
 pub struct ChangeHours {
     slots: Box<[ChangeSlot]>,
-    /// The least-wait hour and weekly slot of `slots`, found as they change: a URL's
-    /// refresh plan is asked for at every request, its slots change only with a change.
-    /// Not stored: found again as the slots are read.
+    /// The least-wait hour and weekly slot of `slots`: a URL's refresh plan is asked for at
+    /// every request, its slots change only with a change. Not stored.
     #[serde(skip)]
-    least_wait: LeastWait,
+    least_wait: LeastWaitMemo,
 }
 
-/// [`ChangeHours`] as stored: its slots.
-#[derive(Deserialize)]
-struct StoredChangeHours {
-    slots: Box<[ChangeSlot]>,
-}
-
-impl From<StoredChangeHours> for ChangeHours {
-    fn from(stored: StoredChangeHours) -> Self {
-        ChangeHours::with_slots(stored.slots)
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The least-wait crawl hour of the day and slot of the week of a histogram's changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct LeastWait {
     hour: Option<u8>,
     slot: Option<u8>,
 }
 
-impl ChangeHours {
-    fn with_slots(slots: Box<[ChangeSlot]>) -> Self {
-        let mut hours = ChangeHours { slots, least_wait: LeastWait::default() };
-        hours.find_least_wait();
-        hours
+/// A [`LeastWait`] found when first asked for after a change, so that a caller that
+/// never asks (the simulator's other policies) never searches. Atomic, so that a shared
+/// `&ChangeHours` can fill it in and the state stays shareable across a stage's tasks;
+/// relaxed, as whatever it holds was found from the same slots. Packed as the hour's and
+/// the slot's bytes ([`NO_POSITION`] for none), [`NOT_FOUND`] until found. Equality
+/// ignores it: it follows from the slots.
+#[derive(Debug)]
+struct LeastWaitMemo(AtomicU16);
+
+/// A least-wait position the search did not give: hours are below 24, slots below 168.
+const NO_POSITION: u8 = 0xFE;
+const NOT_FOUND: u16 = u16::MAX;
+
+impl LeastWaitMemo {
+    fn get(&self) -> Option<LeastWait> {
+        let packed = self.0.load(Ordering::Relaxed);
+        let [hour, slot] = packed.to_le_bytes();
+        let position = |byte: u8| (byte != NO_POSITION).then_some(byte);
+        (packed != NOT_FOUND).then(|| LeastWait { hour: position(hour), slot: position(slot) })
     }
 
-    fn find_least_wait(&mut self) {
-        self.least_wait =
-            LeastWait { hour: least_wait_position(&self.changes_by_hour()), slot: self.least_wait_slot() };
+    fn set(&self, found: LeastWait) {
+        let byte = |position: Option<u8>| position.unwrap_or(NO_POSITION);
+        self.0.store(u16::from_le_bytes([byte(found.hour), byte(found.slot)]), Ordering::Relaxed);
+    }
+
+    fn forget(&self) {
+        self.0.store(NOT_FOUND, Ordering::Relaxed);
+    }
+}
+
+impl Default for LeastWaitMemo {
+    fn default() -> Self {
+        Self(AtomicU16::new(NOT_FOUND))
+    }
+}
+
+impl Clone for LeastWaitMemo {
+    fn clone(&self) -> Self {
+        Self(AtomicU16::new(self.0.load(Ordering::Relaxed)))
+    }
+}
+
+impl PartialEq for LeastWaitMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LeastWaitMemo {}
+
+impl ChangeHours {
+    #[cfg(test)]
+    fn with_slots(slots: Box<[ChangeSlot]>) -> Self {
+        ChangeHours { slots, least_wait: LeastWaitMemo::default() }
+    }
+
+    /// The least-wait hour and slot, searched for only the first time after a change.
+    fn least_wait(&self) -> LeastWait {
+        self.least_wait.get().unwrap_or_else(|| {
+            let found = LeastWait {
+                hour: least_wait_position(&self.changes_by_hour()),
+                slot: self.least_wait_slot(),
+            };
+            self.least_wait.set(found);
+            found
+        })
     }
 
     pub fn record(&mut self, at_ms: i64, update_size: u64, utc_offset_minutes: i32) {
@@ -233,7 +279,7 @@ impl ChangeHours {
                 self.slots = slots.into_boxed_slice();
             }
         }
-        self.find_least_wait();
+        self.least_wait.forget();
     }
 
     /// A histogram from changes per local hour of the day with the weekday unknown: all
@@ -248,7 +294,7 @@ impl ChangeHours {
                 update_size: 0,
             })
             .collect();
-        ChangeHours::with_slots(slots)
+        ChangeHours { slots, least_wait: LeastWaitMemo::default() }
     }
 
     /// The slots that have seen a change, in slot order.
@@ -350,6 +396,7 @@ pub struct CrawlTime {
 /// The crawl time of a URL with change histogram `hours` in group `group` (a 16-group is
 /// taken to its 6-group).
 pub fn crawl_time(hours: &ChangeHours, group: FrequencyGroup, config: &CrawlTimeConfig) -> CrawlTime {
+    let least_wait = hours.least_wait();
     let (mut day, mut night) = (0u64, 0u64);
     for entry in hours.slots.iter() {
         let (hour, changes) = (entry.slot % 24, u64::from(entry.changes));
@@ -369,12 +416,7 @@ pub fn crawl_time(hours: &ChangeHours, group: FrequencyGroup, config: &CrawlTime
         FrequencyGroup::Weekly(3) => config.g3_weekdays.clone(),
         _ => vec![config.weekly_weekday],
     };
-    CrawlTime {
-        paper_hour,
-        weekdays,
-        min_wait_hour: hours.least_wait.hour,
-        min_wait_slot: hours.least_wait.slot,
-    }
+    CrawlTime { paper_hour, weekdays, min_wait_hour: least_wait.hour, min_wait_slot: least_wait.slot }
 }
 
 /// The position on a cycle of `changes.len()` slots at which one crawl per cycle leaves
@@ -824,30 +866,37 @@ mod tests {
         assert_eq!(late.least_wait_slot(), Some(4));
     }
 
-    /// The least-wait hour and slot kept with the histogram are those its slots give,
-    /// after every change and after a round trip through the changelog's encoding, which
-    /// stores the slots alone.
+    /// The least-wait hour and slot remembered with the histogram are those its slots
+    /// give: searched for when first asked after each change, never before, and again
+    /// after a round trip through the changelog's encoding, which stores the slots alone.
     #[test]
-    fn the_kept_least_wait_is_the_one_the_slots_give() {
+    fn the_remembered_least_wait_is_the_one_the_slots_give() {
         let found = |hours: &ChangeHours| LeastWait {
             hour: least_wait_position(&hours.changes_by_hour()),
             slot: hours.least_wait_slot(),
         };
         let mut hours = ChangeHours::default();
-        assert_eq!(hours.least_wait, LeastWait::default());
+        assert_eq!(hours.least_wait(), LeastWait { hour: None, slot: None });
         for step in 0..300i64 {
             let at_ms = (step * 7_919 % 1_000) * 3_700_000 + step % 3 * 60_000;
             hours.record(at_ms, 1, KST);
-            assert_eq!(hours.least_wait, found(&hours), "step {step}");
-            assert!(hours.least_wait.hour.is_some() && hours.least_wait.slot.is_some());
+            assert_eq!(hours.least_wait.get(), None, "forgotten at a change, step {step}");
+            if step % 7 != 0 {
+                // Some changes are never asked about: the next ask finds the latest.
+                continue;
+            }
+            assert_eq!(hours.least_wait(), found(&hours), "step {step}");
+            assert_eq!(hours.least_wait.get(), Some(found(&hours)), "remembered, step {step}");
         }
         let stored = serde_json::to_value(&hours).expect("serialises");
         assert_eq!(stored.as_object().map(|fields| fields.len()), Some(1), "the slots alone: {stored}");
         let read: ChangeHours = serde_json::from_value(stored).expect("reads");
-        assert_eq!(read, hours, "the same slots and least wait");
+        assert_eq!((read.least_wait.get(), read.least_wait()), (None, found(&hours)));
+        let copy = hours.clone();
+        assert_eq!(copy.least_wait.get(), hours.least_wait.get(), "a clone keeps what was found");
         let counts: [u64; HOURS_PER_DAY] = std::array::from_fn(|hour| (hour as u64 * 5) % 7);
         let from_counts = ChangeHours::from_hour_counts(&counts);
-        assert_eq!(from_counts.least_wait, found(&from_counts));
+        assert_eq!(from_counts.least_wait(), found(&from_counts));
     }
 
     #[test]
