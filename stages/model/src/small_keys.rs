@@ -29,8 +29,11 @@ impl BuildHasher for SmallKeys {
     }
 }
 
-/// Folds each integer in by a rotation and a multiplication by the golden ratio's odd
-/// constant, which spreads a small integer over the high bits.
+/// Folds each integer in by a full 64 × 64 → 128-bit multiplication with the golden
+/// ratio's odd constant, its high half folded onto the low: every bit of the input then
+/// reaches the low bits a table's index takes. A plain 64-bit product carries an input
+/// bit only upwards, so an `f64`'s exponent (the posterior memo's spacing) never reached
+/// the index and keys differing only in it shared a bucket.
 #[derive(Debug)]
 pub struct SmallKeyHasher(u64);
 
@@ -49,12 +52,12 @@ impl Hasher for SmallKeyHasher {
     }
 
     fn write_u64(&mut self, value: u64) {
-        self.0 = (self.0.rotate_left(21) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let product = u128::from(self.0 ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
     }
 
     fn finish(&self) -> u64 {
-        // The high bits down to the low ones a table's index takes.
-        self.0 ^ (self.0 >> 29)
+        self.0
     }
 }
 
@@ -74,6 +77,12 @@ mod tests {
             .map(|key| keys.hash_one(key) & 4095)
             .collect();
         assert!(buckets.len() > 2_400, "{} of 4,096 keys' buckets distinct", buckets.len());
+        // Keys that differ only in a float's exponent and high mantissa bits, as the
+        // memo's spacings do.
+        let spacings: HashSet<u64> = (1..=4096u32)
+            .map(|spacing| keys.hash_one((3u32, 1u32, f64::from(spacing).to_bits())) & 4095)
+            .collect();
+        assert!(spacings.len() > 2_400, "{} of 4,096 spacings' buckets distinct", spacings.len());
         assert_ne!(SmallKeys::default().hash_one((3u32, 1u32)), SmallKeys::default().hash_one((3u32, 1u32)));
     }
 }
