@@ -7,8 +7,9 @@
 //! an offset from UTC in minutes. Weekdays count from Monday = 0.
 //!
 //! State size per URL on a 64-bit target: [`WeeklyChanges`] is 24 bytes inline plus 2
-//! bytes a day on the heap (56 bytes for the default 28-day window); [`ChangeHours`] is 16
-//! bytes inline plus 16 bytes per weekday-hour slot that has seen a change (at most 168).
+//! bytes a day on the heap (56 bytes for the default 28-day window); [`ChangeHours`] is 24
+//! bytes inline (its slots and the least wait it remembers) plus 16 bytes per weekday-hour
+//! slot that has seen a change (at most 168).
 
 use std::sync::atomic::{AtomicU16, Ordering};
 
