@@ -145,8 +145,9 @@ fn mark(dirty: &mut HashSet<(i32, String), KeyHashState>, key: PartitionKey<'_>)
     dirty.get_or_insert_with(&key, |key| key.to_owned_key());
 }
 
-/// Changed keys a store keeps room for between batches: what a batch marks at most at the
-/// default `--batch-size` (500), about 33 KB. A larger batch grows the set as before.
+/// Changed keys a store keeps room for between batches: a batch's input at the default
+/// `--batch-size` (500), about 33 KB. A batch that marks more (a larger batch, revised
+/// URLs) grows the set as before, and gives the room back after.
 const DIRTY_ROOM: usize = 512;
 
 #[derive(Debug)]

@@ -1,8 +1,9 @@
 //! A hasher for the model's maps keyed by a few small integers: its memos and tables,
 //! looked up at every event, where std's SipHash rounds cost as much as the rest of the
-//! lookup. Each map draws its own seed, so that keys a site's history can steer (counts
-//! of comparisons and changes) cannot be chosen to share a bucket; the maps are bounded
-//! in entries besides.
+//! lookup. Not a keyed hash as SipHash is: each map draws its own seed, so that a site,
+//! which steers its pages' counts of comparisons and changes only loosely, cannot know
+//! which keys share a bucket, and the maps are bounded in entries (a memo of 4,096, the
+//! day tables' 16,384, each cleared when full), so a long probe is a bounded one.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
