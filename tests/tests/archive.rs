@@ -305,25 +305,12 @@ async fn replay_with_pywb(dir: &Path, captures: &[&Value]) {
     let collection =
         format!("collections:\n  archive:\n    index_paths: {0}/\n    archive_paths: {0}/\n", dir.display());
     std::fs::write(config.path().join("config.yaml"), collection).expect("pywb's config");
-    let port = recrawl_common::http::free_local_port().expect("port").port().to_string();
-    let log = std::fs::File::create(config.path().join("pywb.log")).expect("log");
-    let mut pywb = Owned(
-        Command::new("python3")
-            .args([
-                "-c",
-                "from pywb.apps.cli import wayback; wayback()",
-                "--port",
-                &port,
-                "--bind",
-                "127.0.0.1",
-            ])
-            .current_dir(config.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("pywb starts"),
-    );
+    let (_pywb, port) = python_server(
+        &["-c", "from pywb.apps.cli import wayback; wayback()", "--bind", "127.0.0.1", "--port"],
+        config.path(),
+        "pywb",
+    )
+    .await;
     let client = reqwest::Client::new();
     let replay = |timestamp: String, uri: &str| {
         let url = format!("http://127.0.0.1:{port}/archive/{timestamp}id_/{uri}");
@@ -336,17 +323,6 @@ async fn replay_with_pywb(dir: &Path, captures: &[&Value]) {
     let timestamp = |capture: &Value| {
         capture["date"].as_str().unwrap_or("").chars().filter(char::is_ascii_digit).collect::<String>()
     };
-    // A server starting is only observable by asking it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while client.get(format!("http://127.0.0.1:{port}/")).send().await.is_err() {
-        assert!(
-            pywb.try_wait().expect("status").is_none(),
-            "pywb exited: {}",
-            std::fs::read_to_string(config.path().join("pywb.log")).unwrap_or_default()
-        );
-        assert!(tokio::time::Instant::now() < deadline, "pywb did not answer within 60 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let mut replayed = 0;
     for capture in captures {
         let uri = capture["uri"].as_str().expect("uri");
@@ -456,7 +432,7 @@ fn download(url: &str, fetched_at_ms: i64, body: Vec<u8>) -> FetchResult {
 
 /// An S3-compatible store on 127.0.0.1: CI's (`RECRAWL_TEST_TANSU_S3`), else a moto
 /// server of this test's; `None` (the test skipped) where there is neither.
-fn s3_store(dir: &Path) -> Option<(String, Option<Owned>)> {
+async fn s3_store(dir: &Path) -> Option<(String, Option<Owned>)> {
     if let Ok(endpoint) = std::env::var(recrawl_e2e::TANSU_S3_ENV) {
         if !endpoint.is_empty() {
             return Some((endpoint.trim_end_matches('/').to_owned(), None));
@@ -465,16 +441,50 @@ fn s3_store(dir: &Path) -> Option<(String, Option<Owned>)> {
     if !python_imports(&["moto.server", "boto3"], "the archive's S3 destination") {
         return None;
     }
-    let port = recrawl_common::http::free_local_port().expect("port").port().to_string();
-    let log = std::fs::File::create(dir.join("moto.log")).expect("log");
-    let moto = Command::new("python3")
-        .args(["-c", "from moto.server import main; main()", "-H", "127.0.0.1", "-p", &port])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("moto starts");
-    Some((format!("http://127.0.0.1:{port}"), Some(Owned(moto))))
+    let (moto, port) =
+        python_server(&["-c", "from moto.server import main; main()", "-H", "127.0.0.1", "-p"], dir, "moto")
+            .await;
+    Some((format!("http://127.0.0.1:{port}"), Some(moto)))
+}
+
+/// A Python HTTP server of the test's, once it answers, and its port: `args` end with the
+/// flag that takes the port, and its log is `NAME.log` in `dir`. The port is chosen by
+/// binding port 0 and letting it go, so any socket may take it before the server binds; a
+/// server that stops saying so is started again on another.
+async fn python_server(args: &[&str], dir: &Path, name: &str) -> (Owned, String) {
+    // Bounded, so a socket that took the port and never answers cannot hold the test.
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("client");
+    let log_path = dir.join(format!("{name}.log"));
+    for _ in 0..=recrawl_common::http::PORT_RETRIES {
+        let port = recrawl_common::http::free_local_port().expect("port").port().to_string();
+        let log = std::fs::File::create(&log_path).expect("log");
+        let mut server = Owned(
+            Command::new("python3")
+                .args(args)
+                .arg(&port)
+                .current_dir(dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|error| panic!("{name} starts: {error}")),
+        );
+        // A server starting is only observable by asking it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if server.try_wait().expect("status").is_some() {
+                let output = std::fs::read_to_string(&log_path).unwrap_or_default();
+                assert!(output.contains("Address already in use"), "{name} exited: {output}");
+                break;
+            }
+            if client.get(format!("http://127.0.0.1:{port}/")).send().await.is_ok() {
+                return (server, port);
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{name} did not answer within 60 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    panic!("{name} lost its port {} times", recrawl_common::http::PORT_RETRIES + 1)
 }
 
 /// Lists the objects of a bucket under a prefix, `KEY SIZE` a line, and downloads them.
@@ -492,7 +502,7 @@ for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get('Contents', [])
 async fn the_archive_uploads_its_files_to_an_s3_store_in_parts() {
     let scratch = tempfile::tempdir().expect("dir");
     // Held to the end: dropped, moto's server (if the test started one) stops.
-    let Some((endpoint, _moto)) = s3_store(scratch.path()) else { return };
+    let Some((endpoint, _moto)) = s3_store(scratch.path()).await else { return };
     let client = reqwest::Client::new();
     let bucket = format!("archive-{}", std::process::id());
     // A server starting is only observable by asking it.
