@@ -64,8 +64,8 @@ impl Stage {
         (self.child, self.log_from) = spawn_program(&self.program, self.name, &self.args, self.http);
     }
 
-    /// Whether the process exited because its port, found free by binding port 0 and let
-    /// go, was taken by another socket before it bound it.
+    /// Whether the process exited because its port, found free and let go, was taken by
+    /// another socket before it bound it.
     fn lost_its_port(&self) -> bool {
         self.output().is_ok_and(|output| recrawl_common::http::lost_its_port(&output))
     }

@@ -448,9 +448,9 @@ async fn s3_store(dir: &Path) -> Option<(String, Option<Owned>)> {
 }
 
 /// A Python HTTP server of the test's, once it answers, and its port: `args` end with the
-/// flag that takes the port, and its log is `NAME.log` in `dir`. The port is chosen by
-/// binding port 0 and letting it go, so any socket may take it before the server binds; a
-/// server that stops saying so is started again on another.
+/// flag that takes the port, and its log is `NAME.log` in `dir`. The port is found free and
+/// let go, so another socket may take it before the server binds; a server that stops
+/// saying so is started again on another.
 async fn python_server(args: &[&str], dir: &Path, name: &str) -> (Owned, String) {
     // Bounded, so a socket that took the port and never answers cannot hold the test.
     let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("client");

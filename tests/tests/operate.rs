@@ -289,7 +289,7 @@ async fn prometheus_scrapes(stages: &[Stage], client: &reqwest::Client) {
         }
     };
     let prometheus_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
-    // A port found free by binding port 0 can be taken before Prometheus binds it.
+    // A port found free and let go can be taken before Prometheus binds it.
     let mut port_retries = recrawl_common::http::PORT_RETRIES;
     // Prometheus starts, loads the rules and scrapes: only observable by asking again.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

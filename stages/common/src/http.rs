@@ -42,15 +42,48 @@ impl std::fmt::Display for ListenError {
 
 /// A port on 127.0.0.1 free now, for a launcher to give a stage; it may be taken before
 /// the stage binds it (see [`lost_its_port`]).
+///
+/// Drawn below the kernel's ephemeral range where that range is known: the ports the
+/// kernel hands out itself (to a bind of port 0, and as every outgoing connection's local
+/// port) come from that range, so a port chosen there and let go is soon taken by any of
+/// them, while one drawn at random below it is taken only by a service starting there or
+/// a launcher drawing the same.
 pub fn free_local_port() -> std::io::Result<SocketAddr> {
+    if let Some(below) = ephemeral_range_start() {
+        let ports = LEAST_DRAWN_PORT..below;
+        for _ in 0..DRAWS {
+            let draw = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), ());
+            let span = u64::from(ports.end.saturating_sub(ports.start));
+            let offset = draw.checked_rem(span).and_then(|offset| u16::try_from(offset).ok()).unwrap_or(0);
+            let port = ports.start.saturating_add(offset);
+            if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                return listener.local_addr();
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+/// The lowest port [`free_local_port`] draws: above the registered services most machines
+/// run.
+const LEAST_DRAWN_PORT: u16 = 10_000;
+
+/// Ports [`free_local_port`] tries below the ephemeral range before it asks the kernel.
+const DRAWS: u32 = 16;
+
+/// The first port of the kernel's ephemeral range (Linux), where it leaves at least a
+/// thousand ports above [`LEAST_DRAWN_PORT`] to draw from.
+fn ephemeral_range_start() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let start: u16 = range.split_whitespace().next()?.parse().ok()?;
+    (start >= LEAST_DRAWN_PORT.saturating_add(1_000)).then_some(start)
 }
 
 /// Times a launcher that lost a stage's port starts it again on another.
 pub const PORT_RETRIES: u32 = 3;
 
 /// Whether a stage's output says it stopped because its `--http-listen` port was taken.
-/// A launcher that chose the port beforehand, by binding port 0 and letting it go, can
+/// A launcher that chose the port beforehand, as [`free_local_port`] does, can
 /// lose it to any socket meanwhile; it may start the stage again on another.
 pub fn lost_its_port(output: &str) -> bool {
     output.lines().any(|line| line.contains("--http-listen") && line.contains(PORT_TAKEN))
@@ -273,6 +306,21 @@ const TEXT: &str = "text/plain; charset=utf-8";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_free_port_is_drawn_below_the_kernel_s_own_and_can_be_bound() {
+        let ports: Vec<u16> = (0..20).map(|_| free_local_port().unwrap().port()).collect();
+        for &port in &ports {
+            std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
+        if let Some(start) = ephemeral_range_start() {
+            assert!(ports.iter().all(|&port| (LEAST_DRAWN_PORT..start).contains(&port)), "{ports:?}");
+            let mut distinct = ports.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert!(distinct.len() > 15, "drawn at random: {ports:?}");
+        }
+    }
 
     #[tokio::test]
     async fn serves_metrics_liveness_and_readiness() {
