@@ -313,9 +313,8 @@ impl Tansu {
             .await
             .unwrap_or_else(|e| panic!("S3 store at {s3}: {e}"));
         assert!(created.status().is_success(), "creating bucket {bucket} at {s3}: {}", created.status());
-        let address = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("free port");
+        // Kept across restarts: drawn where outgoing connections do not take it meanwhile.
+        let address = recrawl_common::http::free_local_port().expect("free port");
         let mut tansu = Self { binary, address, s3, storage: format!("s3://{bucket}/"), process: None };
         tansu.spawn().await;
         tansu

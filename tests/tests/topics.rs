@@ -48,9 +48,7 @@ async fn topics_create_applies_the_catalogue_once() {
 /// start-up timeout, not a minute of repeated log lines.
 #[tokio::test]
 async fn an_unreachable_broker_is_named_within_the_startup_timeout() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-    let unreachable = listener.local_addr().expect("address").to_string();
-    drop(listener);
+    let unreachable = recrawl_common::http::free_local_port().expect("port").to_string();
     let mut flags = kafka_flags(&unreachable, "unreachable.");
     flags.extend(["--startup-timeout-ms".to_owned(), "2000".to_owned()]);
     let kafka: KafkaArgs = parse_args(&flags);

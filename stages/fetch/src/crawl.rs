@@ -1308,7 +1308,7 @@ mod tests {
         assert_eq!(paths(&elsewhere_log), ["/robots.txt", "/open.html"], "robots.txt is cached");
 
         let unreadable = crawler_with(no_delay(), &[], CancellationToken::new());
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let closed = recrawl_common::http::free_local_port().unwrap();
         let target = Url::parse(&format!("http://{closed}/page.html")).unwrap();
         let own = Arc::new(RobotsRules::AllowAll);
         let asked = Asked::new(&unreadable.shared, "a.test", "http://a.test", &own, None);
@@ -1592,7 +1592,7 @@ mod tests {
 
     #[tokio::test]
     async fn refused_and_unreachable_hosts_fail_each_pick() {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let closed = recrawl_common::http::free_local_port().unwrap();
         let mut crawler = crawler(no_delay());
         let picks = vec![
             pick("http://169.254.169.254/latest/a.html"),

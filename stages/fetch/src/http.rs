@@ -1592,7 +1592,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn credentials_stay_out_of_error_texts() {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let closed = recrawl_common::http::free_local_port().unwrap();
         // No record may carry such a URL; one built past the checks is still never sent.
         let pick = PagePick {
             url: format!("http://crawler:s3cret@{closed}/"),
@@ -1841,7 +1841,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn closed_port_is_a_connect_error() {
-        let closed_address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let closed_address = recrawl_common::http::free_local_port().unwrap();
         let fetcher = Fetcher::new(test_config()).unwrap();
         let result = fetcher.fetch(&pick_for(&format!("http://{closed_address}/")), &any_redirect).await;
         assert_eq!(result.outcome, FetchOutcome::Connect, "{:?}", result.error);
