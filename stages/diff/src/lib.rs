@@ -25,7 +25,7 @@ use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageC
 use recrawl_model::PeriodClock;
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{bounds, ChangeEvent, Format, Message, ValidationError};
+use recrawl_schemas::{bounds, ChangeEvent, FetchResult, Format, Message, ValidationError};
 use serde::{Deserialize, Serialize};
 
 use crate::change::{
@@ -381,6 +381,43 @@ impl Diff {
 }
 
 impl Diff {
+    /// The change event of `result`, its URL's state updated; `None` for a replay. A URL
+    /// with no state whose result made no request (robots.txt denied it, or it was
+    /// deferred) gets none: it has no version to keep, its event repeated on a replay is
+    /// one the estimator ignores (it counts requests only), and the scheduler does not
+    /// track such a URL, so a state kept for each would grow with every URL a site denies.
+    fn apply(
+        &mut self,
+        state: &mut StateStore<DiffState>,
+        partition: i32,
+        result: &FetchResult,
+        now_ms: i64,
+    ) -> Option<ChangeEvent> {
+        self.forget_if_from_the_future(state, partition, &result.url, now_ms);
+        let known = state.get(partition, &result.url);
+        if known.is_some_and(|page| page.is_replay(result.period)) {
+            return None;
+        }
+        let started = Instant::now();
+        let event = if known.is_none() && !result.outcome.is_request() {
+            self.differ.apply(&mut None, result)
+        } else {
+            let page =
+                state.get_or_insert_with(partition, &result.url, || DiffState::starting_at(result.period));
+            let event = self.differ.apply(&mut page.version, result);
+            if let Some(version) = page.version.as_ref().filter(|v| {
+                result.outcome == recrawl_schemas::FetchOutcome::Downloaded && v.period == result.period
+            }) {
+                self.metrics.kept(version);
+            }
+            page.mark_applied(result.period);
+            event
+        };
+        self.metrics.compare_seconds.observe(started.elapsed().as_secs_f64());
+        self.metrics.record(&event);
+        Some(event)
+    }
+
     /// Drops the state of `url` if its latest period has not begun: a record from the
     /// future, kept before diff checked periods (or under a wrong clock), would take every
     /// real result of the URL for a late one, compared with nothing. Its next result is
@@ -427,23 +464,9 @@ impl Stage for Diff {
                 out.dead_letter(&record, DeadLetterKind::Invalid, ahead);
                 continue;
             }
-            self.forget_if_from_the_future(state, record.partition, &result.url, now_ms);
-            if state.get(record.partition, &result.url).is_some_and(|s| s.is_replay(result.period)) {
-                continue;
+            if let Some(event) = self.apply(state, record.partition, &result, now_ms) {
+                out.send(CHANGE_EVENTS, &event)?;
             }
-            let page = state
-                .get_or_insert_with(record.partition, &result.url, || DiffState::starting_at(result.period));
-            let started = Instant::now();
-            let event = self.differ.apply(&mut page.version, &result);
-            if let Some(version) = page.version.as_ref().filter(|v| {
-                result.outcome == recrawl_schemas::FetchOutcome::Downloaded && v.period == result.period
-            }) {
-                self.metrics.kept(version);
-            }
-            page.mark_applied(result.period);
-            self.metrics.compare_seconds.observe(started.elapsed().as_secs_f64());
-            self.metrics.record(&event);
-            out.send(CHANGE_EVENTS, &event)?;
         }
         self.metrics.corpus(&self.differ);
         Ok(())
@@ -506,7 +529,7 @@ pub async fn main(args: DiffArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::change::WordHashes;
-    use recrawl_schemas::FetchResult;
+    use recrawl_schemas::FetchOutcome;
 
     #[test]
     fn the_state_round_trips_through_the_envelope() {
@@ -566,6 +589,44 @@ mod tests {
         let page = store.get_or_insert_with(0, url, || DiffState::starting_at(real.period));
         let event = diff.differ.apply(&mut page.version, &real);
         assert!(event.first_seen && page.version.as_ref().is_some_and(|v| v.period == 9));
+    }
+
+    #[test]
+    fn a_url_never_requested_keeps_no_state_and_a_request_starts_it() {
+        let registry = prometheus::Registry::new();
+        let clock = PeriodClock { period_ms: 60_000, epoch_unix_ms: 0 };
+        let mut diff = Diff::new(DiffSettings::default(), clock, &registry).unwrap();
+        let now_ms = 10 * 60_000;
+        let mut store = StateStore::default();
+        // A site denying every URL it links to: each denial is an event, none a state.
+        for (index, outcome) in
+            [FetchOutcome::RobotsDenied, FetchOutcome::Deferred].into_iter().cycle().take(100).enumerate()
+        {
+            let url = format!("http://denying.test/{index}.html");
+            let result = FetchResult { outcome, ..FetchResult::html_page(&url, "denying.test", 5, "") };
+            let event = diff.apply(&mut store, 0, &result, now_ms).expect("an event");
+            assert_eq!(event.outcome, outcome);
+        }
+        assert_eq!(store.partition(0).count(), 0, "nothing kept of URLs never requested");
+        // A request does keep one, and a later denial of a known URL is applied to it.
+        let url = "http://a.test/page.html";
+        let failed = FetchResult {
+            outcome: FetchOutcome::HttpStatus,
+            http_status: Some(503),
+            ..FetchResult::html_page(url, "a.test", 5, "")
+        };
+        assert!(diff.apply(&mut store, 0, &failed, now_ms).is_some());
+        assert_eq!(store.get(0, url).map(|page| page.last_period), Some(5));
+        let denied = FetchResult {
+            outcome: FetchOutcome::RobotsDenied,
+            ..FetchResult::html_page(url, "a.test", 6, "")
+        };
+        assert!(diff.apply(&mut store, 0, &denied, now_ms).is_some());
+        assert_eq!(store.get(0, url).map(|page| page.last_period), Some(6));
+        assert!(diff.apply(&mut store, 0, &denied, now_ms).is_none(), "a replay");
+        let downloaded = FetchResult::html_page(url, "a.test", 7, "<p>at last</p>");
+        let event = diff.apply(&mut store, 0, &downloaded, now_ms).expect("an event");
+        assert!(event.first_seen && store.get(0, url).is_some_and(|page| page.version.is_some()));
     }
 
     #[test]
