@@ -25,7 +25,7 @@ use recrawl_common::{unix_ms, InputRecord, KafkaArgs, ServiceArgs, Stage, StageC
 use recrawl_model::PeriodClock;
 use recrawl_schemas::envelope::{decode_as, EnvelopeError, Framed};
 use recrawl_schemas::topics::{CHANGE_EVENTS, DEAD_LETTER, FETCH_RESULTS};
-use recrawl_schemas::{bounds, ChangeEvent, FetchResult, Format, Message, ValidationError};
+use recrawl_schemas::{bounds, ChangeEvent, FetchOutcome, FetchResult, Format, Message, ValidationError};
 use serde::{Deserialize, Serialize};
 
 use crate::change::{
@@ -386,6 +386,8 @@ impl Diff {
     /// deferred) gets none: it has no version to keep, its event repeated on a replay is
     /// one the estimator ignores (it counts requests only), and the scheduler does not
     /// track such a URL, so a state kept for each would grow with every URL a site denies.
+    /// A URL whose host resolves to an address the fetcher refuses is forgotten, as the
+    /// scheduler forgets it, for the same reason.
     fn apply(
         &mut self,
         state: &mut StateStore<DiffState>,
@@ -399,20 +401,28 @@ impl Diff {
             return None;
         }
         let started = Instant::now();
-        let event = if known.is_none() && !result.outcome.is_request() {
+        let forgotten = result.outcome == FetchOutcome::BlockedAddress;
+        let event = if known.is_none() && (forgotten || !result.outcome.is_request()) {
             self.differ.apply(&mut None, result)
         } else {
             let page =
                 state.get_or_insert_with(partition, &result.url, || DiffState::starting_at(result.period));
             let event = self.differ.apply(&mut page.version, result);
-            if let Some(version) = page.version.as_ref().filter(|v| {
-                result.outcome == recrawl_schemas::FetchOutcome::Downloaded && v.period == result.period
-            }) {
+            if let Some(version) = page
+                .version
+                .as_ref()
+                .filter(|v| result.outcome == FetchOutcome::Downloaded && v.period == result.period)
+            {
                 self.metrics.kept(version);
             }
             page.mark_applied(result.period);
             event
         };
+        if forgotten {
+            if let Some(version) = state.remove(partition, &result.url).and_then(|page| page.version) {
+                self.differ.release(&version);
+            }
+        }
         self.metrics.compare_seconds.observe(started.elapsed().as_secs_f64());
         self.metrics.record(&event);
         Some(event)
@@ -529,7 +539,6 @@ pub async fn main(args: DiffArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::change::WordHashes;
-    use recrawl_schemas::FetchOutcome;
 
     #[test]
     fn the_state_round_trips_through_the_envelope() {
@@ -592,7 +601,7 @@ mod tests {
     }
 
     #[test]
-    fn a_url_never_requested_keeps_no_state_and_a_request_starts_it() {
+    fn only_the_urls_the_scheduler_tracks_keep_a_state() {
         let registry = prometheus::Registry::new();
         let clock = PeriodClock { period_ms: 60_000, epoch_unix_ms: 0 };
         let mut diff = Diff::new(DiffSettings::default(), clock, &registry).unwrap();
@@ -627,6 +636,19 @@ mod tests {
         let downloaded = FetchResult::html_page(url, "a.test", 7, "<p>at last</p>");
         let event = diff.apply(&mut store, 0, &downloaded, now_ms).expect("an event");
         assert!(event.first_seen && store.get(0, url).is_some_and(|page| page.version.is_some()));
+        // An address the fetcher refuses: the scheduler forgets the URL, and so does diff,
+        // its kept words given back; a URL first seen so keeps nothing.
+        assert!(diff.differ.kept_bytes() > 0);
+        for (url, period) in [(url, 8), ("http://private.test/", 8)] {
+            let blocked = FetchResult {
+                outcome: FetchOutcome::BlockedAddress,
+                ..FetchResult::html_page(url, "a.test", period, "")
+            };
+            let event = diff.apply(&mut store, 0, &blocked, now_ms).expect("an event");
+            assert_eq!(event.outcome, FetchOutcome::BlockedAddress);
+        }
+        assert_eq!(store.partition(0).count(), 0);
+        assert_eq!(diff.differ.kept_bytes(), 0);
     }
 
     #[test]
