@@ -387,7 +387,9 @@ impl Diff {
     /// one the estimator ignores (it counts requests only), and the scheduler does not
     /// track such a URL, so a state kept for each would grow with every URL a site denies.
     /// A URL whose host resolves to an address the fetcher refuses is forgotten, as the
-    /// scheduler forgets it, for the same reason.
+    /// scheduler forgets it, for the same reason. Either result, replayed, finds no state
+    /// and is answered again: the estimator and the scheduler take the repeat as they
+    /// take any replay.
     fn apply(
         &mut self,
         state: &mut StateStore<DiffState>,
@@ -401,7 +403,10 @@ impl Diff {
             return None;
         }
         let started = Instant::now();
-        let forgotten = result.outcome == FetchOutcome::BlockedAddress;
+        // Only the URL's latest result: a late one is stale to the estimator, which then
+        // sends the scheduler nothing, and the scheduler keeps the URL.
+        let forgotten = result.outcome == FetchOutcome::BlockedAddress
+            && known.is_none_or(|page| result.period >= page.last_period);
         let event = if known.is_none() && (forgotten || !result.outcome.is_request()) {
             self.differ.apply(&mut None, result)
         } else {
@@ -636,6 +641,16 @@ mod tests {
         let downloaded = FetchResult::html_page(url, "a.test", 7, "<p>at last</p>");
         let event = diff.apply(&mut store, 0, &downloaded, now_ms).expect("an event");
         assert!(event.first_seen && store.get(0, url).is_some_and(|page| page.version.is_some()));
+        // A refused address of an earlier period, come late, changes nothing: the
+        // estimator takes it as stale and the scheduler keeps the URL.
+        let late = FetchResult {
+            outcome: FetchOutcome::BlockedAddress,
+            ..FetchResult::html_page(url, "a.test", 6, "")
+        };
+        assert!(diff.apply(&mut store, 0, &late, now_ms).is_none(), "period 6 was applied");
+        let late = FetchResult { period: 4, ..late };
+        assert!(diff.apply(&mut store, 0, &late, now_ms).is_some());
+        assert!(store.get(0, url).is_some_and(|page| page.version.as_ref().is_some_and(|v| v.period == 7)));
         // An address the fetcher refuses: the scheduler forgets the URL, and so does diff,
         // its kept words given back; a URL first seen so keeps nothing.
         assert!(diff.differ.kept_bytes() > 0);
